@@ -1,0 +1,1 @@
+//! Circuit breakers fed with outcomes (filled in by the breaker work).

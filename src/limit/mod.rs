@@ -1,0 +1,1 @@
+//! Keyed sliding-window rate limiters (filled in by the limiter work).

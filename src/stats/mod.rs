@@ -1,0 +1,1 @@
+//! Windowed statistics (filled in below).

@@ -1,0 +1,370 @@
+//! `RollingWindow<B>`: go-zero's ring of time buckets, with time passed in.
+//!
+//! A window is `size` buckets of width `interval` laid on a time grid. Each
+//! bucket aggregates the values added while time was inside its slot. The
+//! behaviour follows go-zero's `core/collection/rollingwindow.go` exactly,
+//! except that time is an argument instead of a global clock and that the
+//! backward-time case is defined on purpose (see below).
+//!
+//! * [`add`](RollingWindow::add)`(v, now)`: let `span` be the number of whole
+//!   intervals from the start of the last-written slot `L` to `now`, capped at
+//!   `size`. If `span > 0`, reset the `span` buckets after the current one
+//!   (at most all of them), move the current index by `span`, and set `L` to the
+//!   latest grid point at or before `now` (`L += floor((now - L) / I) * I`, so
+//!   the grid never drifts, even after a gap far longer than the window). Then
+//!   add `v` into the current bucket.
+//! * [`reduce`](RollingWindow::reduce)`(now)` / [`visit`](RollingWindow::visit):
+//!   visit only unexpired buckets, oldest first, and never change state. The
+//!   `span` buckets that expired since the last write are skipped, not visited
+//!   as zeros, so the number of visited buckets is `size - span`.
+//! * `ignore_current`: leave out the bucket still being filled, exactly when
+//!   go-zero does: only while `span == 0` (time still inside the last-written
+//!   slot); `size - 1` buckets are then visited. Once time has moved into a new,
+//!   not yet written slot, that slot is skipped anyway.
+//!
+//! A value written in the slot starting at `a` is therefore visible for `now`
+//! in `[a, a + size·interval)`, or `[a + interval, a + size·interval)` with
+//! ignore-current.
+//!
+//! ## The grid origin
+//!
+//! go-zero anchors the grid at the window's creation instant
+//! ([`RollingWindow::new`]). The daemon anchors it at multiples of the interval
+//! since the Unix epoch ([`RollingWindow::epoch_aligned`]), so that every
+//! series, and every instance in a fleet, agrees on bucket boundaries. Any
+//! other origin can be given to [`RollingWindow::with_origin`].
+//!
+//! ## Time going backwards
+//!
+//! [`SystemClock`](crate::SystemClock) never goes backwards, but a
+//! [`ManualClock`](crate::ManualClock) can, and a caller may pass stale
+//! timestamps (for example a batch read before a newer one was processed).
+//! rollstat's rule: **a `now` earlier than the start of the last-written slot
+//! is treated as that slot's start.** An `add` lands in the current bucket, a
+//! `reduce` sees the window as it was at `L`, nothing is reset, the grid never
+//! moves backwards, and time resumes normally once `now` passes `L` again. This
+//! differs on purpose from go-zero, whose arithmetic (on a wall-clock-based
+//! relative time) makes a window that is one interval or more behind report
+//! nothing and wipes every bucket on the next add.
+//!
+//! ## Cost
+//!
+//! `add` while time stays in the current slot is a compare and an add (no
+//! division); moving to a new slot costs one division and at most `size`
+//! bucket resets. `reduce` is one pass over at most `size` buckets.
+
+pub mod bucket;
+
+use std::fmt;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+use crate::clock::{duration_nanos, Timestamp};
+use bucket::Bucket;
+
+/// The shape of a window: how many buckets, how wide, and whether the bucket
+/// being filled is left out of reductions. Validated at construction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct WindowSpec {
+    size: usize,
+    interval: u64,
+    ignore_current: bool,
+}
+
+/// A window shape that cannot work.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WindowSpecError {
+    /// `size` was zero.
+    #[error("a rolling window needs at least 1 bucket; got 0 (set buckets >= 1)")]
+    NoBuckets,
+    /// `interval` was shorter than a nanosecond.
+    #[error("a rolling window's bucket interval must be at least 1ns; got {0:?}")]
+    ZeroInterval(Duration),
+    /// `size * interval` does not fit in 584 years of nanoseconds.
+    #[error("a rolling window of {size} buckets of {interval:?} is too long to represent")]
+    TooLong {
+        /// Number of buckets asked for.
+        size: usize,
+        /// Bucket width asked for.
+        interval: Duration,
+    },
+}
+
+// === impl WindowSpec ===
+
+impl WindowSpec {
+    /// `size` buckets of width `interval`, ignore-current off.
+    pub fn new(size: usize, interval: Duration) -> Result<Self, WindowSpecError> {
+        if size == 0 {
+            return Err(WindowSpecError::NoBuckets);
+        }
+        let nanos = duration_nanos(interval);
+        if nanos == 0 {
+            return Err(WindowSpecError::ZeroInterval(interval));
+        }
+        if nanos.checked_mul(size as u64).is_none() {
+            return Err(WindowSpecError::TooLong { size, interval });
+        }
+        Ok(WindowSpec {
+            size,
+            interval: nanos,
+            ignore_current: false,
+        })
+    }
+
+    /// Sets go-zero's `IgnoreCurrentBucket` option.
+    #[must_use]
+    pub fn ignore_current(mut self, on: bool) -> Self {
+        self.ignore_current = on;
+        self
+    }
+
+    /// Number of buckets.
+    #[must_use]
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// Width of one bucket.
+    #[must_use]
+    pub fn interval(&self) -> Duration {
+        Duration::from_nanos(self.interval)
+    }
+
+    /// Whether the bucket being filled is left out of reductions.
+    #[must_use]
+    pub fn ignores_current(&self) -> bool {
+        self.ignore_current
+    }
+
+    /// The whole window, `size * interval`.
+    #[must_use]
+    pub fn length(&self) -> Duration {
+        Duration::from_nanos(self.interval * self.size as u64)
+    }
+}
+
+/// A ring of `size` time buckets; see the [module docs](self) for the exact
+/// semantics.
+#[derive(Clone)]
+pub struct RollingWindow<B> {
+    buckets: Box<[B]>,
+    /// Bucket width in nanoseconds (> 0).
+    interval: u64,
+    /// Index of the bucket holding the last-written slot.
+    offset: usize,
+    /// Start of the last-written slot, a grid point (go-zero's `lastTime`).
+    last: u64,
+    ignore_current: bool,
+}
+
+// === impl RollingWindow ===
+
+impl<B: Bucket> RollingWindow<B> {
+    /// A window whose grid is anchored at `now`, as go-zero's
+    /// `NewRollingWindow` does.
+    #[must_use]
+    pub fn new(spec: WindowSpec, now: Timestamp) -> Self {
+        Self::with_origin(spec, now, now)
+    }
+
+    /// A window whose grid is anchored at multiples of the interval since the
+    /// Unix epoch, so that windows created at different times (and on different
+    /// machines) share bucket boundaries.
+    #[must_use]
+    pub fn epoch_aligned(spec: WindowSpec, now: Timestamp) -> Self {
+        Self::with_origin(spec, Timestamp::EPOCH, now)
+    }
+
+    /// A window whose grid passes through `origin`, created at `now`.
+    #[must_use]
+    pub fn with_origin(spec: WindowSpec, origin: Timestamp, now: Timestamp) -> Self {
+        let (o, n, i) = (origin.as_nanos(), now.as_nanos(), spec.interval);
+        let last = if n >= o {
+            n - (n - o) % i
+        } else {
+            // The grid point at or before `now`, counting back from the origin.
+            let back = (o - n).div_ceil(i).saturating_mul(i);
+            o.saturating_sub(back)
+        };
+        RollingWindow {
+            buckets: (0..spec.size).map(|_| B::default()).collect(),
+            interval: i,
+            offset: 0,
+            last,
+            ignore_current: spec.ignore_current,
+        }
+    }
+
+    /// The window's shape.
+    #[must_use]
+    pub fn spec(&self) -> WindowSpec {
+        WindowSpec {
+            size: self.buckets.len(),
+            interval: self.interval,
+            ignore_current: self.ignore_current,
+        }
+    }
+
+    /// Start of the last-written slot (go-zero's `lastTime`).
+    #[must_use]
+    pub fn last_slot_start(&self) -> Timestamp {
+        Timestamp::from_nanos(self.last)
+    }
+
+    /// Whole intervals from the last-written slot to `now`, capped at `size`.
+    /// A `now` before the last-written slot counts as inside it (0).
+    #[inline]
+    fn span(&self, now: u64) -> usize {
+        if now < self.last.saturating_add(self.interval) {
+            // Same slot, or time went backwards: no division on the hot path.
+            return 0;
+        }
+        let k = (now - self.last) / self.interval;
+        let n = self.buckets.len() as u64;
+        if k >= n {
+            self.buckets.len()
+        } else {
+            k as usize
+        }
+    }
+
+    /// Adds `input` into the bucket for `now`, first resetting the buckets
+    /// that expired since the last write.
+    #[inline]
+    pub fn add(&mut self, input: B::Input, now: Timestamp) {
+        self.advance(now);
+        self.buckets[self.offset].add(input);
+    }
+
+    /// Moves the ring to `now` (resetting expired buckets) without adding.
+    /// `add` calls it; a caller may too, for example to write a bucket through
+    /// [`current_mut`](Self::current_mut).
+    #[inline]
+    pub fn advance(&mut self, now: Timestamp) {
+        let now = now.as_nanos();
+        let span = self.span(now);
+        if span == 0 {
+            return;
+        }
+        let n = self.buckets.len();
+        for i in 1..=span {
+            self.buckets[(self.offset + i) % n].reset();
+        }
+        self.offset = (self.offset + span) % n;
+        // Latest grid point at or before `now`: never drifts, even after a gap
+        // far longer than the window (span was capped, this is not).
+        self.last = now - (now - self.last) % self.interval;
+    }
+
+    /// The bucket for the last-written slot. Call [`advance`](Self::advance)
+    /// first to make it the bucket for `now`.
+    pub fn current_mut(&mut self) -> &mut B {
+        &mut self.buckets[self.offset]
+    }
+
+    /// Calls `f` on every unexpired bucket, oldest first, and returns how many
+    /// were visited. Never changes state.
+    #[inline]
+    pub fn visit(&self, now: Timestamp, mut f: impl FnMut(&B)) -> usize {
+        let n = self.buckets.len();
+        let span = self.span(now.as_nanos());
+        let count = if span == 0 && self.ignore_current {
+            n - 1
+        } else {
+            n - span
+        };
+        let start = self.offset + span + 1;
+        for i in 0..count {
+            f(&self.buckets[(start + i) % n]);
+        }
+        count
+    }
+
+    /// Merges every unexpired bucket into one, oldest first. Never changes
+    /// state.
+    #[must_use]
+    pub fn reduce(&self, now: Timestamp) -> B {
+        let mut acc = B::default();
+        self.visit(now, |b| acc.merge(b));
+        acc
+    }
+
+    /// The time the buckets visited by a reduce at `now` cover, the
+    /// denominator of a windowed rate: the `size - 1` whole slots before the
+    /// slot containing `now`, plus the elapsed part of that slot unless
+    /// ignore-current is on. Slots that expired since the last write (and are
+    /// skipped by the reduce) are empty, and still count as covered time.
+    ///
+    /// Zero only for a single-bucket window with ignore-current, which never
+    /// reports anything, or a single bucket at the very start of its slot.
+    #[must_use]
+    pub fn covered(&self, now: Timestamp) -> Duration {
+        let now = now.as_nanos().max(self.last);
+        let elapsed_in_slot = (now - self.last) % self.interval;
+        let whole = self.interval * (self.buckets.len() as u64 - 1);
+        if self.ignore_current {
+            Duration::from_nanos(whole)
+        } else {
+            Duration::from_nanos(whole + elapsed_in_slot)
+        }
+    }
+}
+
+impl<B: fmt::Debug> fmt::Debug for RollingWindow<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RollingWindow")
+            .field("size", &self.buckets.len())
+            .field("interval", &Duration::from_nanos(self.interval))
+            .field("ignore_current", &self.ignore_current)
+            .field("offset", &self.offset)
+            .field("last", &self.last)
+            .field("buckets", &self.buckets)
+            .finish()
+    }
+}
+
+/// A [`RollingWindow`] that several threads may add to and reduce.
+///
+/// One short `parking_lot::Mutex` around the ring: an `add` holds it for a
+/// compare and an add, a `reduce` for one pass over the buckets. go-zero uses
+/// an `RWMutex` for the same job; with critical sections this short a plain
+/// mutex is cheaper (no reader count to bounce between cores). The `core`
+/// benchmark `window/add_shared_2_threads` measures it against the unshared
+/// window.
+pub struct SharedWindow<B> {
+    inner: Mutex<RollingWindow<B>>,
+}
+
+// === impl SharedWindow ===
+
+impl<B: Bucket> SharedWindow<B> {
+    /// Wraps a window.
+    #[must_use]
+    pub fn new(window: RollingWindow<B>) -> Self {
+        SharedWindow {
+            inner: Mutex::new(window),
+        }
+    }
+
+    /// [`RollingWindow::add`] under the lock.
+    #[inline]
+    pub fn add(&self, input: B::Input, now: Timestamp) {
+        self.inner.lock().add(input, now);
+    }
+
+    /// [`RollingWindow::reduce`] under the lock.
+    #[must_use]
+    pub fn reduce(&self, now: Timestamp) -> B {
+        self.inner.lock().reduce(now)
+    }
+
+    /// Runs `f` with the window locked, for several operations at one `now`.
+    pub fn with<R>(&self, f: impl FnOnce(&mut RollingWindow<B>) -> R) -> R {
+        f(&mut self.inner.lock())
+    }
+}
+
+#[cfg(test)]
+mod tests;
