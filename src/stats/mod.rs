@@ -1,1 +1,296 @@
-//! Windowed statistics (filled in below).
+//! Windowed statistics: what a reduce of a [`RollingWindow`] means in numbers.
+//!
+//! [`WindowStats::of`] reduces a window once at `now` and reports:
+//!
+//! * `sum` and `count`: go-zero's Sum and Count over the unexpired buckets
+//!   (for statsd data, weighted by `1 / sample_rate`);
+//! * [`avg`](WindowStats::avg) = sum / count;
+//! * [`rate`](WindowStats::rate) = count per second and
+//!   [`sum_rate`](WindowStats::sum_rate) = sum per second. The denominator is
+//!   [`covered`](WindowStats::covered): the time the reduced buckets actually
+//!   cover, i.e. `size - 1` whole slots plus the elapsed part of the current
+//!   slot, or `size - 1` whole slots with ignore-current
+//!   ([`RollingWindow::covered`]). Dividing by the full window length instead
+//!   would under-report by up to one bucket's share while the current bucket
+//!   fills; dividing by the visited buckets would make the rate jump when a
+//!   slot is skipped. A series younger than its window reads low until the
+//!   window has passed once, as in go-zero (time before the series existed
+//!   counts as empty).
+//! * `min` and `max` of the raw values, when the bucket type keeps them;
+//! * quantiles from the merged DDSketch of a [`Distribution`] window
+//!   ([`quantile`](WindowStats::quantile), 1% relative error);
+//! * distinct members of a [`Distinct`] window ([`WindowStats::distinct`]).
+//!
+//! All of it is pure: a window and a `now` in, plain numbers out.
+
+use std::time::Duration;
+
+use crate::clock::Timestamp;
+use crate::sketch::QuantileSketch;
+use crate::window::bucket::{Bucket, Distinct, Distribution, SumCount, Summary};
+use crate::window::RollingWindow;
+
+/// A bucket whose contents can be read as sum, count and (maybe) min/max.
+pub trait Totals {
+    /// Weighted sum of values.
+    fn sum(&self) -> f64;
+    /// Weighted number of events.
+    fn count(&self) -> f64;
+    /// Samples received (unweighted).
+    fn samples(&self) -> u64;
+    /// Smallest value, if the bucket keeps it and is not empty.
+    fn min(&self) -> Option<f64> {
+        None
+    }
+    /// Largest value, if the bucket keeps it and is not empty.
+    fn max(&self) -> Option<f64> {
+        None
+    }
+    /// The quantile sketch, if the bucket keeps one.
+    fn sketch(&self) -> Option<&QuantileSketch> {
+        None
+    }
+}
+
+impl Totals for SumCount {
+    fn sum(&self) -> f64 {
+        self.sum
+    }
+    fn count(&self) -> f64 {
+        self.count as f64
+    }
+    fn samples(&self) -> u64 {
+        self.count
+    }
+}
+
+impl Totals for Summary {
+    fn sum(&self) -> f64 {
+        self.sum
+    }
+    fn count(&self) -> f64 {
+        self.count
+    }
+    fn samples(&self) -> u64 {
+        self.samples
+    }
+    fn min(&self) -> Option<f64> {
+        (!self.is_empty()).then_some(self.min)
+    }
+    fn max(&self) -> Option<f64> {
+        (!self.is_empty()).then_some(self.max)
+    }
+}
+
+impl Totals for Distribution {
+    fn sum(&self) -> f64 {
+        self.summary.sum
+    }
+    fn count(&self) -> f64 {
+        self.summary.count
+    }
+    fn samples(&self) -> u64 {
+        self.summary.samples
+    }
+    fn min(&self) -> Option<f64> {
+        Totals::min(&self.summary)
+    }
+    fn max(&self) -> Option<f64> {
+        Totals::max(&self.summary)
+    }
+    fn sketch(&self) -> Option<&QuantileSketch> {
+        Some(&self.sketch)
+    }
+}
+
+/// The statistics of one window at one instant, from a single reduce.
+#[derive(Clone, Debug)]
+pub struct WindowStats<B> {
+    /// The merged bucket (sum, count, sketch...).
+    pub merged: B,
+    /// The time the merged buckets cover; the denominator of the rates.
+    pub covered: Duration,
+}
+
+impl<B: Bucket + Totals> WindowStats<B> {
+    /// Reduces `window` at `now` and keeps what the statistics need.
+    #[must_use]
+    pub fn of(window: &RollingWindow<B>, now: Timestamp) -> Self {
+        WindowStats {
+            merged: window.reduce(now),
+            covered: window.covered(now),
+        }
+    }
+
+    /// Weighted sum (go-zero's Sum).
+    #[must_use]
+    pub fn sum(&self) -> f64 {
+        self.merged.sum()
+    }
+
+    /// Weighted count (go-zero's Count).
+    #[must_use]
+    pub fn count(&self) -> f64 {
+        self.merged.count()
+    }
+
+    /// Samples received, unweighted.
+    #[must_use]
+    pub fn samples(&self) -> u64 {
+        self.merged.samples()
+    }
+
+    /// `sum / count`, or `None` for an empty window.
+    #[must_use]
+    pub fn avg(&self) -> Option<f64> {
+        let c = self.count();
+        (c > 0.0).then(|| self.sum() / c)
+    }
+
+    /// Events per second: `count / covered`.
+    #[must_use]
+    pub fn rate(&self) -> f64 {
+        per_second(self.count(), self.covered)
+    }
+
+    /// Sum per second: `sum / covered` (a counter's increments per second).
+    #[must_use]
+    pub fn sum_rate(&self) -> f64 {
+        per_second(self.sum(), self.covered)
+    }
+
+    /// Smallest value in the window, if the bucket type keeps it.
+    #[must_use]
+    pub fn min(&self) -> Option<f64> {
+        self.merged.min()
+    }
+
+    /// Largest value in the window, if the bucket type keeps it.
+    #[must_use]
+    pub fn max(&self) -> Option<f64> {
+        self.merged.max()
+    }
+
+    /// The value at quantile `q` (in [0, 1]) within 1% relative error, if the
+    /// bucket type keeps a sketch and the window is not empty.
+    #[must_use]
+    pub fn quantile(&self, q: f64) -> Option<f64> {
+        self.merged.sketch().and_then(|s| s.quantile(q))
+    }
+}
+
+impl WindowStats<Distinct> {
+    /// Distinct members in a set window (exact up to
+    /// [`DistinctCounter::EXACT_LIMIT`](crate::sketch::DistinctCounter::EXACT_LIMIT)).
+    #[must_use]
+    pub fn distinct(window: &RollingWindow<Distinct>, now: Timestamp) -> u64 {
+        window.reduce(now).members.count()
+    }
+}
+
+/// `total / covered` in units per second; 0 when nothing is covered.
+#[must_use]
+pub fn per_second(total: f64, covered: Duration) -> f64 {
+    let secs = covered.as_secs_f64();
+    if secs > 0.0 {
+        total / secs
+    } else {
+        0.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::window::bucket::Observation;
+    use crate::window::WindowSpec;
+
+    const T0: Timestamp = Timestamp::from_secs(1_767_225_600);
+
+    fn ms(n: u64) -> Timestamp {
+        T0 + Duration::from_millis(n)
+    }
+
+    #[test]
+    fn rate_divides_by_whole_slots_plus_the_elapsed_part_of_the_current_one() {
+        // 10 x 100 ms. 50 adds spread over the first 500 ms, read at 950 ms:
+        // covered = 9 whole slots + 50 ms = 950 ms.
+        let spec = WindowSpec::new(10, Duration::from_millis(100)).unwrap();
+        let mut w = RollingWindow::<SumCount>::new(spec, T0);
+        for i in 0..50 {
+            w.add(2.0, ms(i * 10));
+        }
+        let s = WindowStats::of(&w, ms(950));
+        assert_eq!(s.covered, Duration::from_millis(950));
+        assert!((s.rate() - 50.0 / 0.95).abs() < 1e-9);
+        assert!((s.sum_rate() - 100.0 / 0.95).abs() < 1e-9);
+        assert_eq!(s.avg(), Some(2.0));
+        assert_eq!(s.min(), None);
+    }
+
+    #[test]
+    fn with_ignore_current_the_rate_uses_whole_buckets_only() {
+        let spec = WindowSpec::new(10, Duration::from_millis(100))
+            .unwrap()
+            .ignore_current(true);
+        let mut w = RollingWindow::<SumCount>::new(spec, T0);
+        for i in 0..90 {
+            w.add(1.0, ms(i * 10));
+        }
+        w.add(1.0, ms(905)); // in the current bucket: left out
+        let s = WindowStats::of(&w, ms(950));
+        assert_eq!(s.count(), 90.0);
+        assert_eq!(s.covered, Duration::from_millis(900));
+        assert!((s.rate() - 100.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn weighted_summary_stats_min_max_and_avg() {
+        let spec = WindowSpec::new(4, Duration::from_secs(1)).unwrap();
+        let mut w = RollingWindow::<Summary>::epoch_aligned(spec, T0);
+        w.add(Observation::sampled(3.0, 0.5), T0);
+        w.add(Observation::new(-1.0), ms(1500));
+        let s = WindowStats::of(&w, ms(1500));
+        assert_eq!(s.sum(), 5.0);
+        assert_eq!(s.count(), 3.0);
+        assert_eq!(s.samples(), 2);
+        assert_eq!((s.min(), s.max()), (Some(-1.0), Some(3.0)));
+        assert_eq!(s.avg(), Some(5.0 / 3.0));
+        let empty = WindowStats::of(&w, ms(10_000));
+        assert_eq!((empty.min(), empty.max(), empty.avg()), (None, None, None));
+        assert_eq!(empty.rate(), 0.0);
+    }
+
+    #[test]
+    fn quantiles_merge_across_buckets_within_one_percent() {
+        let spec = WindowSpec::new(10, Duration::from_secs(1)).unwrap();
+        let mut w = RollingWindow::<Distribution>::epoch_aligned(spec, T0);
+        for i in 1..=1000u64 {
+            // One value per ms for a second: spread over two buckets.
+            w.add(Observation::new(i as f64), T0 + Duration::from_micros(i * 1500));
+        }
+        let s = WindowStats::of(&w, ms(1600));
+        for (q, exact) in [(0.5, 500.0), (0.9, 900.0), (0.99, 990.0)] {
+            let got = s.quantile(q).unwrap();
+            assert!((got - exact).abs() / exact <= 0.0101, "q{q}: {got}");
+        }
+        assert_eq!(s.quantile(1.0), Some(1000.0));
+    }
+
+    #[test]
+    fn distinct_members_of_a_set_window() {
+        let spec = WindowSpec::new(2, Duration::from_secs(1)).unwrap();
+        let mut w = RollingWindow::<Distinct>::epoch_aligned(spec, T0);
+        for u in ["a", "b", "a"] {
+            w.add(crate::sketch::hash_member(u.as_bytes()), T0);
+        }
+        w.add(crate::sketch::hash_member(b"c"), ms(1200));
+        assert_eq!(WindowStats::distinct(&w, ms(1200)), 3);
+        assert_eq!(WindowStats::distinct(&w, ms(2100)), 1);
+    }
+
+    #[test]
+    fn per_second_of_zero_coverage_is_zero() {
+        assert_eq!(per_second(5.0, Duration::ZERO), 0.0);
+    }
+}

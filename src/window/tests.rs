@@ -1,0 +1,291 @@
+//! Edge cases of the rolling window, each on explicit timestamps. The cases
+//! follow go-zero's behaviour as recorded in `shared/reference/semantics.md`
+//! section 1.6 (verified there by running go-zero's code with a fake clock).
+
+use std::time::Duration;
+
+use super::bucket::SumCount;
+use super::*;
+
+/// Creation instant of most windows below: a realistic Unix time that is not
+/// a multiple of any interval used, so creation-anchored and epoch-anchored
+/// grids differ.
+const T0: u64 = 1_767_225_600_123_456_789;
+
+fn at_ms(ms: u64) -> Timestamp {
+    Timestamp::from_nanos(T0 + ms * 1_000_000)
+}
+
+fn at_ns(ns: u64) -> Timestamp {
+    Timestamp::from_nanos(T0 + ns)
+}
+
+fn spec(size: usize, interval_ms: u64) -> WindowSpec {
+    WindowSpec::new(size, Duration::from_millis(interval_ms)).unwrap()
+}
+
+fn window(size: usize, interval_ms: u64) -> RollingWindow<SumCount> {
+    RollingWindow::new(spec(size, interval_ms), at_ms(0))
+}
+
+fn sum_at(w: &RollingWindow<SumCount>, t: Timestamp) -> f64 {
+    w.reduce(t).sum
+}
+
+/// The bucket sums a reduce visits, oldest first.
+fn visited(w: &RollingWindow<SumCount>, t: Timestamp) -> Vec<f64> {
+    let mut out = Vec::new();
+    let n = w.visit(t, |b| out.push(b.sum));
+    assert_eq!(n, out.len());
+    out
+}
+
+#[test]
+fn spec_rejects_zero_buckets_zero_interval_and_overflow() {
+    assert_eq!(
+        WindowSpec::new(0, Duration::from_secs(1)),
+        Err(WindowSpecError::NoBuckets)
+    );
+    assert!(matches!(
+        WindowSpec::new(3, Duration::ZERO),
+        Err(WindowSpecError::ZeroInterval(_))
+    ));
+    assert!(matches!(
+        WindowSpec::new(usize::MAX, Duration::from_secs(1)),
+        Err(WindowSpecError::TooLong { .. })
+    ));
+    let s = spec(10, 100).ignore_current(true);
+    assert_eq!(s.length(), Duration::from_secs(1));
+    assert!(s.ignores_current());
+}
+
+#[test]
+fn fresh_window_visits_every_bucket_and_they_are_empty() {
+    let w = window(4, 100);
+    assert_eq!(visited(&w, at_ms(0)), vec![0.0; 4]);
+    let w = RollingWindow::<SumCount>::new(spec(4, 100).ignore_current(true), at_ms(0));
+    assert_eq!(visited(&w, at_ms(0)), vec![0.0; 3]);
+}
+
+#[test]
+fn write_exactly_on_a_boundary_goes_to_the_new_bucket_and_one_ns_before_stays() {
+    let mut w = window(3, 100);
+    w.add(1.0, at_ms(0));
+    w.add(2.0, at_ns(100_000_000 - 1));
+    assert_eq!(visited(&w, at_ns(100_000_000 - 1)), vec![0.0, 0.0, 3.0]);
+    w.add(4.0, at_ms(100));
+    assert_eq!(visited(&w, at_ms(100)), vec![0.0, 3.0, 4.0]);
+    assert_eq!(w.last_slot_start(), at_ms(100));
+}
+
+#[test]
+fn a_value_is_visible_from_its_slot_start_until_exactly_size_intervals_later() {
+    // Written at 150 ms into the slot starting at a = 100 ms.
+    let mut w = window(5, 100);
+    w.add(7.0, at_ms(150));
+    assert_eq!(sum_at(&w, at_ms(100)), 7.0);
+    assert_eq!(sum_at(&w, at_ns(600_000_000 - 1)), 7.0);
+    assert_eq!(sum_at(&w, at_ms(600)), 0.0);
+}
+
+#[test]
+fn with_ignore_current_a_value_appears_one_interval_after_its_slot_start() {
+    let mut w = RollingWindow::<SumCount>::new(spec(5, 100).ignore_current(true), at_ms(0));
+    w.add(7.0, at_ms(150));
+    assert_eq!(sum_at(&w, at_ms(150)), 0.0);
+    assert_eq!(sum_at(&w, at_ns(200_000_000 - 1)), 0.0);
+    assert_eq!(sum_at(&w, at_ms(200)), 7.0);
+    assert_eq!(sum_at(&w, at_ns(600_000_000 - 1)), 7.0);
+    assert_eq!(sum_at(&w, at_ms(600)), 0.0);
+}
+
+#[test]
+fn ignore_current_only_matters_while_time_is_in_the_last_written_slot() {
+    let mut on = RollingWindow::<SumCount>::new(spec(4, 100).ignore_current(true), at_ms(0));
+    let mut off = window(4, 100);
+    for w in [&mut on, &mut off] {
+        w.add(1.0, at_ms(10));
+        w.add(2.0, at_ms(110));
+    }
+    // Still inside the last-written slot [100, 200): `on` leaves it out.
+    assert_eq!(visited(&on, at_ms(150)), vec![0.0, 0.0, 1.0]);
+    assert_eq!(visited(&off, at_ms(150)), vec![0.0, 0.0, 1.0, 2.0]);
+    // Time moved to [200, 300), not yet written: both skip that slot and agree.
+    assert_eq!(visited(&on, at_ms(250)), vec![0.0, 1.0, 2.0]);
+    assert_eq!(visited(&off, at_ms(250)), vec![0.0, 1.0, 2.0]);
+    // Once the new slot is written, `on` leaves it out again.
+    on.add(4.0, at_ms(250));
+    off.add(4.0, at_ms(250));
+    assert_eq!(visited(&on, at_ms(250)), vec![0.0, 1.0, 2.0]);
+    assert_eq!(visited(&off, at_ms(250)), vec![0.0, 1.0, 2.0, 4.0]);
+}
+
+#[test]
+fn reduce_skips_expired_buckets_instead_of_visiting_zeros() {
+    let mut w = window(5, 100);
+    w.add(1.0, at_ms(0));
+    w.add(2.0, at_ms(100));
+    // span = 2 at 350 ms: 5 - 2 = 3 buckets visited, oldest first.
+    assert_eq!(visited(&w, at_ms(350)), vec![0.0, 1.0, 2.0]);
+}
+
+#[test]
+fn a_gap_of_exactly_size_intervals_resets_everything() {
+    let mut w = window(4, 100);
+    w.add(1.0, at_ms(0));
+    w.add(2.0, at_ms(400));
+    assert_eq!(visited(&w, at_ms(400)), vec![0.0, 0.0, 0.0, 2.0]);
+}
+
+#[test]
+fn a_gap_of_size_minus_one_intervals_keeps_the_old_bucket() {
+    let mut w = window(4, 100);
+    w.add(1.0, at_ms(0));
+    w.add(2.0, at_ms(300));
+    assert_eq!(visited(&w, at_ms(300)), vec![1.0, 0.0, 0.0, 2.0]);
+}
+
+#[test]
+fn off_grid_writes_never_move_the_grid() {
+    // semantics.md: writes at 0, 45, 65 ms with I = 30 ms land in slots 0, 30, 60.
+    let mut w = window(4, 30);
+    for (ms, slot) in [(0, 0), (45, 30), (65, 60)] {
+        w.add(1.0, at_ms(ms));
+        assert_eq!(w.last_slot_start(), at_ms(slot));
+    }
+}
+
+#[test]
+fn the_first_write_long_after_creation_lands_on_the_creation_grid() {
+    let mut w = window(4, 100);
+    w.add(1.0, at_ms(250));
+    assert_eq!(w.last_slot_start(), at_ms(200));
+}
+
+#[test]
+fn a_long_idle_gap_resets_all_and_moves_to_the_latest_grid_point() {
+    let mut w = window(10, 100);
+    w.add(5.0, at_ms(0));
+    w.add(1.0, at_ms(1_000_037));
+    assert_eq!(w.last_slot_start(), at_ms(1_000_000));
+    assert_eq!(w.reduce(at_ms(1_000_037)).count, 1);
+    // And the grid still holds afterwards.
+    w.add(1.0, at_ms(1_000_199));
+    assert_eq!(w.last_slot_start(), at_ms(1_000_100));
+}
+
+#[test]
+fn reduce_never_changes_state_even_after_a_long_gap() {
+    let mut w = window(4, 100);
+    w.add(3.0, at_ms(0));
+    let before = format!("{w:?}");
+    assert_eq!(sum_at(&w, at_ms(10_000)), 0.0);
+    assert_eq!(sum_at(&w, at_ms(10_000)), 0.0);
+    assert_eq!(format!("{w:?}"), before);
+    // Back within range of the stored data, it is all still there.
+    assert_eq!(sum_at(&w, at_ms(50)), 3.0);
+}
+
+#[test]
+fn every_add_counts_including_zero_and_negative_values() {
+    let mut w = window(2, 100);
+    for v in [0.0, -2.0, 5.0] {
+        w.add(v, at_ms(1));
+    }
+    assert_eq!(w.reduce(at_ms(1)), SumCount { sum: 3.0, count: 3 });
+}
+
+#[test]
+fn a_single_bucket_window_reports_until_the_slot_ends() {
+    let mut w = window(1, 100);
+    w.add(2.0, at_ms(10));
+    assert_eq!(visited(&w, at_ms(99)), vec![2.0]);
+    assert_eq!(visited(&w, at_ms(100)), Vec::<f64>::new());
+    w.add(3.0, at_ms(150));
+    assert_eq!(visited(&w, at_ms(150)), vec![3.0]);
+}
+
+#[test]
+fn a_single_bucket_window_with_ignore_current_never_reports() {
+    let mut w = RollingWindow::<SumCount>::new(spec(1, 100).ignore_current(true), at_ms(0));
+    for ms in [0, 50, 100, 250] {
+        w.add(1.0, at_ms(ms));
+        assert_eq!(w.visit(at_ms(ms), |_| {}), 0);
+        assert_eq!(w.visit(at_ms(ms + 100), |_| {}), 0);
+    }
+    assert_eq!(w.covered(at_ms(300)), Duration::ZERO);
+}
+
+#[test]
+fn time_going_backwards_writes_into_the_current_slot_and_resets_nothing() {
+    let mut w = window(4, 100);
+    w.add(1.0, at_ms(0));
+    w.add(2.0, at_ms(250));
+    // 50 ms behind the last slot start (200): counts as inside it.
+    w.add(4.0, at_ms(150));
+    // A whole 2 s behind: still the same slot; no wipe, no panic.
+    w.add(8.0, Timestamp::from_nanos(T0 - 2_000_000_000));
+    assert_eq!(w.last_slot_start(), at_ms(200));
+    assert_eq!(visited(&w, at_ms(150)), vec![0.0, 1.0, 0.0, 14.0]);
+    assert_eq!(sum_at(&w, Timestamp::EPOCH), 15.0);
+    // Time resumes normally from the last slot.
+    w.add(16.0, at_ms(310));
+    assert_eq!(visited(&w, at_ms(310)), vec![1.0, 0.0, 14.0, 16.0]);
+}
+
+#[test]
+fn epoch_aligned_windows_share_boundaries_whenever_they_were_created() {
+    let s = spec(10, 1000);
+    let a = RollingWindow::<SumCount>::epoch_aligned(s, Timestamp::from_millis(5_300));
+    let b = RollingWindow::<SumCount>::epoch_aligned(s, Timestamp::from_millis(5_999));
+    assert_eq!(a.last_slot_start(), Timestamp::from_secs(5));
+    assert_eq!(b.last_slot_start(), Timestamp::from_secs(5));
+    let mut c = RollingWindow::<SumCount>::epoch_aligned(s, Timestamp::from_millis(1_234));
+    c.add(1.0, Timestamp::from_millis(7_777));
+    assert_eq!(c.last_slot_start(), Timestamp::from_secs(7));
+}
+
+#[test]
+fn an_origin_after_now_still_puts_now_in_a_grid_slot() {
+    let s = spec(4, 100);
+    let w = RollingWindow::<SumCount>::with_origin(s, at_ms(1_000), at_ms(750));
+    assert_eq!(w.last_slot_start(), at_ms(700));
+}
+
+#[test]
+fn covered_time_counts_whole_past_slots_and_the_elapsed_part_of_the_current() {
+    let mut w = window(10, 100);
+    w.add(1.0, at_ms(0));
+    assert_eq!(w.covered(at_ms(30)), Duration::from_millis(930));
+    // Slots that expired since the last write still count as covered time.
+    assert_eq!(w.covered(at_ms(5_020)), Duration::from_millis(920));
+    let on = RollingWindow::<SumCount>::new(spec(10, 100).ignore_current(true), at_ms(0));
+    assert_eq!(on.covered(at_ms(30)), Duration::from_millis(900));
+    assert_eq!(on.covered(at_ms(5_099)), Duration::from_millis(900));
+}
+
+#[test]
+fn advance_and_current_mut_write_the_bucket_for_now() {
+    let mut w = window(3, 100);
+    w.add(1.0, at_ms(0));
+    w.advance(at_ms(120));
+    w.current_mut().add(5.0);
+    assert_eq!(visited(&w, at_ms(120)), vec![0.0, 1.0, 5.0]);
+}
+
+#[test]
+fn shared_window_adds_from_two_threads_lose_nothing() {
+    let w = SharedWindow::new(window(10, 100));
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                for i in 0..10_000u64 {
+                    w.add(1.0, at_ns(i * 10_000));
+                }
+            });
+        }
+    });
+    // All adds fall within the first 100 ms: nothing expired.
+    assert_eq!(w.reduce(at_ms(99)).count, 20_000);
+    assert_eq!(w.with(|w| w.reduce(at_ms(99)).sum), 20_000.0);
+}
