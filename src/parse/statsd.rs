@@ -86,12 +86,12 @@ impl MetricKind {
 
     fn from_type(t: &[u8]) -> Option<MetricKind> {
         Some(match t {
-            b"c" | b"m" => MetricKind::Counter,
-            b"g" => MetricKind::Gauge,
-            b"ms" => MetricKind::Timer,
-            b"h" => MetricKind::Histogram,
-            b"d" => MetricKind::Distribution,
-            b"s" => MetricKind::Set,
+            [b'c'] | [b'm'] => MetricKind::Counter,
+            [b'g'] => MetricKind::Gauge,
+            [b'm', b's'] => MetricKind::Timer,
+            [b'h'] => MetricKind::Histogram,
+            [b'd'] => MetricKind::Distribution,
+            [b's'] => MetricKind::Set,
             _ => return None,
         })
     }
@@ -197,10 +197,7 @@ impl<'a> Sample<'a> {
                 remaining: 0,
             };
         }
-        let rest = match self.raw_values.split_once(':') {
-            Some((_, rest)) => rest,
-            None => "",
-        };
+        let rest = split_or_all(self.raw_values, b':').1;
         Values {
             first: Some(self.first),
             rest,
@@ -252,13 +249,13 @@ impl Iterator for Values<'_> {
         if let Some(v) = self.first.take() {
             return Some(v);
         }
-        let (v, rest) = match self.rest.split_once(':') {
-            Some((v, rest)) => (v, rest),
-            None => (self.rest, ""),
-        };
+        let (v, rest) = split_or_all(self.rest, b':');
         self.rest = rest;
         // Validated at parse time; a failure here is impossible, but end the
         // iteration rather than panic if it ever happened.
+        if let Some(x) = fast_decimal(v.as_bytes()) {
+            return Some(x);
+        }
         match v.parse::<f64>() {
             Ok(x) => Some(x),
             Err(_) => {
@@ -292,25 +289,19 @@ impl<'a> Iterator for Tags<'a> {
     fn next(&mut self) -> Option<(&'a str, &'a str)> {
         loop {
             let (src, sep) = if !self.name.is_empty() {
-                (&mut self.name, '=')
+                (&mut self.name, b'=')
             } else if !self.dog.is_empty() {
-                (&mut self.dog, ':')
+                (&mut self.dog, b':')
             } else {
                 return None;
             };
-            let (entry, rest) = match src.split_once(',') {
-                Some((e, r)) => (e, r),
-                None => (*src, ""),
-            };
+            let (entry, rest) = split_or_all(src, b',');
             *src = rest;
             if entry.is_empty() {
                 continue;
             }
             self.remaining = self.remaining.saturating_sub(1);
-            return Some(match entry.split_once(sep) {
-                Some(kv) => kv,
-                None => (entry, ""),
-            });
+            return Some(split_or_all(entry, sep));
         }
     }
 
@@ -346,14 +337,31 @@ pub(super) fn trim(mut s: &[u8]) -> &[u8] {
 
 /// Parses a non-empty, trimmed line.
 pub(super) fn parse_trimmed(line: &[u8]) -> Result<Line<'_>, ParseError> {
-    if line.starts_with(b"_e{") {
-        return Ok(Line::Skipped(SkipKind::Event));
-    }
-    if line.starts_with(b"_sc|") {
-        return Ok(Line::Skipped(SkipKind::ServiceCheck));
+    match line {
+        [b'_', b'e', b'{', ..] => return Ok(Line::Skipped(SkipKind::Event)),
+        [b'_', b's', b'c', b'|', ..] => return Ok(Line::Skipped(SkipKind::ServiceCheck)),
+        _ => {}
     }
     let line = std::str::from_utf8(line).map_err(|_| ParseError::InvalidUtf8)?;
     parse_sample(line).map(Line::Sample)
+}
+
+/// `s.split_once(b)` for an ASCII byte, without the general char searcher
+/// (statsd fields are short; a plain loop is faster). Slicing is at the ASCII
+/// delimiter, so always on a char boundary.
+#[inline]
+fn split2(s: &str, b: u8) -> Option<(&str, &str)> {
+    let i = s.bytes().position(|c| c == b)?;
+    Some((&s[..i], &s[i + 1..]))
+}
+
+/// Like [`split2`], but with no delimiter the whole string is the head.
+#[inline]
+fn split_or_all(s: &str, b: u8) -> (&str, &str) {
+    match split2(s, b) {
+        Some(parts) => parts,
+        None => (s, ""),
+    }
 }
 
 #[inline]
@@ -367,16 +375,13 @@ fn has_control(s: &str) -> bool {
 }
 
 fn parse_sample(line: &str) -> Result<Sample<'_>, ParseError> {
-    let (head, fields) = match line.split_once('|') {
+    let (head, fields) = match split2(line, b'|') {
         Some((h, f)) => (h, Some(f)),
         None => (line, None),
     };
-    let (name_part, raw_values) = head.split_once(':').ok_or(ParseError::MalformedLine)?;
+    let (name_part, raw_values) = split2(head, b':').ok_or(ParseError::MalformedLine)?;
     let fields = fields.ok_or(ParseError::MissingType)?;
-    let (type_field, fields) = match fields.split_once('|') {
-        Some((t, f)) => (t, f),
-        None => (fields, ""),
-    };
+    let (type_field, fields) = split_or_all(fields, b'|');
     if type_field.is_empty() {
         return Err(ParseError::MissingType);
     }
@@ -392,7 +397,7 @@ fn parse_sample(line: &str) -> Result<Sample<'_>, ParseError> {
     if has_control(name) {
         return Err(ParseError::InvalidName);
     }
-    let mut n_tags = check_tags(name_tags, '=', true, 0)?;
+    let mut n_tags = check_tags(name_tags, b'=', true, 0)?;
 
     // Values.
     let mut first = 0.0;
@@ -407,7 +412,7 @@ fn parse_sample(line: &str) -> Result<Sample<'_>, ParseError> {
         }
     } else {
         if kind == MetricKind::Gauge {
-            if raw_values.contains(':') {
+            if raw_values.bytes().any(|b| b == b':') {
                 return Err(ParseError::MultiValueGauge);
             }
             gauge_op = Some(match raw_values.as_bytes().first() {
@@ -418,7 +423,7 @@ fn parse_sample(line: &str) -> Result<Sample<'_>, ParseError> {
         let mut rest = raw_values;
         n_values = 0;
         loop {
-            let (v, more) = match rest.split_once(':') {
+            let (v, more) = match split2(rest, b':') {
                 Some((v, r)) => (v, Some(r)),
                 None => (rest, None),
             };
@@ -441,35 +446,36 @@ fn parse_sample(line: &str) -> Result<Sample<'_>, ParseError> {
     let mut sample_rate = None;
     let mut dog_tags = None;
     let mut timestamp = None;
-    if !fields.is_empty() {
-        for f in fields.split('|') {
-            match f.as_bytes().first() {
-                Some(b'@') => {
-                    if sample_rate.is_some() {
-                        return Err(ParseError::DuplicateField);
-                    }
-                    sample_rate = Some(parse_rate(&f[1..])?);
+    let mut rest = fields;
+    while !rest.is_empty() {
+        let (f, more) = split_or_all(rest, b'|');
+        rest = more;
+        match f.as_bytes().first() {
+            Some(b'@') => {
+                if sample_rate.is_some() {
+                    return Err(ParseError::DuplicateField);
                 }
-                Some(b'#') => {
-                    if dog_tags.is_some() {
-                        return Err(ParseError::DuplicateField);
-                    }
-                    dog_tags = Some(&f[1..]);
-                }
-                Some(b'T') => {
-                    if timestamp.is_some() {
-                        return Err(ParseError::DuplicateField);
-                    }
-                    timestamp = Some(parse_timestamp(&f[1..])?);
-                }
-                // Empty fields, container id `c:...`, external data `e:...`,
-                // cardinality `card:...` and anything newer: ignored.
-                _ => {}
+                sample_rate = Some(parse_rate(&f[1..])?);
             }
+            Some(b'#') => {
+                if dog_tags.is_some() {
+                    return Err(ParseError::DuplicateField);
+                }
+                dog_tags = Some(&f[1..]);
+            }
+            Some(b'T') => {
+                if timestamp.is_some() {
+                    return Err(ParseError::DuplicateField);
+                }
+                timestamp = Some(parse_timestamp(&f[1..])?);
+            }
+            // Empty fields, container id `c:...`, external data `e:...`,
+            // cardinality `card:...` and anything newer: ignored.
+            _ => {}
         }
     }
     let dog_tags = dog_tags.unwrap_or("");
-    n_tags = check_tags(dog_tags, ':', false, n_tags)?;
+    n_tags = check_tags(dog_tags, b':', false, n_tags)?;
 
     let sample_rate = sample_rate.unwrap_or(1.0);
     let weight = match kind {
@@ -519,16 +525,14 @@ fn split_name(part: &str) -> Result<(&str, &str), ParseError> {
 
 /// Validates a `,`-separated tag list; returns the running tag count.
 /// `need_sep`: name-embedded tags must be `k=v`; DogStatsD tags may be bare.
-fn check_tags(
-    list: &str,
-    sep: char,
-    need_sep: bool,
-    mut count: usize,
-) -> Result<usize, ParseError> {
+fn check_tags(list: &str, sep: u8, need_sep: bool, mut count: usize) -> Result<usize, ParseError> {
     if list.is_empty() {
         return Ok(count);
     }
-    for entry in list.split(',') {
+    let mut rest = list;
+    while !rest.is_empty() {
+        let (entry, more) = split_or_all(rest, b',');
+        rest = more;
         if entry.is_empty() {
             continue;
         }
@@ -536,7 +540,7 @@ fn check_tags(
         if count > MAX_TAGS {
             return Err(ParseError::TooManyTags);
         }
-        let (k, v) = match entry.split_once(sep) {
+        let (k, v) = match split2(entry, sep) {
             Some(kv) => kv,
             None if need_sep => return Err(ParseError::MalformedTag),
             None => (entry, ""),
@@ -556,6 +560,9 @@ fn parse_value(v: &str) -> Result<f64, ParseError> {
     if v.is_empty() {
         return Err(ParseError::MissingValue);
     }
+    if let Some(x) = fast_decimal(v.as_bytes()) {
+        return Ok(x);
+    }
     match v.parse::<f64>() {
         Ok(x) if x.is_finite() => Ok(x),
         // `nan`, `inf`, `infinity` (any case, any sign) and overflow (`1e999`).
@@ -564,8 +571,57 @@ fn parse_value(v: &str) -> Result<f64, ParseError> {
     }
 }
 
+/// Exact powers of ten up to 10^15 (all exactly representable in `f64`).
+const POW10: [f64; 16] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+];
+
+/// Fast path for the plain decimals statsd clients send (`1`, `-3`, `12.5`,
+/// `0.000100`): at most 15 digits, no exponent. The digits form an integer
+/// below 2^53 and the divisor is an exact power of ten, so one IEEE division
+/// gives the correctly rounded result, identical to `str::parse::<f64>`
+/// (Clinger's fast path). Anything else returns `None` and takes the
+/// general parser.
+#[inline]
+fn fast_decimal(s: &[u8]) -> Option<f64> {
+    let (neg, digits) = match s.first()? {
+        b'-' => (true, &s[1..]),
+        b'+' => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let mut mant: u64 = 0;
+    let mut n_digits = 0usize;
+    let mut frac_digits = 0usize;
+    let mut seen_dot = false;
+    for &b in digits {
+        match b {
+            b'0'..=b'9' => {
+                n_digits += 1;
+                if n_digits > 15 {
+                    return None;
+                }
+                mant = mant * 10 + u64::from(b - b'0');
+                frac_digits += usize::from(seen_dot);
+            }
+            b'.' if !seen_dot => seen_dot = true,
+            _ => return None,
+        }
+    }
+    if n_digits == 0 {
+        return None;
+    }
+    // Exact: mant < 10^15 < 2^53.
+    #[allow(clippy::cast_precision_loss)]
+    let v = mant as f64 / POW10[frac_digits];
+    Some(if neg { -v } else { v })
+}
+
 fn parse_rate(s: &str) -> Result<f64, ParseError> {
-    match s.parse::<f64>() {
+    let parsed = match fast_decimal(s.as_bytes()) {
+        Some(r) => Ok(r),
+        None => s.parse::<f64>(),
+    };
+    match parsed {
         Ok(r) if (MIN_SAMPLE_RATE..=1.0).contains(&r) => Ok(r),
         _ => Err(ParseError::InvalidSampleRate),
     }
@@ -1284,6 +1340,70 @@ mod tests {
         for k in MetricKind::ALL {
             assert_eq!(MetricKind::from_type(k.statsd_type().as_bytes()), Some(k));
             assert!(!k.as_str().is_empty());
+        }
+    }
+
+    #[test]
+    fn fast_decimal_agrees_with_std() {
+        let cases = [
+            "0",
+            "-0",
+            "+0",
+            "1",
+            "-1",
+            "+3",
+            "12.5",
+            "12.500000",
+            "0.000100",
+            "0.1",
+            "0.3",
+            "123456789012345",
+            "-99999999999999.9",
+            ".5",
+            "5.",
+            "-.5",
+            "0.000000000000001",
+            "9007199254740993",
+            "1234567890123456",
+            ".",
+            "-",
+            "+",
+            "",
+            "1.2.3",
+            "1e3",
+            "--1",
+            "0.1234567890123456789",
+        ];
+        for c in cases {
+            let fast = fast_decimal(c.as_bytes());
+            let std = c.parse::<f64>().ok();
+            if let Some(f) = fast {
+                assert_eq!(Some(f.to_bits()), std.map(f64::to_bits), "{c}");
+            }
+        }
+        // Exhaustive over short strings of the decimal alphabet.
+        let alphabet = b"0159.-+";
+        let mut buf = Vec::new();
+        for len in 1..=5u32 {
+            for mut n in 0..7usize.pow(len) {
+                buf.clear();
+                for _ in 0..len {
+                    buf.push(alphabet[n % 7]);
+                    n /= 7;
+                }
+                let s = std::str::from_utf8(&buf).unwrap();
+                match fast_decimal(&buf) {
+                    Some(f) => assert_eq!(
+                        Some(f.to_bits()),
+                        s.parse::<f64>().ok().map(f64::to_bits),
+                        "{s}"
+                    ),
+                    None => assert!(
+                        s.parse::<f64>().is_err() || s.len() > 15,
+                        "{s} missed the fast path"
+                    ),
+                }
+            }
         }
     }
 
