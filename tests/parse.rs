@@ -155,6 +155,65 @@ fn hostile_input_table() {
     }
 }
 
+// ---- no allocation ----
+
+/// Counts allocations made by the current thread while counting is on, so
+/// the test below is not disturbed by other test threads.
+struct CountingAlloc;
+
+thread_local! {
+    static ALLOCS: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+}
+
+// SAFETY: forwards to the system allocator unchanged; the bookkeeping only
+// touches a const-initialised thread-local `Cell`, which never allocates.
+unsafe impl std::alloc::GlobalAlloc for CountingAlloc {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        let _ = ALLOCS.try_with(|c| c.set(c.get().map(|n| n + 1)));
+        // SAFETY: same contract as the caller's.
+        unsafe { std::alloc::System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        // SAFETY: same contract as the caller's.
+        unsafe { std::alloc::System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: CountingAlloc = CountingAlloc;
+
+#[test]
+fn parsing_and_reading_a_datagram_allocates_nothing() {
+    let dgram: &[u8] = b"app.req:1|c|@0.5|#route:/api,code:200,canary\r\n\
+        app.req,env=prod,az=b:2|c\n\
+        name#k=v:3|ms\n[k=v]sfx:4|h|T1656581400|c:abc\n\
+        lat:1:2.5:1e3:0.000100|d|#k:http://x\n\
+        users:alice|s\ng:-3|g\n\
+        _e{5,4}:title|text\n_sc|up|0\n\
+        bad:NaN|c\n\xff:1|c\na:1|c|@0\n\n";
+    let mut sink = 0.0;
+    ALLOCS.with(|c| c.set(Some(0)));
+    for r in parse_datagram(dgram) {
+        match r {
+            Ok(Line::Sample(s)) => {
+                sink += s
+                    .values()
+                    .map(|v| s.kind.to_base_units(v) * s.weight())
+                    .sum::<f64>();
+                sink += s.name.len() as f64 + s.set_member().map_or(0, str::len) as f64;
+                for (k, v) in s.tags() {
+                    sink += (k.len() + v.len()) as f64;
+                }
+            }
+            Ok(Line::Skipped(k)) => sink += k.reason().len() as f64,
+            Err(e) => sink += e.reason().len() as f64,
+        }
+    }
+    let allocs = ALLOCS.with(|c| c.replace(None));
+    assert!(sink > 0.0);
+    assert_eq!(allocs, Some(0), "the parser allocated");
+}
+
 // ---- property tests ----
 
 fn known_reason(e: ParseError) -> bool {
