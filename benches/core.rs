@@ -4,7 +4,8 @@
 
 use criterion::{criterion_group, criterion_main};
 
+mod parse;
 mod window;
 
-criterion_group!(benches, window::benches);
+criterion_group!(benches, window::benches, parse::benches);
 criterion_main!(benches);

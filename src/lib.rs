@@ -25,6 +25,8 @@
 //!
 //! * [`clock`]: [`Timestamp`] (Unix nanoseconds), the [`Clock`] trait,
 //!   [`SystemClock`] and [`ManualClock`]. The only reader of OS time.
+//! * [`parse`]: statsd/DogStatsD datagrams to borrowed samples, one result
+//!   per line, no allocation; rejections carry a stable reason label.
 //! * [`window`]: [`RollingWindow<B>`](window::RollingWindow), go-zero's ring of
 //!   time buckets with `add(v, now)` / `reduce(now)` and ignore-current, generic
 //!   over the bucket type; the bucket types in [`window::bucket`].
@@ -73,6 +75,7 @@
 pub mod breaker;
 pub mod clock;
 pub mod limit;
+pub mod parse;
 pub mod sketch;
 pub mod stats;
 pub mod window;

@@ -1,0 +1,153 @@
+//! The statsd / DogStatsD line parser: a pure function over bytes.
+//!
+//! [`parse_datagram`] turns one datagram into an iterator with **one item per
+//! non-empty line**: `Ok(Line::Sample(..))`, `Ok(Line::Skipped(..))` for events
+//! and service checks, or `Err(ParseError)`. A bad line never hides its
+//! neighbours. [`parse_line`] parses a single line. Nothing allocates: a
+//! [`Sample`] borrows its name, tags and set member from the input, and the
+//! caller (the daemon) counts and logs; this module never does.
+//!
+//! ```
+//! use rollstat::parse::{parse_datagram, Line, MetricKind, ParseError};
+//!
+//! let dgram = b"app.req:1|c|@0.5|#route:/api,canary\nbad line\napp.lat:12.5|ms\n";
+//! let mut lines = parse_datagram(dgram);
+//! let Some(Ok(Line::Sample(s))) = lines.next() else { panic!() };
+//! assert_eq!((s.name, s.kind, s.weight()), ("app.req", MetricKind::Counter, 2.0));
+//! assert_eq!(s.tags().collect::<Vec<_>>(), [("route", "/api"), ("canary", "")]);
+//! assert_eq!(lines.next().unwrap().unwrap_err().reason(), "malformed_line");
+//! let Some(Ok(Line::Sample(t))) = lines.next() else { panic!() };
+//! assert_eq!(t.kind.to_base_units(t.first_value()), 0.0125); // published in seconds
+//! assert!(lines.next().is_none());
+//! ```
+//!
+//! # What is accepted
+//!
+//! * **Lines**: split on `\n`; spaces, tabs and `\r` around a line are trimmed
+//!   (so `\r\n` works); empty lines produce nothing; the last line needs no
+//!   terminator.
+//! * **Types**: `c` counter, `g` gauge, `ms` timer, `h` histogram, `d`
+//!   distribution, `s` set, and `m` (cadence's meter) read as a counter.
+//!   Etsy's several-metrics-per-line form `a:1|c:2|ms` is not supported
+//!   (`unknown_type`).
+//! * **Values**: decimal `f64` as Rust parses it (`1`, `-1`, `+3`, `1.5`,
+//!   `.5`, `1e3`). NaN, ±infinity and overflow such as `1e999` are rejected
+//!   (`non_finite_value`). DogStatsD v1.1 packing `a:1:2:3|d` is accepted for
+//!   counters, timers, histograms and distributions; every value must be valid
+//!   or the whole line is rejected. Negative counters (`decr`) and timers are
+//!   accepted; what to do with them is the aggregator's call.
+//! * **Gauges** ([`GaugeOp`]): a leading `+` or `-` makes the value a delta,
+//!   a bare number sets the gauge (etsy statsd and statsd_exporter rule; a
+//!   negative absolute gauge is sent as `0` then `-N`). One value per gauge
+//!   line: `g:1:2|g` is `multi_value_gauge`.
+//! * **Sets**: the member is the whole value section as text (it may contain
+//!   `:`, e.g. an IPv6 address) and is never parsed as a number.
+//! * **Timers** keep the raw milliseconds in the sample, so no precision is
+//!   lost here; the daemon publishes seconds via [`MetricKind::to_base_units`]
+//!   (`ms / 1000`).
+//! * **Sample rate** `|@r`: `r` must be a finite number in
+//!   [`MIN_SAMPLE_RATE`]`..=1`, else the line is rejected with
+//!   `invalid_sample_rate`. The weight `1 / r` ([`Sample::weight`]) is computed
+//!   once and is a number, never a replay count, so `@0.000001` costs what `@1`
+//!   costs. Decisions:
+//!   * `@0` is rejected: it claims each sample stands for infinitely many
+//!     events. (statsd_exporter and Vector silently read it as 1; we prefer a
+//!     counted rejection to a silent guess.)
+//!   * `@r` with `r > 1` is rejected: a weight below 1 would count fewer events
+//!     than were seen; it is a client bug to make visible, not to repair.
+//!   * Below `MIN_SAMPLE_RATE` (1e-6, weight 1e6) is rejected, which bounds how
+//!     much one datagram can move a counter.
+//!   * `@abc`, `@`, `@NaN` are rejected.
+//!   * Gauges and sets validate the rate but ignore it (weight 1), as etsy
+//!     statsd and statsd_exporter do.
+//! * **Tags**, merged into one [`Tags`] iterator of `(key, value)`:
+//!   * DogStatsD `|#k:v,bare`: split on the **first** `:` only, so
+//!     `|#url:http://x` is `("url", "http://x")`; a bare tag is `("bare", "")`.
+//!   * Name-embedded: InfluxDB `name,k=v,k2=v2:`, Librato `name#k=v:`, SignalFx
+//!     `name[k=v]:` or `[k=v]name:` (brackets in the middle of a name are
+//!     `malformed_tag`, as the name would no longer be one slice). The first of
+//!     `,` `#` `[` in the name part picks the style. These must be `k=v`.
+//!     Because the name ends at the first `:`, name-embedded tag values cannot
+//!     contain `:`.
+//!   * Both kinds on one line are merged (name tags first), unlike
+//!     statsd_exporter, which rejects the mix.
+//!   * Empty entries (`a,,b`, a trailing `,`) are skipped; an empty key or a
+//!     control character is `malformed_tag`. Duplicate keys are kept.
+//! * **Other fields**: `|T<unix seconds>` is parsed into [`Sample::timestamp`]
+//!   (`malformed_timestamp` if not digits); container id `|c:..`, `|e:..`,
+//!   `|card:..` and any unknown field are ignored, so new client versions do not
+//!   break ingestion. A repeated `|@`, `|#` or `|T` is `duplicate_field`.
+//! * **Events** `_e{..}` and **service checks** `_sc|..` are recognised by their
+//!   prefix and yielded as [`Line::Skipped`] without further validation.
+//! * **Names**: any UTF-8 except control characters (dots, dashes, slashes,
+//!   spaces, multibyte text are all kept as sent; the series layer sanitises for
+//!   Prometheus). Invalid UTF-8 anywhere in a metric line is `invalid_utf8`.
+//!
+//! # Limits
+//!
+//! [`MAX_NAME_LEN`], [`MAX_TAG_KEY_LEN`], [`MAX_TAG_VALUE_LEN`], [`MAX_TAGS`],
+//! [`MAX_VALUES`], [`MIN_SAMPLE_RATE`]; each has its own rejection reason.
+//!
+//! # Rejection reasons
+//!
+//! [`ParseError::reason`] gives a stable label, listed in
+//! [`ParseError::ALL_REASONS`]; skipped lines have [`SkipKind::reason`]
+//! (`event`, `service_check`). When a line has several faults, the first one
+//! found is reported, in this order: structure (`:` then `|type`), type, name,
+//! name tags, values, optional fields, DogStatsD tags.
+
+mod error;
+mod statsd;
+
+pub use error::ParseError;
+pub use statsd::{parse_line, GaugeOp, Line, MetricKind, Sample, SkipKind, Tags, Values};
+
+/// Longest metric name accepted, in bytes, after name-embedded tags are removed.
+pub const MAX_NAME_LEN: usize = 256;
+/// Longest tag key accepted, in bytes.
+pub const MAX_TAG_KEY_LEN: usize = 128;
+/// Longest tag value accepted, in bytes.
+pub const MAX_TAG_VALUE_LEN: usize = 256;
+/// Most tags on one line, name-embedded and DogStatsD together.
+pub const MAX_TAGS: usize = 64;
+/// Most `:`-separated values on one line (DogStatsD value packing).
+pub const MAX_VALUES: usize = 1024;
+/// Smallest sample rate accepted; the largest weight is therefore `1e6`.
+pub const MIN_SAMPLE_RATE: f64 = 1e-6;
+
+/// Splits a datagram into lines and parses each one. See the [module
+/// docs](self) for the grammar.
+#[must_use]
+pub fn parse_datagram(buf: &[u8]) -> Lines<'_> {
+    Lines { rest: buf }
+}
+
+/// Iterator over the lines of a datagram: one item per non-empty line.
+#[derive(Clone, Debug)]
+pub struct Lines<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Iterator for Lines<'a> {
+    type Item = Result<Line<'a>, ParseError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if self.rest.is_empty() {
+                return None;
+            }
+            let (line, rest) = match self.rest.iter().position(|&b| b == b'\n') {
+                Some(i) => self.rest.split_at(i),
+                None => (self.rest, &self.rest[self.rest.len()..]),
+            };
+            // Drop the '\n' itself (when there was one).
+            self.rest = rest.get(1..).unwrap_or(rest);
+            let line = statsd::trim(line);
+            if !line.is_empty() {
+                return Some(statsd::parse_trimmed(line));
+            }
+        }
+    }
+}
+
+impl std::iter::FusedIterator for Lines<'_> {}

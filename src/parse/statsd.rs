@@ -1,0 +1,1417 @@
+//! The statsd / DogStatsD line grammar over bytes.
+//!
+//! ```text
+//! line     = name-part ":" values "|" type *( "|" field )
+//! name-part= name | name "," ntags | name "#" ntags | "[" ntags "]" name | name "[" ntags "]"
+//! ntags    = k "=" v *( "," k "=" v )
+//! values   = value *( ":" value )          ; a set's member is the whole section
+//! type     = "c" | "g" | "ms" | "h" | "d" | "s" | "m"
+//! field    = "@" rate | "#" dtag *( "," dtag ) | "T" digits | anything-else (ignored)
+//! dtag     = key [ ":" value ]             ; split on the first ':' only
+//! ```
+//!
+//! Everything here borrows from the input and allocates nothing. A line is
+//! validated completely before a [`Sample`] is returned, so a caller never
+//! applies half a line. See the [module docs](super) for the decisions.
+
+use super::error::ParseError;
+use super::{
+    MAX_NAME_LEN, MAX_TAGS, MAX_TAG_KEY_LEN, MAX_TAG_VALUE_LEN, MAX_VALUES, MIN_SAMPLE_RATE,
+};
+
+/// The statsd metric types rollstat aggregates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MetricKind {
+    /// `c` (and cadence's meter `m`): add the value, scaled by the weight.
+    Counter,
+    /// `g`: set the value, or add it when signed (see [`GaugeOp`]).
+    Gauge,
+    /// `ms`: a duration in milliseconds on the wire, published in seconds.
+    Timer,
+    /// `h`: a value for a distribution, no unit conversion.
+    Histogram,
+    /// `d`: DogStatsD distribution, treated like a histogram.
+    Distribution,
+    /// `s`: count distinct members.
+    Set,
+}
+
+impl MetricKind {
+    /// Every kind, in declaration order.
+    pub const ALL: [MetricKind; 6] = [
+        MetricKind::Counter,
+        MetricKind::Gauge,
+        MetricKind::Timer,
+        MetricKind::Histogram,
+        MetricKind::Distribution,
+        MetricKind::Set,
+    ];
+
+    /// A stable lowercase word for logs and labels (`"counter"`, `"timer"`...).
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            MetricKind::Counter => "counter",
+            MetricKind::Gauge => "gauge",
+            MetricKind::Timer => "timer",
+            MetricKind::Histogram => "histogram",
+            MetricKind::Distribution => "distribution",
+            MetricKind::Set => "set",
+        }
+    }
+
+    /// The statsd type code written on the wire (`"c"`, `"g"`, `"ms"`...).
+    #[must_use]
+    pub const fn statsd_type(self) -> &'static str {
+        match self {
+            MetricKind::Counter => "c",
+            MetricKind::Gauge => "g",
+            MetricKind::Timer => "ms",
+            MetricKind::Histogram => "h",
+            MetricKind::Distribution => "d",
+            MetricKind::Set => "s",
+        }
+    }
+
+    /// Converts a wire value to the unit rollstat publishes: timers go from
+    /// milliseconds to seconds (`v / 1000`, one correctly rounded division,
+    /// as statsd_exporter does); every other kind is returned unchanged.
+    #[must_use]
+    pub fn to_base_units(self, v: f64) -> f64 {
+        match self {
+            MetricKind::Timer => v / 1000.0,
+            _ => v,
+        }
+    }
+
+    fn from_type(t: &[u8]) -> Option<MetricKind> {
+        Some(match t {
+            [b'c'] | [b'm'] => MetricKind::Counter,
+            [b'g'] => MetricKind::Gauge,
+            [b'm', b's'] => MetricKind::Timer,
+            [b'h'] => MetricKind::Histogram,
+            [b'd'] => MetricKind::Distribution,
+            [b's'] => MetricKind::Set,
+            _ => return None,
+        })
+    }
+}
+
+/// What a gauge line asks for. Rule (etsy statsd, statsd_exporter): a value
+/// written with a leading `+` or `-` is a delta; a bare number sets the gauge.
+/// A client that wants a negative absolute value sends `0` then `-N` (Python
+/// `statsd` does exactly that: `neg:0|g\nneg:-7|g`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GaugeOp {
+    /// `name:42|g`: the gauge becomes the value.
+    Set,
+    /// `name:+3|g` / `name:-3|g`: the (signed) value is added to the gauge.
+    Delta,
+}
+
+/// Lines that are recognised and deliberately not turned into samples. They
+/// are not errors; the daemon counts them under [`SkipKind::reason`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SkipKind {
+    /// A DogStatsD event, `_e{title_len,text_len}:title|text...`.
+    Event,
+    /// A DogStatsD service check, `_sc|name|status...`.
+    ServiceCheck,
+}
+
+impl SkipKind {
+    /// Every skip label, in declaration order.
+    pub const ALL_REASONS: [&'static str; 2] = ["event", "service_check"];
+
+    /// Stable snake_case label for a "skipped lines" counter.
+    #[must_use]
+    pub const fn reason(self) -> &'static str {
+        match self {
+            SkipKind::Event => "event",
+            SkipKind::ServiceCheck => "service_check",
+        }
+    }
+}
+
+/// One accepted, non-empty line.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Line<'a> {
+    /// A metric sample.
+    Sample(Sample<'a>),
+    /// An event or service check, recognised and skipped.
+    Skipped(SkipKind),
+}
+
+/// One validated statsd metric line, borrowing from the datagram.
+///
+/// Every value and tag has already been checked, so the iterators returned by
+/// [`values`](Sample::values) and [`tags`](Sample::tags) cannot fail.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Sample<'a> {
+    /// The metric name, valid UTF-8, with any InfluxDB / Librato / SignalFx
+    /// tags removed. Not sanitised for Prometheus (the series layer does it).
+    pub name: &'a str,
+    /// The statsd type.
+    pub kind: MetricKind,
+    /// The `@` rate as sent, in `[MIN_SAMPLE_RATE, 1]`; 1 when absent.
+    pub sample_rate: f64,
+    /// The DogStatsD `|T` Unix timestamp in seconds, if present. Not
+    /// otherwise interpreted.
+    pub timestamp: Option<u64>,
+    weight: f64,
+    gauge_op: Option<GaugeOp>,
+    first: f64,
+    raw_values: &'a str,
+    n_values: usize,
+    name_tags: &'a str,
+    dog_tags: &'a str,
+    n_tags: usize,
+}
+
+impl<'a> Sample<'a> {
+    /// How many real events this sample stands for: `1 / sample_rate` for
+    /// counters, timers, histograms and distributions; always 1 for gauges
+    /// and sets (a sample rate means nothing for them, as in etsy statsd).
+    /// Computed once at parse time and at most `1 / MIN_SAMPLE_RATE`.
+    #[must_use]
+    pub fn weight(&self) -> f64 {
+        self.weight
+    }
+
+    /// For a gauge, whether the value sets it or is added to it; `None` for
+    /// other kinds.
+    #[must_use]
+    pub fn gauge_op(&self) -> Option<GaugeOp> {
+        self.gauge_op
+    }
+
+    /// The numeric values in wire units (timers in milliseconds; see
+    /// [`MetricKind::to_base_units`]). One or more for every kind but
+    /// [`MetricKind::Set`], for which it is empty.
+    #[must_use]
+    pub fn values(&self) -> Values<'a> {
+        if self.kind == MetricKind::Set {
+            return Values {
+                first: None,
+                rest: "",
+                remaining: 0,
+            };
+        }
+        let rest = split_or_all(self.raw_values, b':').1;
+        Values {
+            first: Some(self.first),
+            rest,
+            remaining: self.n_values,
+        }
+    }
+
+    /// The first (for most lines the only) numeric value; 0 for sets.
+    #[must_use]
+    pub fn first_value(&self) -> f64 {
+        self.first
+    }
+
+    /// The set member, for [`MetricKind::Set`] only: the whole value section
+    /// as text (it may contain `:`), never parsed as a number.
+    #[must_use]
+    pub fn set_member(&self) -> Option<&'a str> {
+        (self.kind == MetricKind::Set).then_some(self.raw_values)
+    }
+
+    /// All tags: name-embedded ones first (InfluxDB/Librato/SignalFx), then
+    /// the DogStatsD `|#` ones, each in line order. Duplicated keys are kept.
+    #[must_use]
+    pub fn tags(&self) -> Tags<'a> {
+        Tags {
+            name: self.name_tags,
+            dog: self.dog_tags,
+            remaining: self.n_tags,
+        }
+    }
+}
+
+/// The numeric values of a [`Sample`], as `f64`, in line order.
+#[derive(Clone, Debug)]
+pub struct Values<'a> {
+    first: Option<f64>,
+    rest: &'a str,
+    remaining: usize,
+}
+
+impl Iterator for Values<'_> {
+    type Item = f64;
+
+    fn next(&mut self) -> Option<f64> {
+        if self.remaining == 0 {
+            return None;
+        }
+        self.remaining -= 1;
+        if let Some(v) = self.first.take() {
+            return Some(v);
+        }
+        let (v, rest) = split_or_all(self.rest, b':');
+        self.rest = rest;
+        // Validated at parse time; a failure here is impossible, but end the
+        // iteration rather than panic if it ever happened.
+        if let Some(x) = fast_decimal(v.as_bytes()) {
+            return Some(x);
+        }
+        match v.parse::<f64>() {
+            Ok(x) => Some(x),
+            Err(_) => {
+                self.remaining = 0;
+                None
+            }
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.remaining, Some(self.remaining))
+    }
+}
+
+impl ExactSizeIterator for Values<'_> {}
+impl std::iter::FusedIterator for Values<'_> {}
+
+/// The tags of a [`Sample`] as `(key, value)` pairs. A bare DogStatsD tag
+/// (`|#canary`) yields `("canary", "")`; an InfluxDB tag `k=` also has an
+/// empty value. Empty entries (`a,,b`) are skipped.
+#[derive(Clone, Debug)]
+pub struct Tags<'a> {
+    name: &'a str,
+    dog: &'a str,
+    remaining: usize,
+}
+
+impl<'a> Iterator for Tags<'a> {
+    type Item = (&'a str, &'a str);
+
+    fn next(&mut self) -> Option<(&'a str, &'a str)> {
+        loop {
+            let (src, sep) = if !self.name.is_empty() {
+                (&mut self.name, b'=')
+            } else if !self.dog.is_empty() {
+                (&mut self.dog, b':')
+            } else {
+                return None;
+            };
+            let (entry, rest) = split_or_all(src, b',');
+            *src = rest;
+            if entry.is_empty() {
+                continue;
+            }
+            self.remaining = self.remaining.saturating_sub(1);
+            return Some(split_or_all(entry, sep));
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.remaining, Some(self.remaining))
+    }
+}
+
+impl ExactSizeIterator for Tags<'_> {}
+impl std::iter::FusedIterator for Tags<'_> {}
+
+/// Parses one line. Surrounding spaces, tabs, `\r` and `\n` are trimmed, so a
+/// line may keep its terminator. An empty line is [`ParseError::MalformedLine`]
+/// here; [`parse_datagram`](super::parse_datagram) skips empty lines instead.
+pub fn parse_line(line: &[u8]) -> Result<Line<'_>, ParseError> {
+    let line = trim(line);
+    if line.is_empty() {
+        return Err(ParseError::MalformedLine);
+    }
+    parse_trimmed(line)
+}
+
+/// Strips ASCII spaces, tabs, `\r` and `\n` from both ends.
+pub(super) fn trim(mut s: &[u8]) -> &[u8] {
+    while let [b' ' | b'\t' | b'\r' | b'\n', rest @ ..] = s {
+        s = rest;
+    }
+    while let [rest @ .., b' ' | b'\t' | b'\r' | b'\n'] = s {
+        s = rest;
+    }
+    s
+}
+
+/// Parses a non-empty, trimmed line.
+pub(super) fn parse_trimmed(line: &[u8]) -> Result<Line<'_>, ParseError> {
+    match line {
+        [b'_', b'e', b'{', ..] => return Ok(Line::Skipped(SkipKind::Event)),
+        [b'_', b's', b'c', b'|', ..] => return Ok(Line::Skipped(SkipKind::ServiceCheck)),
+        _ => {}
+    }
+    let line = std::str::from_utf8(line).map_err(|_| ParseError::InvalidUtf8)?;
+    parse_sample(line).map(Line::Sample)
+}
+
+/// `s.split_once(b)` for an ASCII byte, without the general char searcher
+/// (statsd fields are short; a plain loop is faster). Slicing is at the ASCII
+/// delimiter, so always on a char boundary.
+#[inline]
+fn split2(s: &str, b: u8) -> Option<(&str, &str)> {
+    let i = s.bytes().position(|c| c == b)?;
+    Some((&s[..i], &s[i + 1..]))
+}
+
+/// Like [`split2`], but with no delimiter the whole string is the head.
+#[inline]
+fn split_or_all(s: &str, b: u8) -> (&str, &str) {
+    match split2(s, b) {
+        Some(parts) => parts,
+        None => (s, ""),
+    }
+}
+
+#[inline]
+fn is_control(b: u8) -> bool {
+    b < 0x20 || b == 0x7f
+}
+
+#[inline]
+fn has_control(s: &str) -> bool {
+    s.bytes().any(is_control)
+}
+
+fn parse_sample(line: &str) -> Result<Sample<'_>, ParseError> {
+    let (head, fields) = match split2(line, b'|') {
+        Some((h, f)) => (h, Some(f)),
+        None => (line, None),
+    };
+    let (name_part, raw_values) = split2(head, b':').ok_or(ParseError::MalformedLine)?;
+    let fields = fields.ok_or(ParseError::MissingType)?;
+    let (type_field, fields) = split_or_all(fields, b'|');
+    if type_field.is_empty() {
+        return Err(ParseError::MissingType);
+    }
+    let kind = MetricKind::from_type(type_field.as_bytes()).ok_or(ParseError::UnknownType)?;
+
+    let (name, name_tags) = split_name(name_part)?;
+    if name.is_empty() {
+        return Err(ParseError::EmptyName);
+    }
+    if name.len() > MAX_NAME_LEN {
+        return Err(ParseError::NameTooLong);
+    }
+    if has_control(name) {
+        return Err(ParseError::InvalidName);
+    }
+    let mut n_tags = check_tags(name_tags, b'=', true, 0)?;
+
+    // Values.
+    let mut first = 0.0;
+    let mut n_values = 1;
+    let mut gauge_op = None;
+    if kind == MetricKind::Set {
+        if raw_values.is_empty() {
+            return Err(ParseError::MissingValue);
+        }
+        if has_control(raw_values) {
+            return Err(ParseError::MalformedValue);
+        }
+    } else {
+        if kind == MetricKind::Gauge {
+            if raw_values.bytes().any(|b| b == b':') {
+                return Err(ParseError::MultiValueGauge);
+            }
+            gauge_op = Some(match raw_values.as_bytes().first() {
+                Some(b'+' | b'-') => GaugeOp::Delta,
+                _ => GaugeOp::Set,
+            });
+        }
+        let mut rest = raw_values;
+        n_values = 0;
+        loop {
+            let (v, more) = match split2(rest, b':') {
+                Some((v, r)) => (v, Some(r)),
+                None => (rest, None),
+            };
+            n_values += 1;
+            if n_values > MAX_VALUES {
+                return Err(ParseError::TooManyValues);
+            }
+            let x = parse_value(v)?;
+            if n_values == 1 {
+                first = x;
+            }
+            match more {
+                Some(r) => rest = r,
+                None => break,
+            }
+        }
+    }
+
+    // Optional fields, any order.
+    let mut sample_rate = None;
+    let mut dog_tags = None;
+    let mut timestamp = None;
+    let mut rest = fields;
+    while !rest.is_empty() {
+        let (f, more) = split_or_all(rest, b'|');
+        rest = more;
+        match f.as_bytes().first() {
+            Some(b'@') => {
+                if sample_rate.is_some() {
+                    return Err(ParseError::DuplicateField);
+                }
+                sample_rate = Some(parse_rate(&f[1..])?);
+            }
+            Some(b'#') => {
+                if dog_tags.is_some() {
+                    return Err(ParseError::DuplicateField);
+                }
+                dog_tags = Some(&f[1..]);
+            }
+            Some(b'T') => {
+                if timestamp.is_some() {
+                    return Err(ParseError::DuplicateField);
+                }
+                timestamp = Some(parse_timestamp(&f[1..])?);
+            }
+            // Empty fields, container id `c:...`, external data `e:...`,
+            // cardinality `card:...` and anything newer: ignored.
+            _ => {}
+        }
+    }
+    let dog_tags = dog_tags.unwrap_or("");
+    n_tags = check_tags(dog_tags, b':', false, n_tags)?;
+
+    let sample_rate = sample_rate.unwrap_or(1.0);
+    let weight = match kind {
+        MetricKind::Gauge | MetricKind::Set => 1.0,
+        _ => 1.0 / sample_rate,
+    };
+    Ok(Sample {
+        name,
+        kind,
+        sample_rate,
+        timestamp,
+        weight,
+        gauge_op,
+        first,
+        raw_values,
+        n_values,
+        name_tags,
+        dog_tags,
+        n_tags,
+    })
+}
+
+/// Splits name-embedded tags off the name. Returns `(name, tags)` where `tags`
+/// is a `,`-separated list of `k=v`.
+fn split_name(part: &str) -> Result<(&str, &str), ParseError> {
+    let b = part.as_bytes();
+    let Some(i) = b.iter().position(|&c| matches!(c, b',' | b'#' | b'[')) else {
+        return Ok((part, ""));
+    };
+    match b[i] {
+        // InfluxDB `name,k=v` and Librato `name#k=v`.
+        b',' | b'#' => Ok((&part[..i], &part[i + 1..])),
+        // SignalFx: `[k=v]name` or `name[k=v]`. Tags in the middle of a name
+        // would make the name non-contiguous; refused.
+        _ => {
+            if i == 0 {
+                let close = part.find(']').ok_or(ParseError::MalformedTag)?;
+                Ok((&part[close + 1..], &part[1..close]))
+            } else if b.last() == Some(&b']') {
+                Ok((&part[..i], &part[i + 1..part.len() - 1]))
+            } else {
+                Err(ParseError::MalformedTag)
+            }
+        }
+    }
+}
+
+/// Validates a `,`-separated tag list; returns the running tag count.
+/// `need_sep`: name-embedded tags must be `k=v`; DogStatsD tags may be bare.
+fn check_tags(list: &str, sep: u8, need_sep: bool, mut count: usize) -> Result<usize, ParseError> {
+    if list.is_empty() {
+        return Ok(count);
+    }
+    let mut rest = list;
+    while !rest.is_empty() {
+        let (entry, more) = split_or_all(rest, b',');
+        rest = more;
+        if entry.is_empty() {
+            continue;
+        }
+        count += 1;
+        if count > MAX_TAGS {
+            return Err(ParseError::TooManyTags);
+        }
+        let (k, v) = match split2(entry, sep) {
+            Some(kv) => kv,
+            None if need_sep => return Err(ParseError::MalformedTag),
+            None => (entry, ""),
+        };
+        if k.is_empty() || has_control(entry) {
+            return Err(ParseError::MalformedTag);
+        }
+        if k.len() > MAX_TAG_KEY_LEN || v.len() > MAX_TAG_VALUE_LEN {
+            return Err(ParseError::TagTooLong);
+        }
+    }
+    Ok(count)
+}
+
+#[inline]
+fn parse_value(v: &str) -> Result<f64, ParseError> {
+    if v.is_empty() {
+        return Err(ParseError::MissingValue);
+    }
+    if let Some(x) = fast_decimal(v.as_bytes()) {
+        return Ok(x);
+    }
+    match v.parse::<f64>() {
+        Ok(x) if x.is_finite() => Ok(x),
+        // `nan`, `inf`, `infinity` (any case, any sign) and overflow (`1e999`).
+        Ok(_) => Err(ParseError::NonFiniteValue),
+        Err(_) => Err(ParseError::MalformedValue),
+    }
+}
+
+/// Exact powers of ten up to 10^15 (all exactly representable in `f64`).
+const POW10: [f64; 16] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+];
+
+/// Fast path for the plain decimals statsd clients send (`1`, `-3`, `12.5`,
+/// `0.000100`): at most 15 digits, no exponent. The digits form an integer
+/// below 2^53 and the divisor is an exact power of ten, so one IEEE division
+/// gives the correctly rounded result, identical to `str::parse::<f64>`
+/// (Clinger's fast path). Anything else returns `None` and takes the
+/// general parser.
+#[inline]
+fn fast_decimal(s: &[u8]) -> Option<f64> {
+    let (neg, digits) = match s.first()? {
+        b'-' => (true, &s[1..]),
+        b'+' => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let mut mant: u64 = 0;
+    let mut n_digits = 0usize;
+    let mut frac_digits = 0usize;
+    let mut seen_dot = false;
+    for &b in digits {
+        match b {
+            b'0'..=b'9' => {
+                n_digits += 1;
+                if n_digits > 15 {
+                    return None;
+                }
+                mant = mant * 10 + u64::from(b - b'0');
+                frac_digits += usize::from(seen_dot);
+            }
+            b'.' if !seen_dot => seen_dot = true,
+            _ => return None,
+        }
+    }
+    if n_digits == 0 {
+        return None;
+    }
+    // Exact: mant < 10^15 < 2^53.
+    #[allow(clippy::cast_precision_loss)]
+    let v = mant as f64 / POW10[frac_digits];
+    Some(if neg { -v } else { v })
+}
+
+fn parse_rate(s: &str) -> Result<f64, ParseError> {
+    let parsed = match fast_decimal(s.as_bytes()) {
+        Some(r) => Ok(r),
+        None => s.parse::<f64>(),
+    };
+    match parsed {
+        Ok(r) if (MIN_SAMPLE_RATE..=1.0).contains(&r) => Ok(r),
+        _ => Err(ParseError::InvalidSampleRate),
+    }
+}
+
+fn parse_timestamp(s: &str) -> Result<u64, ParseError> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(ParseError::MalformedTimestamp);
+    }
+    s.parse::<u64>().map_err(|_| ParseError::MalformedTimestamp)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse::parse_datagram;
+
+    /// Expected fields of an accepted line.
+    struct Want<'a> {
+        name: &'a str,
+        kind: MetricKind,
+        values: &'a [f64],
+        rate: f64,
+        tags: &'a [(&'a str, &'a str)],
+    }
+
+    fn w<'a>(
+        name: &'a str,
+        kind: MetricKind,
+        values: &'a [f64],
+        rate: f64,
+        tags: &'a [(&'a str, &'a str)],
+    ) -> Want<'a> {
+        Want {
+            name,
+            kind,
+            values,
+            rate,
+            tags,
+        }
+    }
+
+    fn sample(line: &str) -> Sample<'_> {
+        match parse_line(line.as_bytes()) {
+            Ok(Line::Sample(s)) => s,
+            other => panic!("{line:?}: expected a sample, got {other:?}"),
+        }
+    }
+
+    fn reject(line: &[u8]) -> &'static str {
+        match parse_line(line) {
+            Err(e) => e.reason(),
+            Ok(other) => panic!(
+                "{:?}: expected a rejection, got {other:?}",
+                String::from_utf8_lossy(line)
+            ),
+        }
+    }
+
+    fn check(line: &str, want: &Want<'_>) {
+        let s = sample(line);
+        assert_eq!(s.name, want.name, "{line}");
+        assert_eq!(s.kind, want.kind, "{line}");
+        assert_eq!(s.values().collect::<Vec<_>>(), want.values, "{line}");
+        assert_eq!(s.sample_rate, want.rate, "{line}");
+        assert_eq!(s.tags().collect::<Vec<_>>(), want.tags, "{line}");
+        assert_eq!(s.tags().len(), want.tags.len(), "{line}");
+    }
+
+    use MetricKind::*;
+
+    #[test]
+    fn python_statsd_lines_parse() {
+        let cases = [
+            ("app.req:1|c", w("app.req", Counter, &[1.0], 1.0, &[])),
+            (
+                "app.req:5|c|@0.999999",
+                w("app.req", Counter, &[5.0], 0.999999, &[]),
+            ),
+            ("app.req:-1|c", w("app.req", Counter, &[-1.0], 1.0, &[])),
+            (
+                "app.queue.depth:42|g",
+                w("app.queue.depth", Gauge, &[42.0], 1.0, &[]),
+            ),
+            ("g:1.5|g", w("g", Gauge, &[1.5], 1.0, &[])),
+            (
+                "app.queue.depth:-3|g",
+                w("app.queue.depth", Gauge, &[-3.0], 1.0, &[]),
+            ),
+            ("g:+3|g", w("g", Gauge, &[3.0], 1.0, &[])),
+            (
+                "app.latency:12.500000|ms",
+                w("app.latency", Timer, &[12.5], 1.0, &[]),
+            ),
+            ("t:0.000100|ms", w("t", Timer, &[0.0001], 1.0, &[])),
+            ("big:1000000000000|c", w("big", Counter, &[1e12], 1.0, &[])),
+            ("f:0.5|c", w("f", Counter, &[0.5], 1.0, &[])),
+        ];
+        for (line, want) in &cases {
+            check(line, want);
+        }
+        assert_eq!(sample("app.users:alice|s").set_member(), Some("alice"));
+    }
+
+    #[test]
+    fn python_datadog_lines_parse() {
+        let cases = [
+            (
+                "app.req:1|c|#route:/api,code:200,env:test\n",
+                w(
+                    "app.req",
+                    Counter,
+                    &[1.0],
+                    1.0,
+                    &[("route", "/api"), ("code", "200"), ("env", "test")],
+                ),
+            ),
+            (
+                "app.req:2|c|@0.999999|#route:/api,env:test\n",
+                w(
+                    "app.req",
+                    Counter,
+                    &[2.0],
+                    0.999999,
+                    &[("route", "/api"), ("env", "test")],
+                ),
+            ),
+            (
+                "app.req:-1|c|#env:test\n",
+                w("app.req", Counter, &[-1.0], 1.0, &[("env", "test")]),
+            ),
+            (
+                "app.queue.depth:42|g|#q:main,env:test\n",
+                w(
+                    "app.queue.depth",
+                    Gauge,
+                    &[42.0],
+                    1.0,
+                    &[("q", "main"), ("env", "test")],
+                ),
+            ),
+            (
+                "app.latency:12.5|ms|#route:/api,env:test\n",
+                w(
+                    "app.latency",
+                    Timer,
+                    &[12.5],
+                    1.0,
+                    &[("route", "/api"), ("env", "test")],
+                ),
+            ),
+            (
+                "app.payload.bytes:512|h|#route:/api,env:test\n",
+                w(
+                    "app.payload.bytes",
+                    Histogram,
+                    &[512.0],
+                    1.0,
+                    &[("route", "/api"), ("env", "test")],
+                ),
+            ),
+            (
+                "app.latency.dist:0.0125|d|#route:/api,env:test\n",
+                w(
+                    "app.latency.dist",
+                    Distribution,
+                    &[0.0125],
+                    1.0,
+                    &[("route", "/api"), ("env", "test")],
+                ),
+            ),
+            (
+                "app.users:alice|s|#env:test\n",
+                w("app.users", Set, &[], 1.0, &[("env", "test")]),
+            ),
+        ];
+        for (line, want) in &cases {
+            check(line, want);
+        }
+        assert_eq!(
+            parse_line(b"_sc|app.up|0|#route:/api,env:test|m:ok\n"),
+            Ok(Line::Skipped(SkipKind::ServiceCheck))
+        );
+        assert_eq!(
+            parse_line(b"_e{6,13}:deploy|v1 rolled out|#route:/api,env:test\n"),
+            Ok(Line::Skipped(SkipKind::Event))
+        );
+        let buffered = b"page.views:1|c|#env:prod\npage.views:1|c|#env:prod\npage.views:1|c|#env:prod\ntemp:21.5|g\n";
+        let got: Vec<_> = parse_datagram(buffered).collect();
+        assert_eq!(got.len(), 4);
+        assert!(got.iter().all(Result::is_ok));
+    }
+
+    #[test]
+    fn node_hot_shots_lines_parse() {
+        let cases = [
+            (
+                "app.req:1|c|#env:test,route:/api,code:200",
+                w(
+                    "app.req",
+                    Counter,
+                    &[1.0],
+                    1.0,
+                    &[("env", "test"), ("route", "/api"), ("code", "200")],
+                ),
+            ),
+            (
+                "app.req:2|c|@0.999999|#env:test,route:/api",
+                w(
+                    "app.req",
+                    Counter,
+                    &[2.0],
+                    0.999999,
+                    &[("env", "test"), ("route", "/api")],
+                ),
+            ),
+            (
+                "app.queue.depth:-3|g|#env:test",
+                w("app.queue.depth", Gauge, &[-3.0], 1.0, &[("env", "test")]),
+            ),
+            (
+                "app.latency.dist:0.0125|d|#env:test,route:/api",
+                w(
+                    "app.latency.dist",
+                    Distribution,
+                    &[0.0125],
+                    1.0,
+                    &[("env", "test"), ("route", "/api")],
+                ),
+            ),
+            // telegraf: true (InfluxDB name tags)
+            (
+                "app.req,env=test,route=/api,code=200:1|c",
+                w(
+                    "app.req",
+                    Counter,
+                    &[1.0],
+                    1.0,
+                    &[("env", "test"), ("route", "/api"), ("code", "200")],
+                ),
+            ),
+            (
+                "app.req,env=test,route=/api:2|c|@0.999999",
+                w(
+                    "app.req",
+                    Counter,
+                    &[2.0],
+                    0.999999,
+                    &[("env", "test"), ("route", "/api")],
+                ),
+            ),
+            (
+                "app.queue.depth,env=test:-3|g",
+                w("app.queue.depth", Gauge, &[-3.0], 1.0, &[("env", "test")]),
+            ),
+            (
+                "app.latency,env=test,route=/api:12.5|ms",
+                w(
+                    "app.latency",
+                    Timer,
+                    &[12.5],
+                    1.0,
+                    &[("env", "test"), ("route", "/api")],
+                ),
+            ),
+            (
+                "app.payload.bytes,env=test,route=/api:512|h",
+                w(
+                    "app.payload.bytes",
+                    Histogram,
+                    &[512.0],
+                    1.0,
+                    &[("env", "test"), ("route", "/api")],
+                ),
+            ),
+            (
+                "app.users,env=test:alice|s",
+                w("app.users", Set, &[], 1.0, &[("env", "test")]),
+            ),
+        ];
+        for (line, want) in &cases {
+            check(line, want);
+        }
+        assert_eq!(
+            parse_line(b"_sc|app.app.up|0|h:h1|#env:test,route:/api"),
+            Ok(Line::Skipped(SkipKind::ServiceCheck))
+        );
+        assert_eq!(
+            parse_line(b"_e{10,13}:app.deploy|v1 rolled out|#env:test,route:/api"),
+            Ok(Line::Skipped(SkipKind::Event))
+        );
+    }
+
+    #[test]
+    fn rust_cadence_lines_parse() {
+        let cases = [
+            (
+                "app.req:2|c|@0.5|#env:test",
+                w("app.req", Counter, &[2.0], 0.5, &[("env", "test")]),
+            ),
+            (
+                "app.ratio:0.25|g|#env:test",
+                w("app.ratio", Gauge, &[0.25], 1.0, &[("env", "test")]),
+            ),
+            (
+                "app.latency:12|ms|#env:test",
+                w("app.latency", Timer, &[12.0], 1.0, &[("env", "test")]),
+            ),
+            (
+                "app.users:7|s|#env:test",
+                w("app.users", Set, &[], 1.0, &[("env", "test")]),
+            ),
+            (
+                "app.hits:3|m|#env:test",
+                w("app.hits", Counter, &[3.0], 1.0, &[("env", "test")]),
+            ),
+        ];
+        for (line, want) in &cases {
+            check(line, want);
+        }
+        assert_eq!(sample("app.users:7|s|#env:test").set_member(), Some("7"));
+        assert_eq!(sample("app.req:2|c|@0.5|#env:test").weight(), 2.0);
+    }
+
+    #[test]
+    fn line_terminators_and_empty_lines() {
+        for dgram in [
+            &b"a:1|c"[..],
+            b"a:1|c\n",
+            b"a:1|c\r\n",
+            b"\n\na:1|c\n\n",
+            b"\r\n a:1|c \r\n\r\n",
+        ] {
+            let got: Vec<_> = parse_datagram(dgram).collect();
+            assert_eq!(got.len(), 1, "{dgram:?}");
+            let Ok(Line::Sample(s)) = got[0] else {
+                panic!("{dgram:?}")
+            };
+            assert_eq!((s.name, s.first_value()), ("a", 1.0));
+        }
+        for empty in [&b""[..], b"\n", b"\r\n\r\n", b"  \n\t\n"] {
+            assert_eq!(parse_datagram(empty).count(), 0);
+        }
+        assert_eq!(parse_line(b""), Err(ParseError::MalformedLine));
+        assert_eq!(parse_line(b"\r\n"), Err(ParseError::MalformedLine));
+    }
+
+    #[test]
+    fn bad_line_between_good_ones_loses_nothing() {
+        let got: Vec<_> = parse_datagram(b"a:1|c\nb:xyz|c\nc:2|g").collect();
+        assert_eq!(got.len(), 3);
+        assert!(matches!(got[0], Ok(Line::Sample(s)) if s.name == "a"));
+        assert_eq!(got[1], Err(ParseError::MalformedValue));
+        assert!(matches!(got[2], Ok(Line::Sample(s)) if s.name == "c"));
+    }
+
+    #[test]
+    fn multi_value_lines() {
+        check(
+            "a:1:2:3|d",
+            &w("a", Distribution, &[1.0, 2.0, 3.0], 1.0, &[]),
+        );
+        check(
+            "a:1:2.5|ms|@0.5|#k:v",
+            &w("a", Timer, &[1.0, 2.5], 0.5, &[("k", "v")]),
+        );
+        check("a:1:2|c", &w("a", Counter, &[1.0, 2.0], 1.0, &[]));
+        check("a:1:2|h", &w("a", Histogram, &[1.0, 2.0], 1.0, &[]));
+        assert_eq!(sample("a:1:2:3|d").values().len(), 3);
+        // All values valid or nothing.
+        assert_eq!(reject(b"a:1:x:3|d"), "malformed_value");
+        assert_eq!(reject(b"a:1::3|d"), "missing_value");
+        assert_eq!(reject(b"a:1:2:|d"), "missing_value");
+        assert_eq!(reject(b"a:1:nan|d"), "non_finite_value");
+        assert_eq!(reject(b"g:1:2|g"), "multi_value_gauge");
+        // Sets keep the whole section as the member.
+        assert_eq!(sample("ip:fe80::1|s").set_member(), Some("fe80::1"));
+        assert_eq!(sample("ip:fe80::1|s").values().count(), 0);
+        let max = format!("a:{}1|d", "1:".repeat(crate::parse::MAX_VALUES - 1));
+        assert_eq!(sample(&max).values().count(), crate::parse::MAX_VALUES);
+        let over = format!("a:{}1|d", "1:".repeat(crate::parse::MAX_VALUES));
+        assert_eq!(reject(over.as_bytes()), "too_many_values");
+    }
+
+    #[test]
+    fn gauge_sign_means_delta() {
+        let cases = [
+            ("g:3|g", GaugeOp::Set, 3.0),
+            ("g:+3|g", GaugeOp::Delta, 3.0),
+            ("g:-3|g", GaugeOp::Delta, -3.0),
+            ("g:0|g", GaugeOp::Set, 0.0),
+            ("g:-0|g", GaugeOp::Delta, 0.0),
+            ("g:+1.5e2|g", GaugeOp::Delta, 150.0),
+        ];
+        for (line, op, v) in cases {
+            let s = sample(line);
+            assert_eq!((s.gauge_op(), s.first_value()), (Some(op), v), "{line}");
+        }
+        assert_eq!(sample("c:-3|c").gauge_op(), None);
+        // Negative absolute gauge: 0 then -N.
+        let ops: Vec<_> = parse_datagram(b"app.neg:0|g\napp.neg:-7|g")
+            .map(|l| match l {
+                Ok(Line::Sample(s)) => (s.gauge_op(), s.first_value()),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            ops,
+            [(Some(GaugeOp::Set), 0.0), (Some(GaugeOp::Delta), -7.0)]
+        );
+    }
+
+    #[test]
+    fn sample_rate_rules() {
+        let s = sample("a:1|c|@0.1");
+        assert_eq!((s.sample_rate, s.weight()), (0.1, 10.0));
+        assert_eq!(sample("a:1|ms|@0.25").weight(), 4.0);
+        assert_eq!(sample("a:1|c|@1").weight(), 1.0);
+        assert_eq!(sample("a:1|c").weight(), 1.0);
+        // Bounded: the smallest rate is a number, not a million replays.
+        let tiny = sample("a:1|c|@0.000001");
+        assert!((tiny.weight() - 1e6).abs() < 1e-6);
+        assert_eq!(tiny.values().count(), 1);
+        assert_eq!(sample("a:1|c|@1e-6").sample_rate, 1e-6);
+        // Gauges and sets validate but ignore the rate.
+        assert_eq!(sample("g:5|g|@0.5").weight(), 1.0);
+        assert_eq!(sample("u:x|s|@0.5").weight(), 1.0);
+        for bad in [
+            &b"a:1|c|@0"[..],
+            b"a:1|c|@0.0",
+            b"a:1|c|@-0.5",
+            b"a:1|c|@1.5",
+            b"a:1|c|@2",
+            b"a:1|c|@0.0000009",
+            b"a:1|c|@1e-300",
+            b"a:1|c|@abc",
+            b"a:1|c|@",
+            b"a:1|c|@nan",
+            b"a:1|c|@inf",
+            b"a:1|c|@ 0.5",
+            b"g:1|g|@0",
+        ] {
+            assert_eq!(
+                reject(bad),
+                "invalid_sample_rate",
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
+    #[test]
+    fn non_finite_and_malformed_values_are_rejected() {
+        for (line, reason) in [
+            (&b"a:NaN|c"[..], "non_finite_value"),
+            (b"a:nan|g", "non_finite_value"),
+            (b"a:inf|ms", "non_finite_value"),
+            (b"a:-inf|h", "non_finite_value"),
+            (b"a:+Infinity|d", "non_finite_value"),
+            (b"a:1e999|c", "non_finite_value"),
+            (b"a:-1e999|g", "non_finite_value"),
+            (b"a:|c", "missing_value"),
+            (b"a:|s", "missing_value"),
+            (b"a:abc|c", "malformed_value"),
+            (b"a:1,5|c", "malformed_value"),
+            (b"a:0x10|c", "malformed_value"),
+            (b"a:1 |c", "malformed_value"),
+            (b"a:--1|g", "malformed_value"),
+            (b"a:1e|c", "malformed_value"),
+        ] {
+            assert_eq!(reject(line), reason, "{:?}", String::from_utf8_lossy(line));
+        }
+        // Underflow is fine (rounds to zero); so are the usual spellings.
+        assert_eq!(sample("a:1e-999|c").first_value(), 0.0);
+        assert_eq!(sample("a:.5|c").first_value(), 0.5);
+        assert_eq!(sample("a:5.|c").first_value(), 5.0);
+        assert_eq!(sample("a:1E3|c").first_value(), 1000.0);
+    }
+
+    #[test]
+    fn structure_errors() {
+        for (line, reason) in [
+            (&b"a"[..], "malformed_line"),
+            (b"a|c", "malformed_line"),
+            (b"|c", "malformed_line"),
+            (b"a:1", "missing_type"),
+            (b"a:1|", "missing_type"),
+            (b"a:1||@0.5", "missing_type"),
+            (b"a:1|x", "unknown_type"),
+            (b"a:1|C", "unknown_type"),
+            (b"a:1|msx", "unknown_type"),
+            (b"a:1|c:2|ms", "unknown_type"),
+            (b":1|c", "empty_name"),
+            (b",k=v:1|c", "empty_name"),
+            (b"[k=v]:1|c", "empty_name"),
+            (b"a:1|c|@0.5|@0.5", "duplicate_field"),
+            (b"a:1|c|#a:b|#c:d", "duplicate_field"),
+            (b"a:1|c|T1|T2", "duplicate_field"),
+        ] {
+            assert_eq!(reject(line), reason, "{:?}", String::from_utf8_lossy(line));
+        }
+    }
+
+    #[test]
+    fn names_utf8_and_control_characters() {
+        assert_eq!(
+            sample("caf\u{e9}.\u{65e5}\u{672c}:1|c").name,
+            "caf\u{e9}.\u{65e5}\u{672c}"
+        );
+        assert_eq!(sample("a/b-c_d.e:1|c").name, "a/b-c_d.e");
+        assert_eq!(sample("with space:1|c").name, "with space");
+        assert_eq!(reject(b"a\xff:1|c"), "invalid_utf8");
+        assert_eq!(reject(b"a:1|c|#k:\xc3"), "invalid_utf8");
+        assert_eq!(reject(b"a,k=\xe2\x82:1|c"), "invalid_utf8");
+        assert_eq!(reject(b"a\x00b:1|c"), "invalid_name");
+        assert_eq!(reject(b"a\rb:1|c"), "invalid_name");
+        assert_eq!(reject(b"a\x7f:1|c"), "invalid_name");
+        assert_eq!(reject(b"a:b\x01|s"), "malformed_value");
+        // A multibyte prefix is an error, not a panic (vector's regression).
+        assert_eq!(
+            reject("\u{e9}:1|g|@\u{e9}".as_bytes()),
+            "invalid_sample_rate"
+        );
+        assert_eq!(reject("a:\u{e9}1|g".as_bytes()), "malformed_value");
+    }
+
+    #[test]
+    fn length_and_count_limits() {
+        use crate::parse::{MAX_NAME_LEN, MAX_TAGS, MAX_TAG_KEY_LEN, MAX_TAG_VALUE_LEN};
+        let ok_name = "n".repeat(MAX_NAME_LEN);
+        assert_eq!(sample(&format!("{ok_name}:1|c")).name.len(), MAX_NAME_LEN);
+        assert_eq!(
+            reject(format!("{ok_name}x:1|c").as_bytes()),
+            "name_too_long"
+        );
+        // Limit is in bytes: 129 two-byte characters are 258 bytes.
+        assert_eq!(
+            reject(format!("{}:1|c", "\u{e9}".repeat(129)).as_bytes()),
+            "name_too_long"
+        );
+
+        let k = "k".repeat(MAX_TAG_KEY_LEN);
+        let v = "v".repeat(MAX_TAG_VALUE_LEN);
+        assert_eq!(
+            sample(&format!("a:1|c|#{k}:{v}")).tags().next(),
+            Some((&k[..], &v[..]))
+        );
+        assert_eq!(reject(format!("a:1|c|#{k}k:v").as_bytes()), "tag_too_long");
+        assert_eq!(reject(format!("a:1|c|#k:{v}v").as_bytes()), "tag_too_long");
+        assert_eq!(reject(format!("a,{k}k=v:1|c").as_bytes()), "tag_too_long");
+        assert_eq!(reject(format!("a#k={v}v:1|c").as_bytes()), "tag_too_long");
+        assert_eq!(reject(format!("a:1|c|#{k}k").as_bytes()), "tag_too_long");
+
+        let tags = |n: usize| {
+            (0..n)
+                .map(|i| format!("t{i}:x"))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        assert_eq!(
+            sample(&format!("a:1|c|#{}", tags(MAX_TAGS))).tags().count(),
+            MAX_TAGS
+        );
+        assert_eq!(
+            reject(format!("a:1|c|#{}", tags(MAX_TAGS + 1)).as_bytes()),
+            "too_many_tags"
+        );
+        // Name tags and DogStatsD tags share the budget.
+        let line = format!("a,x=y:1|c|#{}", tags(MAX_TAGS));
+        assert_eq!(reject(line.as_bytes()), "too_many_tags");
+    }
+
+    #[test]
+    fn dogstatsd_tags() {
+        let s = sample("a:1|c|#url:http://x:8080/p,bare,k:v");
+        assert_eq!(
+            s.tags().collect::<Vec<_>>(),
+            [("url", "http://x:8080/p"), ("bare", ""), ("k", "v")]
+        );
+        // Empty entries skipped, including an empty section.
+        let s = sample("a:1|c|#a:b,,c:d,");
+        assert_eq!(s.tags().collect::<Vec<_>>(), [("a", "b"), ("c", "d")]);
+        assert_eq!(s.tags().len(), 2);
+        assert_eq!(sample("a:1|c|#").tags().count(), 0);
+        assert_eq!(sample("a:1|c|#k:").tags().collect::<Vec<_>>(), [("k", "")]);
+        // Tags field may come before the rate.
+        let s = sample("a:1|c|#k:v|@0.5");
+        assert_eq!((s.sample_rate, s.tags().count()), (0.5, 1));
+        assert_eq!(reject(b"a:1|c|#:v"), "malformed_tag");
+        assert_eq!(reject(b"a:1|c|#k:v\tw"), "malformed_tag");
+    }
+
+    #[test]
+    fn name_embedded_tags() {
+        check(
+            "a,k=v,k2=v2:1|c",
+            &w("a", Counter, &[1.0], 1.0, &[("k", "v"), ("k2", "v2")]),
+        );
+        check(
+            "name#k=v,k2=v2:1|c",
+            &w("name", Counter, &[1.0], 1.0, &[("k", "v"), ("k2", "v2")]),
+        );
+        check(
+            "name[k=v,k2=v2]:1|c",
+            &w("name", Counter, &[1.0], 1.0, &[("k", "v"), ("k2", "v2")]),
+        );
+        check(
+            "[k=v]name:1|c",
+            &w("name", Counter, &[1.0], 1.0, &[("k", "v")]),
+        );
+        check(
+            "a,k=x=y:1|c",
+            &w("a", Counter, &[1.0], 1.0, &[("k", "x=y")]),
+        );
+        check("a,k=:1|c", &w("a", Counter, &[1.0], 1.0, &[("k", "")]));
+        // The first of `,` `#` `[` picks the style; later ones are tag text.
+        check(
+            "a,k=v#w:1|c",
+            &w("a", Counter, &[1.0], 1.0, &[("k", "v#w")]),
+        );
+        check(
+            "a#k=[x]:1|c",
+            &w("a", Counter, &[1.0], 1.0, &[("k", "[x]")]),
+        );
+        // Mixed with DogStatsD tags: merged, name tags first.
+        check(
+            "a,env=prod:1|c|#route:/api,canary",
+            &w(
+                "a",
+                Counter,
+                &[1.0],
+                1.0,
+                &[("env", "prod"), ("route", "/api"), ("canary", "")],
+            ),
+        );
+        check(
+            "a#k=v:1|ms|@0.5|#x:y",
+            &w("a", Timer, &[1.0], 0.5, &[("k", "v"), ("x", "y")]),
+        );
+        for (line, reason) in [
+            (&b"a,novalue:1|c"[..], "malformed_tag"),
+            (b"a,=v:1|c", "malformed_tag"),
+            (b"a#k:1|c", "malformed_tag"),
+            (b"a[k=v]b:1|c", "malformed_tag"),
+            (b"a[k=v:1|c", "malformed_tag"),
+            (b"[k=v:1|c", "malformed_tag"),
+            (b"a[k]:1|c", "malformed_tag"),
+        ] {
+            assert_eq!(reject(line), reason, "{:?}", String::from_utf8_lossy(line));
+        }
+    }
+
+    #[test]
+    fn extension_fields_tolerated() {
+        let s = sample("a:1|c|c:83c0a99c0a54c0c187f461c7980e9b57f3f6a8b0c918c8d93df19a9de6f3fe1d");
+        assert_eq!((s.name, s.first_value(), s.tags().count()), ("a", 1.0, 0));
+        let s = sample("a:1|c|#k:v|c:ci-1234|T1656581400");
+        assert_eq!((s.timestamp, s.tags().count()), (Some(1_656_581_400), 1));
+        assert_eq!(sample("a:1|g|T1656581400").timestamp, Some(1_656_581_400));
+        assert_eq!(sample("a:1|c").timestamp, None);
+        // Unknown fields, external data, cardinality, empty fields: ignored.
+        for line in [
+            "a:1|c|x:whatever",
+            "a:1|c|e:it-false,cn-x|card:low",
+            "a:1|c||",
+            "a:1|c|zzz|#k:v",
+        ] {
+            assert_eq!(sample(line).first_value(), 1.0, "{line}");
+        }
+        for bad in [
+            &b"a:1|c|T"[..],
+            b"a:1|c|Tabc",
+            b"a:1|c|T-1",
+            b"a:1|c|T+1",
+            b"a:1|c|T99999999999999999999",
+        ] {
+            assert_eq!(
+                reject(bad),
+                "malformed_timestamp",
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
+    #[test]
+    fn events_and_service_checks_are_skipped_not_errors() {
+        let got: Vec<_> =
+            parse_datagram(b"_e{5,4}:title|text\na:1|c\n_sc|name|0\n_e{bad\n").collect();
+        assert_eq!(got.len(), 4);
+        assert_eq!(got[0], Ok(Line::Skipped(SkipKind::Event)));
+        assert!(matches!(got[1], Ok(Line::Sample(_))));
+        assert_eq!(got[2], Ok(Line::Skipped(SkipKind::ServiceCheck)));
+        assert_eq!(got[3], Ok(Line::Skipped(SkipKind::Event)));
+        assert_eq!(SkipKind::Event.reason(), "event");
+        assert_eq!(SkipKind::ServiceCheck.reason(), "service_check");
+        assert_eq!(SkipKind::ALL_REASONS, ["event", "service_check"]);
+        // Not a prefix match by accident.
+        assert_eq!(sample("_sc:1|c").name, "_sc");
+        assert_eq!(sample("_e:1|c").name, "_e");
+    }
+
+    #[test]
+    fn timers_convert_to_seconds_without_losing_the_raw_value() {
+        let s = sample("lat:12.5|ms");
+        assert_eq!(s.first_value(), 12.5);
+        assert_eq!(s.kind.to_base_units(s.first_value()), 0.0125);
+        assert_eq!(MetricKind::Histogram.to_base_units(12.5), 12.5);
+        assert_eq!(MetricKind::Timer.to_base_units(3.0), 0.003);
+    }
+
+    #[test]
+    fn metric_kind_labels() {
+        let types: Vec<_> = MetricKind::ALL.iter().map(|k| k.statsd_type()).collect();
+        assert_eq!(types, ["c", "g", "ms", "h", "d", "s"]);
+        for k in MetricKind::ALL {
+            assert_eq!(MetricKind::from_type(k.statsd_type().as_bytes()), Some(k));
+            assert!(!k.as_str().is_empty());
+        }
+    }
+
+    #[test]
+    fn fast_decimal_agrees_with_std() {
+        let cases = [
+            "0",
+            "-0",
+            "+0",
+            "1",
+            "-1",
+            "+3",
+            "12.5",
+            "12.500000",
+            "0.000100",
+            "0.1",
+            "0.3",
+            "123456789012345",
+            "-99999999999999.9",
+            ".5",
+            "5.",
+            "-.5",
+            "0.000000000000001",
+            "9007199254740993",
+            "1234567890123456",
+            ".",
+            "-",
+            "+",
+            "",
+            "1.2.3",
+            "1e3",
+            "--1",
+            "0.1234567890123456789",
+        ];
+        for c in cases {
+            let fast = fast_decimal(c.as_bytes());
+            let std = c.parse::<f64>().ok();
+            if let Some(f) = fast {
+                assert_eq!(Some(f.to_bits()), std.map(f64::to_bits), "{c}");
+            }
+        }
+        // Exhaustive over short strings of the decimal alphabet.
+        let alphabet = b"0159.-+";
+        let mut buf = Vec::new();
+        for len in 1..=5u32 {
+            for mut n in 0..7usize.pow(len) {
+                buf.clear();
+                for _ in 0..len {
+                    buf.push(alphabet[n % 7]);
+                    n /= 7;
+                }
+                let s = std::str::from_utf8(&buf).unwrap();
+                match fast_decimal(&buf) {
+                    Some(f) => assert_eq!(
+                        Some(f.to_bits()),
+                        s.parse::<f64>().ok().map(f64::to_bits),
+                        "{s}"
+                    ),
+                    None => assert!(
+                        s.parse::<f64>().is_err() || s.len() > 15,
+                        "{s} missed the fast path"
+                    ),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn trim_only_strips_blank_bytes() {
+        assert_eq!(trim(b" \t\ra:1|c\r\n"), b"a:1|c");
+        assert_eq!(trim(b"a: 1|c"), b"a: 1|c");
+        assert_eq!(trim(b"\r\r"), b"");
+        assert_eq!(trim(b""), b"");
+    }
+}
