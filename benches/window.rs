@@ -54,7 +54,10 @@ fn window_add(c: &mut Criterion) {
         let mut now = T0;
         b.iter(|| {
             now += 1_000;
-            w.add(black_box(Observation::sampled(3.5, 0.5)), Timestamp::from_nanos(now));
+            w.add(
+                black_box(Observation::sampled(3.5, 0.5)),
+                Timestamp::from_nanos(now),
+            );
         });
     });
     g.bench_function("distribution_sketch", |b| {
@@ -177,7 +180,10 @@ fn stats(c: &mut Criterion) {
         b.iter_batched(
             || dist.clone(),
             |mut w| {
-                w.add(Observation::new(1.0), Timestamp::from_nanos(now_end + 100_000_000));
+                w.add(
+                    Observation::new(1.0),
+                    Timestamp::from_nanos(now_end + 100_000_000),
+                );
                 w
             },
             BatchSize::SmallInput,

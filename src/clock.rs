@@ -252,7 +252,10 @@ mod tests {
             .unwrap();
         let first = c.now();
         let diff = first.as_nanos().abs_diff(duration_nanos(wall));
-        assert!(diff < 5_000_000_000, "system clock is {diff} ns off wall time");
+        assert!(
+            diff < 5_000_000_000,
+            "system clock is {diff} ns off wall time"
+        );
         let mut last = first;
         for _ in 0..10_000 {
             let t = c.now();

@@ -74,8 +74,12 @@
 
 pub mod breaker;
 pub mod clock;
+pub mod config;
+pub mod expose;
 pub mod limit;
+pub mod mapping;
 pub mod parse;
+pub mod series;
 pub mod sketch;
 pub mod stats;
 pub mod window;

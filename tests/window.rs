@@ -96,7 +96,11 @@ where
     let interval = spec.interval().as_nanos() as u64;
     // Start a little after the origin so that backwards steps stay above it.
     let start = ORIGIN + 10 * interval * spec.size() as u64 + 12_345;
-    let mut w = RollingWindow::<B>::with_origin(spec, Timestamp::from_nanos(ORIGIN), Timestamp::from_nanos(start));
+    let mut w = RollingWindow::<B>::with_origin(
+        spec,
+        Timestamp::from_nanos(ORIGIN),
+        Timestamp::from_nanos(start),
+    );
     let mut m = Model {
         origin: ORIGIN,
         interval,
@@ -120,9 +124,15 @@ where
 }
 
 fn spec_strategy() -> impl Strategy<Value = WindowSpec> {
-    (1usize..12, prop_oneof![Just(1u64), Just(7), Just(100), Just(250_000_000)], any::<bool>())
+    (
+        1usize..12,
+        prop_oneof![Just(1u64), Just(7), Just(100), Just(250_000_000)],
+        any::<bool>(),
+    )
         .prop_map(|(size, interval, ic)| {
-            WindowSpec::new(size, Duration::from_nanos(interval)).unwrap().ignore_current(ic)
+            WindowSpec::new(size, Duration::from_nanos(interval))
+                .unwrap()
+                .ignore_current(ic)
         })
 }
 

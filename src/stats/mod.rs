@@ -267,7 +267,10 @@ mod tests {
         let mut w = RollingWindow::<Distribution>::epoch_aligned(spec, T0);
         for i in 1..=1000u64 {
             // One value per ms for a second: spread over two buckets.
-            w.add(Observation::new(i as f64), T0 + Duration::from_micros(i * 1500));
+            w.add(
+                Observation::new(i as f64),
+                T0 + Duration::from_micros(i * 1500),
+            );
         }
         let s = WindowStats::of(&w, ms(1600));
         for (q, exact) in [(0.5, 500.0), (0.9, 900.0), (0.99, 990.0)] {

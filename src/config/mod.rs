@@ -1,0 +1,536 @@
+//! The daemon's configuration: `config.toml` in, typed values out.
+//!
+//! Two stages, as in ripgrep's low/high args: [`reader`] walks the TOML tree
+//! with its byte spans and turns every key into a typed value or a
+//! [`ConfigProblem`] naming the key and the line; [`Config::parse`] gathers
+//! **all** problems before failing, so an operator fixes a file in one pass.
+//! Unknown keys are problems. The sample `config.toml` at the repository root
+//! documents every key, and a test loads it.
+
+mod reader;
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub use reader::ConfigProblem;
+use reader::{Problems, Table};
+
+use crate::mapping::{Glob, Template};
+use crate::parse::MetricKind;
+use crate::window::WindowSpec;
+
+/// Everything the daemon needs, validated.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Sockets to listen on.
+    pub listen: Listen,
+    /// Ingest limits.
+    pub ingest: Ingest,
+    /// Series lifetime, cap and published statistics.
+    pub series: SeriesConfig,
+    /// Default windows kept for every series (at least one).
+    pub windows: Vec<NamedWindow>,
+    /// Mapping rules, first match wins.
+    pub mappings: Vec<Mapping>,
+}
+
+/// `[listen]`: empty strings turn a listener off.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Listen {
+    /// statsd over UDP.
+    pub statsd_udp: Option<SocketAddr>,
+    /// statsd over TCP, newline framed.
+    pub statsd_tcp: Option<SocketAddr>,
+    /// statsd over a Unix datagram socket.
+    pub statsd_unix: Option<PathBuf>,
+    /// HTTP: /metrics, the JSON API, ingest.
+    pub http: SocketAddr,
+}
+
+/// `[ingest]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ingest {
+    /// UDP reader tasks sharing the port through SO_REUSEPORT.
+    pub udp_readers: usize,
+    /// SO_RCVBUF asked for each UDP socket (the kernel may grant less; logged).
+    pub udp_recv_buffer_bytes: usize,
+    /// Open TCP connections at most; more wait to be accepted.
+    pub tcp_max_connections: usize,
+    /// Longest TCP line accepted; longer lines are rejected as `line_too_long`.
+    pub max_line_bytes: usize,
+    /// Largest HTTP ingest body (413 above).
+    pub http_max_body_bytes: usize,
+}
+
+/// `[series]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SeriesConfig {
+    /// A series not written for this long is removed.
+    pub ttl: Duration,
+    /// At most this many series; new ones beyond it are refused and counted.
+    pub max_series: usize,
+    /// Quantiles published for timers, histograms and distributions.
+    pub quantiles: Vec<f64>,
+    /// Upper bounds of the cumulative Prometheus histogram buckets for timers
+    /// (seconds), histograms and distributions.
+    pub histogram_buckets: Vec<f64>,
+}
+
+/// One `[[windows]]` entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NamedWindow {
+    /// The `window` label value, e.g. `10s`.
+    pub name: String,
+    /// Buckets, interval, ignore-current.
+    pub spec: WindowSpec,
+}
+
+/// What a matching mapping rule does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Keep the series (possibly renamed, relabelled, with its own windows).
+    Keep,
+    /// Drop matching lines (counted as `dropped_by_mapping`).
+    Drop,
+}
+
+/// One `[[mappings]]` rule.
+#[derive(Clone, Debug)]
+pub struct Mapping {
+    /// Glob on the statsd name: `*` matches within one dot-separated
+    /// component, `**` across components; captures are `$1`, `$2`...
+    pub pattern: Glob,
+    /// Only lines of this statsd type match, if set.
+    pub match_type: Option<MetricKind>,
+    /// Keep or drop.
+    pub action: Action,
+    /// New statsd name (the `metric` label and the cumulative family name).
+    pub rename: Option<Template>,
+    /// Extra labels, values may use captures.
+    pub labels: Vec<(String, Template)>,
+    /// Indices into [`Config::windows`] kept for matching series, if set.
+    pub windows: Option<Vec<usize>>,
+}
+
+/// All the problems found in a config file.
+#[derive(Debug, Clone)]
+pub struct ConfigError {
+    /// The file, if the config came from one.
+    pub path: Option<PathBuf>,
+    /// Every problem, in file order.
+    pub problems: Vec<ConfigProblem>,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let file = self
+            .path
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|| "config".to_string());
+        write!(f, "{} problem(s) in {file}:", self.problems.len())?;
+        for p in &self.problems {
+            write!(f, "\n  {file}: {p}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+const LISTEN_KEYS: &[&str] = &["statsd_udp", "statsd_tcp", "statsd_unix", "http"];
+const INGEST_KEYS: &[&str] = &[
+    "udp_readers",
+    "udp_recv_buffer_bytes",
+    "tcp_max_connections",
+    "max_line_bytes",
+    "http_max_body_bytes",
+];
+const SERIES_KEYS: &[&str] = &["ttl_secs", "max_series", "quantiles", "histogram_buckets"];
+const WINDOW_KEYS: &[&str] = &["name", "buckets", "interval_ms", "ignore_current"];
+const MAPPING_KEYS: &[&str] = &[
+    "match",
+    "match_type",
+    "action",
+    "rename",
+    "labels",
+    "windows",
+];
+const TOP_KEYS: &[&str] = &["listen", "ingest", "series", "windows", "mappings"];
+
+/// Prometheus' default histogram buckets (seconds).
+pub const DEFAULT_HISTOGRAM_BUCKETS: [f64; 11] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+impl Default for Listen {
+    fn default() -> Self {
+        Listen {
+            statsd_udp: Some(SocketAddr::from(([127, 0, 0, 1], 8125))),
+            statsd_tcp: Some(SocketAddr::from(([127, 0, 0, 1], 8125))),
+            statsd_unix: None,
+            http: SocketAddr::from(([127, 0, 0, 1], 9102)),
+        }
+    }
+}
+
+impl Default for Ingest {
+    fn default() -> Self {
+        Ingest {
+            udp_readers: 2,
+            udp_recv_buffer_bytes: 8 << 20,
+            tcp_max_connections: 1024,
+            max_line_bytes: 64 << 10,
+            http_max_body_bytes: 4 << 20,
+        }
+    }
+}
+
+impl Default for SeriesConfig {
+    fn default() -> Self {
+        SeriesConfig {
+            ttl: Duration::from_secs(600),
+            max_series: 100_000,
+            quantiles: vec![0.5, 0.9, 0.99],
+            histogram_buckets: DEFAULT_HISTOGRAM_BUCKETS.to_vec(),
+        }
+    }
+}
+
+impl Default for Config {
+    /// The built-in defaults: listeners on loopback, one `10s` window of ten
+    /// 1 s buckets, no mappings.
+    fn default() -> Self {
+        Config {
+            listen: Listen::default(),
+            ingest: Ingest::default(),
+            series: SeriesConfig::default(),
+            windows: vec![default_window()],
+            mappings: Vec::new(),
+        }
+    }
+}
+
+fn default_window() -> NamedWindow {
+    NamedWindow {
+        name: "10s".to_string(),
+        // 10 x 1 s is a valid shape.
+        spec: WindowSpec::new(10, Duration::from_secs(1)).unwrap_or_else(|_| unreachable!()),
+    }
+}
+
+impl Config {
+    /// Reads and validates the config at `path`.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let src = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            path: Some(path.to_path_buf()),
+            problems: vec![ConfigProblem {
+                line: 0,
+                key: "(file)".to_string(),
+                message: format!("cannot read the file: {e}; check the path given to --config"),
+            }],
+        })?;
+        Config::parse(&src).map_err(|mut e| {
+            e.path = Some(path.to_path_buf());
+            e
+        })
+    }
+
+    /// Parses and validates config text, reporting every problem at once.
+    pub fn parse(src: &str) -> Result<Config, ConfigError> {
+        let mut p = Problems::new(src);
+        let doc = match toml::de::DeTable::parse(src) {
+            Ok(doc) => doc,
+            Err(e) => {
+                let line = e.span().map(|s| p.line_of(s.start)).unwrap_or(0);
+                return Err(ConfigError {
+                    path: None,
+                    problems: vec![ConfigProblem {
+                        line,
+                        key: "(syntax)".to_string(),
+                        message: e.message().to_string(),
+                    }],
+                });
+            }
+        };
+        let mut top = Table::new(doc.get_ref(), "", 0);
+        let mut cfg = Config::default();
+
+        if let Some(mut t) = top.table(&mut p, "listen") {
+            let addr = |t: &mut Table<'_, '_>,
+                        p: &mut Problems<'_>,
+                        key: &str,
+                        current: Option<SocketAddr>| {
+                match t.string(p, key) {
+                    None => current,
+                    Some((s, _)) if s.is_empty() => None,
+                    Some((s, off)) => match s.parse::<SocketAddr>() {
+                        Ok(a) => Some(a),
+                        Err(_) => {
+                            p.at(off, &t.key_path(key), format!("`{s}` is not an IP:port address (e.g. \"127.0.0.1:8125\"; \"\" turns it off)"));
+                            current
+                        }
+                    },
+                }
+            };
+            cfg.listen.statsd_udp = addr(&mut t, &mut p, "statsd_udp", cfg.listen.statsd_udp);
+            cfg.listen.statsd_tcp = addr(&mut t, &mut p, "statsd_tcp", cfg.listen.statsd_tcp);
+            match addr(&mut t, &mut p, "http", Some(cfg.listen.http)) {
+                Some(a) => cfg.listen.http = a,
+                None => p.at(
+                    t.start(),
+                    &t.key_path("http"),
+                    "the HTTP listener cannot be turned off: /metrics lives there",
+                ),
+            }
+            if let Some((s, _)) = t.string(&mut p, "statsd_unix") {
+                cfg.listen.statsd_unix = (!s.is_empty()).then(|| PathBuf::from(s));
+            }
+            t.finish(&mut p, LISTEN_KEYS);
+        }
+
+        if let Some(mut t) = top.table(&mut p, "ingest") {
+            let i = &mut cfg.ingest;
+            if let Some(n) = t.int(&mut p, "udp_readers", 1, 64) {
+                i.udp_readers = n as usize;
+            }
+            if let Some(n) = t.int(&mut p, "udp_recv_buffer_bytes", 4096, 1 << 30) {
+                i.udp_recv_buffer_bytes = n as usize;
+            }
+            if let Some(n) = t.int(&mut p, "tcp_max_connections", 1, 1_000_000) {
+                i.tcp_max_connections = n as usize;
+            }
+            if let Some(n) = t.int(&mut p, "max_line_bytes", 64, 16 << 20) {
+                i.max_line_bytes = n as usize;
+            }
+            if let Some(n) = t.int(&mut p, "http_max_body_bytes", 1024, 1 << 30) {
+                i.http_max_body_bytes = n as usize;
+            }
+            t.finish(&mut p, INGEST_KEYS);
+        }
+
+        if let Some(mut t) = top.table(&mut p, "series") {
+            let s = &mut cfg.series;
+            if let Some(n) = t.int(&mut p, "ttl_secs", 1, 30 * 86_400) {
+                s.ttl = Duration::from_secs(n);
+            }
+            if let Some(n) = t.int(&mut p, "max_series", 1, 100_000_000) {
+                s.max_series = n as usize;
+            }
+            if let Some(qs) = t.floats(&mut p, "quantiles") {
+                let mut ok = Vec::new();
+                for (q, off) in qs {
+                    if q > 0.0 && q < 1.0 {
+                        ok.push(q);
+                    } else {
+                        p.at(off, "series.quantiles", format!("{q} is not a quantile: use values strictly between 0 and 1 (min and max are published anyway)"));
+                    }
+                }
+                ok.sort_by(f64::total_cmp);
+                ok.dedup();
+                s.quantiles = ok;
+            }
+            if let Some(bs) = t.floats(&mut p, "histogram_buckets") {
+                let vals: Vec<f64> = bs.iter().map(|(b, _)| *b).collect();
+                if vals.is_empty() || vals.windows(2).any(|w| w[0] >= w[1]) {
+                    let off = bs.first().map(|b| b.1).unwrap_or(t.start());
+                    p.at(off, "series.histogram_buckets", "must be a non-empty list of strictly increasing upper bounds (e.g. [0.01, 0.1, 1, 10])");
+                } else {
+                    s.histogram_buckets = vals;
+                }
+            }
+            t.finish(&mut p, SERIES_KEYS);
+        }
+
+        let window_tables = top.tables(&mut p, "windows");
+        if !window_tables.is_empty() {
+            cfg.windows.clear();
+        }
+        let mut seen_names: Vec<String> = Vec::new();
+        for mut t in window_tables {
+            let name = t.string(&mut p, "name");
+            let buckets = t.int(&mut p, "buckets", 1, 100_000);
+            let interval = t.int(&mut p, "interval_ms", 1, 86_400_000);
+            let ignore = t.bool(&mut p, "ignore_current").unwrap_or(false);
+            let start = t.start();
+            let path = t.key_path("");
+            t.finish(&mut p, WINDOW_KEYS);
+            let Some((name, name_off)) = name else {
+                p.at(
+                    start,
+                    &format!("{path}name"),
+                    "every window needs a name, its `window` label (e.g. \"10s\")",
+                );
+                continue;
+            };
+            if !valid_label_value(&name) {
+                p.at(
+                    name_off,
+                    &format!("{path}name"),
+                    "use a short name of letters, digits, '_', '.' or '-' (e.g. \"10s\")",
+                );
+                continue;
+            }
+            if seen_names.contains(&name) {
+                p.at(
+                    name_off,
+                    &format!("{path}name"),
+                    format!("window name `{name}` is used twice; names must be unique"),
+                );
+                continue;
+            }
+            seen_names.push(name.clone());
+            let (Some(buckets), Some(interval)) = (buckets, interval) else {
+                if buckets.is_none() && interval.is_none() {
+                    p.at(
+                        start,
+                        &format!("{path}buckets"),
+                        "every window needs `buckets` and `interval_ms`",
+                    );
+                }
+                continue;
+            };
+            match WindowSpec::new(buckets as usize, Duration::from_millis(interval)) {
+                Ok(spec) => cfg.windows.push(NamedWindow {
+                    name,
+                    spec: spec.ignore_current(ignore),
+                }),
+                Err(e) => p.at(start, &format!("{path}buckets"), e.to_string()),
+            }
+        }
+
+        for mut t in top.tables(&mut p, "mappings") {
+            if let Some(m) = read_mapping(&mut t, &mut p, &cfg.windows) {
+                cfg.mappings.push(m);
+            }
+            t.finish(&mut p, MAPPING_KEYS);
+        }
+
+        top.finish(&mut p, TOP_KEYS);
+        if p.list.is_empty() {
+            Ok(cfg)
+        } else {
+            p.list.sort_by_key(|x| x.line);
+            Err(ConfigError {
+                path: None,
+                problems: p.list,
+            })
+        }
+    }
+}
+
+fn read_mapping(
+    t: &mut Table<'_, '_>,
+    p: &mut Problems<'_>,
+    windows: &[NamedWindow],
+) -> Option<Mapping> {
+    let start = t.start();
+    let pattern = match t.string(p, "match") {
+        Some((s, off)) => match Glob::new(&s) {
+            Ok(g) => Some(g),
+            Err(e) => {
+                p.at(off, &t.key_path("match"), e);
+                None
+            }
+        },
+        None => {
+            p.at(
+                start,
+                &t.key_path("match"),
+                "every mapping needs a `match` glob (e.g. \"api.*.requests\")",
+            );
+            None
+        }
+    };
+    let captures = pattern.as_ref().map(Glob::captures).unwrap_or(0);
+    let match_type = t.string(p, "match_type").and_then(|(s, off)| {
+        let k = MetricKind::ALL.into_iter().find(|k| k.as_str() == s);
+        if k.is_none() {
+            let names: Vec<&str> = MetricKind::ALL.iter().map(|k| k.as_str()).collect();
+            p.at(
+                off,
+                &t.key_path("match_type"),
+                format!("unknown statsd type `{s}`; use one of {}", names.join(", ")),
+            );
+        }
+        k
+    });
+    let action = match t.string(p, "action") {
+        None => Action::Keep,
+        Some((s, _)) if s == "keep" => Action::Keep,
+        Some((s, _)) if s == "drop" => Action::Drop,
+        Some((s, off)) => {
+            p.at(
+                off,
+                &t.key_path("action"),
+                format!("unknown action `{s}`; use \"keep\" or \"drop\""),
+            );
+            Action::Keep
+        }
+    };
+    let template =
+        |p: &mut Problems<'_>, key: &str, s: &str, off: usize| match Template::new(s, captures) {
+            Ok(tpl) => Some(tpl),
+            Err(e) => {
+                p.at(off, key, e);
+                None
+            }
+        };
+    let rename = t
+        .string(p, "rename")
+        .and_then(|(s, off)| template(p, &t.key_path("rename"), &s, off));
+    let mut labels = Vec::new();
+    if let Some(mut lt) = t.table(p, "labels") {
+        for (k, v, off) in lt.string_pairs(p) {
+            if !crate::expose::names::is_valid_label_name(&k) {
+                p.at(
+                    off,
+                    &lt.key_path(&k),
+                    "not a valid Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*)",
+                );
+                continue;
+            }
+            if let Some(tpl) = template(p, &lt.key_path(&k), &v, off) {
+                labels.push((k, tpl));
+            }
+        }
+        lt.finish(p, &[]);
+    }
+    let windows_sel = t.strings(p, "windows").map(|names| {
+        names
+            .into_iter()
+            .filter_map(|(n, off)| {
+                let i = windows.iter().position(|w| w.name == n);
+                if i.is_none() {
+                    let known: Vec<&str> = windows.iter().map(|w| w.name.as_str()).collect();
+                    p.at(
+                        off,
+                        &t.key_path("windows"),
+                        format!("no window named `{n}`; defined: {}", known.join(", ")),
+                    );
+                }
+                i
+            })
+            .collect::<Vec<_>>()
+    });
+    Some(Mapping {
+        pattern: pattern?,
+        match_type,
+        action,
+        rename,
+        labels,
+        windows: windows_sel,
+    })
+}
+
+fn valid_label_value(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 32
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
+}
+
+#[cfg(test)]
+mod tests;

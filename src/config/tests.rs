@@ -1,0 +1,109 @@
+use std::time::Duration;
+
+use super::*;
+
+#[test]
+fn the_sample_config_loads_and_says_what_it_documents() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config.toml");
+    let cfg = Config::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(cfg.listen, Listen::default());
+    assert_eq!(cfg.ingest, Ingest::default());
+    assert_eq!(cfg.series, SeriesConfig::default());
+    let names: Vec<&str> = cfg.windows.iter().map(|w| w.name.as_str()).collect();
+    assert_eq!(names, ["10s", "1m"]);
+    assert_eq!(cfg.windows[1].spec.length(), Duration::from_secs(60));
+    assert!(cfg.windows[1].spec.ignores_current());
+    assert_eq!(cfg.mappings.len(), 2);
+    assert_eq!(cfg.mappings[0].action, Action::Drop);
+    assert_eq!(cfg.mappings[1].match_type, Some(MetricKind::Timer));
+    assert_eq!(cfg.mappings[1].windows, Some(vec![0, 1]));
+}
+
+#[test]
+fn an_empty_file_means_the_defaults() {
+    let cfg = Config::parse("").unwrap();
+    assert_eq!(cfg.windows.len(), 1);
+    assert_eq!(cfg.windows[0].name, "10s");
+    assert!(cfg.mappings.is_empty());
+}
+
+#[test]
+fn every_problem_is_reported_at_once_with_key_and_line() {
+    let src = r#"
+[listen]
+statsd_udp = "not an address"
+colour = "blue"
+
+[ingest]
+udp_readers = 0
+
+[[windows]]
+name = "w"
+buckets = 0
+interval_ms = 1000
+
+[[windows]]
+name = "w"
+buckets = 3
+interval_ms = "1s"
+
+[[mappings]]
+match = "a.*"
+rename = "x_$2"
+windows = ["nope"]
+match_type = "timerr"
+"#;
+    let err = Config::parse(src).unwrap_err();
+    let got: Vec<(usize, &str)> = err
+        .problems
+        .iter()
+        .map(|p| (p.line, p.key.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (3, "listen.statsd_udp"),
+            (4, "listen.colour"),
+            (7, "ingest.udp_readers"),
+            (11, "windows[0].buckets"),
+            (15, "windows[1].name"),
+            (17, "windows[1].interval_ms"),
+            (21, "mappings[0].rename"),
+            (22, "mappings[0].windows"),
+            (23, "mappings[0].match_type"),
+        ],
+        "{err}"
+    );
+    let text = err.to_string();
+    assert!(text.contains("9 problem(s)"), "{text}");
+    assert!(text.contains("known keys here: statsd_udp"), "{text}");
+    assert!(text.contains("from 1 to 64, got 0"), "{text}");
+    assert!(
+        text.contains("uses $2 but the glob has 1 capture"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_syntax_error_names_its_line() {
+    let err = Config::parse("[listen]\nhttp = \n").unwrap_err();
+    assert_eq!(err.problems.len(), 1);
+    assert_eq!(err.problems[0].line, 2);
+}
+
+#[test]
+fn empty_addresses_turn_listeners_off_but_http_stays() {
+    let cfg = Config::parse("[listen]\nstatsd_udp = \"\"\nstatsd_tcp = \"\"\n").unwrap();
+    assert_eq!(cfg.listen.statsd_udp, None);
+    assert_eq!(cfg.listen.statsd_tcp, None);
+    let err = Config::parse("[listen]\nhttp = \"\"\n").unwrap_err();
+    assert_eq!(err.problems[0].key, "listen.http");
+}
+
+#[test]
+fn quantiles_and_buckets_are_validated() {
+    let err = Config::parse("[series]\nquantiles = [0.5, 1.0]\nhistogram_buckets = [1, 1]\n")
+        .unwrap_err();
+    let keys: Vec<&str> = err.problems.iter().map(|p| p.key.as_str()).collect();
+    assert_eq!(keys, ["series.quantiles", "series.histogram_buckets"]);
+}

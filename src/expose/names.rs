@@ -1,0 +1,105 @@
+//! Prometheus-safe names, decided once when a series is born.
+//!
+//! * Metric names: every character outside `[a-zA-Z0-9_:]` becomes `_`
+//!   (`api.requests` → `api_requests`), a leading digit gets a `_` prefix.
+//! * Label names: outside `[a-zA-Z0-9_]` becomes `_`, a leading digit gets a
+//!   `_` prefix; names Prometheus reserves (`__*`) and the labels rollstat's
+//!   windowed families use themselves (`metric`, `window`, `q`, `le`,
+//!   `quantile`) get a `tag_` prefix so a tag can never shadow them.
+
+/// Labels the windowed families (and histograms) set themselves.
+pub const RESERVED_LABELS: [&str; 5] = ["metric", "window", "q", "le", "quantile"];
+
+/// Whether `s` is a valid Prometheus label name.
+#[must_use]
+pub fn is_valid_label_name(s: &str) -> bool {
+    let mut b = s.bytes();
+    matches!(b.next(), Some(c) if c.is_ascii_alphabetic() || c == b'_')
+        && b.all(|c| c.is_ascii_alphanumeric() || c == b'_')
+}
+
+/// A valid Prometheus metric name for a statsd name.
+#[must_use]
+pub fn metric_name(statsd: &str) -> String {
+    let mut out = String::with_capacity(statsd.len() + 1);
+    if statsd.bytes().next().is_none_or(|c| c.is_ascii_digit()) {
+        out.push('_');
+    }
+    out.extend(statsd.chars().map(|c| {
+        if c.is_ascii_alphanumeric() || c == '_' || c == ':' {
+            c
+        } else {
+            '_'
+        }
+    }));
+    out
+}
+
+/// A valid label name for a tag key, never one of [`RESERVED_LABELS`].
+#[must_use]
+pub fn label_name(tag: &str) -> String {
+    let mut out = String::with_capacity(tag.len() + 4);
+    if tag.bytes().next().is_none_or(|c| c.is_ascii_digit()) {
+        out.push('_');
+    }
+    out.extend(tag.chars().map(|c| {
+        if c.is_ascii_alphanumeric() || c == '_' {
+            c
+        } else {
+            '_'
+        }
+    }));
+    if out.starts_with("__") || RESERVED_LABELS.contains(&out.as_str()) {
+        out.insert_str(0, "tag_");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statsd_names_become_metric_names() {
+        assert_eq!(metric_name("api.requests"), "api_requests");
+        assert_eq!(metric_name("9lives-x"), "_9lives_x");
+        assert_eq!(metric_name("a:b/c"), "a:b_c");
+        assert_eq!(metric_name("héllo"), "h_llo");
+        assert_eq!(metric_name(""), "_");
+    }
+
+    #[test]
+    fn tags_never_shadow_our_labels() {
+        assert_eq!(label_name("route"), "route");
+        assert_eq!(label_name("metric"), "tag_metric");
+        assert_eq!(label_name("window"), "tag_window");
+        assert_eq!(label_name("__name__"), "tag___name__");
+        assert_eq!(label_name("content-type"), "content_type");
+        assert_eq!(label_name("1x"), "_1x");
+        assert!(is_valid_label_name("ok_1"));
+        assert!(!is_valid_label_name("1ok"));
+        assert!(!is_valid_label_name(""));
+    }
+}
+
+/// Every family name a statsd series of `kind` with Prometheus name `prom`
+/// exposes (or reserves): two series may share a name only if their kinds
+/// and base names agree, so a gauge `x_count` cannot clash with a
+/// histogram `x`.
+#[must_use]
+pub fn exposed_names(kind: crate::parse::MetricKind, prom: &str) -> Vec<String> {
+    use crate::parse::MetricKind as K;
+    match kind {
+        K::Counter => vec![format!("{prom}_total")],
+        K::Gauge => vec![prom.to_string()],
+        K::Timer | K::Histogram | K::Distribution => vec![
+            prom.to_string(),
+            format!("{prom}_bucket"),
+            format!("{prom}_sum"),
+            format!("{prom}_count"),
+        ],
+        // Sets publish windowed families only, but keep their name so that a
+        // later counter or gauge of the same name is refused consistently.
+        K::Set => vec![prom.to_string()],
+    }
+}

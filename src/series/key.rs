@@ -1,0 +1,91 @@
+//! Series identity: the raw key used on every line, and the published
+//! identity decided once when a series is born.
+//!
+//! The raw key is the statsd name plus its tags sorted by key, with repeated
+//! keys reduced to their first value (in line order), written length-prefixed
+//! into a reused buffer: no allocation on a hit. The published identity is the
+//! Prometheus name plus the sanitised, sorted labels; two raw keys that would
+//! publish the same identity (`a.b` and `a_b`, or `content-type` and
+//! `content_type` as tag keys) cannot both exist: the later one is refused as
+//! `label_collision`.
+
+use crate::parse::{Sample, MAX_TAGS};
+
+/// Reusable scratch space for building raw keys; one per ingest worker.
+#[derive(Default)]
+pub struct KeyBuf {
+    pub(crate) bytes: Vec<u8>,
+}
+
+impl KeyBuf {
+    /// Writes the raw key of `sample` into the buffer and returns it.
+    pub fn build(&mut self, sample: &Sample<'_>) -> &[u8] {
+        let mut tags: [(&str, &str); MAX_TAGS] = [("", ""); MAX_TAGS];
+        let mut n = 0;
+        for t in sample.tags() {
+            if n == MAX_TAGS {
+                break;
+            }
+            tags[n] = t;
+            n += 1;
+        }
+        let tags = sorted_unique(&mut tags[..n]);
+        self.bytes.clear();
+        push_part(&mut self.bytes, sample.name);
+        for (k, v) in tags {
+            push_part(&mut self.bytes, k);
+            push_part(&mut self.bytes, v);
+        }
+        &self.bytes
+    }
+}
+
+/// Sorts tags by key (stable, so the first value of a repeated key in line
+/// order comes first) and drops repeated keys. Returns the kept prefix.
+pub fn sorted_unique<'s, 'a>(tags: &'s mut [(&'a str, &'a str)]) -> &'s [(&'a str, &'a str)] {
+    // Insertion sort: stable, allocation-free, and tag lists are short.
+    for i in 1..tags.len() {
+        let mut j = i;
+        while j > 0 && tags[j - 1].0 > tags[j].0 {
+            tags.swap(j - 1, j);
+            j -= 1;
+        }
+    }
+    let mut kept = 0;
+    for i in 0..tags.len() {
+        if kept == 0 || tags[kept - 1].0 != tags[i].0 {
+            tags[kept] = tags[i];
+            kept += 1;
+        }
+    }
+    &tags[..kept]
+}
+
+fn push_part(buf: &mut Vec<u8>, s: &str) {
+    // Parts are bounded by the parser (names 256 bytes, tags 256 bytes).
+    buf.extend_from_slice(&(s.len() as u32).to_le_bytes());
+    buf.extend_from_slice(s.as_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse::{parse_line, Line};
+
+    fn key(line: &str) -> Vec<u8> {
+        let Ok(Line::Sample(s)) = parse_line(line.as_bytes()) else {
+            panic!("{line}")
+        };
+        KeyBuf::default().build(&s).to_vec()
+    }
+
+    #[test]
+    fn tag_order_does_not_matter_and_the_first_repeated_key_wins() {
+        assert_eq!(key("a:1|c|#x:1,y:2"), key("a:1|c|#y:2,x:1"));
+        assert_eq!(key("a:1|c|#x:1,x:2"), key("a:1|c|#x:1"));
+        assert_ne!(key("a:1|c|#x:1"), key("a:1|c|#x:2"));
+        assert_ne!(key("a:1|c|#x:1"), key("a:1|c"));
+        // Length prefixes keep "ab"+"c" apart from "a"+"bc".
+        assert_ne!(key("a:1|c|#ab:c"), key("a:1|c|#a:bc"));
+    }
+}

@@ -1,0 +1,417 @@
+//! The series registry: statsd samples in, one [`SeriesState`] per name and
+//! tag set, bounded in number and in time.
+//!
+//! * **Key.** Name plus sorted tags ([`key`]); a hit costs one hash, one shard
+//!   lock and no allocation.
+//! * **Shards.** A power of two of `parking_lot::Mutex<HashMap>`s, so ingest
+//!   threads rarely contend; a scrape locks one shard at a time.
+//! * **Birth.** On a miss the mapping rules run once (drop, rename, extra
+//!   labels, per-rule windows), the Prometheus identity is computed and
+//!   checked in a small catalog, and the windows are created on the
+//!   epoch-aligned grid.
+//! * **One type per name.** The first statsd type seen for a Prometheus name
+//!   owns it while any of its series lives; a line of another type for that
+//!   name is refused as `type_conflict` (counted), so `/metrics` never shows
+//!   one family with two types. Two raw names or tag sets that sanitise to the
+//!   same published identity: the first wins, the later is refused as
+//!   `label_collision`.
+//! * **Bounds.** At most `max_series` entries (lines for new series beyond it
+//!   are refused as `series_cap`); a series not written for `ttl` is removed
+//!   by [`Registry::sweep`]. Both are counted.
+
+pub mod key;
+pub mod state;
+
+use std::collections::{HashMap, HashSet};
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::{Mutex, RwLock};
+
+use crate::clock::Timestamp;
+use crate::config::{Action, Config, Mapping, NamedWindow};
+use crate::expose::names;
+use crate::parse::{MetricKind, Sample, MAX_TAGS};
+pub use key::KeyBuf;
+pub use state::{SeriesState, WindowView};
+
+/// Why a line was not applied to a series.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Refusal {
+    /// The name already belongs to another statsd type.
+    TypeConflict,
+    /// The series cap is reached and this would be a new series.
+    SeriesCap,
+    /// The published identity is already taken by another raw key.
+    LabelCollision,
+}
+
+impl Refusal {
+    /// Every reason label.
+    pub const ALL_REASONS: [&'static str; 3] = ["type_conflict", "series_cap", "label_collision"];
+
+    /// Stable label for the refusal counters.
+    #[must_use]
+    pub const fn reason(self) -> &'static str {
+        match self {
+            Refusal::TypeConflict => "type_conflict",
+            Refusal::SeriesCap => "series_cap",
+            Refusal::LabelCollision => "label_collision",
+        }
+    }
+}
+
+/// What happened to an accepted line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Applied {
+    /// Folded into its series.
+    Stored,
+    /// Matched a `drop` mapping rule.
+    DroppedByMapping,
+}
+
+/// The published identity and settings of a series, fixed at birth.
+#[derive(Debug)]
+pub struct SeriesMeta {
+    /// statsd type.
+    pub kind: MetricKind,
+    /// The statsd name after mapping: the `metric` label.
+    pub metric: String,
+    /// The cumulative family name (sanitised `metric`).
+    pub prom_name: String,
+    /// Sanitised, sorted labels (tags and mapping labels).
+    pub labels: Vec<(String, String)>,
+    /// Names of the windows kept, in the order of the state's windows.
+    pub windows: Vec<String>,
+    /// Cumulative histogram bounds (timers, histograms, distributions).
+    pub histogram_buckets: Arc<[f64]>,
+    identity: String,
+}
+
+/// The settings a registry applies to new series; swapped on reload.
+#[derive(Debug)]
+pub struct Plan {
+    windows: Vec<NamedWindow>,
+    default_windows: Vec<usize>,
+    mappings: Vec<Mapping>,
+    /// Published quantiles.
+    pub quantiles: Vec<f64>,
+    /// Cumulative histogram bounds.
+    pub histogram_buckets: Arc<[f64]>,
+    ttl: Duration,
+    max_series: usize,
+}
+
+impl Plan {
+    /// The plan of a validated config.
+    #[must_use]
+    pub fn from_config(cfg: &Config) -> Plan {
+        Plan {
+            default_windows: (0..cfg.windows.len()).collect(),
+            windows: cfg.windows.clone(),
+            mappings: cfg.mappings.clone(),
+            quantiles: cfg.series.quantiles.clone(),
+            histogram_buckets: cfg.series.histogram_buckets.clone().into(),
+            ttl: cfg.series.ttl,
+            max_series: cfg.series.max_series,
+        }
+    }
+}
+
+enum Body {
+    Live {
+        meta: Arc<SeriesMeta>,
+        state: SeriesState,
+    },
+    Dropped,
+}
+
+struct Entry {
+    last_seen: Timestamp,
+    body: Body,
+}
+
+#[derive(Default)]
+struct Catalog {
+    /// Exposed family name -> (owning type, base Prometheus name, live
+    /// series using it).
+    families: HashMap<String, (MetricKind, String, usize)>,
+    identities: HashSet<String>,
+}
+
+/// Counters the registry keeps about itself.
+#[derive(Debug, Default)]
+pub struct RegistryCounters {
+    /// Series created.
+    pub created: AtomicU64,
+    /// Series removed after their TTL.
+    pub expired: AtomicU64,
+    /// Lines refused, by [`Refusal`] in `ALL_REASONS` order.
+    pub refused: [AtomicU64; 3],
+}
+
+/// The sharded series registry.
+pub struct Registry {
+    shards: Box<[Mutex<HashMap<Box<[u8]>, Entry>>]>,
+    hasher: std::hash::RandomState,
+    catalog: Mutex<Catalog>,
+    plan: RwLock<Arc<Plan>>,
+    len: AtomicUsize,
+    /// Self-metrics.
+    pub counters: RegistryCounters,
+}
+
+impl Registry {
+    /// An empty registry with `shards` shards (rounded up to a power of two).
+    #[must_use]
+    pub fn new(plan: Plan, shards: usize) -> Registry {
+        let n = shards.max(1).next_power_of_two();
+        Registry {
+            shards: (0..n).map(|_| Mutex::new(HashMap::new())).collect(),
+            hasher: std::hash::RandomState::new(),
+            catalog: Mutex::new(Catalog::default()),
+            plan: RwLock::new(Arc::new(plan)),
+            len: AtomicUsize::new(0),
+            counters: RegistryCounters::default(),
+        }
+    }
+
+    /// The current plan.
+    #[must_use]
+    pub fn plan(&self) -> Arc<Plan> {
+        self.plan.read().clone()
+    }
+
+    /// Replaces the plan. Existing series keep their windows and names until
+    /// they expire; new series follow the new plan.
+    pub fn set_plan(&self, plan: Plan) {
+        *self.plan.write() = Arc::new(plan);
+    }
+
+    /// Number of entries (live series and dropped-by-mapping markers).
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.len.load(Ordering::Relaxed)
+    }
+
+    /// Whether there are no series.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Applies one sample at `now`.
+    pub fn ingest(
+        &self,
+        s: &Sample<'_>,
+        now: Timestamp,
+        buf: &mut KeyBuf,
+    ) -> Result<Applied, Refusal> {
+        let key = buf.build(s);
+        let shard = &self.shards[self.hasher.hash_one(key) as usize & (self.shards.len() - 1)];
+        let mut map = shard.lock();
+        if let Some(e) = map.get_mut(key) {
+            e.last_seen = now;
+            return match &mut e.body {
+                Body::Dropped => Ok(Applied::DroppedByMapping),
+                Body::Live { meta, state } => {
+                    if meta.kind != s.kind {
+                        return Err(self.refuse(Refusal::TypeConflict));
+                    }
+                    state.apply(s, &meta.histogram_buckets, now);
+                    Ok(Applied::Stored)
+                }
+            };
+        }
+        let plan = self.plan();
+        if self.len() >= plan.max_series {
+            return Err(self.refuse(Refusal::SeriesCap));
+        }
+        let body = match self.birth(s, &plan) {
+            Ok(Some(meta)) => {
+                let mut state = SeriesState::new(
+                    s.kind,
+                    &plan.windows,
+                    &meta.1,
+                    plan.histogram_buckets.len(),
+                    now,
+                );
+                state.apply(s, &plan.histogram_buckets, now);
+                Body::Live {
+                    meta: meta.0,
+                    state,
+                }
+            }
+            Ok(None) => Body::Dropped,
+            Err(r) => return Err(self.refuse(r)),
+        };
+        let applied = match body {
+            Body::Dropped => Applied::DroppedByMapping,
+            Body::Live { .. } => Applied::Stored,
+        };
+        map.insert(
+            key.into(),
+            Entry {
+                last_seen: now,
+                body,
+            },
+        );
+        self.len.fetch_add(1, Ordering::Relaxed);
+        self.counters.created.fetch_add(1, Ordering::Relaxed);
+        Ok(applied)
+    }
+
+    fn refuse(&self, r: Refusal) -> Refusal {
+        let i = Refusal::ALL_REASONS
+            .iter()
+            .position(|x| *x == r.reason())
+            .unwrap_or(0);
+        self.counters.refused[i].fetch_add(1, Ordering::Relaxed);
+        r
+    }
+
+    /// Decides the published identity of a new series; `None` = dropped.
+    fn birth(
+        &self,
+        s: &Sample<'_>,
+        plan: &Plan,
+    ) -> Result<Option<(Arc<SeriesMeta>, Vec<usize>)>, Refusal> {
+        let mut caps = Vec::new();
+        let rule = plan.mappings.iter().find(|m| {
+            m.match_type.is_none_or(|k| k == s.kind) && m.pattern.matches(s.name, &mut caps)
+        });
+        if rule.is_some_and(|m| m.action == Action::Drop) {
+            return Ok(None);
+        }
+        let metric = match rule.and_then(|m| m.rename.as_ref()) {
+            Some(t) => t.render(&caps),
+            None => s.name.to_string(),
+        };
+        let mut prom_name = names::metric_name(&metric);
+        if prom_name.starts_with("rollstat_") {
+            // Our own families own that prefix.
+            prom_name.insert_str(0, "statsd_");
+        }
+        let mut tags: [(&str, &str); MAX_TAGS] = [("", ""); MAX_TAGS];
+        let mut n = 0;
+        for t in s.tags().take(MAX_TAGS) {
+            tags[n] = t;
+            n += 1;
+        }
+        let mut labels: Vec<(String, String)> = Vec::with_capacity(n);
+        for (k, v) in key::sorted_unique(&mut tags[..n]) {
+            let name = names::label_name(k);
+            if !labels.iter().any(|(l, _)| *l == name) {
+                labels.push((name, v.to_string()));
+            }
+        }
+        if let Some(m) = rule {
+            for (k, tpl) in &m.labels {
+                let v = tpl.render(&caps);
+                match labels.iter_mut().find(|(l, _)| l == k) {
+                    Some(slot) => slot.1 = v,
+                    None => labels.push((names::label_name(k), v)),
+                }
+            }
+        }
+        labels.sort();
+        let window_ids = rule
+            .and_then(|m| m.windows.clone())
+            .unwrap_or_else(|| plan.default_windows.clone());
+        let mut identity = prom_name.clone();
+        for (k, v) in &labels {
+            identity.push('\0');
+            identity.push_str(k);
+            identity.push('\0');
+            identity.push_str(v);
+        }
+        {
+            let exposed = names::exposed_names(s.kind, &prom_name);
+            let mut cat = self.catalog.lock();
+            for n in &exposed {
+                if let Some((kind, base, _)) = cat.families.get(n) {
+                    if *kind != s.kind || *base != prom_name {
+                        return Err(Refusal::TypeConflict);
+                    }
+                }
+            }
+            if cat.identities.contains(&identity) {
+                return Err(Refusal::LabelCollision);
+            }
+            cat.identities.insert(identity.clone());
+            for n in exposed {
+                cat.families
+                    .entry(n)
+                    .or_insert_with(|| (s.kind, prom_name.clone(), 0))
+                    .2 += 1;
+            }
+        }
+        let meta = SeriesMeta {
+            kind: s.kind,
+            metric,
+            prom_name,
+            labels,
+            windows: window_ids
+                .iter()
+                .map(|&i| plan.windows[i].name.clone())
+                .collect(),
+            histogram_buckets: plan.histogram_buckets.clone(),
+            identity,
+        };
+        Ok(Some((Arc::new(meta), window_ids)))
+    }
+
+    /// Removes series not written for the TTL; returns how many.
+    pub fn sweep(&self, now: Timestamp) -> usize {
+        let ttl = self.plan().ttl;
+        let mut removed = 0;
+        for shard in self.shards.iter() {
+            let mut gone = Vec::new();
+            shard.lock().retain(|_, e| {
+                let keep = e.last_seen + ttl > now;
+                if !keep {
+                    if let Body::Live { meta, .. } = &e.body {
+                        gone.push(meta.clone());
+                    }
+                    removed += 1;
+                }
+                keep
+            });
+            if !gone.is_empty() {
+                let mut cat = self.catalog.lock();
+                for m in gone {
+                    cat.identities.remove(&m.identity);
+                    for n in names::exposed_names(m.kind, &m.prom_name) {
+                        if let Some(f) = cat.families.get_mut(&n) {
+                            f.2 -= 1;
+                            if f.2 == 0 {
+                                cat.families.remove(&n);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        self.len.fetch_sub(removed, Ordering::Relaxed);
+        self.counters
+            .expired
+            .fetch_add(removed as u64, Ordering::Relaxed);
+        removed
+    }
+
+    /// Calls `f` for every live series, one shard locked at a time.
+    pub fn visit(&self, mut f: impl FnMut(&Arc<SeriesMeta>, &SeriesState)) {
+        for shard in self.shards.iter() {
+            for e in shard.lock().values() {
+                if let Body::Live { meta, state } = &e.body {
+                    f(meta, state);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

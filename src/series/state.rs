@@ -1,0 +1,241 @@
+//! What one series holds, per statsd type: its rolling windows and its
+//! cumulative values, and how a sample updates them.
+
+use crate::clock::Timestamp;
+use crate::config::NamedWindow;
+use crate::parse::{GaugeOp, MetricKind, Sample};
+use crate::sketch::hash_member;
+use crate::stats::WindowStats;
+use crate::window::bucket::{Distinct, Distribution, Observation, Summary};
+use crate::window::RollingWindow;
+
+/// Per-type state of a series.
+#[derive(Clone, Debug)]
+pub enum SeriesState {
+    /// Counters: windows of increments (value × weight); cumulative total.
+    Counter {
+        /// One per configured window.
+        windows: Vec<RollingWindow<Summary>>,
+        /// Sum of all increments since the series was born.
+        total: f64,
+    },
+    /// Gauges: windows of the values the gauge took; current value.
+    Gauge {
+        /// One per configured window.
+        windows: Vec<RollingWindow<Summary>>,
+        /// The gauge's current value.
+        value: f64,
+    },
+    /// Timers (in seconds), histograms, distributions: windows with a
+    /// quantile sketch; a cumulative histogram.
+    Distribution {
+        /// One per configured window.
+        windows: Vec<RollingWindow<Distribution>>,
+        /// Cumulative Prometheus histogram.
+        histogram: CumulativeHistogram,
+    },
+    /// Sets: windows of member hashes; cumulative samples.
+    Set {
+        /// One per configured window.
+        windows: Vec<RollingWindow<Distinct>>,
+        /// Samples received since the series was born.
+        samples: u64,
+    },
+}
+
+/// A cumulative histogram with fixed upper bounds (weighted counts).
+#[derive(Clone, Debug)]
+pub struct CumulativeHistogram {
+    /// Non-cumulative count per bucket; the last is +Inf.
+    pub counts: Vec<f64>,
+    /// Weighted sum of observed values.
+    pub sum: f64,
+    /// Weighted number of observations.
+    pub count: f64,
+}
+
+impl CumulativeHistogram {
+    fn new(bounds: usize) -> Self {
+        CumulativeHistogram {
+            counts: vec![0.0; bounds + 1],
+            sum: 0.0,
+            count: 0.0,
+        }
+    }
+
+    fn observe(&mut self, bounds: &[f64], v: f64, weight: f64) {
+        let i = bounds.partition_point(|&b| b < v);
+        self.counts[i] += weight;
+        self.sum += v * weight;
+        self.count += weight;
+    }
+}
+
+fn windows_for<B: crate::window::bucket::Bucket>(
+    defs: &[NamedWindow],
+    ids: &[usize],
+    now: Timestamp,
+) -> Vec<RollingWindow<B>> {
+    ids.iter()
+        .map(|&i| RollingWindow::epoch_aligned(defs[i].spec, now))
+        .collect()
+}
+
+impl SeriesState {
+    /// Empty state for a new series of `kind`.
+    #[must_use]
+    pub fn new(
+        kind: MetricKind,
+        defs: &[NamedWindow],
+        ids: &[usize],
+        buckets: usize,
+        now: Timestamp,
+    ) -> Self {
+        match kind {
+            MetricKind::Counter => SeriesState::Counter {
+                windows: windows_for(defs, ids, now),
+                total: 0.0,
+            },
+            MetricKind::Gauge => SeriesState::Gauge {
+                windows: windows_for(defs, ids, now),
+                value: 0.0,
+            },
+            MetricKind::Timer | MetricKind::Histogram | MetricKind::Distribution => {
+                SeriesState::Distribution {
+                    windows: windows_for(defs, ids, now),
+                    histogram: CumulativeHistogram::new(buckets),
+                }
+            }
+            MetricKind::Set => SeriesState::Set {
+                windows: windows_for(defs, ids, now),
+                samples: 0,
+            },
+        }
+    }
+
+    /// Folds one sample in. The sample's kind matches (the registry checks).
+    pub fn apply(&mut self, s: &Sample<'_>, bounds: &[f64], now: Timestamp) {
+        let weight = s.weight();
+        match self {
+            SeriesState::Counter { windows, total } => {
+                for v in s.values() {
+                    *total += v * weight;
+                    for w in windows.iter_mut() {
+                        w.add(Observation { value: v, weight }, now);
+                    }
+                }
+            }
+            SeriesState::Gauge { windows, value } => {
+                let v = s.first_value();
+                *value = match s.gauge_op() {
+                    Some(GaugeOp::Delta) => *value + v,
+                    _ => v,
+                };
+                for w in windows.iter_mut() {
+                    w.add(Observation::new(*value), now);
+                }
+            }
+            SeriesState::Distribution { windows, histogram } => {
+                for raw in s.values() {
+                    let v = s.kind.to_base_units(raw);
+                    histogram.observe(bounds, v, weight);
+                    for w in windows.iter_mut() {
+                        w.add(Observation { value: v, weight }, now);
+                    }
+                }
+            }
+            SeriesState::Set { windows, samples } => {
+                if let Some(m) = s.set_member() {
+                    *samples += 1;
+                    let h = hash_member(m.as_bytes());
+                    for w in windows.iter_mut() {
+                        w.add(h, now);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The statistics of window `i` at `now`.
+    #[must_use]
+    pub fn window_view(&self, i: usize, now: Timestamp, quantiles: &[f64]) -> WindowView {
+        match self {
+            SeriesState::Counter { windows, .. } => {
+                let s = WindowStats::of(&windows[i], now);
+                WindowView {
+                    samples: s.count(),
+                    sum: s.sum(),
+                    // Counters: increments per second.
+                    rate: s.sum_rate(),
+                    avg: s.avg(),
+                    min: s.min(),
+                    max: s.max(),
+                    quantiles: Vec::new(),
+                    unique: None,
+                }
+            }
+            SeriesState::Gauge { windows, .. } => {
+                let s = WindowStats::of(&windows[i], now);
+                WindowView {
+                    samples: s.count(),
+                    sum: s.sum(),
+                    rate: s.rate(),
+                    avg: s.avg(),
+                    min: s.min(),
+                    max: s.max(),
+                    quantiles: Vec::new(),
+                    unique: None,
+                }
+            }
+            SeriesState::Distribution { windows, .. } => {
+                let s = WindowStats::of(&windows[i], now);
+                WindowView {
+                    samples: s.count(),
+                    sum: s.sum(),
+                    rate: s.rate(),
+                    avg: s.avg(),
+                    min: s.min(),
+                    max: s.max(),
+                    quantiles: quantiles.iter().map(|&q| (q, s.quantile(q))).collect(),
+                    unique: None,
+                }
+            }
+            SeriesState::Set { windows, .. } => {
+                let merged = windows[i].reduce(now);
+                let covered = windows[i].covered(now);
+                WindowView {
+                    samples: merged.samples as f64,
+                    sum: 0.0,
+                    rate: crate::stats::per_second(merged.samples as f64, covered),
+                    avg: None,
+                    min: None,
+                    max: None,
+                    quantiles: Vec::new(),
+                    unique: Some(merged.members.count()),
+                }
+            }
+        }
+    }
+}
+
+/// One window's statistics, ready to publish.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WindowView {
+    /// go-zero's Count: samples in the window, weighted by sample rate.
+    pub samples: f64,
+    /// go-zero's Sum.
+    pub sum: f64,
+    /// Per second over the covered time: increments for counters, samples
+    /// for every other type.
+    pub rate: f64,
+    /// sum / samples.
+    pub avg: Option<f64>,
+    /// Smallest value.
+    pub min: Option<f64>,
+    /// Largest value.
+    pub max: Option<f64>,
+    /// (q, value) for timers, histograms, distributions.
+    pub quantiles: Vec<(f64, Option<f64>)>,
+    /// Distinct members, for sets.
+    pub unique: Option<u64>,
+}
