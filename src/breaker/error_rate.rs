@@ -1,0 +1,481 @@
+//! An error-rate circuit breaker: closed, open, half-open.
+//!
+//! [`ErrorRateBreaker`] counts calls, failures and slow calls in a time-based
+//! [`RollingWindow`] (10 buckets of 1 s by default, epoch-aligned like
+//! resilience4j's epoch-second window, current partial bucket included).
+//!
+//! * **Closed**: every call is allowed. After every recorded outcome, if the
+//!   window holds at least `min_calls` calls and the failure rate is
+//!   `>= failure_rate_threshold` (or, when configured, the slow-call rate is
+//!   `>= slow_call.rate_threshold`), the breaker opens at that instant.
+//! * **Open**: every call is shed; outcomes reported meanwhile are ignored.
+//!   The first `allow`, `record*` or [`poll`](ErrorRateBreaker::poll)
+//!   *strictly after* `opened_at + open_duration` moves to half-open (an
+//!   `allow` then takes the first trial permit).
+//! * **Half-open**: exactly `half_open_trials` (P) permits are handed out, each
+//!   once; other callers are shed. The first P outcomes recorded after
+//!   entering half-open are the trials, whether or not they came through a
+//!   permit (the daemon is fed outcome counters it does not gate); further
+//!   outcomes in the same batch are ignored. When the P-th trial outcome is in:
+//!   failure rate (or slow rate) of the trials `>=` its threshold → open again
+//!   with `opened_at = now`; otherwise closed, with a fresh, empty window.
+//!
+//! Batches ([`record_n`](ErrorRateBreaker::record_n)) give exactly the result
+//! of recording their calls one by one: within a batch of one kind each rate
+//! moves monotonically, so checking the thresholds at the first call that
+//! reaches `min_calls` and at the last call of the batch finds any crossing.
+//!
+//! A signal read never changes the breaker. The daemon calls
+//! [`poll`](ErrorRateBreaker::poll) before reading signals so that
+//! `rollstat_breaker_state` shows half-open even when nobody calls `allow`.
+//!
+//! ## Whose semantics, knob by knob
+//!
+//! | knob | rollstat | resilience4j 2.x | Hystrix 1.5 | follows |
+//! |---|---|---|---|---|
+//! | window | time-based, `buckets` × `window/buckets`, current partial bucket counts, epoch-aligned | TIME_BASED: N epoch seconds incl. the partial current one | completed 500 ms buckets only, snapshot every 500 ms | resilience4j |
+//! | `min_calls` | no decision while calls in window `< min_calls` | same (`minimumNumberOfCalls`) | same (`requestVolumeThreshold`) | both |
+//! | `failure_rate_threshold` | ratio in (0, 1], inclusive `>=`, exact float | `>=` on float % | `>=` on integer % | resilience4j |
+//! | when evaluated | after every recorded outcome | after every recorded call | on the next health snapshot (≤ 500 ms late) | resilience4j |
+//! | `slow_call` | slow = duration `>` threshold (strict); rate `>=` threshold (inclusive); off by default | same; on by default at 100 % / 60 s | none (timeouts count as failures) | resilience4j |
+//! | `open_duration` | first `allow`/`record`/`poll` strictly after `opened_at + open_duration` | first call strictly after (`waitDurationInOpenState`) | first call strictly after (`sleepWindow`) | both; `poll` is ours |
+//! | `half_open_trials` | P permits, each once; others shed | P permits (`permittedNumberOfCallsInHalfOpenState`) | a single trial | resilience4j |
+//! | half-open verdict | when P trial outcomes are in | at `min(min_calls, P)` outcomes | on the one trial | resilience4j when `min_calls >= P` (its default 100 ≥ 10); we always wait for all P |
+//! | outcomes while open | ignored | recorded into the stale closed metrics, no effect | no effect | equivalent |
+//! | closing | fresh window | fresh metrics | health counts reset | both |
+//! | stuck half-open | waits for P outcomes indefinitely | `maxWaitDurationInHalfOpenState` 0 = indefinitely | — | resilience4j default |
+//!
+//! Defaults: 10 s window in 10 buckets, `min_calls` 20 (Hystrix; resilience4j's
+//! 100 suits its count-based window), failure threshold 0.5 (both), no slow-call
+//! rule, `open_duration` 5 s (Hystrix; resilience4j waits 60 s), 10 trials
+//! (resilience4j).
+
+use std::time::Duration;
+
+use super::{ratio, Breaker, BreakerState, Outcome, Signals, Transitions, Verdict};
+use crate::clock::Timestamp;
+use crate::window::bucket::Bucket;
+use crate::window::{RollingWindow, WindowSpec, WindowSpecError};
+
+/// The optional slow-call rule (resilience4j's `slowCallDurationThreshold`
+/// and `slowCallRateThreshold`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SlowCallConfig {
+    /// A call taking strictly longer than this is slow.
+    pub duration: Duration,
+    /// Slow calls over calls at or above this ratio, in (0, 1], trip the breaker.
+    pub rate_threshold: f64,
+}
+
+/// Settings of an [`ErrorRateBreaker`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ErrorRateConfig {
+    /// Length of the window (default 10 s).
+    pub window: Duration,
+    /// Buckets in the window (default 10, so 1 s each as in resilience4j).
+    pub buckets: usize,
+    /// Fewest calls in the window for any decision (default 20, >= 1).
+    pub min_calls: u64,
+    /// Failures over calls at or above this ratio, in (0, 1], open the
+    /// breaker (default 0.5).
+    pub failure_rate_threshold: f64,
+    /// The optional slow-call rule (default off).
+    pub slow_call: Option<SlowCallConfig>,
+    /// How long the breaker stays open before trials (default 5 s).
+    pub open_duration: Duration,
+    /// Trial calls in half-open (default 10, >= 1).
+    pub half_open_trials: u32,
+}
+
+impl Default for ErrorRateConfig {
+    fn default() -> Self {
+        ErrorRateConfig {
+            window: Duration::from_secs(10),
+            buckets: 10,
+            min_calls: 20,
+            failure_rate_threshold: 0.5,
+            slow_call: None,
+            open_duration: Duration::from_secs(5),
+            half_open_trials: 10,
+        }
+    }
+}
+
+/// An [`ErrorRateConfig`] field out of range.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ErrorRateConfigError {
+    /// `min_calls` was 0.
+    #[error("error-rate breaker: `min_calls` must be >= 1; got 0")]
+    MinCalls,
+    /// `failure_rate_threshold` outside (0, 1].
+    #[error("error-rate breaker: `failure_rate_threshold` must be in (0, 1]; got {0}")]
+    FailureRateThreshold(f64),
+    /// `slow_call.rate_threshold` outside (0, 1].
+    #[error("error-rate breaker: `slow_call.rate_threshold` must be in (0, 1]; got {0}")]
+    SlowCallRateThreshold(f64),
+    /// `half_open_trials` was 0.
+    #[error("error-rate breaker: `half_open_trials` must be >= 1; got 0")]
+    HalfOpenTrials,
+    /// `window` / `buckets` do not make a window.
+    #[error("error-rate breaker: `window` {window:?} in `buckets` {buckets} is not a valid window: {source}")]
+    Window {
+        /// The window length given.
+        window: Duration,
+        /// The bucket count given.
+        buckets: usize,
+        /// What the window rejected.
+        source: WindowSpecError,
+    },
+}
+
+fn in_unit_interval(x: f64) -> bool {
+    x > 0.0 && x <= 1.0
+}
+
+// === impl ErrorRateConfig ===
+
+impl ErrorRateConfig {
+    /// Checks every field; returns the window shape to build.
+    pub fn validate(&self) -> Result<WindowSpec, ErrorRateConfigError> {
+        if self.min_calls == 0 {
+            return Err(ErrorRateConfigError::MinCalls);
+        }
+        if !in_unit_interval(self.failure_rate_threshold) {
+            return Err(ErrorRateConfigError::FailureRateThreshold(
+                self.failure_rate_threshold,
+            ));
+        }
+        if let Some(slow) = self.slow_call {
+            if !in_unit_interval(slow.rate_threshold) {
+                return Err(ErrorRateConfigError::SlowCallRateThreshold(
+                    slow.rate_threshold,
+                ));
+            }
+        }
+        if self.half_open_trials == 0 {
+            return Err(ErrorRateConfigError::HalfOpenTrials);
+        }
+        let window_err = |source| ErrorRateConfigError::Window {
+            window: self.window,
+            buckets: self.buckets,
+            source,
+        };
+        if self.buckets == 0 {
+            return Err(window_err(WindowSpecError::NoBuckets));
+        }
+        let interval = self.window / u32::try_from(self.buckets).unwrap_or(u32::MAX);
+        WindowSpec::new(self.buckets, interval).map_err(window_err)
+    }
+
+    /// Whether `c` trips the thresholds (ignoring `min_calls`).
+    fn exceeded(&self, c: &CallCounts) -> bool {
+        if c.calls == 0 {
+            return false;
+        }
+        if c.failure_ratio() >= self.failure_rate_threshold {
+            return true;
+        }
+        match self.slow_call {
+            Some(slow) => c.slow_ratio() >= slow.rate_threshold,
+            None => false,
+        }
+    }
+}
+
+/// Calls, failures and slow calls: one window bucket, a whole window, or the
+/// half-open trials. Also the input of one bucket add.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CallCounts {
+    /// Calls recorded.
+    pub calls: u64,
+    /// Of which failed.
+    pub failures: u64,
+    /// Of which were slow (failed or not).
+    pub slow: u64,
+}
+
+impl CallCounts {
+    /// `failures / calls`, 0 when there were no calls.
+    #[must_use]
+    pub fn failure_ratio(&self) -> f64 {
+        ratio(self.failures, self.calls)
+    }
+
+    /// `slow / calls`, 0 when there were no calls.
+    #[must_use]
+    pub fn slow_ratio(&self) -> f64 {
+        ratio(self.slow, self.calls)
+    }
+
+    /// `n` calls of one kind.
+    fn of(n: u64, failed: bool, slow: bool) -> Self {
+        CallCounts {
+            calls: n,
+            failures: if failed { n } else { 0 },
+            slow: if slow { n } else { 0 },
+        }
+    }
+}
+
+impl Bucket for CallCounts {
+    type Input = CallCounts;
+    #[inline]
+    fn add(&mut self, c: CallCounts) {
+        self.merge(&c);
+    }
+    #[inline]
+    fn reset(&mut self) {
+        *self = CallCounts::default();
+    }
+    #[inline]
+    fn merge(&mut self, o: &Self) {
+        self.calls = self.calls.saturating_add(o.calls);
+        self.failures = self.failures.saturating_add(o.failures);
+        self.slow = self.slow.saturating_add(o.slow);
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Phase {
+    Closed,
+    Open { opened_at: Timestamp },
+    HalfOpen { permits_left: u32, trials: CallCounts },
+}
+
+/// The closed/open/half-open breaker; see the [module docs](self).
+#[derive(Clone, Debug)]
+pub struct ErrorRateBreaker {
+    config: ErrorRateConfig,
+    spec: WindowSpec,
+    window: RollingWindow<CallCounts>,
+    phase: Phase,
+    transitions: Transitions,
+}
+
+// === impl ErrorRateBreaker ===
+
+impl ErrorRateBreaker {
+    /// A closed breaker with an empty window at `now`.
+    pub fn new(config: ErrorRateConfig, now: Timestamp) -> Result<Self, ErrorRateConfigError> {
+        let spec = config.validate()?;
+        Ok(ErrorRateBreaker {
+            config,
+            spec,
+            window: RollingWindow::epoch_aligned(spec, now),
+            phase: Phase::Closed,
+            transitions: Transitions::default(),
+        })
+    }
+
+    /// The configuration.
+    #[must_use]
+    pub fn config(&self) -> &ErrorRateConfig {
+        &self.config
+    }
+
+    /// The current state, as last moved by `allow`, `record*` or `poll`.
+    #[must_use]
+    pub fn state(&self) -> BreakerState {
+        match self.phase {
+            Phase::Closed => BreakerState::Closed,
+            Phase::Open { .. } => BreakerState::Open,
+            Phase::HalfOpen { .. } => BreakerState::HalfOpen,
+        }
+    }
+
+    /// When the breaker last opened, while it is open.
+    #[must_use]
+    pub fn opened_at(&self) -> Option<Timestamp> {
+        match self.phase {
+            Phase::Open { opened_at } => Some(opened_at),
+            _ => None,
+        }
+    }
+
+    /// Trial permits not yet handed out, while half-open.
+    #[must_use]
+    pub fn permits_left(&self) -> Option<u32> {
+        match self.phase {
+            Phase::HalfOpen { permits_left, .. } => Some(permits_left),
+            _ => None,
+        }
+    }
+
+    /// Trial outcomes recorded so far, while half-open.
+    #[must_use]
+    pub fn trial_counts(&self) -> Option<CallCounts> {
+        match self.phase {
+            Phase::HalfOpen { trials, .. } => Some(trials),
+            _ => None,
+        }
+    }
+
+    /// Calls, failures and slow calls in the window at `now`.
+    #[must_use]
+    pub fn window_counts(&self, now: Timestamp) -> CallCounts {
+        self.window.reduce(now)
+    }
+
+    fn go(&mut self, to: Phase) {
+        let from = self.state();
+        self.phase = to;
+        self.transitions.record(from, self.state());
+    }
+
+    /// Open → half-open once `now` is strictly after the open duration.
+    pub fn poll(&mut self, now: Timestamp) {
+        if let Phase::Open { opened_at } = self.phase {
+            if now > opened_at + self.config.open_duration {
+                self.go(Phase::HalfOpen {
+                    permits_left: self.config.half_open_trials,
+                    trials: CallCounts::default(),
+                });
+            }
+        }
+    }
+
+    /// May a call at `now` go ahead? Closed: yes; open: no (or half-open, see
+    /// [`poll`](Self::poll)); half-open: yes while trial permits remain.
+    pub fn allow(&mut self, now: Timestamp) -> Verdict {
+        self.poll(now);
+        match &mut self.phase {
+            Phase::Closed => Verdict::Allow,
+            Phase::Open { .. } => Verdict::Shed,
+            Phase::HalfOpen { permits_left, .. } => {
+                if *permits_left > 0 {
+                    *permits_left -= 1;
+                    Verdict::Allow
+                } else {
+                    Verdict::Shed
+                }
+            }
+        }
+    }
+
+    /// Records `count` calls that ended with `outcome` at `now`, none slow.
+    pub fn record_n(&mut self, outcome: Outcome, count: u64, now: Timestamp) {
+        self.record_kind(outcome == Outcome::Failure, false, count, now);
+    }
+
+    /// Records `count` slow calls that ended with `outcome` at `now`.
+    pub fn record_slow_n(&mut self, outcome: Outcome, count: u64, now: Timestamp) {
+        self.record_kind(outcome == Outcome::Failure, true, count, now);
+    }
+
+    /// Records one call that ended at `now`; it is slow when a slow-call rule
+    /// is configured and `duration` is strictly longer than its threshold.
+    pub fn record_call(&mut self, success: bool, duration: Option<Duration>, now: Timestamp) {
+        let slow = match (self.config.slow_call, duration) {
+            (Some(rule), Some(d)) => d > rule.duration,
+            _ => false,
+        };
+        self.record_kind(!success, slow, 1, now);
+    }
+
+    fn record_kind(&mut self, failed: bool, slow: bool, count: u64, now: Timestamp) {
+        if count == 0 {
+            return;
+        }
+        self.poll(now);
+        match self.phase {
+            Phase::Open { .. } => {}
+            Phase::Closed => {
+                let before = self.window.reduce(now).calls;
+                // The first call of the batch at which a decision is possible.
+                let first = self.config.min_calls.saturating_sub(before).max(1);
+                if first < count {
+                    self.window.add(CallCounts::of(first, failed, slow), now);
+                    if self.check_closed(now) {
+                        return;
+                    }
+                    self.window
+                        .add(CallCounts::of(count - first, failed, slow), now);
+                } else {
+                    self.window.add(CallCounts::of(count, failed, slow), now);
+                }
+                self.check_closed(now);
+            }
+            Phase::HalfOpen {
+                permits_left,
+                mut trials,
+            } => {
+                let p = u64::from(self.config.half_open_trials);
+                let take = count.min(p.saturating_sub(trials.calls));
+                trials.merge(&CallCounts::of(take, failed, slow));
+                if trials.calls < p {
+                    self.phase = Phase::HalfOpen {
+                        permits_left,
+                        trials,
+                    };
+                } else if self.config.exceeded(&trials) {
+                    self.go(Phase::Open { opened_at: now });
+                } else {
+                    self.window = RollingWindow::epoch_aligned(self.spec, now);
+                    self.go(Phase::Closed);
+                }
+            }
+        }
+    }
+
+    /// Opens the breaker if the window at `now` trips a threshold.
+    fn check_closed(&mut self, now: Timestamp) -> bool {
+        let c = self.window.reduce(now);
+        if c.calls >= self.config.min_calls && self.config.exceeded(&c) {
+            self.go(Phase::Open { opened_at: now });
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Signals at `now`, never changing state (call [`poll`](Self::poll)
+    /// first to let an expired open period end). Closed and open report the
+    /// window; half-open reports the trials. `drop_ratio` is the share of
+    /// calls the current state sheds: 0 closed, 1 open, and in half-open 0
+    /// while permits remain, else 1.
+    #[must_use]
+    pub fn signals(&self, now: Timestamp) -> Signals {
+        let (c, drop_ratio) = match self.phase {
+            Phase::Closed => (self.window.reduce(now), 0.0),
+            Phase::Open { .. } => (self.window.reduce(now), 1.0),
+            Phase::HalfOpen {
+                permits_left,
+                trials,
+            } => (trials, if permits_left > 0 { 0.0 } else { 1.0 }),
+        };
+        Signals {
+            state: self.state(),
+            drop_ratio,
+            requests: c.calls,
+            failures: c.failures,
+            failure_ratio: c.failure_ratio(),
+        }
+    }
+
+    /// Transition counts so far.
+    #[must_use]
+    pub fn transitions(&self) -> Transitions {
+        self.transitions
+    }
+}
+
+impl Breaker for ErrorRateBreaker {
+    /// The draw is ignored: this breaker is deterministic.
+    #[inline]
+    fn allow(&mut self, now: Timestamp, _draw: f64) -> Verdict {
+        ErrorRateBreaker::allow(self, now)
+    }
+    #[inline]
+    fn record_n(&mut self, outcome: Outcome, count: u64, now: Timestamp) {
+        ErrorRateBreaker::record_n(self, outcome, count, now);
+    }
+    fn poll(&mut self, now: Timestamp) {
+        ErrorRateBreaker::poll(self, now);
+    }
+    fn signals(&self, now: Timestamp) -> Signals {
+        ErrorRateBreaker::signals(self, now)
+    }
+    fn transitions(&self) -> Transitions {
+        self.transitions
+    }
+}
