@@ -479,3 +479,293 @@ impl Breaker for ErrorRateBreaker {
         self.transitions
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ManualClock;
+    use BreakerState::{Closed, HalfOpen, Open};
+
+    const T0: Timestamp = ManualClock::DEFAULT_START;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn config() -> ErrorRateConfig {
+        ErrorRateConfig {
+            min_calls: 10,
+            failure_rate_threshold: 0.5,
+            open_duration: Duration::from_secs(5),
+            half_open_trials: 3,
+            ..ErrorRateConfig::default()
+        }
+    }
+
+    fn breaker(c: ErrorRateConfig) -> ErrorRateBreaker {
+        ErrorRateBreaker::new(c, T0).unwrap()
+    }
+
+    /// Opened at T0 by 10 failures.
+    fn opened() -> ErrorRateBreaker {
+        let mut b = breaker(config());
+        b.record_n(Outcome::Failure, 10, T0);
+        assert_eq!(b.opened_at(), Some(T0));
+        b
+    }
+
+    /// Half-open after `opened()`, entered by an allow at T0 + 5001 ms
+    /// (which took one permit).
+    fn half_open() -> (ErrorRateBreaker, Timestamp) {
+        let mut b = opened();
+        let t = T0 + ms(5001);
+        assert_eq!(b.allow(t), Verdict::Allow);
+        assert_eq!(b.state(), HalfOpen);
+        (b, t)
+    }
+
+    #[test]
+    fn bad_config_names_the_field_and_range() {
+        let bad = |f: fn(&mut ErrorRateConfig)| {
+            let mut c = config();
+            f(&mut c);
+            ErrorRateBreaker::new(c, T0).unwrap_err().to_string()
+        };
+        assert!(bad(|c| c.min_calls = 0).contains("`min_calls` must be >= 1"));
+        assert!(bad(|c| c.failure_rate_threshold = 0.0).contains("`failure_rate_threshold` must be in (0, 1]"));
+        assert!(bad(|c| c.failure_rate_threshold = 1.5).contains("(0, 1]; got 1.5"));
+        assert!(bad(|c| c.slow_call = Some(SlowCallConfig {
+            duration: ms(1),
+            rate_threshold: f64::NAN
+        }))
+        .contains("`slow_call.rate_threshold`"));
+        assert!(bad(|c| c.half_open_trials = 0).contains("`half_open_trials` must be >= 1"));
+        assert!(bad(|c| c.buckets = 0).contains("`buckets` 0"));
+        assert!(ErrorRateConfig::default().validate().is_ok());
+    }
+
+    #[test]
+    fn stays_closed_below_min_calls() {
+        let mut b = breaker(config());
+        b.record_n(Outcome::Failure, 9, T0);
+        assert_eq!(b.state(), Closed);
+        assert_eq!(b.allow(T0), Verdict::Allow);
+        let s = b.signals(T0);
+        assert_eq!((s.requests, s.failures, s.failure_ratio), (9, 9, 1.0));
+        b.record(Outcome::Failure, T0);
+        assert_eq!(b.state(), Open);
+    }
+
+    #[test]
+    fn failure_threshold_is_inclusive() {
+        let mut b = breaker(config());
+        b.record_n(Outcome::Success, 5, T0);
+        b.record_n(Outcome::Failure, 4, T0);
+        b.record(Outcome::Success, T0);
+        // 4 of 10 failed: below.
+        assert_eq!(b.state(), Closed);
+        b.record(Outcome::Failure, T0);
+        // 5 of 11: below.
+        assert_eq!(b.state(), Closed);
+        b.record(Outcome::Failure, T0 + ms(1));
+        // 6 of 12 = exactly 0.5: opens.
+        assert_eq!(b.state(), Open);
+        assert_eq!(b.opened_at(), Some(T0 + ms(1)));
+    }
+
+    #[test]
+    fn a_batch_opens_at_the_call_where_per_call_recording_would() {
+        // 9 slow successes, then a batch of 5 fast failures: recorded one by
+        // one, the first failure makes 10 calls with 90% slow and opens.
+        let c = ErrorRateConfig {
+            failure_rate_threshold: 1.0,
+            slow_call: Some(SlowCallConfig {
+                duration: ms(100),
+                rate_threshold: 0.9,
+            }),
+            ..config()
+        };
+        let mut b = breaker(c);
+        b.record_slow_n(Outcome::Success, 9, T0);
+        b.record_n(Outcome::Failure, 5, T0);
+        assert_eq!(b.state(), Open);
+        // Only the call that tripped it is in the window.
+        assert_eq!(b.window_counts(T0).calls, 10);
+        // Without the split the batch would end at 14 calls, 64% slow.
+        let mut one_by_one = breaker(c);
+        one_by_one.record_slow_n(Outcome::Success, 9, T0);
+        one_by_one.record(Outcome::Failure, T0);
+        assert_eq!(one_by_one.state(), Open);
+    }
+
+    #[test]
+    fn slow_call_threshold_opens_on_slow_successes() {
+        let c = ErrorRateConfig {
+            slow_call: Some(SlowCallConfig {
+                duration: ms(100),
+                rate_threshold: 0.5,
+            }),
+            ..config()
+        };
+        let mut b = breaker(c);
+        for _ in 0..5 {
+            b.record_call(true, Some(ms(100)), T0); // not slow: strictly longer only
+        }
+        for _ in 0..4 {
+            b.record_call(true, Some(ms(101)), T0);
+        }
+        b.record_call(true, None, T0);
+        assert_eq!(b.state(), Closed);
+        assert_eq!(b.window_counts(T0).slow, 4);
+        b.record_call(true, Some(ms(500)), T0);
+        b.record_call(true, Some(ms(500)), T0);
+        // 6 slow of 12 = 0.5: opens, with no failure at all.
+        assert_eq!(b.state(), Open);
+        assert_eq!(b.window_counts(T0).failures, 0);
+        // Without a slow-call rule, durations are ignored.
+        let mut plain = breaker(config());
+        for _ in 0..20 {
+            plain.record_call(true, Some(Duration::from_secs(60)), T0);
+        }
+        assert_eq!(plain.window_counts(T0).slow, 0);
+        assert_eq!(plain.state(), Closed);
+    }
+
+    #[test]
+    fn open_sheds_and_ignores_outcomes() {
+        let mut b = opened();
+        assert_eq!(b.allow(T0 + ms(1)), Verdict::Shed);
+        b.record_n(Outcome::Success, 100, T0 + ms(2));
+        assert_eq!(b.window_counts(T0 + ms(2)).calls, 10);
+        let s = b.signals(T0 + ms(2));
+        assert_eq!((s.state, s.drop_ratio, s.requests), (Open, 1.0, 10));
+    }
+
+    #[test]
+    fn half_open_comes_strictly_after_the_open_duration() {
+        let mut b = opened();
+        let deadline = T0 + Duration::from_secs(5);
+        assert_eq!(b.allow(deadline), Verdict::Shed);
+        assert_eq!(b.state(), Open);
+        assert_eq!(b.allow(deadline + Duration::from_nanos(1)), Verdict::Allow);
+        assert_eq!(b.state(), HalfOpen);
+    }
+
+    #[test]
+    fn poll_moves_to_half_open_but_signals_do_not() {
+        let mut b = opened();
+        let later = T0 + Duration::from_secs(6);
+        assert_eq!(b.signals(later).state, Open);
+        assert_eq!(b.state(), Open);
+        b.poll(T0 + Duration::from_secs(5));
+        assert_eq!(b.state(), Open);
+        b.poll(later);
+        let s = b.signals(later);
+        assert_eq!((s.state, s.drop_ratio, s.requests), (HalfOpen, 0.0, 0));
+        assert_eq!(b.permits_left(), Some(3));
+    }
+
+    #[test]
+    fn exactly_p_trial_permits_are_handed_out() {
+        let (mut b, t) = half_open();
+        assert_eq!(b.allow(t), Verdict::Allow);
+        assert_eq!(b.allow(t), Verdict::Allow);
+        assert_eq!(b.permits_left(), Some(0));
+        assert_eq!(b.allow(t), Verdict::Shed);
+        assert_eq!(b.allow(t + Duration::from_secs(60)), Verdict::Shed);
+        assert_eq!(b.signals(t).drop_ratio, 1.0);
+    }
+
+    #[test]
+    fn successful_trials_close_with_a_fresh_window() {
+        let (mut b, t) = half_open();
+        b.record(Outcome::Success, t);
+        b.record(Outcome::Success, t);
+        assert_eq!(b.state(), HalfOpen);
+        assert_eq!(b.trial_counts().map(|c| c.calls), Some(2));
+        b.record(Outcome::Success, t + ms(1));
+        assert_eq!(b.state(), Closed);
+        // The 10 failures from T0 are still inside 10 s, but the window is new.
+        let s = b.signals(t + ms(1));
+        assert_eq!((s.requests, s.failures), (0, 0));
+        assert_eq!(b.allow(t + ms(2)), Verdict::Allow);
+    }
+
+    #[test]
+    fn failing_trials_reopen_with_a_new_opened_at() {
+        // 3 trials, threshold 0.5: 1 failure of 3 stays below, 2 of 3 reopen.
+        let (mut b, t) = half_open();
+        b.record(Outcome::Failure, t);
+        b.record(Outcome::Success, t);
+        b.record(Outcome::Success, t + ms(1));
+        assert_eq!(b.state(), Closed);
+
+        let c = ErrorRateConfig {
+            failure_rate_threshold: 1.0 / 3.0,
+            ..config()
+        };
+        let mut b = breaker(c);
+        b.record_n(Outcome::Failure, 10, T0);
+        let t = T0 + ms(5001);
+        b.poll(t);
+        b.record(Outcome::Success, t);
+        b.record(Outcome::Success, t);
+        let t2 = t + ms(7);
+        b.record(Outcome::Failure, t2);
+        // 1 of 3 >= 1/3: open again, from t2.
+        assert_eq!(b.state(), Open);
+        assert_eq!(b.opened_at(), Some(t2));
+        assert_eq!(b.allow(t2 + Duration::from_secs(5)), Verdict::Shed);
+        assert_eq!(b.allow(t2 + ms(5001)), Verdict::Allow);
+    }
+
+    #[test]
+    fn the_first_p_outcomes_in_half_open_are_the_trials() {
+        // A batch larger than P: only P count, the rest is dropped, and the
+        // fresh window starts empty.
+        let (mut b, t) = half_open();
+        b.record_n(Outcome::Success, 50, t);
+        assert_eq!(b.state(), Closed);
+        assert_eq!(b.window_counts(t).calls, 0);
+        // Ungated outcomes count as trials even without permits.
+        let mut b = opened();
+        let t = T0 + ms(5001);
+        b.record_n(Outcome::Failure, 3, t);
+        assert_eq!(b.state(), Open);
+        assert_eq!(b.opened_at(), Some(t));
+    }
+
+    #[test]
+    fn transitions_are_counted() {
+        let (mut b, t) = half_open();
+        b.record_n(Outcome::Failure, 3, t);
+        let t2 = t + ms(5001);
+        b.poll(t2);
+        b.record_n(Outcome::Success, 3, t2);
+        let tr = b.transitions();
+        assert_eq!(tr.get(Closed, Open), 1);
+        assert_eq!(tr.get(Open, HalfOpen), 2);
+        assert_eq!(tr.get(HalfOpen, Open), 1);
+        assert_eq!(tr.get(HalfOpen, Closed), 1);
+        assert_eq!(tr.total(), 5);
+    }
+
+    #[test]
+    fn old_failures_expire_from_the_window() {
+        let mut b = breaker(config());
+        // Epoch-aligned 1 s buckets: failures at T0 (a whole second) are
+        // visible for [T0, T0 + 10 s).
+        b.record_n(Outcome::Failure, 9, T0);
+        let end = T0 + Duration::from_secs(10);
+        assert_eq!(b.window_counts(end - ms(1)).failures, 9);
+        assert_eq!(b.window_counts(end).calls, 0);
+        // One more failure 10 s later does not open: the 9 are gone.
+        b.record(Outcome::Failure, end);
+        assert_eq!(b.state(), Closed);
+        // Whereas just before the end it would have.
+        let mut b2 = breaker(config());
+        b2.record_n(Outcome::Failure, 9, T0);
+        b2.record(Outcome::Failure, end - ms(1));
+        assert_eq!(b2.state(), Open);
+    }
+}

@@ -425,3 +425,264 @@ impl Breaker for SreBreaker {
     }
 }
 
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ManualClock;
+
+    const T0: Timestamp = ManualClock::DEFAULT_START;
+    const NEVER_SHED: f64 = 0.999_999;
+    const ALWAYS_SHED: f64 = 0.0;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn breaker() -> SreBreaker {
+        SreBreaker::new(SreConfig::default(), T0).unwrap()
+    }
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() < 1e-12
+    }
+
+    #[test]
+    fn default_config_is_go_zeros_and_valid() {
+        let c = SreConfig::default();
+        assert_eq!(c.validate().unwrap().interval(), ms(250));
+        assert_eq!((c.k, c.min_k, c.protection), (1.5, 1.1, 5));
+        assert_eq!(c.force_pass, ms(1000));
+    }
+
+    #[test]
+    fn bad_config_names_the_field_and_range() {
+        let bad = |f: fn(&mut SreConfig)| {
+            let mut c = SreConfig::default();
+            f(&mut c);
+            SreBreaker::new(c, T0).unwrap_err().to_string()
+        };
+        assert!(bad(|c| c.k = 0.9).contains("`k` must be a finite number >= 1.0"));
+        assert!(bad(|c| c.k = f64::NAN).contains("`k`"));
+        assert!(bad(|c| c.min_k = 1.6).contains("`min_k` must be in [1.0, k] = [1.0, 1.5]"));
+        assert!(bad(|c| c.force_pass = Duration::ZERO).contains("`force_pass` must be > 0"));
+        assert!(bad(|c| c.buckets = 0).contains("`buckets` 0"));
+        assert!(bad(|c| c.window = Duration::from_nanos(10)).contains("`window`"));
+    }
+
+    #[test]
+    fn a_fresh_breaker_passes() {
+        let mut b = breaker();
+        assert_eq!(b.allow(T0, ALWAYS_SHED), Verdict::Allow);
+        assert_eq!(b.signals(T0).drop_ratio, 0.0);
+        assert_eq!(b.signals(T0).state, BreakerState::Closed);
+        assert_eq!(b.last_pass(), None);
+    }
+
+    #[test]
+    fn at_most_protection_requests_never_trip() {
+        let mut b = breaker();
+        b.record_n(Outcome::Failure, 5, T0);
+        // (5 - 5 - 0) / 6 = 0: equality passes, and lastPass stays unset.
+        assert_eq!(b.allow(T0, ALWAYS_SHED), Verdict::Allow);
+        assert_eq!(b.last_pass(), None);
+        assert_eq!(b.history(T0).drops, 0);
+        b.record(Outcome::Failure, T0);
+        // (6 - 5) / 7 > 0: now a zero draw sheds.
+        assert!(close(b.drop_ratio(T0), 1.0 / 7.0));
+        assert_eq!(b.allow(T0, ALWAYS_SHED), Verdict::Shed);
+    }
+
+    #[test]
+    fn ratio_matches_the_formula_for_all_failures() {
+        let mut b = breaker();
+        b.record_n(Outcome::Failure, 100, T0);
+        // (100 - 5 - w * 0) / 101, no working streak to damp it.
+        let s = b.signals(T0 + ms(10));
+        assert!(close(s.drop_ratio, 95.0 / 101.0), "{}", s.drop_ratio);
+        assert_eq!(s.state, BreakerState::Open);
+        assert_eq!((s.requests, s.failures, s.failure_ratio), (100, 100, 1.0));
+        // A draw just below the ratio sheds, one at it passes.
+        assert_eq!(b.clone().allow(T0, 95.0 / 101.0 - 1e-9), Verdict::Shed);
+        assert_eq!(b.allow(T0, 95.0 / 101.0), Verdict::Allow);
+    }
+
+    #[test]
+    fn ratio_at_or_below_zero_passes_without_setting_last_pass() {
+        let mut b = breaker();
+        b.record_n(Outcome::Success, 10, T0);
+        b.record_n(Outcome::Failure, 10, T0);
+        // (20 - 5 - 1.5 * 10) / 21 = 0.
+        assert_eq!(b.drop_ratio(T0), 0.0);
+        assert_eq!(b.allow(T0, ALWAYS_SHED), Verdict::Allow);
+        assert_eq!(b.last_pass(), None);
+    }
+
+    /// 100 failures at T0: ratio 95/101 until they expire.
+    fn throttling() -> SreBreaker {
+        let mut b = breaker();
+        b.record_n(Outcome::Failure, 100, T0);
+        b
+    }
+
+    #[test]
+    fn force_pass_is_strictly_after_one_second_since_the_last_pass() {
+        let mut b = throttling();
+        let t1 = T0 + ms(1);
+        assert_eq!(b.allow(t1, NEVER_SHED), Verdict::Allow);
+        assert_eq!(b.last_pass(), Some(t1));
+        // Exactly 1000 ms later: still probabilistic, so a zero draw sheds.
+        assert_eq!(b.allow(t1 + ms(1000), ALWAYS_SHED), Verdict::Shed);
+        assert_eq!(b.last_pass(), Some(t1));
+        // 1001 ms: forced through despite the zero draw; lastPass moves.
+        let t2 = t1 + ms(1001);
+        assert_eq!(b.allow(t2, ALWAYS_SHED), Verdict::Allow);
+        assert_eq!(b.last_pass(), Some(t2));
+        // And the next call right after is probabilistic again.
+        assert_eq!(b.allow(t2 + ms(1), ALWAYS_SHED), Verdict::Shed);
+    }
+
+    #[test]
+    fn force_pass_needs_a_previous_probabilistic_pass() {
+        let mut b = throttling();
+        for i in 0..9 {
+            let t = T0 + ms(1000 * i);
+            assert_eq!(b.allow(t, ALWAYS_SHED), Verdict::Shed, "at {i} s");
+        }
+        assert_eq!(b.last_pass(), None);
+    }
+
+    #[test]
+    fn k_is_lowered_by_a_trailing_failing_streak() {
+        let mut b = breaker();
+        b.record_n(Outcome::Success, 10, T0);
+        for i in 1..=4 {
+            b.record_n(Outcome::Failure, 10, T0 + ms(250 * i));
+        }
+        let now = T0 + ms(1100);
+        let h = b.history(now);
+        assert_eq!((h.failing_buckets, h.working_buckets), (4, 0));
+        assert_eq!((h.accepts, h.total), (10, 50));
+        // w = 1.5 - 0.4 * 4 / 40 = 1.46; with k unlowered it would be 30 / 51.
+        let w = 1.5 - (1.5 - 1.1) * 4.0 / 40.0;
+        let expected = (45.0 - w * 10.0) / 51.0;
+        assert!(close(b.drop_ratio(now), expected), "{}", b.drop_ratio(now));
+        assert!(!close(expected, 30.0 / 51.0));
+    }
+
+    #[test]
+    fn configured_k_min_k_and_buckets_enter_the_formula() {
+        let mut c = SreConfig {
+            buckets: 4,
+            window: ms(1000),
+            ..SreConfig::default()
+        };
+        c.min_k = 1.3;
+        let mut b = SreBreaker::new(c, T0).unwrap();
+        b.record_n(Outcome::Success, 10, T0);
+        for i in 1..=3 {
+            b.record_n(Outcome::Failure, 10, T0 + ms(250 * i));
+        }
+        // failing = 3 of 4: w = 1.5 - 0.2 * 3 / 4 = 1.35. (The min_k floor
+        // never bites: failing <= buckets keeps w >= min_k, as in go-zero.)
+        let now = T0 + ms(800);
+        assert!(close(b.drop_ratio(now), (40.0 - 5.0 - 1.35 * 10.0) / 41.0));
+        // Another shape: 2 buckets, k = 3, min_k = 1.
+        let c2 = SreConfig {
+            buckets: 2,
+            window: ms(500),
+            k: 3.0,
+            min_k: 1.0,
+            ..SreConfig::default()
+        };
+        let mut b2 = SreBreaker::new(c2, T0).unwrap();
+        b2.record_n(Outcome::Success, 10, T0);
+        b2.record_n(Outcome::Failure, 40, T0 + ms(250));
+        // failing 1 of 2: w = 3 - 2 * 1 / 2 = 2.
+        let now = T0 + ms(300);
+        assert!(close(b2.drop_ratio(now), (50.0 - 5.0 - 2.0 * 10.0) / 51.0));
+    }
+
+    #[test]
+    fn a_working_streak_damps_the_ratio() {
+        let mut b = breaker();
+        b.record_n(Outcome::Failure, 100, T0);
+        for i in 1..=3 {
+            b.record(Outcome::Success, T0 + ms(250 * i));
+        }
+        let now = T0 + ms(900);
+        let h = b.history(now);
+        assert_eq!((h.failing_buckets, h.working_buckets), (0, 3));
+        let undamped = (103.0 - 5.0 - 1.5 * 3.0) / 104.0;
+        let expected = undamped * 37.0 / 40.0;
+        assert!(close(b.drop_ratio(now), expected));
+        // The draw is compared with the damped ratio.
+        assert_eq!(b.clone().allow(now, expected - 1e-9), Verdict::Shed);
+        assert_eq!(b.allow(now, expected + 1e-9), Verdict::Allow);
+    }
+
+    #[test]
+    fn streaks_skip_empty_and_drop_only_buckets_and_mixed_buckets_reset_both() {
+        let mut b = breaker();
+        let at = |i: u64| T0 + ms(250 * i);
+        b.record_n(Outcome::Failure, 100, at(0));
+        // Bucket 1 empty; bucket 2 drops only.
+        assert_eq!(b.allow(at(2), ALWAYS_SHED), Verdict::Shed);
+        let h = b.history(at(2));
+        assert_eq!((h.failing_buckets, h.working_buckets, h.drops), (1, 0, 1));
+        b.record(Outcome::Failure, at(3));
+        assert_eq!(b.history(at(3)).failing_buckets, 2);
+        // Bucket 4: success and failure, both streaks reset.
+        b.record(Outcome::Failure, at(4));
+        b.record(Outcome::Success, at(4));
+        let h = b.history(at(4));
+        assert_eq!((h.failing_buckets, h.working_buckets), (0, 0));
+        // Bucket 5 successes only, bucket 6 empty, bucket 7 drops only.
+        b.record(Outcome::Success, at(5));
+        assert_eq!(b.allow(at(7), ALWAYS_SHED), Verdict::Shed);
+        let h = b.history(at(7));
+        assert_eq!((h.failing_buckets, h.working_buckets), (0, 1));
+        assert_eq!(h.drops, 2);
+    }
+
+    #[test]
+    fn shed_calls_are_recorded_as_drops_and_counted_in_total() {
+        let mut b = throttling();
+        assert_eq!(b.allow(T0, ALWAYS_SHED), Verdict::Shed);
+        assert_eq!(b.allow(T0, ALWAYS_SHED), Verdict::Shed);
+        let h = b.history(T0);
+        assert_eq!((h.total, h.accepts, h.failures, h.drops), (102, 0, 100, 2));
+        let s = b.signals(T0);
+        assert_eq!((s.requests, s.failures), (102, 100));
+        assert!(close(s.drop_ratio, 97.0 / 103.0));
+        // A pass records nothing.
+        assert_eq!(b.allow(T0, NEVER_SHED), Verdict::Allow);
+        assert_eq!(b.history(T0).total, 102);
+    }
+
+    #[test]
+    fn outcomes_expire_after_ten_seconds() {
+        let mut b = throttling();
+        let end = T0 + Duration::from_secs(10);
+        assert_eq!(b.signals(end - Duration::from_nanos(1)).requests, 100);
+        let s = b.signals(end);
+        assert_eq!((s.requests, s.drop_ratio), (0, 0.0));
+        assert_eq!(b.allow(end, ALWAYS_SHED), Verdict::Allow);
+    }
+
+    #[test]
+    fn derived_state_transitions_are_counted_by_allow_and_poll_only() {
+        let mut b = breaker();
+        b.record_n(Outcome::Failure, 100, T0);
+        // signals() shows Open but counts nothing.
+        assert_eq!(b.signals(T0).state, BreakerState::Open);
+        assert_eq!(b.transitions().total(), 0);
+        b.allow(T0, NEVER_SHED);
+        b.allow(T0, NEVER_SHED);
+        assert_eq!(b.transitions().get(BreakerState::Closed, BreakerState::Open), 1);
+        b.poll(T0 + Duration::from_secs(10));
+        let t = b.transitions();
+        assert_eq!(t.get(BreakerState::Open, BreakerState::Closed), 1);
+        assert_eq!(t.total(), 2);
+    }
+}
