@@ -238,8 +238,13 @@ impl Bucket for CallCounts {
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Phase {
     Closed,
-    Open { opened_at: Timestamp },
-    HalfOpen { permits_left: u32, trials: CallCounts },
+    Open {
+        opened_at: Timestamp,
+    },
+    HalfOpen {
+        permits_left: u32,
+        trials: CallCounts,
+    },
 }
 
 /// The closed/open/half-open breaker; see the [module docs](self).
@@ -350,6 +355,12 @@ impl ErrorRateBreaker {
                 }
             }
         }
+    }
+
+    /// Records one call that ended with `outcome` at `now`.
+    #[inline]
+    pub fn record(&mut self, outcome: Outcome, now: Timestamp) {
+        self.record_n(outcome, 1, now);
     }
 
     /// Records `count` calls that ended with `outcome` at `now`, none slow.
@@ -532,7 +543,8 @@ mod tests {
             ErrorRateBreaker::new(c, T0).unwrap_err().to_string()
         };
         assert!(bad(|c| c.min_calls = 0).contains("`min_calls` must be >= 1"));
-        assert!(bad(|c| c.failure_rate_threshold = 0.0).contains("`failure_rate_threshold` must be in (0, 1]"));
+        assert!(bad(|c| c.failure_rate_threshold = 0.0)
+            .contains("`failure_rate_threshold` must be in (0, 1]"));
         assert!(bad(|c| c.failure_rate_threshold = 1.5).contains("(0, 1]; got 1.5"));
         assert!(bad(|c| c.slow_call = Some(SlowCallConfig {
             duration: ms(1),

@@ -130,7 +130,9 @@ pub enum SreConfigError {
     #[error("sre breaker: `force_pass` must be > 0 (go-zero uses 1s); got 0")]
     ForcePass,
     /// `window` / `buckets` do not make a window.
-    #[error("sre breaker: `window` {window:?} in `buckets` {buckets} is not a valid window: {source}")]
+    #[error(
+        "sre breaker: `window` {window:?} in `buckets` {buckets} is not a valid window: {source}"
+    )]
     Window {
         /// The window length given.
         window: Duration,
@@ -361,6 +363,12 @@ impl SreBreaker {
         }
     }
 
+    /// Records one call that ended with `outcome` at `now`.
+    #[inline]
+    pub fn record(&mut self, outcome: Outcome, now: Timestamp) {
+        self.record_n(outcome, 1, now);
+    }
+
     /// Records `count` calls that ran and ended with `outcome` at `now`.
     pub fn record_n(&mut self, outcome: Outcome, count: u64, now: Timestamp) {
         if count == 0 {
@@ -424,7 +432,6 @@ impl Breaker for SreBreaker {
         self.transitions
     }
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -679,7 +686,11 @@ mod tests {
         assert_eq!(b.transitions().total(), 0);
         b.allow(T0, NEVER_SHED);
         b.allow(T0, NEVER_SHED);
-        assert_eq!(b.transitions().get(BreakerState::Closed, BreakerState::Open), 1);
+        assert_eq!(
+            b.transitions()
+                .get(BreakerState::Closed, BreakerState::Open),
+            1
+        );
         b.poll(T0 + Duration::from_secs(10));
         let t = b.transitions();
         assert_eq!(t.get(BreakerState::Open, BreakerState::Closed), 1);
