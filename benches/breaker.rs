@@ -9,7 +9,8 @@
 //! * `breaker/sre_shared_2_threads`: two threads on one `SharedBreaker`, each
 //!   doing `iters` allow+record pairs; the figure is wall time over `iters`,
 //!   so with no contention it would equal the 1-thread figure, and with a fully
-//!   serialised lock it would be about twice it.
+//!   serialised lock it would be about twice it. Throughput counts both
+//!   threads' pairs (2 elements per iteration).
 
 use std::hint::black_box;
 use std::sync::Barrier;
@@ -84,6 +85,8 @@ pub fn benches(c: &mut Criterion) {
         });
     });
 
+    // Each iteration is one allow+record pair on each of the two threads.
+    g.throughput(Throughput::Elements(2));
     g.bench_function("sre_shared_2_threads", |b| {
         b.iter_custom(|iters| {
             let shared = SharedBreaker::new(sre(), 1);

@@ -391,9 +391,14 @@ impl ErrorRateBreaker {
         match self.phase {
             Phase::Open { .. } => {}
             Phase::Closed => {
-                let before = self.window.reduce(now).calls;
-                // The first call of the batch at which a decision is possible.
-                let first = self.config.min_calls.saturating_sub(before).max(1);
+                // The first call of the batch at which a decision is possible
+                // (a single call needs no split, nor the extra reduce).
+                let first = if count == 1 {
+                    1
+                } else {
+                    let before = self.window.reduce(now).calls;
+                    self.config.min_calls.saturating_sub(before).max(1)
+                };
                 if first < count {
                     self.window.add(CallCounts::of(first, failed, slow), now);
                     if self.check_closed(now) {

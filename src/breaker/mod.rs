@@ -42,8 +42,14 @@
 //! record is a compare and an add), the SRE decision reads the whole window and
 //! then writes a drop and `lastPass`, which atomics could not do as one step,
 //! and an uncontended `parking_lot` lock is one compare-and-swap to take and one
-//! to release. The `core` benchmark `breaker/sre_shared_2_threads` measures it
-//! against one thread.
+//! to release. The `core` benchmarks `breaker/sre_shared_1_thread` and
+//! `breaker/sre_shared_2_threads` measure it. First figures (2-core machine
+//! shared with other builds, so ±40 %): an allow plus a record costs about
+//! 110 ns on a bare [`SreBreaker`] (the allow reads all 40 buckets), 90–130 ns
+//! through an uncontended [`SharedBreaker`], and with two threads hammering one
+//! breaker about 180 ns per pair of calls (one per thread): the lock
+//! serialises the threads, total throughput stays that of one thread and does
+//! not collapse. Per-series breakers in the daemon are rarely contended.
 
 pub mod error_rate;
 pub mod random;
