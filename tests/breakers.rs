@@ -240,3 +240,75 @@ fn allow_with_takes_one_draw_from_any_breaker() {
     assert_eq!(er.allow_with(T0, &mut rng), Verdict::Allow);
     assert_eq!(rng.taken(), 2);
 }
+
+#[derive(Clone, Debug)]
+enum ErOp {
+    Record { failed: bool, slow: bool, n: u64 },
+    Allow,
+    Poll,
+}
+
+fn er_op() -> impl Strategy<Value = ErOp> {
+    prop_oneof![
+        4 => (any::<bool>(), prop::bool::weighted(0.2), 1..8u64)
+            .prop_map(|(failed, slow, n)| ErOp::Record { failed, slow, n }),
+        2 => Just(ErOp::Allow),
+        1 => Just(ErOp::Poll),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// A batch of n outcomes gives exactly what n single records give:
+    /// same state, same window, same trials, same transitions.
+    #[test]
+    fn error_rate_batches_equal_one_by_one_recording(
+        trials in 1..5u32,
+        min_calls in 1..12u64,
+        steps in prop::collection::vec((0..2_000_000_000u64, er_op()), 1..150),
+    ) {
+        let config = ErrorRateConfig {
+            min_calls,
+            half_open_trials: trials,
+            open_duration: Duration::from_secs(3),
+            slow_call: Some(rollstat::breaker::SlowCallConfig {
+                duration: Duration::from_millis(100),
+                rate_threshold: 0.6,
+            }),
+            ..ErrorRateConfig::default()
+        };
+        let mut batched = ErrorRateBreaker::new(config, T0).unwrap();
+        let mut single = ErrorRateBreaker::new(config, T0).unwrap();
+        let mut now = T0;
+        for (dt, op) in steps {
+            now = now + Duration::from_nanos(dt);
+            match op {
+                ErOp::Record { failed, slow, n } => {
+                    let outcome = if failed { Outcome::Failure } else { Outcome::Success };
+                    if slow {
+                        batched.record_slow_n(outcome, n, now);
+                    } else {
+                        batched.record_n(outcome, n, now);
+                    }
+                    let d = if slow { Duration::from_millis(101) } else { Duration::from_millis(100) };
+                    for _ in 0..n {
+                        single.record_call(!failed, Some(d), now);
+                    }
+                }
+                ErOp::Allow => {
+                    prop_assert_eq!(batched.allow(now), single.allow(now));
+                }
+                ErOp::Poll => {
+                    batched.poll(now);
+                    single.poll(now);
+                }
+            }
+            prop_assert_eq!(batched.signals(now), single.signals(now));
+            prop_assert_eq!(batched.window_counts(now), single.window_counts(now));
+            prop_assert_eq!(batched.trial_counts(), single.trial_counts());
+            prop_assert_eq!(batched.opened_at(), single.opened_at());
+            prop_assert_eq!(batched.transitions(), single.transitions());
+        }
+    }
+}

@@ -15,15 +15,18 @@
 //! * **Half-open**: exactly `half_open_trials` (P) permits are handed out, each
 //!   once; other callers are shed. The first P outcomes recorded after
 //!   entering half-open are the trials, whether or not they came through a
-//!   permit (the daemon is fed outcome counters it does not gate); further
-//!   outcomes in the same batch are ignored. When the P-th trial outcome is in:
-//!   failure rate (or slow rate) of the trials `>=` its threshold → open again
-//!   with `opened_at = now`; otherwise closed, with a fresh, empty window.
+//!   permit (the daemon is fed outcome counters it does not gate). When the
+//!   P-th trial outcome is in: failure rate (or slow rate) of the trials `>=`
+//!   its threshold → open again with `opened_at = now`; otherwise closed, with
+//!   a fresh, empty window. Outcomes after that are handled by the new state
+//!   (ignored if open, counted in the fresh window if closed), also when they
+//!   arrive in the same batch as the last trials.
 //!
 //! Batches ([`record_n`](ErrorRateBreaker::record_n)) give exactly the result
-//! of recording their calls one by one: within a batch of one kind each rate
-//! moves monotonically, so checking the thresholds at the first call that
-//! reaches `min_calls` and at the last call of the batch finds any crossing.
+//! of recording their calls one by one (a property test checks it): within a
+//! batch of one kind each rate moves monotonically, so the call at which the
+//! breaker would open is found without replaying the batch; the calls of the
+//! batch after it are ignored, as they would be by an open breaker.
 //!
 //! A signal read never changes the breaker. The daemon calls
 //! [`poll`](ErrorRateBreaker::poll) before reading signals so that
@@ -391,25 +394,12 @@ impl ErrorRateBreaker {
         match self.phase {
             Phase::Open { .. } => {}
             Phase::Closed => {
-                // The first call of the batch at which a decision is possible
-                // (a single call needs no split, nor the extra reduce).
-                let first = if count == 1 {
-                    1
-                } else {
-                    let before = self.window.reduce(now).calls;
-                    self.config.min_calls.saturating_sub(before).max(1)
-                };
-                if first < count {
-                    self.window.add(CallCounts::of(first, failed, slow), now);
-                    if self.check_closed(now) {
-                        return;
-                    }
-                    self.window
-                        .add(CallCounts::of(count - first, failed, slow), now);
-                } else {
-                    self.window.add(CallCounts::of(count, failed, slow), now);
+                let opens_at = self.closed_batch_trip(failed, slow, count, now);
+                let take = opens_at.unwrap_or(count);
+                self.window.add(CallCounts::of(take, failed, slow), now);
+                if opens_at.is_some() {
+                    self.go(Phase::Open { opened_at: now });
                 }
-                self.check_closed(now);
             }
             Phase::HalfOpen {
                 permits_left,
@@ -423,25 +413,63 @@ impl ErrorRateBreaker {
                         permits_left,
                         trials,
                     };
-                } else if self.config.exceeded(&trials) {
+                    return;
+                }
+                if self.config.exceeded(&trials) {
                     self.go(Phase::Open { opened_at: now });
                 } else {
                     self.window = RollingWindow::epoch_aligned(self.spec, now);
                     self.go(Phase::Closed);
                 }
+                // The rest of the batch came after the verdict: record it as
+                // the new state would record single calls (open: ignored;
+                // closed: into the fresh window). Recurses at most once.
+                self.record_kind(failed, slow, count - take, now);
             }
         }
     }
 
-    /// Opens the breaker if the window at `now` trips a threshold.
-    fn check_closed(&mut self, now: Timestamp) -> bool {
-        let c = self.window.reduce(now);
-        if c.calls >= self.config.min_calls && self.config.exceeded(&c) {
-            self.go(Phase::Open { opened_at: now });
-            true
-        } else {
-            false
+    /// In closed state, the call of a batch of `count` calls of one kind at
+    /// which recording them one by one would open the breaker (1-based), if
+    /// any. Within such a batch each rate moves monotonically, so: no decision
+    /// before the call `j1` that reaches `min_calls`; if `j1` trips, it is the
+    /// one; otherwise only the rising rates can trip later, their "tripped"
+    /// is monotone in the call index, and a binary search finds the first.
+    fn closed_batch_trip(
+        &self,
+        failed: bool,
+        slow: bool,
+        count: u64,
+        now: Timestamp,
+    ) -> Option<u64> {
+        let config = &self.config;
+        let before = self.window.reduce(now);
+        let trips = |j: u64| {
+            let mut c = before;
+            c.merge(&CallCounts::of(j, failed, slow));
+            c.calls >= config.min_calls && config.exceeded(&c)
+        };
+        let j1 = config.min_calls.saturating_sub(before.calls).max(1);
+        if j1 > count {
+            return None;
         }
+        if trips(j1) {
+            return Some(j1);
+        }
+        if !trips(count) {
+            return None;
+        }
+        // trips(lo) is false, trips(hi) is true.
+        let (mut lo, mut hi) = (j1, count);
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if trips(mid) {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        Some(hi)
     }
 
     /// Signals at `now`, never changing state (call [`poll`](Self::poll)
@@ -616,6 +644,24 @@ mod tests {
     }
 
     #[test]
+    fn a_batch_crossing_the_threshold_midway_keeps_only_the_calls_up_to_the_crossing() {
+        // Found by the batch/one-by-one property test: 6 successes and 2
+        // failures, then 5 failures. One by one, the 4th failure makes 6 of 12
+        // (exactly 0.5) and opens; the last failure of the batch is ignored.
+        let mut b = breaker(ErrorRateConfig {
+            min_calls: 1,
+            ..config()
+        });
+        b.record_n(Outcome::Success, 6, T0);
+        b.record_n(Outcome::Failure, 2, T0);
+        assert_eq!(b.state(), Closed);
+        b.record_n(Outcome::Failure, 5, T0);
+        assert_eq!(b.state(), Open);
+        let c = b.window_counts(T0);
+        assert_eq!((c.calls, c.failures), (12, 6));
+    }
+
+    #[test]
     fn slow_call_threshold_opens_on_slow_successes() {
         let c = ErrorRateConfig {
             slow_call: Some(SlowCallConfig {
@@ -738,12 +784,17 @@ mod tests {
 
     #[test]
     fn the_first_p_outcomes_in_half_open_are_the_trials() {
-        // A batch larger than P: only P count, the rest is dropped, and the
-        // fresh window starts empty.
+        // A batch larger than P: the first P are the trials; the rest come
+        // after the verdict and go into the fresh window, as single calls would.
         let (mut b, t) = half_open();
         b.record_n(Outcome::Success, 50, t);
         assert_eq!(b.state(), Closed);
-        assert_eq!(b.window_counts(t).calls, 0);
+        assert_eq!(b.window_counts(t).calls, 47);
+        // After a failing verdict the rest is ignored, as by any open breaker.
+        let (mut b, t) = half_open();
+        b.record_n(Outcome::Failure, 50, t);
+        assert_eq!(b.state(), Open);
+        assert_eq!(b.window_counts(t).calls, 10);
         // Ungated outcomes count as trials even without permits.
         let mut b = opened();
         let t = T0 + ms(5001);
