@@ -44,6 +44,7 @@
 //! | `open_duration` | first `allow`/`record`/`poll` strictly after `opened_at + open_duration` | first call strictly after (`waitDurationInOpenState`) | first call strictly after (`sleepWindow`) | both; `poll` is ours |
 //! | `half_open_trials` | P permits, each once; others shed | P permits (`permittedNumberOfCallsInHalfOpenState`) | a single trial | resilience4j |
 //! | half-open verdict | when P trial outcomes are in | at `min(min_calls, P)` outcomes | on the one trial | resilience4j when `min_calls >= P` (its default 100 ≥ 10); we always wait for all P |
+//! | outcomes in half-open | the first P recorded are the trials, permit or not; later ones belong to the verdict's state | calls admitted by a permit (and in-flight calls finishing) fill the half-open window | the trial's own outcome | ours: the daemon's outcome feed is not gated |
 //! | outcomes while open | ignored | recorded into the stale closed metrics, no effect | no effect | equivalent |
 //! | closing | fresh window | fresh metrics | health counts reset | both |
 //! | stuck half-open | waits for P outcomes indefinitely | `maxWaitDurationInHalfOpenState` 0 = indefinitely | — | resilience4j default |
