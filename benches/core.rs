@@ -4,8 +4,9 @@
 
 use criterion::{criterion_group, criterion_main};
 
+mod breaker;
 mod parse;
 mod window;
 
-criterion_group!(benches, window::benches, parse::benches);
+criterion_group!(benches, window::benches, parse::benches, breaker::benches);
 criterion_main!(benches);
