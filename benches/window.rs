@@ -116,6 +116,7 @@ fn window_add_shared(c: &mut Criterion) {
                 let start = std::thread::scope(|s| {
                     let handles: Vec<_> = (0..threads)
                         .map(|_| {
+                            #[allow(clippy::disallowed_methods)] // timing the bench itself
                             s.spawn(|| {
                                 barrier.wait();
                                 let t = Instant::now();

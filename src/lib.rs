@@ -75,13 +75,18 @@
 pub mod breaker;
 pub mod clock;
 pub mod config;
+pub mod daemon;
 pub mod expose;
+pub mod http;
+pub mod ingest;
 pub mod limit;
 pub mod mapping;
 pub mod parse;
+pub mod reload;
 pub mod series;
 pub mod sketch;
 pub mod stats;
+pub mod telemetry;
 pub mod window;
 
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};

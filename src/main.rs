@@ -1,1 +1,128 @@
-fn main() {}
+//! The `rollstat` binary: command line, logging, then `daemon::run`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand};
+use rollstat::config::Config;
+use rollstat::daemon::{self, Listeners};
+use rollstat::SystemClock;
+
+/// Real-time statsd aggregator with rolling windows, breaker signals and
+/// sliding-window rate limits, served on Prometheus /metrics and a JSON API.
+#[derive(Parser)]
+#[command(name = "rollstat", version, about, long_about = None)]
+struct Cli {
+    /// Config file (see the sample config.toml). Without it, built-in
+    /// defaults: statsd on 127.0.0.1:8125 (UDP and TCP), HTTP on 127.0.0.1:9102.
+    #[arg(short, long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Log filter, e.g. `info`, `debug`, `rollstat=debug` (or RUST_LOG).
+    #[arg(long, default_value = "info", value_name = "FILTER")]
+    log: String,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Validate a config file; print every problem and exit non-zero if any.
+    CheckConfig {
+        /// The file to check.
+        file: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Some(Command::CheckConfig { file }) = &cli.command {
+        return match Config::load(file) {
+            Ok(cfg) => {
+                println!(
+                    "{}: ok ({} window(s), {} mapping rule(s))",
+                    file.display(),
+                    cfg.windows.len(),
+                    cfg.mappings.len()
+                );
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                ExitCode::from(2)
+            }
+        };
+    }
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .or_else(|_| tracing_subscriber::EnvFilter::try_new(&cli.log))
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+
+    let cfg = match &cli.config {
+        Some(path) => match Config::load(path) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("{e}");
+                return ExitCode::from(2);
+            }
+        },
+        None => Config::default(),
+    };
+    let listeners = match Listeners::bind(&cfg) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("rollstat: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    // Tests and scripts read this line to learn the bound ports.
+    println!("rollstat listening {}", listeners.describe());
+    tracing::info!(addresses = %listeners.describe(), "rollstat started.");
+
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("rollstat: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let result = runtime.block_on(daemon::run(
+        cfg,
+        cli.config.clone(),
+        listeners,
+        Arc::new(SystemClock::new()),
+        shutdown_signal(),
+    ));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("rollstat: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "Cannot listen for SIGTERM; only Ctrl-C stops rollstat.");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+}

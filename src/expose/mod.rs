@@ -1,4 +1,7 @@
-//! Read-only views of the registry: Prometheus exposition and names.
+//! Read-only views of the registry: Prometheus and OpenMetrics exposition,
+//! the JSON API's shapes, and the names both use.
 
+pub mod json;
 pub mod names;
+pub mod openmetrics;
 pub mod prometheus;

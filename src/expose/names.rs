@@ -55,6 +55,28 @@ pub fn label_name(tag: &str) -> String {
     out
 }
 
+/// Every family name a statsd series of `kind` with Prometheus name `prom`
+/// exposes (or reserves): two series may share a name only if their kinds
+/// and base names agree, so a gauge `x_count` cannot clash with a
+/// histogram `x`.
+#[must_use]
+pub fn exposed_names(kind: crate::parse::MetricKind, prom: &str) -> Vec<String> {
+    use crate::parse::MetricKind as K;
+    match kind {
+        K::Counter => vec![format!("{prom}_total")],
+        K::Gauge => vec![prom.to_string()],
+        K::Timer | K::Histogram | K::Distribution => vec![
+            prom.to_string(),
+            format!("{prom}_bucket"),
+            format!("{prom}_sum"),
+            format!("{prom}_count"),
+        ],
+        // Sets publish windowed families only, but keep their name so that a
+        // later counter or gauge of the same name is refused consistently.
+        K::Set => vec![prom.to_string()],
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -79,27 +101,5 @@ mod tests {
         assert!(is_valid_label_name("ok_1"));
         assert!(!is_valid_label_name("1ok"));
         assert!(!is_valid_label_name(""));
-    }
-}
-
-/// Every family name a statsd series of `kind` with Prometheus name `prom`
-/// exposes (or reserves): two series may share a name only if their kinds
-/// and base names agree, so a gauge `x_count` cannot clash with a
-/// histogram `x`.
-#[must_use]
-pub fn exposed_names(kind: crate::parse::MetricKind, prom: &str) -> Vec<String> {
-    use crate::parse::MetricKind as K;
-    match kind {
-        K::Counter => vec![format!("{prom}_total")],
-        K::Gauge => vec![prom.to_string()],
-        K::Timer | K::Histogram | K::Distribution => vec![
-            prom.to_string(),
-            format!("{prom}_bucket"),
-            format!("{prom}_sum"),
-            format!("{prom}_count"),
-        ],
-        // Sets publish windowed families only, but keep their name so that a
-        // later counter or gauge of the same name is refused consistently.
-        K::Set => vec![prom.to_string()],
     }
 }

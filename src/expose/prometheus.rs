@@ -223,6 +223,8 @@ impl Collector for SeriesCollector {
     }
 
     fn collect(&self) -> Vec<MetricFamily> {
-        collect_series(&self.registry, self.clock.now())
+        let mut out = collect_series(&self.registry, self.clock.now());
+        out.extend(crate::telemetry::registry_families(&self.registry));
+        out
     }
 }

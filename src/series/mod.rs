@@ -128,6 +128,11 @@ enum Body {
     Dropped,
 }
 
+type Shard = Mutex<HashMap<Box<[u8]>, Entry>>;
+
+/// A new series' metadata and the indices of its windows.
+type Born = (Arc<SeriesMeta>, Vec<usize>);
+
 struct Entry {
     last_seen: Timestamp,
     body: Body,
@@ -154,7 +159,7 @@ pub struct RegistryCounters {
 
 /// The sharded series registry.
 pub struct Registry {
-    shards: Box<[Mutex<HashMap<Box<[u8]>, Entry>>]>,
+    shards: Box<[Shard]>,
     hasher: std::hash::RandomState,
     catalog: Mutex<Catalog>,
     plan: RwLock<Arc<Plan>>,
@@ -273,11 +278,7 @@ impl Registry {
     }
 
     /// Decides the published identity of a new series; `None` = dropped.
-    fn birth(
-        &self,
-        s: &Sample<'_>,
-        plan: &Plan,
-    ) -> Result<Option<(Arc<SeriesMeta>, Vec<usize>)>, Refusal> {
+    fn birth(&self, s: &Sample<'_>, plan: &Plan) -> Result<Option<Born>, Refusal> {
         let mut caps = Vec::new();
         let rule = plan.mappings.iter().find(|m| {
             m.match_type.is_none_or(|k| k == s.kind) && m.pattern.matches(s.name, &mut caps)

@@ -21,7 +21,9 @@ fn feed(r: &Registry, now: Timestamp, dgram: &str) -> Vec<Result<Applied, Refusa
 }
 
 /// (metric, labels, window 0 view) of every series, sorted.
-fn views(r: &Registry, now: Timestamp) -> Vec<(String, Vec<(String, String)>, WindowView)> {
+type View = (String, Vec<(String, String)>, WindowView);
+
+fn views(r: &Registry, now: Timestamp) -> Vec<View> {
     let plan = r.plan();
     let mut out = Vec::new();
     r.visit(|m, s| {

@@ -1,0 +1,273 @@
+//! The daemon: wires bound sockets, the registry, the HTTP API and the
+//! background tasks together, and shuts them down in order. No business logic
+//! lives here.
+//!
+//! [`Listeners::bind`] binds everything first (so a port clash fails before
+//! anything starts, and tests can bind port 0 and read the ports back);
+//! [`run`] then serves until the `shutdown` future completes: it stops the
+//! receivers, lets them process what they already received, and returns.
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::os::unix::net::UnixDatagram;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::expose::prometheus::SeriesCollector;
+use crate::http::{router, AppState};
+use crate::ingest::{tcp, udp, unix, Ingestor};
+use crate::reload::Reloader;
+use crate::series::{Plan, Registry};
+use crate::telemetry::Telemetry;
+
+/// Every socket the daemon serves, bound.
+pub struct Listeners {
+    /// statsd UDP readers.
+    pub udp: Option<udp::UdpSockets>,
+    /// statsd TCP.
+    pub tcp: Option<std::net::TcpListener>,
+    /// statsd Unix datagram socket and its path.
+    pub unix: Option<(UnixDatagram, PathBuf)>,
+    /// HTTP.
+    pub http: std::net::TcpListener,
+}
+
+/// A socket that could not be bound, and what to do about it.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot bind {what} on {addr}: {source}; is another process using it? Change `{key}` in the config")]
+pub struct BindError {
+    what: &'static str,
+    addr: String,
+    key: &'static str,
+    #[source]
+    source: io::Error,
+}
+
+impl Listeners {
+    /// Binds every listener the config asks for.
+    pub fn bind(cfg: &Config) -> Result<Listeners, BindError> {
+        let err = |what, addr: &dyn std::fmt::Display, key| {
+            let addr = addr.to_string();
+            move |source| BindError {
+                what,
+                addr,
+                key,
+                source,
+            }
+        };
+        let udp =
+            cfg.listen
+                .statsd_udp
+                .map(|a| {
+                    udp::bind(a, cfg.ingest.udp_readers, cfg.ingest.udp_recv_buffer_bytes)
+                        .map_err(err("statsd UDP", &a, "listen.statsd_udp"))
+                })
+                .transpose()?;
+        let tcp = cfg
+            .listen
+            .statsd_tcp
+            .map(|a| {
+                let l = std::net::TcpListener::bind(a)?;
+                l.set_nonblocking(true)?;
+                Ok(l)
+            })
+            .transpose()
+            .map_err(err(
+                "statsd TCP",
+                &format!("{:?}", cfg.listen.statsd_tcp),
+                "listen.statsd_tcp",
+            ))?;
+        let unix = cfg
+            .listen
+            .statsd_unix
+            .as_ref()
+            .map(|p| {
+                unix::bind(p).map(|s| (s, p.clone())).map_err(err(
+                    "statsd Unix socket",
+                    &p.display(),
+                    "listen.statsd_unix",
+                ))
+            })
+            .transpose()?;
+        let http = std::net::TcpListener::bind(cfg.listen.http)
+            .and_then(|l| l.set_nonblocking(true).map(|()| l))
+            .map_err(err("HTTP", &cfg.listen.http, "listen.http"))?;
+        Ok(Listeners {
+            udp,
+            tcp,
+            unix,
+            http,
+        })
+    }
+
+    /// The HTTP address actually bound.
+    pub fn http_addr(&self) -> io::Result<SocketAddr> {
+        self.http.local_addr()
+    }
+
+    /// One line naming every bound address, e.g. for logs and tests.
+    #[must_use]
+    pub fn describe(&self) -> String {
+        let mut s = String::new();
+        if let Some(u) = &self.udp {
+            s += &format!("statsd_udp={} ", u.local_addr);
+        }
+        if let Some(Ok(a)) = self.tcp.as_ref().map(|t| t.local_addr()) {
+            s += &format!("statsd_tcp={a} ");
+        }
+        if let Some((_, p)) = &self.unix {
+            s += &format!("statsd_unix={} ", p.display());
+        }
+        if let Ok(a) = self.http.local_addr() {
+            s += &format!("http={a}");
+        }
+        s
+    }
+}
+
+/// Serves until `shutdown` completes, then stops gracefully.
+pub async fn run(
+    cfg: Config,
+    config_path: Option<PathBuf>,
+    listeners: Listeners,
+    clock: Arc<dyn Clock>,
+    shutdown: impl Future<Output = ()>,
+) -> io::Result<()> {
+    let shards = std::thread::available_parallelism().map_or(8, |n| n.get() * 8);
+    let registry = Arc::new(Registry::new(Plan::from_config(&cfg), shards));
+    let telemetry = Arc::new(Telemetry::new().map_err(io::Error::other)?);
+    telemetry
+        .registry
+        .register(Box::new(SeriesCollector::new(
+            registry.clone(),
+            clock.clone(),
+        )))
+        .map_err(io::Error::other)?;
+    let ingestor = Arc::new(Ingestor::new(
+        registry.clone(),
+        telemetry.clone(),
+        clock.clone(),
+    ));
+    let reloader = Arc::new(Reloader::new(
+        config_path,
+        cfg.clone(),
+        registry.clone(),
+        telemetry.clone(),
+    ));
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut threads = Vec::new();
+
+    let mut udp_port = None;
+    if let Some(u) = listeners.udp {
+        udp_port = Some(u.local_addr.port());
+        telemetry
+            .udp_recv_buffer
+            .set(i64::try_from(u.recv_buffer).unwrap_or(i64::MAX));
+        if u.recv_buffer < cfg.ingest.udp_recv_buffer_bytes {
+            tracing::warn!(asked = cfg.ingest.udp_recv_buffer_bytes, granted = u.recv_buffer, "The kernel granted a smaller UDP receive buffer than configured; raise net.core.rmem_max to avoid drops under bursts.");
+        } else {
+            tracing::info!(granted = u.recv_buffer, "UDP receive buffer set.");
+        }
+        threads.extend(udp::spawn(u.sockets, ingestor.clone(), stop.clone())?);
+    }
+    if let Some((sock, _)) = listeners.unix {
+        threads.push(unix::spawn(sock, ingestor.clone(), stop.clone())?);
+    }
+    let tcp_task = match listeners.tcp {
+        Some(l) => {
+            let l = tokio::net::TcpListener::from_std(l)?;
+            Some(tokio::spawn(tcp::serve(
+                l,
+                ingestor.clone(),
+                cfg.ingest.tcp_max_connections,
+                cfg.ingest.max_line_bytes,
+                stop_rx.clone(),
+            )))
+        }
+        None => None,
+    };
+
+    // Sweeper: expire idle series.
+    let sweep_every =
+        (cfg.series.ttl / 4).clamp(Duration::from_millis(100), Duration::from_secs(10));
+    let sweeper = {
+        let (registry, clock, mut rx) = (registry.clone(), clock.clone(), stop_rx.clone());
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(sweep_every);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {
+                        let n = registry.sweep(clock.now());
+                        if n > 0 {
+                            tracing::debug!(expired = n, "Expired idle series.");
+                        }
+                    }
+                    _ = rx.changed() => return,
+                }
+            }
+        })
+    };
+
+    // SIGHUP reloads the config.
+    let hup = {
+        let (reloader, mut rx) = (reloader.clone(), stop_rx.clone());
+        let mut sig = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    s = sig.recv() => {
+                        if s.is_none() { return; }
+                        let r = reloader.clone();
+                        let _ = tokio::task::spawn_blocking(move || r.reload()).await;
+                    }
+                    _ = rx.changed() => return,
+                }
+            }
+        })
+    };
+
+    let state = AppState {
+        ingestor: ingestor.clone(),
+        reloader,
+        udp_port,
+        max_body: cfg.ingest.http_max_body_bytes,
+    };
+    let http = tokio::net::TcpListener::from_std(listeners.http)?;
+    let mut http_rx = stop_rx.clone();
+    let server = tokio::spawn(async move {
+        axum::serve(http, router(state))
+            .with_graceful_shutdown(async move {
+                let _ = http_rx.changed().await;
+            })
+            .await
+    });
+
+    shutdown.await;
+    tracing::info!("Shutting down: processing what was received, then exiting.");
+    stop.store(true, Ordering::Relaxed);
+    let _ = stop_tx.send(true);
+    for t in threads {
+        let _ = tokio::task::spawn_blocking(move || t.join()).await;
+    }
+    if let Some(t) = tcp_task {
+        let _ = t.await;
+    }
+    let _ = sweeper.await;
+    let _ = hup.await;
+    match tokio::time::timeout(Duration::from_secs(5), server).await {
+        Ok(Ok(Ok(()))) => {}
+        Ok(Ok(Err(e))) => tracing::warn!(error = %e, "HTTP server stopped with an error."),
+        Ok(Err(e)) => tracing::warn!(error = %e, "HTTP server task failed."),
+        Err(_) => tracing::warn!("HTTP connections still open after 5s; exiting anyway."),
+    }
+    Ok(())
+}

@@ -1,0 +1,191 @@
+//! JSON shapes of the API: series statistics out, samples in.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+
+use crate::clock::Timestamp;
+use crate::mapping::Glob;
+use crate::parse::MetricKind;
+use crate::series::Registry;
+
+/// One series in `GET /api/v1/series`.
+#[derive(Serialize, Debug)]
+pub struct SeriesJson {
+    /// statsd name after mapping.
+    pub metric: String,
+    /// statsd type (`counter`, `gauge`, ...).
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// Labels (sanitised tags and mapping labels).
+    pub labels: BTreeMap<String, String>,
+    /// Statistics per window name.
+    pub windows: BTreeMap<String, WindowJson>,
+}
+
+/// One window's statistics.
+#[derive(Serialize, Debug)]
+pub struct WindowJson {
+    /// Weighted samples (go-zero Count).
+    pub samples: f64,
+    /// Weighted sum (go-zero Sum).
+    pub sum: f64,
+    /// Per second over the covered time.
+    pub rate: f64,
+    /// Average, if any samples.
+    pub avg: Option<f64>,
+    /// Minimum, if any samples.
+    pub min: Option<f64>,
+    /// Maximum, if any samples.
+    pub max: Option<f64>,
+    /// Quantiles by q, for timers, histograms, distributions.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub quantiles: BTreeMap<String, Option<f64>>,
+    /// Distinct members, for sets.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unique: Option<u64>,
+}
+
+/// Every series whose statsd name matches `glob` (all if `None`), sorted.
+#[must_use]
+pub fn series(registry: &Registry, now: Timestamp, glob: Option<&Glob>) -> Vec<SeriesJson> {
+    let plan = registry.plan();
+    let mut out = Vec::new();
+    registry.visit(|meta, state| {
+        if glob.is_some_and(|g| !g.is_match(&meta.metric)) {
+            return;
+        }
+        let windows = meta
+            .windows
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                let v = state.window_view(i, now, &plan.quantiles);
+                let finite = |x: Option<f64>| x.filter(|f| f.is_finite());
+                (
+                    name.clone(),
+                    WindowJson {
+                        samples: v.samples,
+                        sum: v.sum,
+                        rate: v.rate,
+                        avg: finite(v.avg),
+                        min: finite(v.min),
+                        max: finite(v.max),
+                        quantiles: v
+                            .quantiles
+                            .iter()
+                            .map(|(q, x)| (q.to_string(), finite(*x)))
+                            .collect(),
+                        unique: v.unique,
+                    },
+                )
+            })
+            .collect();
+        out.push(SeriesJson {
+            metric: meta.metric.clone(),
+            kind: meta.kind.as_str(),
+            labels: meta.labels.iter().cloned().collect(),
+            windows,
+        });
+    });
+    out.sort_by(|a, b| (&a.metric, &a.labels).cmp(&(&b.metric, &b.labels)));
+    out
+}
+
+/// One sample of `POST /api/v1/ingest` with `Content-Type: application/json`.
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct SampleJson {
+    /// statsd name.
+    pub name: String,
+    /// `counter`/`c`, `gauge`/`g`, `timer`/`ms`, `histogram`/`h`,
+    /// `distribution`/`d`, `set`/`s`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// A number, or a string (set members, signed gauge deltas such as "+3").
+    pub value: serde_json::Value,
+    /// Optional sample rate in (0, 1].
+    #[serde(default)]
+    pub sample_rate: Option<f64>,
+    /// Optional tags.
+    #[serde(default)]
+    pub tags: BTreeMap<String, String>,
+}
+
+/// Turns a JSON array of samples into statsd lines, so that JSON input goes
+/// through the one parser. Errors name the offending item.
+pub fn samples_to_lines(body: &[u8]) -> Result<Vec<u8>, String> {
+    let samples: Vec<SampleJson> = serde_json::from_slice(body)
+        .map_err(|e| format!("the body is not a JSON array of samples ({e}); expected [{{\"name\": \"a.b\", \"type\": \"counter\", \"value\": 1, \"tags\": {{\"k\": \"v\"}}}}]"))?;
+    let mut out = String::new();
+    for (i, s) in samples.iter().enumerate() {
+        let item = i + 1;
+        let bad = |what: &str| format!("sample {item} (`{}`): {what}", s.name);
+        let kind = MetricKind::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s.kind || k.statsd_type() == s.kind)
+            .ok_or_else(|| bad(&format!("unknown type `{}`", s.kind)))?;
+        if s.name.contains([':', '|', '\n', '#', ',', '[']) {
+            return Err(bad(
+                "the name may not contain ':', '|', '#', ',', '[' or a newline",
+            ));
+        }
+        let value = match &s.value {
+            serde_json::Value::Number(n) => n.to_string(),
+            serde_json::Value::String(v) => v.clone(),
+            _ => return Err(bad("`value` must be a number or a string")),
+        };
+        if value.contains(['|', '\n']) {
+            return Err(bad("the value may not contain '|' or a newline"));
+        }
+        let _ = write!(out, "{}:{}|{}", s.name, value, kind.statsd_type());
+        if let Some(r) = s.sample_rate {
+            let _ = write!(out, "|@{r}");
+        }
+        if !s.tags.is_empty() {
+            out.push_str("|#");
+            for (j, (k, v)) in s.tags.iter().enumerate() {
+                if k.contains([',', '|', ':', '\n']) || v.contains([',', '|', '\n']) {
+                    return Err(bad("tag keys may not contain ',', '|', ':' or newlines; values not ',', '|' or newlines"));
+                }
+                if j > 0 {
+                    out.push(',');
+                }
+                if v.is_empty() {
+                    out.push_str(k);
+                } else {
+                    let _ = write!(out, "{k}:{v}");
+                }
+            }
+        }
+        out.push('\n');
+    }
+    Ok(out.into_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_samples_become_statsd_lines() {
+        let body = br#"[{"name":"a.b","type":"counter","value":2,"sample_rate":0.5,"tags":{"x":"1","bare":""}},
+                       {"name":"u","type":"s","value":"alice"},{"name":"g","type":"gauge","value":"+3"}]"#;
+        let text = String::from_utf8(samples_to_lines(body).unwrap()).unwrap();
+        assert_eq!(text, "a.b:2|c|@0.5|#bare,x:1\nu:alice|s\ng:+3|g\n");
+    }
+
+    #[test]
+    fn bad_json_samples_name_the_item() {
+        let e = samples_to_lines(
+            br#"[{"name":"ok","type":"c","value":1},{"name":"x","type":"nope","value":1}]"#,
+        )
+        .unwrap_err();
+        assert!(e.starts_with("sample 2 (`x`): unknown type"), "{e}");
+        let e = samples_to_lines(br#"{"name":"x"}"#).unwrap_err();
+        assert!(e.contains("not a JSON array"), "{e}");
+        let e = samples_to_lines(br#"[{"name":"a|b","type":"c","value":1}]"#).unwrap_err();
+        assert!(e.contains("may not contain"), "{e}");
+    }
+}

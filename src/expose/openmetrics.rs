@@ -1,0 +1,132 @@
+//! OpenMetrics 1.0 text, for scrapers that ask for it in `Accept`.
+//!
+//! The `prometheus` crate encodes only the classic text format; the two
+//! differ in a few points this encoder handles: a counter family's metadata
+//! name drops the `_total` suffix its samples keep, label values and help
+//! escape quotes, infinities are `+Inf`/`-Inf`, and the exposition ends with
+//! `# EOF`.
+
+use std::fmt::Write as _;
+
+use prometheus::proto::{Metric, MetricFamily, MetricType};
+
+/// The Content-Type of an OpenMetrics response.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+fn num(v: f64) -> String {
+    if v.is_nan() {
+        "NaN".into()
+    } else if v == f64::INFINITY {
+        "+Inf".into()
+    } else if v == f64::NEG_INFINITY {
+        "-Inf".into()
+    } else {
+        format!("{v}")
+    }
+}
+
+fn escape(s: &str, out: &mut String) {
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+}
+
+fn labels(m: &Metric, extra: Option<(&str, &str)>, out: &mut String) {
+    let ls = m.get_label();
+    if ls.is_empty() && extra.is_none() {
+        return;
+    }
+    out.push('{');
+    let mut first = true;
+    for l in ls {
+        if !first {
+            out.push(',');
+        }
+        first = false;
+        out.push_str(l.name());
+        out.push_str("=\"");
+        escape(l.value(), out);
+        out.push('"');
+    }
+    if let Some((k, v)) = extra {
+        if !first {
+            out.push(',');
+        }
+        let _ = write!(out, "{k}=\"{v}\"");
+    }
+    out.push('}');
+}
+
+/// Encodes `families` as OpenMetrics text into `out`.
+pub fn encode(families: &[MetricFamily], out: &mut String) -> prometheus::Result<()> {
+    for f in families {
+        let name = f.name();
+        let (meta_name, kind) = match f.get_field_type() {
+            MetricType::COUNTER => (name.strip_suffix("_total").unwrap_or(name), "counter"),
+            MetricType::GAUGE => (name, "gauge"),
+            MetricType::HISTOGRAM => (name, "histogram"),
+            MetricType::SUMMARY => (name, "summary"),
+            MetricType::UNTYPED => (name, "unknown"),
+        };
+        let _ = writeln!(out, "# TYPE {meta_name} {kind}");
+        out.push_str("# HELP ");
+        out.push_str(meta_name);
+        out.push(' ');
+        escape(f.help(), out);
+        out.push('\n');
+        for m in f.get_metric() {
+            match f.get_field_type() {
+                MetricType::COUNTER => {
+                    let _ = write!(out, "{meta_name}_total");
+                    labels(m, None, out);
+                    let _ = writeln!(out, " {}", num(m.get_counter().get_value()));
+                }
+                MetricType::GAUGE => {
+                    out.push_str(name);
+                    labels(m, None, out);
+                    let _ = writeln!(out, " {}", num(m.get_gauge().get_value()));
+                }
+                MetricType::HISTOGRAM => {
+                    let h = m.get_histogram();
+                    for b in h.get_bucket() {
+                        let _ = write!(out, "{name}_bucket");
+                        labels(m, Some(("le", &num(b.upper_bound()))), out);
+                        let _ = writeln!(out, " {}", b.cumulative_count());
+                    }
+                    let _ = write!(out, "{name}_bucket");
+                    labels(m, Some(("le", "+Inf")), out);
+                    let _ = writeln!(out, " {}", h.get_sample_count());
+                    let _ = write!(out, "{name}_sum");
+                    labels(m, None, out);
+                    let _ = writeln!(out, " {}", num(h.get_sample_sum()));
+                    let _ = write!(out, "{name}_count");
+                    labels(m, None, out);
+                    let _ = writeln!(out, " {}", h.get_sample_count());
+                }
+                MetricType::SUMMARY => {
+                    let s = m.get_summary();
+                    for q in s.get_quantile() {
+                        out.push_str(name);
+                        labels(m, Some(("quantile", &num(q.quantile()))), out);
+                        let _ = writeln!(out, " {}", num(q.value()));
+                    }
+                    let _ = write!(out, "{name}_sum");
+                    labels(m, None, out);
+                    let _ = writeln!(out, " {}", num(s.sample_sum()));
+                    let _ = write!(out, "{name}_count");
+                    labels(m, None, out);
+                    let _ = writeln!(out, " {}", s.sample_count());
+                }
+                // rollstat never produces untyped metrics.
+                MetricType::UNTYPED => {}
+            }
+        }
+    }
+    out.push_str("# EOF\n");
+    Ok(())
+}

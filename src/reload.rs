@@ -1,0 +1,73 @@
+//! Config reloads (SIGHUP and `POST /-/reload`): a bad file keeps the old
+//! config in force, says why, and sets the last-reload-success gauge to 0.
+//!
+//! What a reload changes: windows, mappings, quantiles, histogram buckets,
+//! TTL and the series cap, for series created afterwards (existing series
+//! keep their windows and names until they expire). Listeners and ingest
+//! limits are read at start only; changing them needs a restart, and the
+//! reload log says so.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::config::{Config, ConfigError};
+use crate::series::{Plan, Registry};
+use crate::telemetry::Telemetry;
+
+/// Reloads the config file into the registry.
+pub struct Reloader {
+    path: Option<PathBuf>,
+    registry: Arc<Registry>,
+    telemetry: Arc<Telemetry>,
+    current: Mutex<Config>,
+}
+
+impl Reloader {
+    /// A reloader for the config at `path` (None: built-in defaults, nothing
+    /// to reload), currently `config`.
+    #[must_use]
+    pub fn new(
+        path: Option<PathBuf>,
+        config: Config,
+        registry: Arc<Registry>,
+        telemetry: Arc<Telemetry>,
+    ) -> Self {
+        Reloader {
+            path,
+            registry,
+            telemetry,
+            current: Mutex::new(config),
+        }
+    }
+
+    /// Reads the file again and applies it, or keeps the old config.
+    pub fn reload(&self) -> Result<(), ConfigError> {
+        let Some(path) = &self.path else {
+            tracing::info!("Reload asked, but rollstat runs on built-in defaults (no --config); nothing to reload.");
+            self.telemetry.reloads.with_label_values(&["ok"]).inc();
+            return Ok(());
+        };
+        match Config::load(path) {
+            Ok(cfg) => {
+                let mut cur = self.current.lock();
+                if cfg.listen != cur.listen || cfg.ingest != cur.ingest {
+                    tracing::warn!(path = %path.display(), "[listen] and [ingest] changes take effect only after a restart.");
+                }
+                self.registry.set_plan(Plan::from_config(&cfg));
+                *cur = cfg;
+                self.telemetry.reloads.with_label_values(&["ok"]).inc();
+                self.telemetry.last_reload_success.set(1);
+                tracing::info!(path = %path.display(), "Config reloaded; new series follow it.");
+                Ok(())
+            }
+            Err(e) => {
+                self.telemetry.reloads.with_label_values(&["error"]).inc();
+                self.telemetry.last_reload_success.set(0);
+                tracing::error!("Config reload failed; the previous config stays in force. {e}");
+                Err(e)
+            }
+        }
+    }
+}

@@ -1,0 +1,324 @@
+//! Self-metrics: every drop and error is a named, counted event.
+//!
+//! Ingest workers count into a plain [`LocalCounts`] per batch and flush it
+//! with a handful of atomic adds, so the hot path never touches a label map.
+//! Values the registry already keeps (series, created, expired, refused) are
+//! read at scrape time by [`RegistryCollector`].
+
+use prometheus::proto::{Counter, Gauge, LabelPair, Metric, MetricFamily, MetricType};
+use prometheus::{Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts, Registry};
+
+use crate::parse::{ParseError, SkipKind};
+use crate::series::{Refusal, Registry as SeriesRegistry};
+
+/// Where lines come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    /// statsd over UDP.
+    Udp,
+    /// statsd over TCP.
+    Tcp,
+    /// statsd over a Unix datagram socket.
+    Unix,
+    /// POST /api/v1/ingest.
+    Http,
+}
+
+impl Transport {
+    /// All transports, in label order.
+    pub const ALL: [Transport; 4] = [
+        Transport::Udp,
+        Transport::Tcp,
+        Transport::Unix,
+        Transport::Http,
+    ];
+
+    /// The `transport` label.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Transport::Udp => "udp",
+            Transport::Tcp => "tcp",
+            Transport::Unix => "unix",
+            Transport::Http => "http",
+        }
+    }
+
+    const fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Rejections that happen before or around the parser.
+pub const FRAMING_REASONS: [&str; 1] = ["line_too_long"];
+
+/// Counts gathered by one worker for one batch, flushed at once.
+#[derive(Debug, Default, Clone)]
+pub struct LocalCounts {
+    /// Accepted sample lines.
+    pub lines: u64,
+    /// Packets, datagrams, reads or requests.
+    pub packets: u64,
+    /// Rejected lines by parser reason (ParseError::ALL_REASONS order).
+    pub rejected: [u64; ParseError::ALL_REASONS.len()],
+    /// Lines rejected by framing (FRAMING_REASONS order).
+    pub framing: [u64; FRAMING_REASONS.len()],
+    /// Skipped events and service checks (SkipKind::ALL_REASONS order).
+    pub skipped: [u64; 2],
+    /// Lines dropped by a mapping rule.
+    pub dropped_by_mapping: u64,
+    /// Lines refused by the registry (Refusal::ALL_REASONS order); the
+    /// registry counts these itself (`rollstat_series_refused_total`).
+    pub refused: [u64; 3],
+}
+
+impl LocalCounts {
+    /// Counts one parse error.
+    pub fn reject(&mut self, e: ParseError) {
+        if let Some(i) = ParseError::ALL_REASONS
+            .iter()
+            .position(|r| *r == e.reason())
+        {
+            self.rejected[i] += 1;
+        }
+    }
+
+    /// Counts one skipped line.
+    pub fn skip(&mut self, k: SkipKind) {
+        self.skipped[usize::from(k == SkipKind::ServiceCheck)] += 1;
+    }
+
+    /// Counts one registry refusal.
+    pub fn refuse(&mut self, r: Refusal) {
+        if let Some(i) = Refusal::ALL_REASONS.iter().position(|x| *x == r.reason()) {
+            self.refused[i] += 1;
+        }
+    }
+
+    /// Total rejected lines (parse + framing + refused).
+    #[must_use]
+    pub fn total_rejected(&self) -> u64 {
+        self.rejected.iter().sum::<u64>()
+            + self.framing.iter().sum::<u64>()
+            + self.refused.iter().sum::<u64>()
+    }
+}
+
+/// The daemon's own metrics, registered in one `prometheus::Registry` that
+/// also carries the series collector.
+pub struct Telemetry {
+    /// The registry `/metrics` gathers.
+    pub registry: Registry,
+    lines: Vec<IntCounter>,
+    packets: Vec<IntCounter>,
+    rejected: Vec<IntCounter>,
+    framing: Vec<IntCounter>,
+    skipped: Vec<IntCounter>,
+    dropped_by_mapping: IntCounter,
+    /// Config reloads by result (`ok`, `error`).
+    pub reloads: IntCounterVec,
+    /// 1 if the last reload succeeded (or none happened), else 0.
+    pub last_reload_success: IntGauge,
+    /// Time to render /metrics.
+    pub scrape_duration: Histogram,
+    /// Kernel receive-queue drops on our UDP sockets (from /proc/net/udp).
+    pub udp_kernel_drops: IntGauge,
+    /// Receive buffer the kernel granted per UDP socket.
+    pub udp_recv_buffer: IntGauge,
+}
+
+fn counter_vec(
+    r: &Registry,
+    name: &str,
+    help: &str,
+    label: &str,
+    values: &[&str],
+) -> prometheus::Result<Vec<IntCounter>> {
+    let v = IntCounterVec::new(Opts::new(name, help), &[label])?;
+    r.register(Box::new(v.clone()))?;
+    values
+        .iter()
+        .map(|x| v.get_metric_with_label_values(&[x]))
+        .collect()
+}
+
+impl Telemetry {
+    /// Registers every self-metric, with all label values at zero.
+    pub fn new() -> prometheus::Result<Telemetry> {
+        let r = Registry::new();
+        let transports: Vec<&str> = Transport::ALL.iter().map(|t| t.as_str()).collect();
+        let lines = counter_vec(
+            &r,
+            "rollstat_ingest_lines_total",
+            "statsd sample lines accepted, by transport.",
+            "transport",
+            &transports,
+        )?;
+        let packets = counter_vec(
+            &r,
+            "rollstat_ingest_packets_total",
+            "Datagrams, TCP reads or HTTP requests received, by transport.",
+            "transport",
+            &transports,
+        )?;
+        let rejected = counter_vec(
+            &r,
+            "rollstat_ingest_rejected_lines_total",
+            "Lines rejected by the statsd parser, by reason.",
+            "reason",
+            &ParseError::ALL_REASONS,
+        )?;
+        let framing = counter_vec(
+            &r,
+            "rollstat_ingest_framing_errors_total",
+            "Lines rejected before parsing (TCP framing), by reason.",
+            "reason",
+            &FRAMING_REASONS,
+        )?;
+        let skipped = counter_vec(
+            &r,
+            "rollstat_ingest_skipped_lines_total",
+            "DogStatsD events and service checks recognised and skipped, by kind.",
+            "kind",
+            &SkipKind::ALL_REASONS,
+        )?;
+        let dropped_by_mapping = IntCounter::new(
+            "rollstat_ingest_dropped_by_mapping_total",
+            "Lines dropped by a `drop` mapping rule.",
+        )?;
+        r.register(Box::new(dropped_by_mapping.clone()))?;
+        let reloads = IntCounterVec::new(
+            Opts::new(
+                "rollstat_config_reloads_total",
+                "Config reloads, by result.",
+            ),
+            &["result"],
+        )?;
+        r.register(Box::new(reloads.clone()))?;
+        reloads.with_label_values(&["ok"]);
+        reloads.with_label_values(&["error"]);
+        let last_reload_success = IntGauge::new(
+            "rollstat_config_last_reload_success",
+            "1 if the last config reload succeeded (or none was tried), 0 if it failed.",
+        )?;
+        last_reload_success.set(1);
+        r.register(Box::new(last_reload_success.clone()))?;
+        let scrape_duration = Histogram::with_opts(
+            HistogramOpts::new(
+                "rollstat_scrape_duration_seconds",
+                "Time to render /metrics.",
+            )
+            .buckets(vec![
+                0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+            ]),
+        )?;
+        r.register(Box::new(scrape_duration.clone()))?;
+        let udp_kernel_drops = IntGauge::new("rollstat_udp_kernel_drops", "Datagrams the kernel dropped on rollstat's UDP sockets because their receive queue was full (from /proc/net/udp).")?;
+        r.register(Box::new(udp_kernel_drops.clone()))?;
+        let udp_recv_buffer = IntGauge::new(
+            "rollstat_udp_receive_buffer_bytes",
+            "Receive buffer the kernel granted each statsd UDP socket.",
+        )?;
+        r.register(Box::new(udp_recv_buffer.clone()))?;
+        let build = IntGauge::with_opts(
+            Opts::new("rollstat_build_info", "Build information; always 1.")
+                .const_label("version", env!("CARGO_PKG_VERSION")),
+        )?;
+        build.set(1);
+        r.register(Box::new(build))?;
+        Ok(Telemetry {
+            registry: r,
+            lines,
+            packets,
+            rejected,
+            framing,
+            skipped,
+            dropped_by_mapping,
+            reloads,
+            last_reload_success,
+            scrape_duration,
+            udp_kernel_drops,
+            udp_recv_buffer,
+        })
+    }
+
+    /// Adds a worker's batch counts and zeroes them.
+    pub fn flush(&self, t: Transport, c: &mut LocalCounts) {
+        let i = t.index();
+        if c.lines > 0 {
+            self.lines[i].inc_by(c.lines);
+        }
+        if c.packets > 0 {
+            self.packets[i].inc_by(c.packets);
+        }
+        for (n, ctr) in c.rejected.iter().zip(&self.rejected) {
+            if *n > 0 {
+                ctr.inc_by(*n);
+            }
+        }
+        for (n, ctr) in c.framing.iter().zip(&self.framing) {
+            if *n > 0 {
+                ctr.inc_by(*n);
+            }
+        }
+        for (n, ctr) in c.skipped.iter().zip(&self.skipped) {
+            if *n > 0 {
+                ctr.inc_by(*n);
+            }
+        }
+        if c.dropped_by_mapping > 0 {
+            self.dropped_by_mapping.inc_by(c.dropped_by_mapping);
+        }
+        *c = LocalCounts::default();
+    }
+
+    /// Lines accepted so far on `t` (for tests and the load tool).
+    #[must_use]
+    pub fn lines(&self, t: Transport) -> u64 {
+        self.lines[t.index()].get()
+    }
+}
+
+fn fam(name: &str, help: &str, t: MetricType, metrics: Vec<Metric>) -> MetricFamily {
+    let mut f = MetricFamily::default();
+    f.set_name(name.to_string());
+    f.set_help(help.to_string());
+    f.set_field_type(t);
+    f.set_metric(metrics);
+    f
+}
+
+fn counter_metric(v: f64, label: Option<(&str, &str)>) -> Metric {
+    let mut c = Counter::default();
+    c.set_value(v);
+    let mut m = Metric::default();
+    m.set_counter(c);
+    if let Some((k, val)) = label {
+        let mut l = LabelPair::default();
+        l.set_name(k.to_string());
+        l.set_value(val.to_string());
+        m.set_label(vec![l]);
+    }
+    m
+}
+
+/// The series registry's own statistics, read at scrape time (the series
+/// collector appends them: a registry takes one description-less collector).
+#[must_use]
+pub fn registry_families(series: &SeriesRegistry) -> Vec<MetricFamily> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let c = &series.counters;
+    let mut g = Gauge::default();
+    g.set_value(series.len() as f64);
+    let refused: Vec<Metric> = Refusal::ALL_REASONS
+        .iter()
+        .zip(&c.refused)
+        .map(|(r, n)| counter_metric(n.load(Relaxed) as f64, Some(("reason", r))))
+        .collect();
+    vec![
+            fam("rollstat_series", "Series held (name + tag set), including drop-rule markers.", MetricType::GAUGE, vec![Metric::from_gauge(g)]),
+            fam("rollstat_series_created_total", "Series created.", MetricType::COUNTER, vec![counter_metric(c.created.load(Relaxed) as f64, None)]),
+            fam("rollstat_series_expired_total", "Series removed after their TTL without writes.", MetricType::COUNTER, vec![counter_metric(c.expired.load(Relaxed) as f64, None)]),
+            fam("rollstat_series_refused_total", "Lines refused by the series registry, by reason (series_cap, type_conflict, label_collision).", MetricType::COUNTER, refused),
+        ]
+}
