@@ -90,3 +90,8 @@ pub mod telemetry;
 pub mod window;
 
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
+
+/// The README's Rust examples, compiled and run by `cargo test`.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
