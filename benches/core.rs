@@ -1,1 +1,6 @@
-fn main() {}
+//! The `core` benchmark binary: one criterion group per core module.
+
+mod limit;
+
+criterion::criterion_group!(benches, limit::benches);
+criterion::criterion_main!(benches);

@@ -18,6 +18,8 @@ pub struct SlidingCounter {
     windows: Box<[Window]>,
     /// The latest `now` seen; earlier ones are clamped to it.
     last_now: u64,
+    /// The smallest `max` of all limits: a larger `n` can never be admitted.
+    min_max: u32,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -84,9 +86,15 @@ impl Window {
         if self.prev == 0 || room == 0 {
             return room;
         }
-        let w = u128::from(self.limit.window);
-        let used_prev = self.weighted_prev(now).div_ceil(w);
-        // `used_prev <= prev <= u32::MAX`.
+        let w = self.limit.window;
+        let left = w - (now - self.start);
+        // ceil(prev · left / W) <= prev <= u32::MAX. 64-bit division when the
+        // product fits (windows up to ~4 s for any prev, far longer in
+        // practice), 128-bit otherwise.
+        let used_prev = match u64::from(self.prev).checked_mul(left) {
+            Some(p) => p.div_ceil(w),
+            None => (u128::from(self.prev) * u128::from(left)).div_ceil(u128::from(w)) as u64,
+        };
         room.saturating_sub(used_prev as u32)
     }
 
@@ -169,7 +177,19 @@ impl SlidingCounter {
         SlidingCounter {
             windows: limits.as_slice().iter().map(|&l| Window::new(l)).collect(),
             last_now: 0,
+            min_max: limits.as_slice().iter().map(Limit::max).min().unwrap_or(0),
         }
+    }
+
+    #[cold]
+    fn limits_error(&self, n: u32) -> AcquireError {
+        let limit = self
+            .windows
+            .iter()
+            .map(|w| w.limit)
+            .find(|l| n > l.max)
+            .unwrap_or(self.windows[0].limit);
+        AcquireError::InsufficientCapacity { n, limit }
     }
 
     /// Per limit, in the order given: the current window's start and the
@@ -187,9 +207,10 @@ impl LimitState for SlidingCounter {
         SlidingCounter::new(limits)
     }
 
+    #[inline]
     fn acquire(&mut self, n: u32, now: Timestamp) -> Result<Decision, AcquireError> {
-        if let Some(w) = self.windows.iter().find(|w| n > w.limit.max) {
-            return Err(AcquireError::InsufficientCapacity { n, limit: w.limit });
+        if n > self.min_max {
+            return Err(self.limits_error(n));
         }
         let now = now.as_nanos().max(self.last_now);
         self.last_now = now;

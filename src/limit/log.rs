@@ -21,6 +21,8 @@ pub struct SlidingLog {
     rings: Box<[Ring]>,
     /// The latest `now` seen; earlier ones are clamped to it.
     last_now: u64,
+    /// The smallest `max` of all limits: a larger `n` can never be admitted.
+    min_max: u32,
 }
 
 #[derive(Clone, Debug)]
@@ -31,6 +33,8 @@ struct Ring {
     entries: VecDeque<Entry>,
     /// Sum of the weights in `entries`; at most `limit.max`.
     used: u64,
+    /// Timestamp of the newest entry, when `used > 0` (saves a ring lookup).
+    newest: u64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -47,6 +51,7 @@ impl Ring {
             limit,
             entries: VecDeque::with_capacity(limit.max.min(INITIAL_ENTRIES) as usize),
             used: 0,
+            newest: 0,
         }
     }
 
@@ -72,6 +77,7 @@ impl Ring {
     #[inline]
     fn record(&mut self, n: u32, now: u64) {
         self.used += u64::from(n);
+        self.newest = now;
         match self.entries.back_mut() {
             // `used <= max <= u32::MAX`, so the merged weight fits.
             Some(e) if e.at == now => e.weight += n,
@@ -81,11 +87,24 @@ impl Ring {
 
     /// The wait until `n` more would fit, if nothing else is admitted: walk the
     /// oldest entries until enough weight has left the window.
+    #[inline]
     fn wait_for(&self, n: u32, now: u64) -> u64 {
         let excess = (self.used + u64::from(n)).saturating_sub(u64::from(self.limit.max));
         if excess == 0 {
             return 0;
         }
+        // Usually the oldest entry alone is enough.
+        match self.entries.front() {
+            Some(e) if u64::from(e.weight) >= excess => {
+                e.at.saturating_add(self.limit.window) - now
+            }
+            _ => self.wait_for_more(excess, now),
+        }
+    }
+
+    /// `wait_for` when several entries must expire.
+    #[cold]
+    fn wait_for_more(&self, excess: u64, now: u64) -> u64 {
         let mut freed = 0u64;
         for e in &self.entries {
             freed += u64::from(e.weight);
@@ -99,22 +118,23 @@ impl Ring {
         0
     }
 
+    #[inline]
     fn view(&self, now: u64) -> LimitView {
         LimitView {
             limit: self.limit,
             // `used <= max`, so this fits in u32.
             remaining: (u64::from(self.limit.max) - self.used) as u32,
-            reset: self
-                .entries
-                .back()
-                .map_or(0, |e| e.at.saturating_add(self.limit.window) - now),
+            reset: self.idle_at().saturating_sub(now),
         }
     }
 
+    #[inline]
     fn idle_at(&self) -> u64 {
-        self.entries
-            .back()
-            .map_or(0, |e| e.at.saturating_add(self.limit.window))
+        if self.used == 0 {
+            0
+        } else {
+            self.newest.saturating_add(self.limit.window)
+        }
     }
 }
 
@@ -127,7 +147,19 @@ impl SlidingLog {
         SlidingLog {
             rings: limits.as_slice().iter().map(|&l| Ring::new(l)).collect(),
             last_now: 0,
+            min_max: limits.as_slice().iter().map(Limit::max).min().unwrap_or(0),
         }
+    }
+
+    #[cold]
+    fn limits_error(&self, n: u32) -> AcquireError {
+        let limit = self
+            .rings
+            .iter()
+            .map(|r| r.limit)
+            .find(|l| n > l.max)
+            .unwrap_or(self.rings[0].limit);
+        AcquireError::InsufficientCapacity { n, limit }
     }
 
     /// The admitted weight still inside each limit's window at the latest
@@ -142,12 +174,25 @@ impl LimitState for SlidingLog {
         SlidingLog::new(limits)
     }
 
+    #[inline]
     fn acquire(&mut self, n: u32, now: Timestamp) -> Result<Decision, AcquireError> {
-        if let Some(r) = self.rings.iter().find(|r| n > r.limit.max) {
-            return Err(AcquireError::InsufficientCapacity { n, limit: r.limit });
+        if n > self.min_max {
+            return Err(self.limits_error(n));
         }
         let now = now.as_nanos().max(self.last_now);
         self.last_now = now;
+        // The common case, one limit per key: no loops.
+        if let [r] = &mut *self.rings {
+            r.expire(now);
+            let allowed = r.admits(n);
+            let mut retry = 0;
+            if !allowed {
+                retry = r.wait_for(n, now);
+            } else if n > 0 {
+                r.record(n, now);
+            }
+            return Ok(decide(std::iter::once(r.view(now)), allowed, retry));
+        }
         let mut allowed = true;
         for r in self.rings.iter_mut() {
             r.expire(now);
@@ -380,6 +425,6 @@ mod tests {
             ok(&mut l, 1, T0 + Duration::from_millis(i));
         }
         let cap = l.rings[0].entries.capacity();
-        assert!(cap >= 100 && cap <= 256, "{cap}");
+        assert!((100..=256).contains(&cap), "{cap}");
     }
 }

@@ -75,11 +75,13 @@
 //! `[0, 1)`). At `t` in `[1, 2)` the estimate is `100 · (1 − (t − 1)) + curr`,
 //! so by time `t` about `100 · (t − 1)` more requests have been admitted. The
 //! exact rule counts the 100 from `0.999 s` until `1.999 s`, so an interval
-//! such as `(0.998 s, 1.998 s]`, one window long, holds those 100 plus the
-//! ~98 admitted in `[1 s, 1.998 s]`: **nearly `2N`**. The test
+//! one window long ending just before `1.999 s` holds those 100 plus nearly
+//! 100 more: **nearly `2N`**. The test
 //! `approximate_counter_can_admit_nearly_twice_the_limit_in_some_window`
-//! replays this with a request offered every millisecond and asserts the
-//! maximum it finds: MAXPLACEHOLDER. The counter never admits more than `2N` in an
+//! replays this with one request offered every millisecond: the counter
+//! admits one every 10 ms from `1.010 s` to `1.990 s`, and the window
+//! `(0.990 s, 1.990 s]` holds **199** (the exact log: 100). The counter never
+//! admits more than `2N` in an
 //! interval of length `W` (such an interval meets at most two fixed windows,
 //! each holding at most `N`). Conversely it under-admits when the previous
 //! window's traffic was bunched at its start. Use the log when the limit is a
@@ -355,31 +357,29 @@ struct LimitView {
 }
 
 /// Picks the binding limit: least remaining, then longest reset, then first.
-fn decide(views: impl Iterator<Item = LimitView>, allowed: bool, retry_after: u64) -> Decision {
-    let mut best: Option<LimitView> = None;
-    for v in views {
-        best = match best {
-            Some(b)
-                if (b.remaining, std::cmp::Reverse(b.reset))
-                    <= (v.remaining, std::cmp::Reverse(v.reset)) =>
-            {
-                Some(b)
-            }
-            _ => Some(v),
-        };
-    }
+#[inline]
+fn decide(mut views: impl Iterator<Item = LimitView>, allowed: bool, retry_after: u64) -> Decision {
     // `Limits` is never empty; the fallback is unreachable but keeps this total.
-    let b = best.unwrap_or(LimitView {
+    let mut b = views.next().unwrap_or(LimitView {
         limit: Limit { max: 1, window: 1 },
         remaining: 0,
         reset: 0,
     });
+    for v in views {
+        if (v.remaining, std::cmp::Reverse(v.reset)) < (b.remaining, std::cmp::Reverse(b.reset)) {
+            b = v;
+        }
+    }
     Decision {
         allowed,
         limit: b.limit,
         remaining: b.remaining,
         reset: Duration::from_nanos(b.reset),
-        retry_after: (!allowed).then(|| Duration::from_nanos(retry_after)),
+        retry_after: if allowed {
+            None
+        } else {
+            Some(Duration::from_nanos(retry_after))
+        },
     }
 }
 
