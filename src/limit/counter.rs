@@ -1,0 +1,391 @@
+//! The approximate sliding counter: per limit, the previous fixed window
+//! weighted by its remaining overlap plus the current window. See the
+//! [module docs](super) for the formula and its worst-case overshoot.
+
+use super::{decide, AcquireError, Decision, Limit, LimitState, LimitView, Limits};
+use crate::clock::Timestamp;
+
+/// Approximate sliding-counter state for one key and all its limits.
+///
+/// Per limit `(N, W)`: fixed windows `[kW, (k+1)W)` aligned on the Unix
+/// epoch, the admitted weight `prev` of the previous window and `curr` of the
+/// current one. Admits `n` at `now` iff for every limit
+/// `prev · (W − elapsed) / W + curr + n ≤ N`, compared exactly (no truncation,
+/// no floating point). `O(1)` memory and time per limit; a division only when
+/// time jumps two windows or more.
+#[derive(Clone, Debug)]
+pub struct SlidingCounter {
+    windows: Box<[Window]>,
+    /// The latest `now` seen; earlier ones are clamped to it.
+    last_now: u64,
+    /// The smallest `max` of all limits: a larger `n` can never be admitted.
+    min_max: u32,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Window {
+    limit: Limit,
+    /// Start of the current fixed window: a multiple of `W` since the epoch.
+    start: u64,
+    prev: u32,
+    curr: u32,
+}
+
+// === impl Window ===
+
+impl Window {
+    fn new(limit: Limit) -> Self {
+        Window {
+            limit,
+            start: 0,
+            prev: 0,
+            curr: 0,
+        }
+    }
+
+    /// Moves the current window to the one containing `now` (`now >= start`).
+    #[inline]
+    fn roll(&mut self, now: u64) {
+        let w = self.limit.window;
+        let elapsed = now - self.start;
+        if elapsed < w {
+            return;
+        }
+        if elapsed - w < w {
+            self.prev = self.curr;
+            self.start += w;
+        } else {
+            self.prev = 0;
+            self.start = now - now % w;
+        }
+        self.curr = 0;
+    }
+
+    /// `prev · (W − elapsed)`: `W` times the weighted previous-window term.
+    #[inline]
+    fn weighted_prev(&self, now: u64) -> u128 {
+        let left = self.limit.window - (now - self.start);
+        u128::from(self.prev) * u128::from(left)
+    }
+
+    /// Whether `n` more fit at `now` (after `roll(now)`).
+    #[inline]
+    fn admits(&self, n: u32, now: u64) -> bool {
+        let max = u64::from(self.limit.max);
+        let Some(room) = max.checked_sub(u64::from(self.curr) + u64::from(n)) else {
+            return false;
+        };
+        self.prev == 0
+            || self.weighted_prev(now) <= u128::from(room) * u128::from(self.limit.window)
+    }
+
+    /// The largest `m` with `estimate + m ≤ N`:
+    /// `N − curr − ceil(prev · (W − elapsed) / W)`, at least 0.
+    fn remaining(&self, now: u64) -> u32 {
+        let room = self.limit.max.saturating_sub(self.curr);
+        if self.prev == 0 || room == 0 {
+            return room;
+        }
+        let w = self.limit.window;
+        let left = w - (now - self.start);
+        // ceil(prev · left / W) <= prev <= u32::MAX. 64-bit division when the
+        // product fits (windows up to ~4 s for any prev, far longer in
+        // practice), 128-bit otherwise.
+        let used_prev = match u64::from(self.prev).checked_mul(left) {
+            Some(p) => p.div_ceil(w),
+            None => (u128::from(self.prev) * u128::from(left)).div_ceil(u128::from(w)) as u64,
+        };
+        room.saturating_sub(used_prev as u32)
+    }
+
+    /// The earliest elapsed time in a window with `prev = p` at which
+    /// `p · (W − e) ≤ room · W`: `W − ⌊room · W / p⌋`, or 0. May equal `W`,
+    /// meaning "not within that window".
+    fn earliest_elapsed(&self, p: u32, room: u64) -> u64 {
+        if p == 0 {
+            return 0;
+        }
+        let w = self.limit.window;
+        let x = u128::from(room) * u128::from(w) / u128::from(p);
+        if x >= u128::from(w) {
+            0
+        } else {
+            // x < w, so it fits in u64.
+            w - x as u64
+        }
+    }
+
+    /// The wait until `n` would be admitted at `now` (after `roll(now)`), if
+    /// nothing else is admitted. Exact to the nanosecond: the estimate never
+    /// increases while nothing is admitted, so the first admitting instant is
+    /// found by solving the formula in the current window, then the next one
+    /// (where `prev` is today's `curr` and `curr` is 0), then the one after
+    /// (empty).
+    fn wait_for(&self, n: u32, now: u64) -> u64 {
+        if self.admits(n, now) {
+            return 0;
+        }
+        let w = self.limit.window;
+        let max = u64::from(self.limit.max);
+        let elapsed = now - self.start;
+        let curr = u64::from(self.curr);
+        let n = u64::from(n);
+        if curr + n <= max {
+            let e = self.earliest_elapsed(self.prev, max - curr - n);
+            if e < w {
+                // e > elapsed, since it does not admit now.
+                return e - elapsed;
+            }
+        }
+        // `n <= max` was checked by `acquire`.
+        let e = self.earliest_elapsed(self.curr, max - n);
+        let to_next = w - elapsed;
+        if e < w {
+            to_next.saturating_add(e)
+        } else {
+            to_next.saturating_add(w)
+        }
+    }
+
+    /// When the estimate reaches zero if nothing else is admitted.
+    fn idle_at(&self) -> u64 {
+        let w = self.limit.window;
+        if self.curr > 0 {
+            self.start.saturating_add(w).saturating_add(w)
+        } else if self.prev > 0 {
+            self.start.saturating_add(w)
+        } else {
+            0
+        }
+    }
+
+    fn view(&self, now: u64) -> LimitView {
+        LimitView {
+            limit: self.limit,
+            remaining: self.remaining(now),
+            reset: self.idle_at().saturating_sub(now),
+        }
+    }
+}
+
+// === impl SlidingCounter ===
+
+impl SlidingCounter {
+    /// A fresh counter for `limits`, nothing admitted.
+    #[must_use]
+    pub fn new(limits: &Limits) -> Self {
+        SlidingCounter {
+            windows: limits.as_slice().iter().map(|&l| Window::new(l)).collect(),
+            last_now: 0,
+            min_max: limits.as_slice().iter().map(Limit::max).min().unwrap_or(0),
+        }
+    }
+
+    #[cold]
+    fn limits_error(&self, n: u32) -> AcquireError {
+        let limit = self
+            .windows
+            .iter()
+            .map(|w| w.limit)
+            .find(|l| n > l.max)
+            .unwrap_or(self.windows[0].limit);
+        AcquireError::InsufficientCapacity { n, limit }
+    }
+
+    /// Per limit, in the order given: the current window's start and the
+    /// admitted weight of the previous and current fixed windows, as of the
+    /// latest `now` seen (for inspection).
+    pub fn counts(&self) -> impl Iterator<Item = (Limit, Timestamp, u32, u32)> + '_ {
+        self.windows
+            .iter()
+            .map(|w| (w.limit, Timestamp::from_nanos(w.start), w.prev, w.curr))
+    }
+}
+
+impl LimitState for SlidingCounter {
+    fn new(limits: &Limits) -> Self {
+        SlidingCounter::new(limits)
+    }
+
+    #[inline]
+    fn acquire(&mut self, n: u32, now: Timestamp) -> Result<Decision, AcquireError> {
+        if n > self.min_max {
+            return Err(self.limits_error(n));
+        }
+        let now = now.as_nanos().max(self.last_now);
+        self.last_now = now;
+        let mut allowed = true;
+        for w in self.windows.iter_mut() {
+            w.roll(now);
+            allowed &= w.admits(n, now);
+        }
+        let mut retry = 0;
+        if allowed {
+            for w in self.windows.iter_mut() {
+                // Admitted, so `curr + n <= max`.
+                w.curr += n;
+            }
+        } else {
+            for w in self.windows.iter() {
+                retry = retry.max(w.wait_for(n, now));
+            }
+        }
+        Ok(decide(
+            self.windows.iter().map(|w| w.view(now)),
+            allowed,
+            retry,
+        ))
+    }
+
+    fn idle_at(&self) -> Timestamp {
+        Timestamp::from_nanos(self.windows.iter().map(Window::idle_at).max().unwrap_or(0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    /// A multiple of 1 s and of 1 min: the start of a fixed window.
+    const T0: Timestamp = Timestamp::from_secs(1_767_225_600);
+    const NS: Duration = Duration::from_nanos(1);
+    const MS: Duration = Duration::from_millis(1);
+
+    fn counter(max: u32, window: Duration) -> SlidingCounter {
+        SlidingCounter::new(&Limit::new(max, window).unwrap().into())
+    }
+
+    fn ok(c: &mut SlidingCounter, n: u32, t: Timestamp) -> Decision {
+        c.acquire(n, t).unwrap()
+    }
+
+    #[test]
+    fn windows_are_aligned_on_the_epoch_grid() {
+        let mut c = counter(10, Duration::from_secs(1));
+        ok(&mut c, 1, T0 + Duration::from_millis(1500));
+        let (_, start, prev, curr) = c.counts().next().unwrap();
+        assert_eq!((start, prev, curr), (T0 + Duration::from_secs(1), 0, 1));
+    }
+
+    #[test]
+    fn previous_window_is_weighted_by_its_remaining_overlap() {
+        let mut c = counter(10, Duration::from_secs(1));
+        assert!(ok(&mut c, 10, T0 + Duration::from_millis(500)).allowed);
+        // At 1.25 s: estimate = 10 · 0.75 = 7.5, so 2 fit and 3 do not.
+        let t = T0 + Duration::from_millis(1250);
+        assert_eq!(ok(&mut c, 0, t).remaining, 2);
+        let d = ok(&mut c, 3, t);
+        assert!(!d.allowed);
+        // 3 fit once 10 · (1 − e) ≤ 7, at e = 0.3 s.
+        assert_eq!(d.retry_after, Some(Duration::from_millis(50)));
+        assert!(!ok(&mut c, 3, t + Duration::from_millis(50) - NS).allowed);
+        let d = ok(&mut c, 3, t + Duration::from_millis(50));
+        assert!(d.allowed);
+        // 10 · 0.7 + 3 = 10.
+        assert_eq!(d.remaining, 0);
+        // Reset: curr > 0, so the estimate is zero at the end of the next window.
+        assert_eq!(d.reset, Duration::from_millis(1700));
+    }
+
+    #[test]
+    fn no_truncation_is_stricter_than_russellluo() {
+        // prev = 3, elapsed = 0.5 W: estimate 1.5. RussellLuo truncates to 1
+        // and admits 2 more into N = 3; the exact rule admits only 1.
+        let mut c = counter(3, Duration::from_secs(1));
+        assert!(ok(&mut c, 3, T0).allowed);
+        let t = T0 + Duration::from_millis(1500);
+        assert!(!ok(&mut c, 2, t).allowed);
+        assert!(ok(&mut c, 1, t).allowed);
+    }
+
+    #[test]
+    fn when_the_current_window_is_full_the_retry_is_in_a_later_window() {
+        let w = Duration::from_secs(1);
+        let mut c = counter(4, w);
+        assert!(ok(&mut c, 4, T0 + Duration::from_millis(200)).allowed);
+        // curr = 4 = N: must wait for the next window, where prev = 4 and
+        // 1 fits once 4 · (1 − e) ≤ 3, at e = 0.25 s.
+        let d = ok(&mut c, 1, T0 + Duration::from_millis(300));
+        assert_eq!(d.retry_after, Some(Duration::from_millis(950)));
+        // n = N: only once prev has gone too, two windows after.
+        let d = ok(&mut c, 4, T0 + Duration::from_millis(300));
+        assert_eq!(d.retry_after, Some(Duration::from_millis(1700)));
+        assert!(!ok(&mut c, 4, T0 + Duration::from_secs(2) - NS).allowed);
+        assert!(ok(&mut c, 4, T0 + Duration::from_secs(2)).allowed);
+    }
+
+    #[test]
+    fn a_jump_of_two_windows_forgets_everything() {
+        let mut c = counter(2, Duration::from_secs(1));
+        assert!(ok(&mut c, 2, T0).allowed);
+        assert_eq!(c.idle_at(), T0 + Duration::from_secs(2));
+        assert!(!c.is_idle(T0 + Duration::from_secs(2) - NS));
+        assert!(c.is_idle(T0 + Duration::from_secs(2)));
+        let d = ok(&mut c, 2, T0 + Duration::from_secs(2));
+        assert!(d.allowed);
+        assert_eq!(c.counts().next().unwrap().2, 0);
+    }
+
+    #[test]
+    fn several_limits_at_once_all_must_admit_and_all_record() {
+        let per_s = Limit::per_second(100).unwrap();
+        let per_m = Limit::per_minute(1000).unwrap();
+        let mut c = SlidingCounter::new(&Limits::new([per_s, per_m]).unwrap());
+        let mut admitted = 0;
+        for i in 0..4000u64 {
+            if ok(&mut c, 1, T0 + Duration::from_millis(5 * i)).allowed {
+                admitted += 1;
+            }
+        }
+        // The minute window [T0, T0 + 60 s) has no previous traffic: exactly 1000.
+        assert_eq!(admitted, 1000);
+        let d = ok(&mut c, 1, T0 + Duration::from_secs(20));
+        assert_eq!((d.limit, d.remaining), (per_m, 0));
+        assert_eq!(d.retry_after, Some(Duration::from_secs(40) + MS * 60));
+        for (l, _, _, curr) in c.counts() {
+            if l == per_m {
+                assert_eq!(curr, 1000);
+            }
+        }
+    }
+
+    #[test]
+    fn denied_requests_do_not_consume() {
+        let mut c = counter(2, Duration::from_secs(1));
+        assert!(ok(&mut c, 2, T0).allowed);
+        for i in 1..1000 {
+            assert!(!ok(&mut c, 1, T0 + MS * i).allowed);
+        }
+        assert_eq!(c.counts().next().unwrap().3, 2);
+    }
+
+    #[test]
+    fn time_going_backwards_is_treated_as_the_latest_time_seen() {
+        let w = Duration::from_secs(1);
+        let mut c = counter(2, w);
+        assert!(ok(&mut c, 2, T0 + Duration::from_millis(500)).allowed);
+        assert!(ok(&mut c, 0, T0 + Duration::from_millis(1500)).allowed);
+        // Stale: decided at 1.5 s (estimate 1), not at 0.7 s (estimate 2).
+        let d = ok(&mut c, 1, T0 + Duration::from_millis(700));
+        assert!(d.allowed);
+        let (_, start, prev, curr) = c.counts().next().unwrap();
+        assert_eq!((start, prev, curr), (T0 + w, 2, 1));
+        assert!(ok(&mut c, 0, Timestamp::EPOCH).allowed);
+    }
+
+    #[test]
+    fn tiny_windows_and_huge_windows_do_not_overflow() {
+        let mut c = counter(5, Duration::from_nanos(1));
+        assert!(ok(&mut c, 5, T0).allowed);
+        let d = ok(&mut c, 5, T0);
+        assert_eq!(d.retry_after, Some(Duration::from_nanos(2)));
+        assert!(ok(&mut c, 5, T0 + Duration::from_nanos(2)).allowed);
+        let mut c = counter(u32::MAX, Duration::from_nanos(u64::MAX));
+        assert!(ok(&mut c, u32::MAX, Timestamp::from_nanos(u64::MAX - 1)).allowed);
+        let d = ok(&mut c, 1, Timestamp::from_nanos(u64::MAX - 1));
+        assert!(!d.allowed);
+        assert_eq!(c.idle_at(), Timestamp::from_nanos(u64::MAX));
+    }
+}

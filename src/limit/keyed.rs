@@ -1,0 +1,542 @@
+//! `KeyedLimiter<A>`: one limiter state per string key, sharded, bounded.
+//!
+//! # Design
+//!
+//! Keys are spread over `shards` (a power of two) by hash; each shard is a
+//! `parking_lot::Mutex` around a `HashMap<Box<str>, Slot<A>>`. An `acquire`
+//! hashes the key, locks one shard for the duration of one decision (a few
+//! tens of nanoseconds) and never touches another shard, so threads working on
+//! different keys rarely meet. Looking up an existing key by `&str` does not
+//! allocate; only a new key allocates its boxed name and its state.
+//!
+//! # Memory bound
+//!
+//! The cap `max_keys` is split across the shards (they differ by at most one).
+//! A key is *idle* once every admitted request it holds has expired at `now`
+//! ([`LimitState::is_idle`]): its state then decides exactly like a fresh one,
+//! so dropping it changes no decision. When a new key arrives at a full shard:
+//!
+//! 1. the shard's idle keys are dropped (counted as `evicted_idle`);
+//! 2. if the shard is still full, the [`OverflowPolicy`] decides:
+//!    [`EvictLeastRecent`](OverflowPolicy::EvictLeastRecent) drops the
+//!    shard's least recently used key (counted as `evicted_active`), or
+//!    [`RejectNewKeys`](OverflowPolicy::RejectNewKeys) denies the new key with
+//!    [`AcquireError::TooManyKeys`] (counted as `rejected_new_keys`).
+//!
+//! Both steps scan the shard: `O(max_keys / shards)` for a new key arriving at
+//! a full shard, nothing otherwise. [`KeyedLimiter::sweep`], run periodically
+//! by the daemon's sweeper, drops idle keys in every shard so that the cap is
+//! rarely reached by stale keys.
+//!
+//! Least-recent eviction forgets a key that still holds admitted requests; if
+//! that key comes back within its window it starts fresh and **can be
+//! over-admitted** (up to a full extra `N` in a window). That is the price of
+//! always accepting new keys; choose `RejectNewKeys` when the limit must hold
+//! for every key and a denied new key is acceptable (fail closed).
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+use super::{AcquireError, Decision, LimitState, Limits};
+use crate::clock::Timestamp;
+
+/// What to do when a new key arrives at a full shard with no idle key.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum OverflowPolicy {
+    /// Evict the shard's least recently used key. Always accepts new keys,
+    /// but the evicted key's history is forgotten, so that key can be
+    /// over-admitted if it returns within its window.
+    #[default]
+    EvictLeastRecent,
+    /// Deny the new key with [`AcquireError::TooManyKeys`] (fail closed);
+    /// every tracked key keeps its exact history.
+    RejectNewKeys,
+}
+
+/// How a [`KeyedLimiter`] is sized. Validated by [`KeyedLimiter::new`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct KeyedConfig {
+    /// The most keys tracked at once, over all shards (at least 1).
+    pub max_keys: usize,
+    /// Number of shards, a power of two. Reduced if `max_keys` is smaller, so
+    /// that every shard holds at least one key.
+    pub shards: usize,
+    /// What to do when a new key finds its shard full.
+    pub overflow: OverflowPolicy,
+}
+
+impl KeyedConfig {
+    /// The default number of shards.
+    pub const DEFAULT_SHARDS: usize = 16;
+
+    /// `max_keys` keys over [`DEFAULT_SHARDS`](Self::DEFAULT_SHARDS) shards,
+    /// evicting the least recently used key on overflow.
+    #[must_use]
+    pub fn new(max_keys: usize) -> Self {
+        KeyedConfig {
+            max_keys,
+            shards: Self::DEFAULT_SHARDS,
+            overflow: OverflowPolicy::EvictLeastRecent,
+        }
+    }
+
+    /// Sets the number of shards (a power of two).
+    #[must_use]
+    pub fn shards(mut self, shards: usize) -> Self {
+        self.shards = shards;
+        self
+    }
+
+    /// Sets the overflow policy.
+    #[must_use]
+    pub fn overflow(mut self, overflow: OverflowPolicy) -> Self {
+        self.overflow = overflow;
+        self
+    }
+}
+
+/// A keyed limiter configuration that cannot work.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyedConfigError {
+    /// `max_keys` was zero.
+    #[error("a keyed rate limiter needs room for at least 1 key; got max_keys = 0")]
+    NoKeys,
+    /// `shards` was not a power of two.
+    #[error(
+        "a keyed rate limiter's shard count must be a power of two (1, 2, 4, ... 16); got {0}"
+    )]
+    ShardsNotPowerOfTwo(usize),
+}
+
+/// Counters of a [`KeyedLimiter`], read with [`KeyedLimiter::stats`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KeyedStats {
+    /// Keys tracked now.
+    pub keys: usize,
+    /// The cap on keys.
+    pub max_keys: usize,
+    /// Keys created since the start.
+    pub created: u64,
+    /// Idle keys dropped (by a sweep, or to make room): no information lost.
+    pub evicted_idle: u64,
+    /// Keys with unexpired history dropped to make room for a new key
+    /// ([`OverflowPolicy::EvictLeastRecent`]): they may be over-admitted.
+    pub evicted_active: u64,
+    /// New keys denied because their shard was full
+    /// ([`OverflowPolicy::RejectNewKeys`]).
+    pub rejected_new_keys: u64,
+}
+
+/// Limiter state of algorithm `A` per string key, sharded and bounded; see the
+/// [module docs](self).
+pub struct KeyedLimiter<A> {
+    limits: Limits,
+    shards: Box<[Mutex<Shard<A>>]>,
+    /// `shards.len() - 1`.
+    mask: u64,
+    hasher: RandomState,
+    max_keys: usize,
+    overflow: OverflowPolicy,
+    keys: AtomicUsize,
+    created: AtomicU64,
+    evicted_idle: AtomicU64,
+    evicted_active: AtomicU64,
+    rejected_new_keys: AtomicU64,
+}
+
+struct Shard<A> {
+    map: HashMap<Box<str>, Slot<A>, RandomState>,
+    cap: usize,
+    /// Bumped on every access; a slot's `used` is the tick of its last access.
+    tick: u64,
+}
+
+struct Slot<A> {
+    state: A,
+    used: u64,
+}
+
+// === impl Shard ===
+
+impl<A: LimitState> Shard<A> {
+    /// Drops idle keys; returns how many.
+    fn sweep(&mut self, now: Timestamp) -> usize {
+        let before = self.map.len();
+        self.map.retain(|_, s| !s.state.is_idle(now));
+        before - self.map.len()
+    }
+}
+
+// === impl KeyedLimiter ===
+
+impl<A: LimitState> KeyedLimiter<A> {
+    /// A keyed limiter applying `limits` to every key.
+    pub fn new(limits: Limits, config: KeyedConfig) -> Result<Self, KeyedConfigError> {
+        if config.max_keys == 0 {
+            return Err(KeyedConfigError::NoKeys);
+        }
+        if !config.shards.is_power_of_two() {
+            return Err(KeyedConfigError::ShardsNotPowerOfTwo(config.shards));
+        }
+        let mut n = config.shards;
+        while n > config.max_keys {
+            n /= 2;
+        }
+        let hasher = RandomState::new();
+        let (base, extra) = (config.max_keys / n, config.max_keys % n);
+        let shards = (0..n)
+            .map(|i| {
+                let cap = base + usize::from(i < extra);
+                Mutex::new(Shard {
+                    map: HashMap::with_hasher(hasher.clone()),
+                    cap,
+                    tick: 0,
+                })
+            })
+            .collect();
+        Ok(KeyedLimiter {
+            limits,
+            shards,
+            mask: n as u64 - 1,
+            hasher,
+            max_keys: config.max_keys,
+            overflow: config.overflow,
+            keys: AtomicUsize::new(0),
+            created: AtomicU64::new(0),
+            evicted_idle: AtomicU64::new(0),
+            evicted_active: AtomicU64::new(0),
+            rejected_new_keys: AtomicU64::new(0),
+        })
+    }
+
+    /// The limits applied to every key.
+    #[must_use]
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    fn shard(&self, key: &str) -> &Mutex<Shard<A>> {
+        // The map uses the low bits of the same hash for its buckets and the
+        // top 7 for its control bytes; take the shard from the middle.
+        let h = self.hasher.hash_one(key);
+        &self.shards[((h >> 32) & self.mask) as usize]
+    }
+
+    /// Decides a request of weight `n` for `key` at `now`; see
+    /// [`LimitState::acquire`]. A new key is created (and admitted, since a
+    /// fresh state admits any `n` within the limits); a peek (`n == 0`) on an
+    /// unknown key creates nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`AcquireError::InsufficientCapacity`] if `n` exceeds a limit;
+    /// [`AcquireError::TooManyKeys`] for a new key at a full shard under
+    /// [`OverflowPolicy::RejectNewKeys`].
+    pub fn acquire(&self, key: &str, n: u32, now: Timestamp) -> Result<Decision, AcquireError> {
+        let mut shard = self.shard(key).lock();
+        shard.tick += 1;
+        let tick = shard.tick;
+        if let Some(slot) = shard.map.get_mut(key) {
+            slot.used = tick;
+            return slot.state.acquire(n, now);
+        }
+        self.limits.check_capacity(n)?;
+        let mut state = A::new(&self.limits);
+        if n == 0 {
+            return state.acquire(0, now);
+        }
+        if shard.map.len() >= shard.cap {
+            self.make_room(&mut shard, now)?;
+        }
+        let decision = state.acquire(n, now)?;
+        shard.map.insert(key.into(), Slot { state, used: tick });
+        self.keys.fetch_add(1, Ordering::Relaxed);
+        self.created.fetch_add(1, Ordering::Relaxed);
+        Ok(decision)
+    }
+
+    /// Frees one place in a full shard, or fails under `RejectNewKeys`.
+    fn make_room(&self, shard: &mut Shard<A>, now: Timestamp) -> Result<(), AcquireError> {
+        let swept = shard.sweep(now);
+        if swept > 0 {
+            self.keys.fetch_sub(swept, Ordering::Relaxed);
+            self.evicted_idle.fetch_add(swept as u64, Ordering::Relaxed);
+            return Ok(());
+        }
+        match self.overflow {
+            OverflowPolicy::EvictLeastRecent => {
+                let lru = shard
+                    .map
+                    .iter()
+                    .min_by_key(|(_, s)| s.used)
+                    .map(|(k, _)| k.clone());
+                if let Some(k) = lru {
+                    shard.map.remove(&k);
+                    self.keys.fetch_sub(1, Ordering::Relaxed);
+                    self.evicted_active.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(())
+            }
+            OverflowPolicy::RejectNewKeys => {
+                self.rejected_new_keys.fetch_add(1, Ordering::Relaxed);
+                let first_idle = shard
+                    .map
+                    .values()
+                    .map(|s| s.state.idle_at())
+                    .min()
+                    .unwrap_or(now);
+                Err(AcquireError::TooManyKeys {
+                    max_keys: self.max_keys,
+                    retry_after: first_idle
+                        .saturating_duration_since(now)
+                        .max(Duration::from_nanos(1)),
+                })
+            }
+        }
+    }
+
+    /// Drops every idle key in every shard (one shard locked at a time);
+    /// returns how many. No decision changes. Meant for a periodic sweeper.
+    pub fn sweep(&self, now: Timestamp) -> usize {
+        let mut total = 0;
+        for shard in self.shards.iter() {
+            total += shard.lock().sweep(now);
+        }
+        self.keys.fetch_sub(total, Ordering::Relaxed);
+        self.evicted_idle.fetch_add(total as u64, Ordering::Relaxed);
+        total
+    }
+
+    /// Forgets `key`; returns whether it was tracked.
+    pub fn remove(&self, key: &str) -> bool {
+        let removed = self.shard(key).lock().map.remove(key).is_some();
+        if removed {
+            self.keys.fetch_sub(1, Ordering::Relaxed);
+        }
+        removed
+    }
+
+    /// Whether `key` is tracked now.
+    #[must_use]
+    pub fn contains(&self, key: &str) -> bool {
+        self.shard(key).lock().map.contains_key(key)
+    }
+
+    /// Number of keys tracked now.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.keys.load(Ordering::Relaxed)
+    }
+
+    /// Whether no key is tracked.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Number of shards (after reduction for a small `max_keys`).
+    #[must_use]
+    pub fn shard_count(&self) -> usize {
+        self.shards.len()
+    }
+
+    /// A snapshot of the counters.
+    #[must_use]
+    pub fn stats(&self) -> KeyedStats {
+        KeyedStats {
+            keys: self.len(),
+            max_keys: self.max_keys,
+            created: self.created.load(Ordering::Relaxed),
+            evicted_idle: self.evicted_idle.load(Ordering::Relaxed),
+            evicted_active: self.evicted_active.load(Ordering::Relaxed),
+            rejected_new_keys: self.rejected_new_keys.load(Ordering::Relaxed),
+        }
+    }
+}
+
+impl<A> std::fmt::Debug for KeyedLimiter<A> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyedLimiter")
+            .field("limits", &self.limits)
+            .field("shards", &self.shards.len())
+            .field("max_keys", &self.max_keys)
+            .field("overflow", &self.overflow)
+            .field("keys", &self.keys.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limit::{Limit, SlidingCounter, SlidingLog};
+
+    const T0: Timestamp = Timestamp::from_secs(1_767_225_600);
+    const S: Duration = Duration::from_secs(1);
+
+    fn limiter<A: LimitState>(max_keys: usize, overflow: OverflowPolicy) -> KeyedLimiter<A> {
+        KeyedLimiter::new(
+            Limit::per_second(2).unwrap().into(),
+            KeyedConfig::new(max_keys).shards(1).overflow(overflow),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn keys_are_limited_independently() {
+        let k: KeyedLimiter<SlidingLog> =
+            KeyedLimiter::new(Limit::per_second(1).unwrap().into(), KeyedConfig::new(100)).unwrap();
+        assert!(k.acquire("a", 1, T0).unwrap().allowed);
+        assert!(!k.acquire("a", 1, T0).unwrap().allowed);
+        assert!(k.acquire("b", 1, T0).unwrap().allowed);
+        assert_eq!(k.len(), 2);
+        assert_eq!(k.shard_count(), 16);
+    }
+
+    #[test]
+    fn a_peek_or_an_impossible_weight_creates_no_key() {
+        let k: KeyedLimiter<SlidingCounter> = limiter(4, OverflowPolicy::EvictLeastRecent);
+        let d = k.acquire("a", 0, T0).unwrap();
+        assert_eq!((d.allowed, d.remaining), (true, 2));
+        assert!(matches!(
+            k.acquire("a", 3, T0),
+            Err(AcquireError::InsufficientCapacity { n: 3, .. })
+        ));
+        assert!(k.is_empty());
+        assert_eq!(k.stats().created, 0);
+    }
+
+    #[test]
+    fn at_the_cap_idle_keys_are_evicted_first() {
+        let k: KeyedLimiter<SlidingLog> = limiter(2, OverflowPolicy::RejectNewKeys);
+        k.acquire("a", 1, T0).unwrap();
+        k.acquire("b", 1, T0 + S / 2).unwrap();
+        // At T0 + 1 s "a" is idle, "b" is not: "a" goes, "c" comes in.
+        assert!(k.acquire("c", 1, T0 + S).unwrap().allowed);
+        assert!(!k.contains("a") && k.contains("b") && k.contains("c"));
+        let s = k.stats();
+        assert_eq!((s.keys, s.evicted_idle, s.evicted_active), (2, 1, 0));
+    }
+
+    #[test]
+    fn at_the_cap_reject_new_keys_denies_the_new_key_and_keeps_the_old() {
+        let k: KeyedLimiter<SlidingLog> = limiter(2, OverflowPolicy::RejectNewKeys);
+        k.acquire("a", 2, T0).unwrap();
+        k.acquire("b", 1, T0 + S / 2).unwrap();
+        let e = k.acquire("c", 1, T0 + S / 4).unwrap_err();
+        // "a" becomes idle at T0 + 1 s.
+        assert_eq!(
+            e,
+            AcquireError::TooManyKeys {
+                max_keys: 2,
+                retry_after: S * 3 / 4
+            }
+        );
+        assert!(!k.acquire("a", 1, T0 + S / 4).unwrap().allowed);
+        assert!(!k.contains("c"));
+        assert_eq!(k.stats().rejected_new_keys, 1);
+        assert!(k.acquire("c", 1, T0 + S).unwrap().allowed);
+    }
+
+    #[test]
+    fn at_the_cap_evict_least_recent_forgets_the_least_recently_used_key() {
+        let k: KeyedLimiter<SlidingLog> = limiter(2, OverflowPolicy::EvictLeastRecent);
+        k.acquire("a", 2, T0).unwrap();
+        k.acquire("b", 1, T0).unwrap();
+        // Touch "a" (even a denied request counts as use): "b" is now older.
+        assert!(!k.acquire("a", 1, T0).unwrap().allowed);
+        assert!(k.acquire("c", 1, T0).unwrap().allowed);
+        assert!(k.contains("a") && !k.contains("b"));
+        assert_eq!(k.stats().evicted_active, 1);
+        // The documented cost: "b" comes back fresh and gets 2 more at T0,
+        // 3 in its window in all. It evicts "a" (older than "c").
+        assert_eq!(k.acquire("b", 2, T0).unwrap().remaining, 0);
+        assert!(!k.contains("a"));
+        assert_eq!(k.stats().evicted_active, 2);
+    }
+
+    #[test]
+    fn sweep_drops_idle_keys_in_every_shard() {
+        let k: KeyedLimiter<SlidingCounter> = KeyedLimiter::new(
+            Limit::per_second(5).unwrap().into(),
+            KeyedConfig::new(1000).shards(4),
+        )
+        .unwrap();
+        for i in 0..100 {
+            k.acquire(&format!("old{i}"), 1, T0).unwrap();
+        }
+        for i in 0..10 {
+            k.acquire(&format!("new{i}"), 1, T0 + S).unwrap();
+        }
+        // Counter: a key admitted in [T0, T0 + 1 s) is idle from T0 + 2 s.
+        assert_eq!(k.sweep(T0 + S * 2 - Duration::from_nanos(1)), 0);
+        assert_eq!(k.sweep(T0 + S * 2), 100);
+        assert_eq!(k.len(), 10);
+        assert_eq!(k.stats().evicted_idle, 100);
+        assert_eq!(k.sweep(T0 + S * 3), 10);
+        assert!(k.is_empty());
+    }
+
+    #[test]
+    fn the_cap_is_split_exactly_and_shards_shrink_for_tiny_caps() {
+        let k: KeyedLimiter<SlidingLog> = KeyedLimiter::new(
+            Limit::per_second(1).unwrap().into(),
+            KeyedConfig::new(3)
+                .shards(16)
+                .overflow(OverflowPolicy::RejectNewKeys),
+        )
+        .unwrap();
+        assert_eq!(k.shard_count(), 2);
+        let mut admitted = 0;
+        for i in 0..100 {
+            if k.acquire(&i.to_string(), 1, T0).is_ok() {
+                admitted += 1;
+            }
+        }
+        assert_eq!(admitted, 3);
+        assert_eq!(k.stats().rejected_new_keys, 97);
+        assert_eq!(
+            KeyedLimiter::<SlidingLog>::new(
+                Limit::per_second(1).unwrap().into(),
+                KeyedConfig::new(0)
+            )
+            .unwrap_err(),
+            KeyedConfigError::NoKeys
+        );
+        assert_eq!(
+            KeyedLimiter::<SlidingLog>::new(
+                Limit::per_second(1).unwrap().into(),
+                KeyedConfig::new(10).shards(3)
+            )
+            .unwrap_err(),
+            KeyedConfigError::ShardsNotPowerOfTwo(3)
+        );
+    }
+
+    #[test]
+    fn concurrent_acquires_never_admit_more_than_the_limit() {
+        let k: KeyedLimiter<SlidingLog> = KeyedLimiter::new(
+            Limit::per_second(1000).unwrap().into(),
+            KeyedConfig::new(64),
+        )
+        .unwrap();
+        let admitted = AtomicU64::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    for i in 0..2000u64 {
+                        let key = ["x", "y"][(i % 2) as usize];
+                        if k.acquire(key, 1, T0).unwrap().allowed {
+                            admitted.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                });
+            }
+        });
+        assert_eq!(admitted.load(Ordering::Relaxed), 2000);
+    }
+}

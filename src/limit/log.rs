@@ -1,0 +1,430 @@
+//! The exact sliding log: one ring of admitted `(timestamp, weight)` entries
+//! per limit. See the [module docs](super) for the rule and its guarantees.
+
+use std::collections::VecDeque;
+
+use super::{decide, AcquireError, Decision, Limit, LimitState, LimitView, Limits};
+use crate::clock::Timestamp;
+
+/// Initial ring capacity (entries) for a limit, so small limits allocate once
+/// and large ones start small and double only while their traffic needs it.
+const INITIAL_ENTRIES: u32 = 64;
+
+/// Exact sliding-log state for one key and all its limits.
+///
+/// Admits a request of weight `n` at `now` iff every limit `(N, W)` holds at
+/// most `N − n` admitted weight in `(now − W, now]`. A decision costs
+/// `O(limits)` plus the entries that expire (amortised `O(1)` each) and
+/// allocates nothing once the rings have reached their working size.
+#[derive(Clone, Debug)]
+pub struct SlidingLog {
+    rings: Box<[Ring]>,
+    /// The latest `now` seen; earlier ones are clamped to it.
+    last_now: u64,
+    /// The smallest `max` of all limits: a larger `n` can never be admitted.
+    min_max: u32,
+}
+
+#[derive(Clone, Debug)]
+struct Ring {
+    limit: Limit,
+    /// Admitted requests, oldest first, strictly increasing timestamps
+    /// (requests at the same timestamp share an entry).
+    entries: VecDeque<Entry>,
+    /// Sum of the weights in `entries`; at most `limit.max`.
+    used: u64,
+    /// Timestamp of the newest entry, when `used > 0` (saves a ring lookup).
+    newest: u64,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    at: u64,
+    weight: u32,
+}
+
+// === impl Ring ===
+
+impl Ring {
+    fn new(limit: Limit) -> Self {
+        Ring {
+            limit,
+            entries: VecDeque::with_capacity(limit.max.min(INITIAL_ENTRIES) as usize),
+            used: 0,
+            newest: 0,
+        }
+    }
+
+    /// Drops the entries that left `(now − W, now]`: those with `at + W <= now`.
+    /// Needs `now >= at` for every entry (the clamp guarantees it).
+    #[inline]
+    fn expire(&mut self, now: u64) {
+        let w = self.limit.window;
+        while let Some(e) = self.entries.front() {
+            if now - e.at < w {
+                break;
+            }
+            self.used -= u64::from(e.weight);
+            self.entries.pop_front();
+        }
+    }
+
+    #[inline]
+    fn admits(&self, n: u32) -> bool {
+        self.used + u64::from(n) <= u64::from(self.limit.max)
+    }
+
+    #[inline]
+    fn record(&mut self, n: u32, now: u64) {
+        self.used += u64::from(n);
+        self.newest = now;
+        match self.entries.back_mut() {
+            // `used <= max <= u32::MAX`, so the merged weight fits.
+            Some(e) if e.at == now => e.weight += n,
+            _ => self.entries.push_back(Entry { at: now, weight: n }),
+        }
+    }
+
+    /// The wait until `n` more would fit, if nothing else is admitted: walk the
+    /// oldest entries until enough weight has left the window.
+    #[inline]
+    fn wait_for(&self, n: u32, now: u64) -> u64 {
+        let excess = (self.used + u64::from(n)).saturating_sub(u64::from(self.limit.max));
+        if excess == 0 {
+            return 0;
+        }
+        // Usually the oldest entry alone is enough.
+        match self.entries.front() {
+            Some(e) if u64::from(e.weight) >= excess => {
+                e.at.saturating_add(self.limit.window) - now
+            }
+            _ => self.wait_for_more(excess, now),
+        }
+    }
+
+    /// `wait_for` when several entries must expire.
+    #[cold]
+    fn wait_for_more(&self, excess: u64, now: u64) -> u64 {
+        let mut freed = 0u64;
+        for e in &self.entries {
+            freed += u64::from(e.weight);
+            if freed >= excess {
+                // Entry `e` leaves the window at `e.at + W` (> now, unexpired).
+                return e.at.saturating_add(self.limit.window) - now;
+            }
+        }
+        // Unreachable when `n <= max` (checked before): all entries expiring
+        // frees `used >= excess`.
+        0
+    }
+
+    #[inline]
+    fn view(&self, now: u64) -> LimitView {
+        LimitView {
+            limit: self.limit,
+            // `used <= max`, so this fits in u32.
+            remaining: (u64::from(self.limit.max) - self.used) as u32,
+            reset: self.idle_at().saturating_sub(now),
+        }
+    }
+
+    #[inline]
+    fn idle_at(&self) -> u64 {
+        if self.used == 0 {
+            0
+        } else {
+            self.newest.saturating_add(self.limit.window)
+        }
+    }
+}
+
+// === impl SlidingLog ===
+
+impl SlidingLog {
+    /// A fresh log for `limits`, nothing admitted.
+    #[must_use]
+    pub fn new(limits: &Limits) -> Self {
+        SlidingLog {
+            rings: limits.as_slice().iter().map(|&l| Ring::new(l)).collect(),
+            last_now: 0,
+            min_max: limits.as_slice().iter().map(Limit::max).min().unwrap_or(0),
+        }
+    }
+
+    #[cold]
+    fn limits_error(&self, n: u32) -> AcquireError {
+        let limit = self
+            .rings
+            .iter()
+            .map(|r| r.limit)
+            .find(|l| n > l.max)
+            .unwrap_or(self.rings[0].limit);
+        AcquireError::InsufficientCapacity { n, limit }
+    }
+
+    /// The admitted weight still inside each limit's window at the latest
+    /// `now` seen, in the order the limits were given (for inspection).
+    pub fn used(&self) -> impl Iterator<Item = (Limit, u64)> + '_ {
+        self.rings.iter().map(|r| (r.limit, r.used))
+    }
+}
+
+impl LimitState for SlidingLog {
+    fn new(limits: &Limits) -> Self {
+        SlidingLog::new(limits)
+    }
+
+    #[inline]
+    fn acquire(&mut self, n: u32, now: Timestamp) -> Result<Decision, AcquireError> {
+        if n > self.min_max {
+            return Err(self.limits_error(n));
+        }
+        let now = now.as_nanos().max(self.last_now);
+        self.last_now = now;
+        // The common case, one limit per key: no loops.
+        if let [r] = &mut *self.rings {
+            r.expire(now);
+            let allowed = r.admits(n);
+            let mut retry = 0;
+            if !allowed {
+                retry = r.wait_for(n, now);
+            } else if n > 0 {
+                r.record(n, now);
+            }
+            return Ok(decide(std::iter::once(r.view(now)), allowed, retry));
+        }
+        let mut allowed = true;
+        for r in self.rings.iter_mut() {
+            r.expire(now);
+            allowed &= r.admits(n);
+        }
+        let mut retry = 0;
+        if allowed {
+            if n > 0 {
+                for r in self.rings.iter_mut() {
+                    r.record(n, now);
+                }
+            }
+        } else {
+            for r in self.rings.iter() {
+                retry = retry.max(r.wait_for(n, now));
+            }
+        }
+        Ok(decide(
+            self.rings.iter().map(|r| r.view(now)),
+            allowed,
+            retry,
+        ))
+    }
+
+    fn idle_at(&self) -> Timestamp {
+        Timestamp::from_nanos(self.rings.iter().map(Ring::idle_at).max().unwrap_or(0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    const T0: Timestamp = Timestamp::from_secs(1_767_225_600);
+    const NS: Duration = Duration::from_nanos(1);
+
+    fn log(max: u32, window: Duration) -> SlidingLog {
+        SlidingLog::new(&Limit::new(max, window).unwrap().into())
+    }
+
+    fn ok(l: &mut SlidingLog, n: u32, t: Timestamp) -> Decision {
+        l.acquire(n, t).unwrap()
+    }
+
+    #[test]
+    fn a_request_exactly_one_window_earlier_no_longer_counts() {
+        let w = Duration::from_secs(1);
+        let mut l = log(1, w);
+        assert!(ok(&mut l, 1, T0).allowed);
+        let d = ok(&mut l, 1, T0 + w - NS);
+        assert!(!d.allowed);
+        assert_eq!(d.retry_after, Some(NS));
+        assert!(ok(&mut l, 1, T0 + w).allowed);
+    }
+
+    #[test]
+    fn one_nanosecond_less_than_the_window_still_counts() {
+        let w = Duration::from_millis(10);
+        let mut l = log(2, w);
+        assert!(ok(&mut l, 1, T0).allowed);
+        assert!(ok(&mut l, 1, T0 + Duration::from_millis(5)).allowed);
+        let d = ok(&mut l, 1, T0 + w - NS);
+        assert!(!d.allowed);
+        assert_eq!(d.remaining, 0);
+        assert_eq!(d.retry_after, Some(NS));
+    }
+
+    #[test]
+    fn requests_at_the_same_timestamp_all_count() {
+        let mut l = log(3, Duration::from_secs(1));
+        for i in 0..3 {
+            let d = ok(&mut l, 1, T0);
+            assert!(d.allowed);
+            assert_eq!(d.remaining, 2 - i);
+        }
+        let d = ok(&mut l, 1, T0);
+        assert!(!d.allowed);
+        assert_eq!(d.retry_after, Some(Duration::from_secs(1)));
+        // They share one entry.
+        assert_eq!(l.rings[0].entries.len(), 1);
+    }
+
+    #[test]
+    fn weighted_acquire_uses_one_entry_and_retry_waits_for_enough_weight() {
+        let w = Duration::from_secs(1);
+        let mut l = log(10, w);
+        assert!(ok(&mut l, 4, T0).allowed);
+        assert!(ok(&mut l, 3, T0 + Duration::from_millis(100)).allowed);
+        assert!(ok(&mut l, 2, T0 + Duration::from_millis(200)).allowed);
+        assert_eq!(l.rings[0].entries.len(), 3);
+        // 9 used; 6 needs 5 freed: the 4 at T0 and the 3 at 100 ms must go.
+        let now = T0 + Duration::from_millis(300);
+        let d = ok(&mut l, 6, now);
+        assert!(!d.allowed);
+        assert_eq!(d.remaining, 1);
+        assert_eq!(d.retry_after, Some(Duration::from_millis(800)));
+        assert_eq!(d.reset, Duration::from_millis(900));
+        assert!(!ok(&mut l, 6, now + Duration::from_millis(800) - NS).allowed);
+        assert!(ok(&mut l, 6, now + Duration::from_millis(800)).allowed);
+    }
+
+    #[test]
+    fn weight_above_max_is_an_error_naming_the_limit() {
+        let limits = Limits::new([
+            Limit::per_second(100).unwrap(),
+            Limit::per_minute(50).unwrap(),
+        ])
+        .unwrap();
+        let mut l = SlidingLog::new(&limits);
+        assert_eq!(
+            l.acquire(60, T0),
+            Err(AcquireError::InsufficientCapacity {
+                n: 60,
+                limit: Limit::per_minute(50).unwrap()
+            })
+        );
+        assert_eq!(l.idle_at(), Timestamp::EPOCH);
+    }
+
+    #[test]
+    fn several_limits_at_once_all_must_admit_and_all_record() {
+        let per_s = Limit::per_second(100).unwrap();
+        let per_m = Limit::per_minute(1000).unwrap();
+        let mut l = SlidingLog::new(&Limits::new([per_s, per_m]).unwrap());
+        let mut admitted = 0;
+        // 200 requests per second for 20 s, 5 ms apart.
+        for i in 0..4000u64 {
+            let t = T0 + Duration::from_millis(5 * i);
+            let d = ok(&mut l, 1, t);
+            if d.allowed {
+                admitted += 1;
+            } else if admitted < 1000 {
+                // Before the minute limit binds, the second limit denies.
+                assert_eq!(d.limit, per_s);
+            } else {
+                assert_eq!(d.limit, per_m);
+                assert_eq!(d.remaining, 0);
+            }
+        }
+        // 100 per second for 10 s, then the minute's 1000 are used up.
+        assert_eq!(admitted, 1000);
+        let d = ok(&mut l, 0, T0 + Duration::from_secs(20));
+        assert_eq!((d.limit, d.remaining), (per_m, 0));
+        // The first admitted request (T0) frees the minute limit at T0 + 60 s.
+        let d = ok(&mut l, 1, T0 + Duration::from_secs(20));
+        assert_eq!(d.retry_after, Some(Duration::from_secs(40)));
+        assert!(ok(&mut l, 1, T0 + Duration::from_secs(60)).allowed);
+    }
+
+    #[test]
+    fn denied_requests_do_not_consume() {
+        let w = Duration::from_secs(1);
+        let mut l = log(2, w);
+        assert!(ok(&mut l, 2, T0).allowed);
+        // A client hammering every millisecond is never locked out for good.
+        for i in 1..1000 {
+            assert!(!ok(&mut l, 1, T0 + Duration::from_millis(i)).allowed);
+        }
+        assert_eq!(l.rings[0].used, 2);
+        let d = ok(&mut l, 2, T0 + w);
+        assert!(d.allowed);
+        assert_eq!(d.remaining, 0);
+    }
+
+    #[test]
+    fn a_peek_records_nothing_and_is_always_allowed() {
+        let mut l = log(1, Duration::from_secs(1));
+        assert!(ok(&mut l, 1, T0).allowed);
+        let d = ok(&mut l, 0, T0);
+        assert!(d.allowed);
+        assert_eq!((d.remaining, d.retry_after), (0, None));
+        assert_eq!(l.rings[0].used, 1);
+    }
+
+    #[test]
+    fn time_going_backwards_is_treated_as_the_latest_time_seen() {
+        let w = Duration::from_secs(1);
+        let mut l = log(2, w);
+        assert!(ok(&mut l, 1, T0).allowed);
+        assert!(ok(&mut l, 1, T0 + Duration::from_millis(900)).allowed);
+        // A stale `now` before both entries: decided as at T0 + 900 ms.
+        let d = ok(&mut l, 1, T0 - Duration::from_secs(5));
+        assert!(!d.allowed);
+        assert_eq!(d.retry_after, Some(Duration::from_millis(100)));
+        // At T0 + 1 s the first entry expires; a stale time cannot bring it back.
+        assert!(ok(&mut l, 1, T0 + w).allowed);
+        let d = ok(&mut l, 1, T0 + Duration::from_millis(950));
+        assert!(!d.allowed);
+        // Entries stay sorted: the stale admitted request is stamped T0 + 1 s.
+        let d = ok(&mut l, 0, Timestamp::EPOCH);
+        assert_eq!(d.reset, w);
+        assert!(l.rings[0]
+            .entries
+            .iter()
+            .zip(l.rings[0].entries.iter().skip(1))
+            .all(|(a, b)| a.at < b.at));
+    }
+
+    #[test]
+    fn times_near_the_epoch_and_huge_windows_do_not_overflow() {
+        let mut l = log(1, Duration::from_nanos(u64::MAX));
+        assert!(ok(&mut l, 1, Timestamp::EPOCH).allowed);
+        let d = ok(&mut l, 1, Timestamp::from_nanos(u64::MAX - 1));
+        assert!(!d.allowed);
+        assert_eq!(d.retry_after, Some(NS));
+        assert!(ok(&mut l, 1, Timestamp::from_nanos(u64::MAX)).allowed);
+        assert_eq!(l.idle_at(), Timestamp::from_nanos(u64::MAX));
+    }
+
+    #[test]
+    fn idle_once_every_entry_has_expired() {
+        let limits = Limits::new([
+            Limit::per_second(5).unwrap(),
+            Limit::per_minute(50).unwrap(),
+        ])
+        .unwrap();
+        let mut l = SlidingLog::new(&limits);
+        assert!(l.is_idle(T0));
+        assert!(ok(&mut l, 1, T0).allowed);
+        assert!(!l.is_idle(T0 + Duration::from_secs(60) - NS));
+        assert!(l.is_idle(T0 + Duration::from_secs(60)));
+    }
+
+    #[test]
+    fn steady_state_does_not_grow_the_ring() {
+        let mut l = log(100, Duration::from_secs(1));
+        for i in 0..10_000u64 {
+            ok(&mut l, 1, T0 + Duration::from_millis(i));
+        }
+        let cap = l.rings[0].entries.capacity();
+        assert!((100..=256).contains(&cap), "{cap}");
+    }
+}
