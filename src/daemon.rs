@@ -25,6 +25,7 @@ use crate::http::{router, AppState};
 use crate::ingest::{tcp, udp, unix, Ingestor};
 use crate::reload::Reloader;
 use crate::series::{Plan, Registry};
+use crate::service::{ServiceHandle, Services};
 use crate::telemetry::Telemetry;
 
 /// Every socket the daemon serves, bound.
@@ -142,24 +143,31 @@ pub async fn run(
 ) -> io::Result<()> {
     let shards = std::thread::available_parallelism().map_or(8, |n| n.get() * 8);
     let registry = Arc::new(Registry::new(Plan::from_config(&cfg), shards));
+    let services = Arc::new(ServiceHandle::new(
+        Services::new(&cfg, clock.now(), None).map_err(io::Error::other)?,
+    ));
     let telemetry = Arc::new(Telemetry::new().map_err(io::Error::other)?);
     telemetry
         .registry
         .register(Box::new(SeriesCollector::new(
             registry.clone(),
             clock.clone(),
+            services.clone(),
         )))
         .map_err(io::Error::other)?;
     let ingestor = Arc::new(Ingestor::new(
         registry.clone(),
         telemetry.clone(),
         clock.clone(),
+        services.clone(),
     ));
     let reloader = Arc::new(Reloader::new(
         config_path,
         cfg.clone(),
         registry.clone(),
         telemetry.clone(),
+        services.clone(),
+        clock.clone(),
     ));
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -217,6 +225,27 @@ pub async fn run(
         })
     };
 
+    // Breaker ticker: pending statsd outcomes into the breakers, and
+    // time-driven transitions (open -> half-open), every 100 ms.
+    let ticker = {
+        let (services, clock, mut rx) = (services.clone(), clock.clone(), stop_rx.clone());
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(100));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {
+                        let s = services.current();
+                        let now = clock.now();
+                        s.breakers.tick(now);
+                        s.limits.sweep_if_due(now);
+                    }
+                    _ = rx.changed() => return,
+                }
+            }
+        })
+    };
+
     // SIGHUP reloads the config.
     let hup = {
         let (reloader, mut rx) = (reloader.clone(), stop_rx.clone());
@@ -262,6 +291,7 @@ pub async fn run(
         let _ = t.await;
     }
     let _ = sweeper.await;
+    let _ = ticker.await;
     let _ = hup.await;
     match tokio::time::timeout(Duration::from_secs(5), server).await {
         Ok(Ok(Ok(()))) => {}

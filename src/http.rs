@@ -7,11 +7,16 @@
 //! | `POST /api/v1/ingest` | statsd lines (text/plain) or a JSON array of samples |
 //! | `POST /-/reload` | reload the config file |
 //! | `GET /healthz` | `ok` |
+//! | `GET /api/v1/breakers`, `GET /api/v1/breakers/{name}` | breaker signals, JSON |
+//! | `GET /api/v1/breakers/{name}/decision` | allow or shed, the central verdict |
+//! | `POST /api/v1/breakers/{name}/outcomes` | `{"success": n, "failure": n, "slow": n}` |
+//! | `GET /api/v1/limits` | limits, rules and key counts |
+//! | `POST /api/v1/limits/{name}/acquire` | `?key=..&n=..` or `{"key": .., "n": ..}`: 200 or 429 with RateLimit headers |
 
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Query, State};
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -19,6 +24,7 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use tower_http::compression::CompressionLayer;
 
+use crate::expose::signals::BreakerJson;
 use crate::expose::{json, openmetrics};
 use crate::ingest::{Ingestor, Worker};
 use crate::mapping::Glob;
@@ -50,6 +56,12 @@ pub fn router(state: AppState) -> Router {
             post(ingest).layer(DefaultBodyLimit::max(max_body)),
         )
         .route("/-/reload", post(reload))
+        .route("/api/v1/breakers", get(breakers))
+        .route("/api/v1/breakers/{name}", get(breaker))
+        .route("/api/v1/breakers/{name}/decision", get(breaker_decision))
+        .route("/api/v1/breakers/{name}/outcomes", post(breaker_outcomes))
+        .route("/api/v1/limits", get(limits))
+        .route("/api/v1/limits/{name}/acquire", post(acquire))
         .layer(CompressionLayer::new())
         .with_state(state)
 }
@@ -177,4 +189,244 @@ async fn reload(State(st): State<AppState>) -> Response {
         )
             .into_response(),
     }
+}
+
+fn services(st: &AppState) -> std::sync::Arc<crate::service::Services> {
+    st.ingestor.services.current()
+}
+
+fn unknown(what: &str, name: &str) -> Response {
+    api_error(
+        StatusCode::NOT_FOUND,
+        format!("no {what} named `{name}` in the config"),
+    )
+}
+
+async fn breakers(State(st): State<AppState>) -> Response {
+    let now = st.ingestor.now();
+    let s = services(&st);
+    let list: Vec<BreakerJson> = s.breakers.iter().map(|b| BreakerJson::of(b, now)).collect();
+    Json(list).into_response()
+}
+
+async fn breaker(State(st): State<AppState>, Path(name): Path<String>) -> Response {
+    let s = services(&st);
+    match s.breakers.get(&name) {
+        Some(b) => Json(BreakerJson::of(b, st.ingestor.now())).into_response(),
+        None => unknown("breaker", &name),
+    }
+}
+
+async fn breaker_decision(State(st): State<AppState>, Path(name): Path<String>) -> Response {
+    let s = services(&st);
+    let Some(b) = s.breakers.get(&name) else {
+        return unknown("breaker", &name);
+    };
+    let now = st.ingestor.now();
+    let verdict = b.breaker.allow(now);
+    let sig = b.breaker.signals(now);
+    Json(serde_json::json!({
+        "breaker": name,
+        "decision": if verdict.is_allowed() { "allow" } else { "shed" },
+        "state": sig.state.as_str(),
+        "drop_ratio": sig.drop_ratio,
+    }))
+    .into_response()
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Outcomes {
+    #[serde(default)]
+    success: u64,
+    #[serde(default)]
+    failure: u64,
+    /// Of the successes, how many were slow.
+    #[serde(default)]
+    slow: u64,
+}
+
+async fn breaker_outcomes(
+    State(st): State<AppState>,
+    Path(name): Path<String>,
+    body: Bytes,
+) -> Response {
+    let s = services(&st);
+    let Some(b) = s.breakers.get(&name) else {
+        return unknown("breaker", &name);
+    };
+    let o: Outcomes = match serde_json::from_slice(&body) {
+        Ok(o) => o,
+        Err(e) => {
+            return api_error(
+                StatusCode::BAD_REQUEST,
+                format!("expected {{\"success\": n, \"failure\": n, \"slow\": n}} ({e})"),
+            )
+        }
+    };
+    if o.slow > o.success {
+        return api_error(
+            StatusCode::BAD_REQUEST,
+            "`slow` counts slow successes and cannot exceed `success`".into(),
+        );
+    }
+    let now = st.ingestor.now();
+    b.record(o.success, o.failure, o.slow, now);
+    Json(BreakerJson::of(b, now)).into_response()
+}
+
+async fn limits(State(st): State<AppState>) -> Response {
+    let s = services(&st);
+    let list: Vec<serde_json::Value> = s
+        .limits
+        .iter()
+        .map(|l| {
+            let stats = l.stats();
+            serde_json::json!({
+                "name": l.def.name,
+                "algorithm": l.algorithm(),
+                "rules": l.limits().as_slice().iter().map(|r| serde_json::json!({"max": r.max(), "window_secs": r.window().as_secs_f64()})).collect::<Vec<_>>(),
+                "keys": stats.keys,
+                "max_keys": stats.max_keys,
+            })
+        })
+        .collect();
+    Json(list).into_response()
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct AcquireRequest {
+    key: Option<String>,
+    n: Option<u64>,
+}
+
+/// Longest key accepted.
+const MAX_KEY_BYTES: usize = 512;
+
+async fn acquire(
+    State(st): State<AppState>,
+    Path(name): Path<String>,
+    Query(q): Query<AcquireRequest>,
+    body: Bytes,
+) -> Response {
+    let s = services(&st);
+    let Some(limit) = s.limits.get(&name) else {
+        return unknown("limit", &name);
+    };
+    let from_body: AcquireRequest = if body.is_empty() {
+        AcquireRequest::default()
+    } else {
+        match serde_json::from_slice(&body) {
+            Ok(b) => b,
+            Err(e) => {
+                return api_error(
+                    StatusCode::BAD_REQUEST,
+                    format!("expected {{\"key\": \"...\", \"n\": 1}} or ?key=...&n=1 ({e})"),
+                )
+            }
+        }
+    };
+    let Some(key) = from_body.key.or(q.key) else {
+        return api_error(
+            StatusCode::BAD_REQUEST,
+            "missing `key` (query ?key=... or JSON {\"key\": ...})".into(),
+        );
+    };
+    if key.is_empty() || key.len() > MAX_KEY_BYTES {
+        return api_error(
+            StatusCode::BAD_REQUEST,
+            format!("`key` must be 1 to {MAX_KEY_BYTES} bytes"),
+        );
+    }
+    let n = from_body.n.or(q.n).unwrap_or(1);
+    let Ok(n) = u32::try_from(n) else {
+        return api_error(
+            StatusCode::BAD_REQUEST,
+            format!("`n` must be at most {}", u32::MAX),
+        );
+    };
+    let now = st.ingestor.now();
+    let policy = ratelimit_policy(&name, limit.limits().as_slice());
+    match limit.acquire(&key, n, now) {
+        Ok(d) => {
+            let idx = limit
+                .limits()
+                .as_slice()
+                .iter()
+                .position(|l| *l == d.limit)
+                .unwrap_or(0);
+            let reset = ceil_secs(d.reset);
+            let state = format!(
+                "\"{}\";r={};t={}",
+                policy_name(&name, idx, limit.limits().as_slice().len()),
+                d.remaining,
+                reset
+            );
+            let body = serde_json::json!({
+                "allowed": d.allowed,
+                "remaining": d.remaining,
+                "reset": d.reset.as_secs_f64(),
+                "retry_after": d.retry_after.map(|r| r.as_secs_f64()),
+                "limit": {"max": d.limit.max(), "window_secs": d.limit.window().as_secs_f64()},
+            });
+            let mut resp = (
+                if d.allowed {
+                    StatusCode::OK
+                } else {
+                    StatusCode::TOO_MANY_REQUESTS
+                },
+                Json(body),
+            )
+                .into_response();
+            let h = resp.headers_mut();
+            if let Ok(v) = policy.parse() {
+                h.insert("ratelimit-policy", v);
+            }
+            if let Ok(v) = state.parse() {
+                h.insert("ratelimit", v);
+            }
+            if let Some(r) = d.retry_after {
+                h.insert(header::RETRY_AFTER, ceil_secs(r).max(1).into());
+            }
+            resp
+        }
+        Err(e @ crate::limit::AcquireError::TooManyKeys { retry_after, .. }) => {
+            let mut resp = api_error(StatusCode::SERVICE_UNAVAILABLE, e.to_string());
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, ceil_secs(retry_after).max(1).into());
+            resp
+        }
+        Err(e) => api_error(StatusCode::BAD_REQUEST, e.to_string()),
+    }
+}
+
+fn policy_name(limit: &str, i: usize, n: usize) -> String {
+    if n == 1 {
+        limit.to_string()
+    } else {
+        format!("{limit}.{i}")
+    }
+}
+
+/// `RateLimit-Policy` (draft-ietf-httpapi-ratelimit-headers): one item per
+/// rule, `q` the quota and `w` the window in whole seconds (rounded up).
+fn ratelimit_policy(name: &str, rules: &[crate::limit::Limit]) -> String {
+    rules
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            format!(
+                "\"{}\";q={};w={}",
+                policy_name(name, i, rules.len()),
+                r.max(),
+                ceil_secs(r.window()).max(1)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn ceil_secs(d: std::time::Duration) -> u64 {
+    d.as_secs() + u64::from(d.subsec_nanos() > 0)
 }

@@ -84,6 +84,7 @@ pub mod mapping;
 pub mod parse;
 pub mod reload;
 pub mod series;
+pub mod service;
 pub mod sketch;
 pub mod stats;
 pub mod telemetry;

@@ -12,8 +12,10 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use crate::clock::Clock;
 use crate::config::{Config, ConfigError};
 use crate::series::{Plan, Registry};
+use crate::service::{ServiceHandle, Services};
 use crate::telemetry::Telemetry;
 
 /// Reloads the config file into the registry.
@@ -21,6 +23,8 @@ pub struct Reloader {
     path: Option<PathBuf>,
     registry: Arc<Registry>,
     telemetry: Arc<Telemetry>,
+    services: Arc<ServiceHandle>,
+    clock: Arc<dyn Clock>,
     current: Mutex<Config>,
 }
 
@@ -33,11 +37,15 @@ impl Reloader {
         config: Config,
         registry: Arc<Registry>,
         telemetry: Arc<Telemetry>,
+        services: Arc<ServiceHandle>,
+        clock: Arc<dyn Clock>,
     ) -> Self {
         Reloader {
             path,
             registry,
             telemetry,
+            services,
+            clock,
             current: Mutex::new(config),
         }
     }
@@ -49,8 +57,23 @@ impl Reloader {
             self.telemetry.reloads.with_label_values(&["ok"]).inc();
             return Ok(());
         };
-        match Config::load(path) {
-            Ok(cfg) => {
+        let loaded = Config::load(path).and_then(|cfg| {
+            // Breakers and limits whose definition is unchanged keep their state.
+            let previous = self.services.current();
+            Services::new(&cfg, self.clock.now(), Some(&previous))
+                .map(|s| (cfg, s))
+                .map_err(|e| ConfigError {
+                    path: Some(path.clone()),
+                    problems: vec![crate::config::ConfigProblem {
+                        line: 0,
+                        key: "breakers/limits".into(),
+                        message: e,
+                    }],
+                })
+        });
+        match loaded {
+            Ok((cfg, services)) => {
+                self.services.replace(services);
                 let mut cur = self.current.lock();
                 if cfg.listen != cur.listen || cfg.ingest != cur.ingest {
                     tracing::warn!(path = %path.display(), "[listen] and [ingest] changes take effect only after a restart.");

@@ -8,6 +8,7 @@
 //! documents every key, and a test loads it.
 
 mod reader;
+mod signals;
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -16,6 +17,7 @@ use std::time::Duration;
 
 pub use reader::ConfigProblem;
 use reader::{Problems, Table};
+pub use signals::{BreakerDef, BreakerInputs, BreakerKind, LimitAlgorithm, LimitDef, OutcomeTag};
 
 use crate::mapping::{Glob, Template};
 use crate::parse::MetricKind;
@@ -34,6 +36,10 @@ pub struct Config {
     pub windows: Vec<NamedWindow>,
     /// Mapping rules, first match wins.
     pub mappings: Vec<Mapping>,
+    /// Circuit breakers fed by outcomes.
+    pub breakers: Vec<BreakerDef>,
+    /// Keyed sliding-window rate limits.
+    pub limits: Vec<LimitDef>,
 }
 
 /// `[listen]`: empty strings turn a listener off.
@@ -158,7 +164,9 @@ const MAPPING_KEYS: &[&str] = &[
     "labels",
     "windows",
 ];
-const TOP_KEYS: &[&str] = &["listen", "ingest", "series", "windows", "mappings"];
+const TOP_KEYS: &[&str] = &[
+    "listen", "ingest", "series", "windows", "mappings", "breakers", "limits",
+];
 
 /// Prometheus' default histogram buckets (seconds).
 pub const DEFAULT_HISTOGRAM_BUCKETS: [f64; 11] = [
@@ -209,6 +217,8 @@ impl Default for Config {
             series: SeriesConfig::default(),
             windows: vec![default_window()],
             mappings: Vec::new(),
+            breakers: Vec::new(),
+            limits: Vec::new(),
         }
     }
 }
@@ -406,6 +416,21 @@ impl Config {
                 cfg.mappings.push(m);
             }
             t.finish(&mut p, MAPPING_KEYS);
+        }
+
+        let mut names = Vec::new();
+        for mut t in top.tables(&mut p, "breakers") {
+            if let Some(b) = signals::read_breaker(&mut t, &mut p, &mut names) {
+                cfg.breakers.push(b);
+            }
+            t.finish(&mut p, signals::BREAKER_KEYS);
+        }
+        let mut names = Vec::new();
+        for mut t in top.tables(&mut p, "limits") {
+            if let Some(l) = signals::read_limit(&mut t, &mut p, &mut names) {
+                cfg.limits.push(l);
+            }
+            t.finish(&mut p, signals::LIMIT_KEYS);
         }
 
         top.finish(&mut p, TOP_KEYS);

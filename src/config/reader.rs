@@ -157,6 +157,25 @@ impl<'t, 'i> Table<'t, 'i> {
         }
     }
 
+    /// A number (integers accepted) in `min..=max`.
+    pub fn float(&mut self, p: &mut Problems<'_>, key: &str, min: f64, max: f64) -> Option<f64> {
+        let v = self.raw(key)?;
+        let Some((f, off)) = float_of(v) else {
+            self.wrong_type(p, key, v, "a number");
+            return None;
+        };
+        if f.is_finite() && (min..=max).contains(&f) {
+            Some(f)
+        } else {
+            p.at(
+                off,
+                &self.key_path(key),
+                format!("must be a number from {min} to {max}, got {f}"),
+            );
+            None
+        }
+    }
+
     /// An array of tables (`[[key]]`), each as a `Table`.
     pub fn tables(&mut self, p: &mut Problems<'_>, key: &str) -> Vec<Table<'t, 'i>> {
         let path = self.key_path(key);

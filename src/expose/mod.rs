@@ -5,3 +5,4 @@ pub mod json;
 pub mod names;
 pub mod openmetrics;
 pub mod prometheus;
+pub mod signals;

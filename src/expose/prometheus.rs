@@ -27,18 +27,29 @@ use prometheus::proto::{
 use crate::clock::Clock;
 use crate::parse::MetricKind;
 use crate::series::{Registry, SeriesMeta, SeriesState, WindowView};
+use crate::service::ServiceHandle;
 
 /// Collects every series of a [`Registry`] at scrape time.
 pub struct SeriesCollector {
     registry: Arc<Registry>,
     clock: Arc<dyn Clock>,
+    services: Arc<ServiceHandle>,
 }
 
 impl SeriesCollector {
-    /// A collector over `registry`, reading `clock` once per scrape.
+    /// A collector over `registry` and the breakers and limits of
+    /// `services`, reading `clock` once per scrape.
     #[must_use]
-    pub fn new(registry: Arc<Registry>, clock: Arc<dyn Clock>) -> Self {
-        SeriesCollector { registry, clock }
+    pub fn new(
+        registry: Arc<Registry>,
+        clock: Arc<dyn Clock>,
+        services: Arc<ServiceHandle>,
+    ) -> Self {
+        SeriesCollector {
+            registry,
+            clock,
+            services,
+        }
     }
 }
 
@@ -218,13 +229,20 @@ fn push_cumulative(
 
 impl Collector for SeriesCollector {
     fn desc(&self) -> Vec<&Desc> {
-        // Families are dynamic; one such collector per registry.
+        // Families are dynamic; a prometheus::Registry accepts only one
+        // description-less collector, so this one gathers every dynamic
+        // family: series, registry statistics, breakers and limits.
         Vec::new()
     }
 
     fn collect(&self) -> Vec<MetricFamily> {
-        let mut out = collect_series(&self.registry, self.clock.now());
+        let now = self.clock.now();
+        let mut out = collect_series(&self.registry, now);
         out.extend(crate::telemetry::registry_families(&self.registry));
+        out.extend(crate::expose::signals::families(
+            &self.services.current(),
+            now,
+        ));
         out
     }
 }

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use crate::clock::{Clock, Timestamp};
 use crate::parse::{parse_datagram, Line, ParseError};
 use crate::series::{Applied, KeyBuf, Registry};
+use crate::service::ServiceHandle;
 use crate::telemetry::{LocalCounts, Telemetry, Transport};
 
 /// Shared by every ingest worker.
@@ -26,6 +27,8 @@ pub struct Ingestor {
     pub telemetry: Arc<Telemetry>,
     /// Read once per batch.
     pub clock: Arc<dyn Clock>,
+    /// Breakers and limits (breakers listen to ingested samples).
+    pub services: Arc<ServiceHandle>,
     /// When a bad line was last logged (Unix nanos), for rate limiting.
     last_logged: AtomicU64,
     /// Bad lines not logged since.
@@ -56,11 +59,17 @@ pub struct Worker {
 impl Ingestor {
     /// An ingestor over shared state.
     #[must_use]
-    pub fn new(registry: Arc<Registry>, telemetry: Arc<Telemetry>, clock: Arc<dyn Clock>) -> Self {
+    pub fn new(
+        registry: Arc<Registry>,
+        telemetry: Arc<Telemetry>,
+        clock: Arc<dyn Clock>,
+        services: Arc<ServiceHandle>,
+    ) -> Self {
         Ingestor {
             registry,
             telemetry,
             clock,
+            services,
             last_logged: AtomicU64::new(0),
             suppressed: AtomicU64::new(0),
         }
@@ -108,13 +117,20 @@ impl Ingestor {
     /// parse error, if any (the other lines are applied regardless).
     pub fn ingest(&self, buf: &[u8], now: Timestamp, w: &mut Worker) -> Option<FirstError> {
         let mut first = None;
+        let services = self.services.current();
+        let breakers = services.breakers.has_feeds().then_some(&services.breakers);
         for (i, line) in parse_datagram(buf).enumerate() {
             match line {
-                Ok(Line::Sample(s)) => match self.registry.ingest(&s, now, &mut w.keys) {
-                    Ok(Applied::Stored) => w.counts.lines += 1,
-                    Ok(Applied::DroppedByMapping) => w.counts.dropped_by_mapping += 1,
-                    Err(r) => w.counts.refuse(r),
-                },
+                Ok(Line::Sample(s)) => {
+                    if let Some(b) = breakers {
+                        b.observe(&s);
+                    }
+                    match self.registry.ingest(&s, now, &mut w.keys) {
+                        Ok(Applied::Stored) => w.counts.lines += 1,
+                        Ok(Applied::DroppedByMapping) => w.counts.dropped_by_mapping += 1,
+                        Err(r) => w.counts.refuse(r),
+                    }
+                }
                 Ok(Line::Skipped(k)) => w.counts.skip(k),
                 Err(e) => {
                     w.counts.reject(e);

@@ -1,0 +1,388 @@
+//! `[[breakers]]` and `[[limits]]`: the signal services' configuration.
+
+use std::time::Duration;
+
+use super::reader::{Problems, Table};
+use crate::breaker::{ErrorRateConfig, SlowCallConfig, SreConfig};
+
+/// Which breaker algorithm, with its parameters.
+#[derive(Clone, Debug, PartialEq)]
+pub enum BreakerKind {
+    /// Google SRE adaptive throttling (go-zero's googlebreaker).
+    Sre(SreConfig),
+    /// Closed / open / half-open on the failure (and slow-call) rate.
+    ErrorRate(ErrorRateConfig),
+}
+
+/// A counter whose tag marks each increment as a success or a failure.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutcomeTag {
+    /// The counter's statsd name.
+    pub metric: String,
+    /// The tag whose value tells the outcome.
+    pub tag: String,
+    /// Tag values meaning success.
+    pub success_values: Vec<String>,
+    /// Tag values meaning failure.
+    pub failure_values: Vec<String>,
+}
+
+/// Where a breaker's outcomes come from (besides `POST .../outcomes`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BreakerInputs {
+    /// Counter of all calls.
+    pub requests_metric: Option<String>,
+    /// Counter of failed calls (a subset of the requests).
+    pub failures_metric: Option<String>,
+    /// One counter with an outcome tag.
+    pub outcome: Option<OutcomeTag>,
+    /// A timer whose samples above `slow_call` are slow calls.
+    pub latency_metric: Option<String>,
+}
+
+/// One `[[breakers]]` entry.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BreakerDef {
+    /// Unique name: the `breaker` label and the URL segment.
+    pub name: String,
+    /// Algorithm and parameters.
+    pub kind: BreakerKind,
+    /// statsd inputs.
+    pub inputs: BreakerInputs,
+}
+
+/// Exact sliding log or approximate sliding counter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LimitAlgorithm {
+    /// At most N in any interval of length W.
+    Exact,
+    /// Previous fixed window weighted by overlap plus the current one.
+    Approximate,
+}
+
+/// One `[[limits]]` entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LimitDef {
+    /// Unique name: the `limit` label and the URL segment.
+    pub name: String,
+    /// The algorithm.
+    pub algorithm: LimitAlgorithm,
+    /// (max, window) pairs, all enforced at once.
+    pub rules: Vec<(u32, Duration)>,
+    /// Most keys tracked.
+    pub max_keys: usize,
+    /// At the cap with no idle key: evict the least recently used key
+    /// (`false`) or deny new keys (`true`).
+    pub reject_new_keys: bool,
+}
+
+pub(super) const BREAKER_KEYS: &[&str] = &[
+    "name",
+    "kind",
+    "requests_metric",
+    "failures_metric",
+    "outcome_metric",
+    "outcome_tag",
+    "success_values",
+    "failure_values",
+    "latency_metric",
+    "slow_call_ms",
+    "slow_call_rate_threshold",
+    "window_ms",
+    "buckets",
+    "k",
+    "min_k",
+    "protection",
+    "force_pass_ms",
+    "min_calls",
+    "failure_rate_threshold",
+    "open_duration_ms",
+    "half_open_trials",
+];
+
+pub(super) const LIMIT_KEYS: &[&str] = &["name", "algorithm", "rules", "max_keys", "overflow"];
+
+fn valid_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
+}
+
+/// Reads one `[[breakers]]` table.
+pub(super) fn read_breaker(
+    t: &mut Table<'_, '_>,
+    p: &mut Problems<'_>,
+    seen: &mut Vec<String>,
+) -> Option<BreakerDef> {
+    let start = t.start();
+    let name = match t.string(p, "name") {
+        Some((n, off)) if !valid_name(&n) => {
+            p.at(
+                off,
+                &t.key_path("name"),
+                "use 1-64 letters, digits, '_', '.' or '-' (it appears in URLs and labels)",
+            );
+            None
+        }
+        Some((n, off)) if seen.contains(&n) => {
+            p.at(
+                off,
+                &t.key_path("name"),
+                format!("breaker name `{n}` is used twice"),
+            );
+            None
+        }
+        Some((n, _)) => {
+            seen.push(n.clone());
+            Some(n)
+        }
+        None => {
+            p.at(start, &t.key_path("name"), "every breaker needs a `name`");
+            None
+        }
+    };
+    let kind_s = t.string(p, "kind");
+    let ms = |t: &mut Table<'_, '_>, p: &mut Problems<'_>, key: &str| {
+        t.int(p, key, 1, 86_400_000).map(Duration::from_millis)
+    };
+    let window = ms(t, p, "window_ms");
+    let buckets = t.int(p, "buckets", 1, 10_000).map(|b| b as usize);
+    let slow_ms = ms(t, p, "slow_call_ms");
+    let slow_rate = t.float(p, "slow_call_rate_threshold", 0.0, 1.0);
+    let kind = match kind_s {
+        Some((k, _)) if k == "sre" => {
+            let mut c = SreConfig::default();
+            if let Some(w) = window {
+                c.window = w;
+            }
+            if let Some(b) = buckets {
+                c.buckets = b;
+            }
+            if let Some(k) = t.float(p, "k", 1.0, 100.0) {
+                c.k = k;
+            }
+            if let Some(k) = t.float(p, "min_k", 1.0, 100.0) {
+                c.min_k = k;
+            }
+            if let Some(n) = t.int(p, "protection", 0, 1_000_000) {
+                c.protection = n;
+            }
+            if let Some(d) = ms(t, p, "force_pass_ms") {
+                c.force_pass = d;
+            }
+            for k in [
+                "min_calls",
+                "failure_rate_threshold",
+                "open_duration_ms",
+                "half_open_trials",
+                "slow_call_rate_threshold",
+            ] {
+                if let Some(v) = t.raw(k) {
+                    p.at(
+                        v.span().start,
+                        &t.key_path(k),
+                        "only for kind = \"error_rate\"",
+                    );
+                }
+            }
+            match c.validate() {
+                Ok(_) => Some(BreakerKind::Sre(c)),
+                Err(e) => {
+                    p.at(start, &t.key_path("kind"), e.to_string());
+                    None
+                }
+            }
+        }
+        Some((k, _)) if k == "error_rate" => {
+            let mut c = ErrorRateConfig::default();
+            if let Some(w) = window {
+                c.window = w;
+            }
+            if let Some(b) = buckets {
+                c.buckets = b;
+            }
+            if let Some(n) = t.int(p, "min_calls", 1, 1_000_000_000) {
+                c.min_calls = n;
+            }
+            if let Some(f) = t.float(p, "failure_rate_threshold", 0.0, 1.0) {
+                c.failure_rate_threshold = f;
+            }
+            if let Some(d) = ms(t, p, "open_duration_ms") {
+                c.open_duration = d;
+            }
+            if let Some(n) = t.int(p, "half_open_trials", 1, 1_000_000) {
+                c.half_open_trials = n as u32;
+            }
+            if let Some(d) = slow_ms {
+                c.slow_call = Some(SlowCallConfig {
+                    duration: d,
+                    rate_threshold: slow_rate.unwrap_or(1.0),
+                });
+            }
+            for k in ["k", "min_k", "protection", "force_pass_ms"] {
+                if let Some(v) = t.raw(k) {
+                    p.at(v.span().start, &t.key_path(k), "only for kind = \"sre\"");
+                }
+            }
+            match c.validate() {
+                Ok(_) => Some(BreakerKind::ErrorRate(c)),
+                Err(e) => {
+                    p.at(start, &t.key_path("kind"), e.to_string());
+                    None
+                }
+            }
+        }
+        Some((k, off)) => {
+            p.at(
+                off,
+                &t.key_path("kind"),
+                format!("unknown breaker kind `{k}`; use \"sre\" or \"error_rate\""),
+            );
+            None
+        }
+        None => {
+            p.at(
+                start,
+                &t.key_path("kind"),
+                "every breaker needs a `kind`: \"sre\" or \"error_rate\"",
+            );
+            None
+        }
+    };
+    let mut inputs = BreakerInputs {
+        requests_metric: t.string(p, "requests_metric").map(|x| x.0),
+        failures_metric: t.string(p, "failures_metric").map(|x| x.0),
+        outcome: None,
+        latency_metric: t.string(p, "latency_metric").map(|x| x.0),
+    };
+    if inputs.failures_metric.is_some() && inputs.requests_metric.is_none() {
+        p.at(
+            start,
+            &t.key_path("failures_metric"),
+            "needs `requests_metric` too (failures are a subset of the requests)",
+        );
+    }
+    if inputs.latency_metric.is_some() && slow_ms.is_none() {
+        p.at(
+            start,
+            &t.key_path("latency_metric"),
+            "needs `slow_call_ms`: samples above it are slow calls",
+        );
+    }
+    let outcome_metric = t.string(p, "outcome_metric");
+    let outcome_tag = t.string(p, "outcome_tag");
+    let success = t.strings(p, "success_values");
+    let failure = t.strings(p, "failure_values");
+    match (outcome_metric, outcome_tag) {
+        (Some((m, _)), Some((tag, _))) => {
+            let vals = |v: Option<Vec<(String, usize)>>, d: &[&str]| {
+                v.map(|v| v.into_iter().map(|x| x.0).collect())
+                    .unwrap_or_else(|| d.iter().map(|s| s.to_string()).collect())
+            };
+            inputs.outcome = Some(OutcomeTag {
+                metric: m,
+                tag,
+                success_values: vals(success, &["ok", "success", "true"]),
+                failure_values: vals(failure, &["error", "failure", "fail", "false"]),
+            });
+        }
+        (None, None) => {}
+        _ => p.at(
+            start,
+            &t.key_path("outcome_metric"),
+            "`outcome_metric` and `outcome_tag` go together",
+        ),
+    }
+    Some(BreakerDef {
+        name: name?,
+        kind: kind?,
+        inputs,
+    })
+}
+
+/// Reads one `[[limits]]` table.
+pub(super) fn read_limit(
+    t: &mut Table<'_, '_>,
+    p: &mut Problems<'_>,
+    seen: &mut Vec<String>,
+) -> Option<LimitDef> {
+    let start = t.start();
+    let name = match t.string(p, "name") {
+        Some((n, off)) if !valid_name(&n) => {
+            p.at(
+                off,
+                &t.key_path("name"),
+                "use 1-64 letters, digits, '_', '.' or '-' (it appears in URLs and labels)",
+            );
+            None
+        }
+        Some((n, off)) if seen.contains(&n) => {
+            p.at(
+                off,
+                &t.key_path("name"),
+                format!("limit name `{n}` is used twice"),
+            );
+            None
+        }
+        Some((n, _)) => {
+            seen.push(n.clone());
+            Some(n)
+        }
+        None => {
+            p.at(start, &t.key_path("name"), "every limit needs a `name`");
+            None
+        }
+    };
+    let algorithm = match t.string(p, "algorithm") {
+        None => Some(LimitAlgorithm::Exact),
+        Some((a, _)) if a == "exact" => Some(LimitAlgorithm::Exact),
+        Some((a, _)) if a == "approximate" => Some(LimitAlgorithm::Approximate),
+        Some((a, off)) => {
+            p.at(off, &t.key_path("algorithm"), format!("unknown algorithm `{a}`; use \"exact\" (sliding log) or \"approximate\" (sliding counter)"));
+            None
+        }
+    };
+    let mut rules = Vec::new();
+    let rule_tables = t.tables(p, "rules");
+    if rule_tables.is_empty() {
+        p.at(
+            start,
+            &t.key_path("rules"),
+            "every limit needs `rules = [{ max = 100, window_ms = 1000 }, ...]`",
+        );
+    }
+    for mut r in rule_tables {
+        let max = r.int(p, "max", 1, u64::from(u32::MAX));
+        let w = r.int(p, "window_ms", 1, 86_400_000 * 31);
+        let (rstart, rpath) = (r.start(), r.key_path("max"));
+        r.finish(p, &["max", "window_ms"]);
+        if let (Some(max), Some(w)) = (max, w) {
+            rules.push((max as u32, Duration::from_millis(w)));
+        } else if max.is_none() && w.is_none() {
+            p.at(rstart, &rpath, "a rule needs `max` and `window_ms`");
+        }
+    }
+    let max_keys = t
+        .int(p, "max_keys", 1, 100_000_000)
+        .map_or(100_000, |n| n as usize);
+    let reject_new_keys = match t.string(p, "overflow") {
+        None => false,
+        Some((o, _)) if o == "evict_least_recent" => false,
+        Some((o, _)) if o == "reject_new_keys" => true,
+        Some((o, off)) => {
+            p.at(off, &t.key_path("overflow"), format!("unknown overflow policy `{o}`; use \"evict_least_recent\" or \"reject_new_keys\""));
+            false
+        }
+    };
+    if rules.is_empty() {
+        return None;
+    }
+    Some(LimitDef {
+        name: name?,
+        algorithm: algorithm?,
+        rules,
+        max_keys,
+        reject_new_keys,
+    })
+}

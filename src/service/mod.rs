@@ -1,0 +1,62 @@
+//! The signal services the daemon offers beside the series: named circuit
+//! breakers and keyed rate limits, both rebuilt on reload with the state of
+//! unchanged entries carried over.
+
+pub mod breakers;
+pub mod limits;
+
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+
+use crate::clock::Timestamp;
+use crate::config::Config;
+pub use breakers::{Breakers, NamedBreaker};
+pub use limits::{LimitSet, NamedLimit};
+
+/// Breakers and limits of one config generation.
+#[derive(Default)]
+pub struct Services {
+    /// Named breakers.
+    pub breakers: Breakers,
+    /// Named limits.
+    pub limits: LimitSet,
+}
+
+impl Services {
+    /// Builds the services of `cfg`, keeping unchanged entries of `previous`.
+    pub fn new(
+        cfg: &Config,
+        now: Timestamp,
+        previous: Option<&Services>,
+    ) -> Result<Services, String> {
+        Ok(Services {
+            breakers: Breakers::new(&cfg.breakers, now, previous.map(|p| &p.breakers))?,
+            limits: LimitSet::new(&cfg.limits, previous.map(|p| &p.limits))?,
+        })
+    }
+}
+
+/// The current generation, swapped whole on reload. Readers clone the `Arc`
+/// once per batch or request.
+#[derive(Default)]
+pub struct ServiceHandle(RwLock<Arc<Services>>);
+
+impl ServiceHandle {
+    /// A handle holding `s`.
+    #[must_use]
+    pub fn new(s: Services) -> Self {
+        ServiceHandle(RwLock::new(Arc::new(s)))
+    }
+
+    /// The current services.
+    #[must_use]
+    pub fn current(&self) -> Arc<Services> {
+        self.0.read().clone()
+    }
+
+    /// Replaces the services.
+    pub fn replace(&self, s: Services) {
+        *self.0.write() = Arc::new(s);
+    }
+}
