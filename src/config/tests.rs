@@ -107,3 +107,54 @@ fn quantiles_and_buckets_are_validated() {
     let keys: Vec<&str> = err.problems.iter().map(|p| p.key.as_str()).collect();
     assert_eq!(keys, ["series.quantiles", "series.histogram_buckets"]);
 }
+
+#[test]
+fn breakers_and_limits_are_read_and_validated() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config.toml");
+    let cfg = Config::load(&path).unwrap();
+    assert_eq!(cfg.breakers.len(), 1);
+    assert_eq!(cfg.breakers[0].name, "checkout");
+    assert!(matches!(cfg.breakers[0].kind, BreakerKind::ErrorRate(_)));
+    assert_eq!(cfg.limits.len(), 1);
+    assert_eq!(
+        cfg.limits[0].rules,
+        [
+            (100, Duration::from_secs(1)),
+            (1000, Duration::from_secs(60))
+        ]
+    );
+
+    let bad = r#"
+[[breakers]]
+name = "a"
+kind = "sre"
+k = 0.5
+min_calls = 3
+
+[[breakers]]
+name = "a"
+kind = "magic"
+
+[[limits]]
+name = "x y"
+algorithm = "fast"
+rules = [{ max = 0, window_ms = 1000 }]
+overflow = "panic"
+"#;
+    let err = Config::parse(bad).unwrap_err();
+    let keys: Vec<&str> = err.problems.iter().map(|p| p.key.as_str()).collect();
+    assert_eq!(
+        keys,
+        [
+            "breakers[0].k",
+            "breakers[0].min_calls",
+            "breakers[1].name",
+            "breakers[1].kind",
+            "limits[0].name",
+            "limits[0].algorithm",
+            "limits[0].rules[0].max",
+            "limits[0].overflow",
+        ],
+        "{err}"
+    );
+}

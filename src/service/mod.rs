@@ -60,3 +60,6 @@ impl ServiceHandle {
         *self.0.write() = Arc::new(s);
     }
 }
+
+#[cfg(test)]
+mod tests;
