@@ -109,14 +109,14 @@ fn valid_name(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
 }
 
-/// Reads one `[[breakers]]` table.
-pub(super) fn read_breaker(
+/// Reads a breaker's or limit's `name`: valid in URLs and labels, unique.
+fn read_name(
     t: &mut Table<'_, '_>,
     p: &mut Problems<'_>,
     seen: &mut Vec<String>,
-) -> Option<BreakerDef> {
-    let start = t.start();
-    let name = match t.string(p, "name") {
+    what: &str,
+) -> Option<String> {
+    match t.string(p, "name") {
         Some((n, off)) if !valid_name(&n) => {
             p.at(
                 off,
@@ -129,7 +129,7 @@ pub(super) fn read_breaker(
             p.at(
                 off,
                 &t.key_path("name"),
-                format!("breaker name `{n}` is used twice"),
+                format!("{what} name `{n}` is used twice"),
             );
             None
         }
@@ -138,10 +138,24 @@ pub(super) fn read_breaker(
             Some(n)
         }
         None => {
-            p.at(start, &t.key_path("name"), "every breaker needs a `name`");
+            p.at(
+                t.start(),
+                &t.key_path("name"),
+                format!("every {what} needs a `name`"),
+            );
             None
         }
-    };
+    }
+}
+
+/// Reads one `[[breakers]]` table.
+pub(super) fn read_breaker(
+    t: &mut Table<'_, '_>,
+    p: &mut Problems<'_>,
+    seen: &mut Vec<String>,
+) -> Option<BreakerDef> {
+    let start = t.start();
+    let name = read_name(t, p, seen, "breaker");
     let kind_s = t.string(p, "kind");
     let ms = |t: &mut Table<'_, '_>, p: &mut Problems<'_>, key: &str| {
         t.int(p, key, 1, 86_400_000).map(Duration::from_millis)
@@ -308,32 +322,7 @@ pub(super) fn read_limit(
     seen: &mut Vec<String>,
 ) -> Option<LimitDef> {
     let start = t.start();
-    let name = match t.string(p, "name") {
-        Some((n, off)) if !valid_name(&n) => {
-            p.at(
-                off,
-                &t.key_path("name"),
-                "use 1-64 letters, digits, '_', '.' or '-' (it appears in URLs and labels)",
-            );
-            None
-        }
-        Some((n, off)) if seen.contains(&n) => {
-            p.at(
-                off,
-                &t.key_path("name"),
-                format!("limit name `{n}` is used twice"),
-            );
-            None
-        }
-        Some((n, _)) => {
-            seen.push(n.clone());
-            Some(n)
-        }
-        None => {
-            p.at(start, &t.key_path("name"), "every limit needs a `name`");
-            None
-        }
-    };
+    let name = read_name(t, p, seen, "limit");
     let algorithm = match t.string(p, "algorithm") {
         None => Some(LimitAlgorithm::Exact),
         Some((a, _)) if a == "exact" => Some(LimitAlgorithm::Exact),

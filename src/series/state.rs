@@ -160,45 +160,15 @@ impl SeriesState {
     #[must_use]
     pub fn window_view(&self, i: usize, now: Timestamp, quantiles: &[f64]) -> WindowView {
         match self {
+            // Counters: the rate is increments per second.
             SeriesState::Counter { windows, .. } => {
-                let s = WindowStats::of(&windows[i], now);
-                WindowView {
-                    samples: s.count(),
-                    sum: s.sum(),
-                    // Counters: increments per second.
-                    rate: s.sum_rate(),
-                    avg: s.avg(),
-                    min: s.min(),
-                    max: s.max(),
-                    quantiles: Vec::new(),
-                    unique: None,
-                }
+                WindowView::of(&WindowStats::of(&windows[i], now), true, &[])
             }
             SeriesState::Gauge { windows, .. } => {
-                let s = WindowStats::of(&windows[i], now);
-                WindowView {
-                    samples: s.count(),
-                    sum: s.sum(),
-                    rate: s.rate(),
-                    avg: s.avg(),
-                    min: s.min(),
-                    max: s.max(),
-                    quantiles: Vec::new(),
-                    unique: None,
-                }
+                WindowView::of(&WindowStats::of(&windows[i], now), false, &[])
             }
             SeriesState::Distribution { windows, .. } => {
-                let s = WindowStats::of(&windows[i], now);
-                WindowView {
-                    samples: s.count(),
-                    sum: s.sum(),
-                    rate: s.rate(),
-                    avg: s.avg(),
-                    min: s.min(),
-                    max: s.max(),
-                    quantiles: quantiles.iter().map(|&q| (q, s.quantile(q))).collect(),
-                    unique: None,
-                }
+                WindowView::of(&WindowStats::of(&windows[i], now), false, quantiles)
             }
             SeriesState::Set { windows, .. } => {
                 let merged = windows[i].reduce(now);
@@ -238,4 +208,23 @@ pub struct WindowView {
     pub quantiles: Vec<(f64, Option<f64>)>,
     /// Distinct members, for sets.
     pub unique: Option<u64>,
+}
+
+impl WindowView {
+    fn of<B: crate::window::bucket::Bucket + crate::stats::Totals>(
+        s: &WindowStats<B>,
+        sum_rate: bool,
+        quantiles: &[f64],
+    ) -> WindowView {
+        WindowView {
+            samples: s.count(),
+            sum: s.sum(),
+            rate: if sum_rate { s.sum_rate() } else { s.rate() },
+            avg: s.avg(),
+            min: s.min(),
+            max: s.max(),
+            quantiles: quantiles.iter().map(|&q| (q, s.quantile(q))).collect(),
+            unique: None,
+        }
+    }
 }
