@@ -1,0 +1,77 @@
+//! The whole ingest path (parse, key, registry lookup, window and cumulative
+//! updates, breaker feeds, counts) allocates nothing per line once a series
+//! exists. Its own test binary, because it installs a counting allocator.
+
+use std::sync::Arc;
+
+use rollstat::config::Config;
+use rollstat::ingest::{Ingestor, Worker};
+use rollstat::series::{Plan, Registry};
+use rollstat::service::{ServiceHandle, Services};
+use rollstat::telemetry::Telemetry;
+use rollstat::{Clock, ManualClock};
+
+struct CountingAlloc;
+
+thread_local! {
+    static ALLOCS: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+}
+
+// SAFETY: forwards to the system allocator unchanged; the bookkeeping only
+// touches a const-initialised thread-local `Cell`, which never allocates.
+unsafe impl std::alloc::GlobalAlloc for CountingAlloc {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        let _ = ALLOCS.try_with(|c| c.set(c.get().map(|n| n + 1)));
+        // SAFETY: same contract as the caller's.
+        unsafe { std::alloc::System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        // SAFETY: same contract as the caller's.
+        unsafe { std::alloc::System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: CountingAlloc = CountingAlloc;
+
+#[test]
+fn ingesting_into_existing_series_allocates_nothing_per_line() {
+    let cfg = Config::parse(
+        r#"
+[[windows]]
+name = "10s"
+buckets = 10
+interval_ms = 1000
+[[windows]]
+name = "1m"
+buckets = 60
+interval_ms = 1000
+[[breakers]]
+name = "b"
+kind = "sre"
+requests_metric = "api.requests"
+failures_metric = "api.failures"
+"#,
+    )
+    .unwrap();
+    let clock = ManualClock::new();
+    let registry = Arc::new(Registry::new(Plan::from_config(&cfg), 16));
+    let services = Arc::new(ServiceHandle::new(Services::new(&cfg, clock.now(), None).unwrap()));
+    let telemetry = Arc::new(Telemetry::new().unwrap());
+    let ing = Ingestor::new(registry, telemetry, Arc::new(clock.clone()), services);
+    let dgram = b"api.requests:1|c|#route:/x,code:200\napi.failures:1|c\n\
+        api.latency:12.5|ms|@0.5|#route:/x\nqueue.depth:+3|g\nusers:alice|s\n\
+        db.rows:1:2:3|d\nbad line\n";
+    let mut w = Worker::default();
+    // Warm up: series are born, sketches get their bins, sets their members.
+    for _ in 0..3 {
+        ing.ingest(dgram, clock.now(), &mut w);
+    }
+    ALLOCS.with(|c| c.set(Some(0)));
+    for _ in 0..1000 {
+        ing.ingest(dgram, clock.now(), &mut w);
+    }
+    let allocs = ALLOCS.with(|c| c.replace(None));
+    assert_eq!(w.counts.lines, 6 * 1003);
+    assert_eq!(allocs, Some(0), "ingest allocated on existing series");
+}
