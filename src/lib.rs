@@ -18,10 +18,13 @@
 //! ```
 //!
 //! The rule behind the layout: arrows point one way, and the middle of the
-//! pipeline is plain data and functions. The modules of this library never
-//! touch a socket and never read the OS clock; only [`clock`] does.
+//! pipeline is plain data and functions. The algorithm modules (`clock`,
+//! `parse`, `window`, `sketch`, `stats`, `limit`, `breaker`, `mapping`,
+//! `series`) never touch a socket, tokio, hyper or the prometheus crate, and
+//! never read the OS clock; only [`clock`] does. The daemon modules (`ingest`,
+//! `expose`, `http`, `service`, `reload`, `daemon`) wire them to the world.
 //!
-//! ## Modules, in flow order
+//! ## Library modules, in flow order
 //!
 //! * [`clock`]: [`Timestamp`] (Unix nanoseconds), the [`Clock`] trait,
 //!   [`SystemClock`] and [`ManualClock`]. The only reader of OS time.
@@ -38,6 +41,23 @@
 //! * [`breaker`]: circuit breakers fed with outcomes: Google SRE adaptive
 //!   throttling as in go-zero, and an error-rate breaker with
 //!   closed/open/half-open states.
+//! * [`sketch`]: the mergeable sketches inside buckets (DDSketch quantiles,
+//!   exact-then-HyperLogLog distinct counts).
+//! * [`mapping`]: globs with captures and templates for mapping rules.
+//! * [`series`]: the sharded, bounded registry from statsd samples to
+//!   per-series windows.
+//!
+//! ## Daemon modules
+//!
+//! * [`config`]: `config.toml` to a typed [`config::Config`], every problem
+//!   reported with its key and line.
+//! * [`ingest`]: UDP, TCP and Unix transports, and the one path from bytes to
+//!   the registry.
+//! * [`service`]: named breakers (fed by statsd) and keyed limits.
+//! * [`expose`]: `/metrics` (a `prometheus` crate collector), OpenMetrics,
+//!   JSON shapes, name sanitising.
+//! * [`telemetry`]: self-metrics. [`http`]: the router. [`reload`]: config
+//!   reloads. [`daemon`]: binding, tasks, shutdown.
 //!
 //! ## Quick example
 //!
