@@ -3,7 +3,8 @@
 //! Ingest workers count into a plain [`LocalCounts`] per batch and flush it
 //! with a handful of atomic adds, so the hot path never touches a label map.
 //! Values the registry already keeps (series, created, expired, refused) are
-//! read at scrape time by [`RegistryCollector`].
+//! read at scrape time by [`registry_families`], which the series collector
+//! appends to every scrape.
 
 use prometheus::proto::{Counter, Gauge, LabelPair, Metric, MetricFamily, MetricType};
 use prometheus::{Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts, Registry};

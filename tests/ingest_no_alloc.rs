@@ -56,7 +56,9 @@ failures_metric = "api.failures"
     .unwrap();
     let clock = ManualClock::new();
     let registry = Arc::new(Registry::new(Plan::from_config(&cfg), 16));
-    let services = Arc::new(ServiceHandle::new(Services::new(&cfg, clock.now(), None).unwrap()));
+    let services = Arc::new(ServiceHandle::new(
+        Services::new(&cfg, clock.now(), None).unwrap(),
+    ));
     let telemetry = Arc::new(Telemetry::new().unwrap());
     let ing = Ingestor::new(registry, telemetry, Arc::new(clock.clone()), services);
     let dgram = b"api.requests:1|c|#route:/x,code:200\napi.failures:1|c\n\

@@ -1,6 +1,6 @@
 //! The daemon's configuration: `config.toml` in, typed values out.
 //!
-//! Two stages, as in ripgrep's low/high args: [`reader`] walks the TOML tree
+//! Two stages, as in ripgrep's low/high args: `reader` walks the TOML tree
 //! with its byte spans and turns every key into a typed value or a
 //! [`ConfigProblem`] naming the key and the line; [`Config::parse`] gathers
 //! **all** problems before failing, so an operator fixes a file in one pass.

@@ -132,7 +132,7 @@ pub struct KeyedStats {
 }
 
 /// Limiter state of algorithm `A` per string key, sharded and bounded; see the
-/// [module docs](self).
+/// [module docs](crate::limit).
 pub struct KeyedLimiter<A> {
     limits: Limits,
     shards: Box<[Mutex<Shard<A>>]>,
