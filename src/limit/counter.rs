@@ -2,7 +2,7 @@
 //! weighted by its remaining overlap plus the current window. See the
 //! [module docs](super) for the formula and its worst-case overshoot.
 
-use super::{decide, AcquireError, Decision, Limit, LimitState, LimitView, Limits};
+use super::{decide, AcquireError, Decision, Limit, LimitState, LimitView, Limits, PerLimit};
 use crate::clock::Timestamp;
 
 /// Approximate sliding-counter state for one key and all its limits.
@@ -15,7 +15,7 @@ use crate::clock::Timestamp;
 /// time jumps two windows or more.
 #[derive(Clone, Debug)]
 pub struct SlidingCounter {
-    windows: Box<[Window]>,
+    windows: PerLimit<Window>,
     /// The latest `now` seen; earlier ones are clamped to it.
     last_now: u64,
     /// The smallest `max` of all limits: a larger `n` can never be admitted.
@@ -209,7 +209,7 @@ impl SlidingCounter {
     #[must_use]
     pub fn new(limits: &Limits) -> Self {
         SlidingCounter {
-            windows: limits.as_slice().iter().map(|&l| Window::new(l)).collect(),
+            windows: PerLimit::new(limits, Window::new),
             last_now: 0,
             min_max: limits.as_slice().iter().map(Limit::max).min().unwrap_or(0),
         }
@@ -222,7 +222,7 @@ impl SlidingCounter {
             .iter()
             .map(|w| w.limit)
             .find(|l| n > l.max)
-            .unwrap_or(self.windows[0].limit);
+            .unwrap_or(self.windows.first.limit);
         AcquireError::InsufficientCapacity { n, limit }
     }
 
@@ -249,7 +249,7 @@ impl LimitState for SlidingCounter {
         let now = now.as_nanos().max(self.last_now);
         self.last_now = now;
         // The common case, one limit per key: no loops.
-        if let [w] = &mut *self.windows {
+        if let Some(w) = self.windows.single_mut() {
             w.roll(now);
             let allowed = w.admits(n, now);
             let mut retry = 0;
