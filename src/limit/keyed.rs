@@ -1,42 +1,5 @@
-//! `KeyedLimiter<A>`: one limiter state per string key, sharded, bounded.
-//!
-//! # Design
-//!
-//! Keys are spread over `shards` (a power of two) by hash; each shard is a
-//! `parking_lot::Mutex` around a map from the key's hash to its slot (boxed
-//! name, limiter state, last use). An `acquire` hashes the key once with a
-//! randomly keyed SipHash (its high half picks the shard, the map uses it as
-//! is, so an attacker cannot aim keys at one shard or one map bucket), locks
-//! one shard for the duration of one decision (tens of nanoseconds) and never
-//! touches another shard, so threads working on different keys rarely meet.
-//! Looking up an existing key by `&str` does not allocate; only a new key
-//! allocates its boxed name and its state (for the log, its rings, which then
-//! grow to their working size and stay there).
-//!
-//! # Memory bound
-//!
-//! The cap `max_keys` is split across the shards (they differ by at most one).
-//! A key is *idle* once every admitted request it holds has expired at `now`
-//! ([`LimitState::is_idle`]): its state then decides exactly like a fresh one,
-//! so dropping it changes no decision. When a new key arrives at a full shard:
-//!
-//! 1. the shard's idle keys are dropped (counted as `evicted_idle`);
-//! 2. if the shard is still full, the [`OverflowPolicy`] decides:
-//!    [`EvictLeastRecent`](OverflowPolicy::EvictLeastRecent) drops the
-//!    shard's least recently used key (counted as `evicted_active`), or
-//!    [`RejectNewKeys`](OverflowPolicy::RejectNewKeys) denies the new key with
-//!    [`AcquireError::TooManyKeys`] (counted as `rejected_new_keys`).
-//!
-//! Both steps scan the shard: `O(max_keys / shards)` for a new key arriving at
-//! a full shard, nothing otherwise. [`KeyedLimiter::sweep`], run periodically
-//! by the daemon's sweeper, drops idle keys in every shard so that the cap is
-//! rarely reached by stale keys.
-//!
-//! Least-recent eviction forgets a key that still holds admitted requests; if
-//! that key comes back within its window it starts fresh and **can be
-//! over-admitted** (up to a full extra `N` in a window). That is the price of
-//! always accepting new keys; choose `RejectNewKeys` when the limit must hold
-//! for every key and a denied new key is acceptable (fail closed).
+//! `KeyedLimiter<A>`: one limiter state per string key, sharded, bounded
+//! (see [`KeyedLimiter`] for the design).
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher, RandomState};
@@ -135,8 +98,45 @@ pub struct KeyedStats {
     pub rejected_new_keys: u64,
 }
 
-/// Limiter state of algorithm `A` per string key, sharded and bounded; see the
-/// [module docs](self).
+/// Limiter state of algorithm `A` per string key, sharded and bounded.
+///
+/// # Design
+///
+/// Keys are spread over `shards` (a power of two) by hash; each shard is a
+/// `parking_lot::Mutex` around a map from the key's hash to its slot (boxed
+/// name, limiter state, last use). An `acquire` hashes the key once with a
+/// randomly keyed SipHash (its high half picks the shard, the map uses it as
+/// is, so an attacker cannot aim keys at one shard or one map bucket), locks
+/// one shard for the duration of one decision (tens of nanoseconds) and never
+/// touches another shard, so threads working on different keys rarely meet.
+/// Looking up an existing key by `&str` does not allocate; only a new key
+/// allocates its boxed name and its state (for the log, its rings, which then
+/// grow to their working size and stay there).
+///
+/// # Memory bound
+///
+/// The cap `max_keys` is split across the shards (they differ by at most one).
+/// A key is *idle* once every admitted request it holds has expired at `now`
+/// ([`LimitState::is_idle`]): its state then decides exactly like a fresh one,
+/// so dropping it changes no decision. When a new key arrives at a full shard:
+///
+/// 1. the shard's idle keys are dropped (counted as `evicted_idle`);
+/// 2. if the shard is still full, the [`OverflowPolicy`] decides:
+///    [`EvictLeastRecent`](OverflowPolicy::EvictLeastRecent) drops the
+///    shard's least recently used key (counted as `evicted_active`), or
+///    [`RejectNewKeys`](OverflowPolicy::RejectNewKeys) denies the new key with
+///    [`AcquireError::TooManyKeys`] (counted as `rejected_new_keys`).
+///
+/// Both steps scan the shard: `O(max_keys / shards)` for a new key arriving at
+/// a full shard, nothing otherwise. [`KeyedLimiter::sweep`], run periodically
+/// by the daemon's sweeper, drops idle keys in every shard so that the cap is
+/// rarely reached by stale keys.
+///
+/// Least-recent eviction forgets a key that still holds admitted requests; if
+/// that key comes back within its window it starts fresh and **can be
+/// over-admitted** (up to a full extra `N` in a window). That is the price of
+/// always accepting new keys; choose `RejectNewKeys` when the limit must hold
+/// for every key and a denied new key is acceptable (fail closed).
 pub struct KeyedLimiter<A> {
     limits: Limits,
     shards: Box<[Mutex<Shard<A>>]>,
