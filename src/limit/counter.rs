@@ -2,7 +2,7 @@
 //! weighted by its remaining overlap plus the current window. See the
 //! [module docs](super) for the formula and its worst-case overshoot.
 
-use super::{decide, AcquireError, Decision, Limit, LimitState, LimitView, Limits};
+use super::{decide, AcquireError, Decision, Limit, LimitState, LimitView, Limits, PerLimit};
 use crate::clock::Timestamp;
 
 /// Approximate sliding-counter state for one key and all its limits.
@@ -15,7 +15,7 @@ use crate::clock::Timestamp;
 /// time jumps two windows or more.
 #[derive(Clone, Debug)]
 pub struct SlidingCounter {
-    windows: Box<[Window]>,
+    windows: PerLimit<Window>,
     /// The latest `now` seen; earlier ones are clamped to it.
     last_now: u64,
     /// The smallest `max` of all limits: a larger `n` can never be admitted.
@@ -88,13 +88,8 @@ impl Window {
         }
         let w = self.limit.window;
         let left = w - (now - self.start);
-        // ceil(prev · left / W) <= prev <= u32::MAX. 64-bit division when the
-        // product fits (windows up to ~4 s for any prev, far longer in
-        // practice), 128-bit otherwise.
-        let used_prev = match u64::from(self.prev).checked_mul(left) {
-            Some(p) => p.div_ceil(w),
-            None => (u128::from(self.prev) * u128::from(left)).div_ceil(u128::from(w)) as u64,
-        };
+        // ceil(prev · left / W) <= prev <= u32::MAX.
+        let used_prev = mul_div_ceil(u64::from(self.prev), left, w);
         room.saturating_sub(used_prev as u32)
     }
 
@@ -106,13 +101,12 @@ impl Window {
             return 0;
         }
         let w = self.limit.window;
-        let x = u128::from(room) * u128::from(w) / u128::from(p);
-        if x >= u128::from(w) {
-            0
-        } else {
-            // x < w, so it fits in u64.
-            w - x as u64
+        if room >= u64::from(p) {
+            // room · W / p >= W.
+            return 0;
         }
+        // room < p, so ⌊room · W / p⌋ < W fits in u64.
+        w - mul_div_floor(room, w, u64::from(p))
     }
 
     /// The wait until `n` would be admitted at `now` (after `roll(now)`), if
@@ -168,6 +162,46 @@ impl Window {
     }
 }
 
+/// `⌊a · b / d⌋`, exactly, for a result below 2^64 and `d > 0`. A 128-bit
+/// division is a slow library call; a floating-point estimate corrected with
+/// 128-bit products is exact and several times faster when the result is
+/// small enough for the estimate to be off by at most a few units.
+#[inline]
+fn mul_div_floor(a: u64, b: u64, d: u64) -> u64 {
+    let x = u128::from(a) * u128::from(b);
+    let d128 = u128::from(d);
+    // From the u64 factors: converting a u128 to f64 is itself a slow call.
+    let estimate = a as f64 * b as f64 / d as f64;
+    if estimate >= (1u64 << 52) as f64 {
+        // Too large for the estimate to be within a unit.
+        return (x / d128) as u64;
+    }
+    // The estimate is within one unit; step once, then verify (and fall back
+    // to the division, never expected). No loops: a search loop gets
+    // vectorised into something far slower than the one step it needs.
+    let mut q = estimate as u64;
+    if u128::from(q) * d128 > x {
+        q -= 1;
+    } else if (u128::from(q) + 1) * d128 <= x {
+        q += 1;
+    }
+    if u128::from(q) * d128 > x || (u128::from(q) + 1) * d128 <= x {
+        return (x / d128) as u64;
+    }
+    q
+}
+
+/// `⌈a · b / d⌉`, exactly, for a result below 2^64 and `d > 0`.
+#[inline]
+fn mul_div_ceil(a: u64, b: u64, d: u64) -> u64 {
+    let q = mul_div_floor(a, b, d);
+    if u128::from(q) * u128::from(d) < u128::from(a) * u128::from(b) {
+        q + 1
+    } else {
+        q
+    }
+}
+
 // === impl SlidingCounter ===
 
 impl SlidingCounter {
@@ -175,7 +209,7 @@ impl SlidingCounter {
     #[must_use]
     pub fn new(limits: &Limits) -> Self {
         SlidingCounter {
-            windows: limits.as_slice().iter().map(|&l| Window::new(l)).collect(),
+            windows: PerLimit::new(limits, Window::new),
             last_now: 0,
             min_max: limits.as_slice().iter().map(Limit::max).min().unwrap_or(0),
         }
@@ -188,7 +222,7 @@ impl SlidingCounter {
             .iter()
             .map(|w| w.limit)
             .find(|l| n > l.max)
-            .unwrap_or(self.windows[0].limit);
+            .unwrap_or(self.windows.first.limit);
         AcquireError::InsufficientCapacity { n, limit }
     }
 
@@ -214,6 +248,18 @@ impl LimitState for SlidingCounter {
         }
         let now = now.as_nanos().max(self.last_now);
         self.last_now = now;
+        // The common case, one limit per key: no loops.
+        if let Some(w) = self.windows.single_mut() {
+            w.roll(now);
+            let allowed = w.admits(n, now);
+            let mut retry = 0;
+            if allowed {
+                w.curr += n;
+            } else {
+                retry = w.wait_for(n, now);
+            }
+            return Ok(decide(std::iter::once(w.view(now)), allowed, retry));
+        }
         let mut allowed = true;
         for w in self.windows.iter_mut() {
             w.roll(now);
@@ -259,6 +305,51 @@ mod tests {
 
     fn ok(c: &mut SlidingCounter, n: u32, t: Timestamp) -> Decision {
         c.acquire(n, t).unwrap()
+    }
+
+    #[test]
+    fn mul_div_is_exact() {
+        let cases = [
+            (7, 3, 2),
+            (0, 5, 3),
+            (u64::from(u32::MAX), 999_999_999, 1_000_000_000),
+            (u64::from(u32::MAX), u64::MAX, u64::MAX),
+            (3, u64::MAX - 1, 7),
+            (1 << 40, 1 << 40, (1 << 30) + 1),
+            (123_456_789, 987_654_321, 60_000_000_000),
+        ];
+        for (a, b, d) in cases {
+            let x = u128::from(a) * u128::from(b);
+            let d128 = u128::from(d);
+            assert_eq!(u128::from(mul_div_floor(a, b, d)), x / d128, "{a}·{b}/{d}");
+            assert_eq!(
+                u128::from(mul_div_ceil(a, b, d)),
+                x.div_ceil(d128),
+                "{a}·{b}/{d}"
+            );
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn mul_div_matches_128_bit_division(a: u64, b: u64, d in 1u64..) {
+            let x = u128::from(a) * u128::from(b);
+            let d128 = u128::from(d);
+            proptest::prop_assume!(x.div_ceil(d128) <= u128::from(u64::MAX));
+            proptest::prop_assert_eq!(u128::from(mul_div_floor(a, b, d)), x / d128);
+            proptest::prop_assert_eq!(u128::from(mul_div_ceil(a, b, d)), x.div_ceil(d128));
+        }
+
+        #[test]
+        fn mul_div_is_exact_for_small_quotients(a in 0u64..1 << 33, b: u64, d: u64) {
+            // The shapes the counter uses: a count times a time over a time.
+            let d = d.max(1);
+            let x = u128::from(a) * u128::from(b);
+            let d128 = u128::from(d);
+            proptest::prop_assume!(x.div_ceil(d128) <= u128::from(u64::MAX));
+            proptest::prop_assert_eq!(u128::from(mul_div_floor(a, b, d)), x / d128);
+            proptest::prop_assert_eq!(u128::from(mul_div_ceil(a, b, d)), x.div_ceil(d128));
+        }
     }
 
     #[test]

@@ -1,41 +1,8 @@
-//! `KeyedLimiter<A>`: one limiter state per string key, sharded, bounded.
-//!
-//! # Design
-//!
-//! Keys are spread over `shards` (a power of two) by hash; each shard is a
-//! `parking_lot::Mutex` around a `HashMap<Box<str>, Slot<A>>`. An `acquire`
-//! hashes the key, locks one shard for the duration of one decision (a few
-//! tens of nanoseconds) and never touches another shard, so threads working on
-//! different keys rarely meet. Looking up an existing key by `&str` does not
-//! allocate; only a new key allocates its boxed name and its state.
-//!
-//! # Memory bound
-//!
-//! The cap `max_keys` is split across the shards (they differ by at most one).
-//! A key is *idle* once every admitted request it holds has expired at `now`
-//! ([`LimitState::is_idle`]): its state then decides exactly like a fresh one,
-//! so dropping it changes no decision. When a new key arrives at a full shard:
-//!
-//! 1. the shard's idle keys are dropped (counted as `evicted_idle`);
-//! 2. if the shard is still full, the [`OverflowPolicy`] decides:
-//!    [`EvictLeastRecent`](OverflowPolicy::EvictLeastRecent) drops the
-//!    shard's least recently used key (counted as `evicted_active`), or
-//!    [`RejectNewKeys`](OverflowPolicy::RejectNewKeys) denies the new key with
-//!    [`AcquireError::TooManyKeys`] (counted as `rejected_new_keys`).
-//!
-//! Both steps scan the shard: `O(max_keys / shards)` for a new key arriving at
-//! a full shard, nothing otherwise. [`KeyedLimiter::sweep`], run periodically
-//! by the daemon's sweeper, drops idle keys in every shard so that the cap is
-//! rarely reached by stale keys.
-//!
-//! Least-recent eviction forgets a key that still holds admitted requests; if
-//! that key comes back within its window it starts fresh and **can be
-//! over-admitted** (up to a full extra `N` in a window). That is the price of
-//! always accepting new keys; choose `RejectNewKeys` when the limit must hold
-//! for every key and a denied new key is acceptable (fail closed).
+//! `KeyedLimiter<A>`: one limiter state per string key, sharded, bounded
+//! (see [`KeyedLimiter`] for the design).
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, RandomState};
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher, RandomState};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -131,8 +98,45 @@ pub struct KeyedStats {
     pub rejected_new_keys: u64,
 }
 
-/// Limiter state of algorithm `A` per string key, sharded and bounded; see the
-/// [module docs](crate::limit).
+/// Limiter state of algorithm `A` per string key, sharded and bounded.
+///
+/// # Design
+///
+/// Keys are spread over `shards` (a power of two) by hash; each shard is a
+/// `parking_lot::Mutex` around a map from the key's hash to its slot (boxed
+/// name, limiter state, last use). An `acquire` hashes the key once with a
+/// randomly keyed SipHash (its high half picks the shard, the map uses it as
+/// is, so an attacker cannot aim keys at one shard or one map bucket), locks
+/// one shard for the duration of one decision (tens of nanoseconds) and never
+/// touches another shard, so threads working on different keys rarely meet.
+/// Looking up an existing key by `&str` does not allocate; only a new key
+/// allocates its boxed name and its state (for the log, its rings, which then
+/// grow to their working size and stay there).
+///
+/// # Memory bound
+///
+/// The cap `max_keys` is split across the shards (they differ by at most one).
+/// A key is *idle* once every admitted request it holds has expired at `now`
+/// ([`LimitState::is_idle`]): its state then decides exactly like a fresh one,
+/// so dropping it changes no decision. When a new key arrives at a full shard:
+///
+/// 1. the shard's idle keys are dropped (counted as `evicted_idle`);
+/// 2. if the shard is still full, the [`OverflowPolicy`] decides:
+///    [`EvictLeastRecent`](OverflowPolicy::EvictLeastRecent) drops the
+///    shard's least recently used key (counted as `evicted_active`), or
+///    [`RejectNewKeys`](OverflowPolicy::RejectNewKeys) denies the new key with
+///    [`AcquireError::TooManyKeys`] (counted as `rejected_new_keys`).
+///
+/// Both steps scan the shard: `O(max_keys / shards)` for a new key arriving at
+/// a full shard, nothing otherwise. [`KeyedLimiter::sweep`], run periodically
+/// by the daemon's sweeper, drops idle keys in every shard so that the cap is
+/// rarely reached by stale keys.
+///
+/// Least-recent eviction forgets a key that still holds admitted requests; if
+/// that key comes back within its window it starts fresh and **can be
+/// over-admitted** (up to a full extra `N` in a window). That is the price of
+/// always accepting new keys; choose `RejectNewKeys` when the limit must hold
+/// for every key and a denied new key is acceptable (fail closed).
 pub struct KeyedLimiter<A> {
     limits: Limits,
     shards: Box<[Mutex<Shard<A>>]>,
@@ -149,25 +153,141 @@ pub struct KeyedLimiter<A> {
 }
 
 struct Shard<A> {
-    map: HashMap<Box<str>, Slot<A>, RandomState>,
+    /// Slots by the key's 64-bit SipHash (computed once per call, also used
+    /// to pick the shard); slots whose keys share a hash share a bucket.
+    map: HashMap<u64, Bucket<A>, BuildHasherDefault<PassThrough>>,
+    /// Keys in this shard (`map.len()` counts buckets).
+    len: usize,
     cap: usize,
     /// Bumped on every access; a slot's `used` is the tick of its last access.
     tick: u64,
 }
 
 struct Slot<A> {
+    key: Box<str>,
     state: A,
     used: u64,
+}
+
+/// The keys with one hash: almost always exactly one.
+enum Bucket<A> {
+    One(Slot<A>),
+    Many(Vec<Slot<A>>),
+}
+
+/// The map's hasher: its keys are already SipHash values.
+#[derive(Default)]
+struct PassThrough(u64);
+
+impl Hasher for PassThrough {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `write_u64` is used; fold anything else in, to stay total.
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, h: u64) {
+        self.0 = h;
+    }
+}
+
+// === impl Bucket ===
+
+impl<A> Bucket<A> {
+    fn slots(&self) -> &[Slot<A>] {
+        match self {
+            Bucket::One(s) => std::slice::from_ref(s),
+            Bucket::Many(v) => v,
+        }
+    }
+
+    fn get_mut(&mut self, key: &str) -> Option<&mut Slot<A>> {
+        match self {
+            Bucket::One(s) => (&*s.key == key).then_some(s),
+            Bucket::Many(v) => v.iter_mut().find(|s| &*s.key == key),
+        }
+    }
 }
 
 // === impl Shard ===
 
 impl<A: LimitState> Shard<A> {
+    fn get_mut(&mut self, hash: u64, key: &str) -> Option<&mut Slot<A>> {
+        self.map.get_mut(&hash)?.get_mut(key)
+    }
+
+    fn insert(&mut self, hash: u64, slot: Slot<A>) {
+        self.len += 1;
+        match self.map.remove(&hash) {
+            None => {
+                self.map.insert(hash, Bucket::One(slot));
+            }
+            Some(Bucket::One(other)) => {
+                self.map.insert(hash, Bucket::Many(vec![other, slot]));
+            }
+            Some(Bucket::Many(mut v)) => {
+                v.push(slot);
+                self.map.insert(hash, Bucket::Many(v));
+            }
+        }
+    }
+
+    /// Removes the slots for which `drop` is true; returns how many.
+    fn remove_where(&mut self, mut drop: impl FnMut(&Slot<A>) -> bool) -> usize {
+        let before = self.len;
+        let mut len = 0;
+        self.map.retain(|_, b| match b {
+            Bucket::One(s) => {
+                let keep = !drop(s);
+                len += usize::from(keep);
+                keep
+            }
+            Bucket::Many(v) => {
+                v.retain(|s| !drop(s));
+                len += v.len();
+                !v.is_empty()
+            }
+        });
+        self.len = len;
+        before - len
+    }
+
+    fn remove(&mut self, hash: u64, key: &str) -> bool {
+        let Some(b) = self.map.get_mut(&hash) else {
+            return false;
+        };
+        let removed = match b {
+            Bucket::One(s) => {
+                if &*s.key != key {
+                    return false;
+                }
+                self.map.remove(&hash);
+                true
+            }
+            Bucket::Many(v) => {
+                let before = v.len();
+                v.retain(|s| &*s.key != key);
+                let removed = v.len() < before;
+                if v.is_empty() {
+                    self.map.remove(&hash);
+                }
+                removed
+            }
+        };
+        self.len -= usize::from(removed);
+        removed
+    }
+
+    fn slots(&self) -> impl Iterator<Item = &Slot<A>> {
+        self.map.values().flat_map(Bucket::slots)
+    }
+
     /// Drops idle keys; returns how many.
     fn sweep(&mut self, now: Timestamp) -> usize {
-        let before = self.map.len();
-        self.map.retain(|_, s| !s.state.is_idle(now));
-        before - self.map.len()
+        self.remove_where(|s| s.state.is_idle(now))
     }
 }
 
@@ -192,7 +312,8 @@ impl<A: LimitState> KeyedLimiter<A> {
             .map(|i| {
                 let cap = base + usize::from(i < extra);
                 Mutex::new(Shard {
-                    map: HashMap::with_hasher(hasher.clone()),
+                    map: HashMap::default(),
+                    len: 0,
                     cap,
                     tick: 0,
                 })
@@ -219,11 +340,12 @@ impl<A: LimitState> KeyedLimiter<A> {
         &self.limits
     }
 
-    fn shard(&self, key: &str) -> &Mutex<Shard<A>> {
-        // The map uses the low bits of the same hash for its buckets and the
-        // top 7 for its control bytes; take the shard from the middle.
+    /// The key's hash and its shard. The shard comes from the high half of
+    /// the hash; the map inside uses the low bits for buckets and the top 7
+    /// for its control bytes.
+    fn shard(&self, key: &str) -> (u64, &Mutex<Shard<A>>) {
         let h = self.hasher.hash_one(key);
-        &self.shards[((h >> 32) & self.mask) as usize]
+        (h, &self.shards[((h >> 32) & self.mask) as usize])
     }
 
     /// Decides a request of weight `n` for `key` at `now`; see
@@ -237,10 +359,11 @@ impl<A: LimitState> KeyedLimiter<A> {
     /// [`AcquireError::TooManyKeys`] for a new key at a full shard under
     /// [`OverflowPolicy::RejectNewKeys`].
     pub fn acquire(&self, key: &str, n: u32, now: Timestamp) -> Result<Decision, AcquireError> {
-        let mut shard = self.shard(key).lock();
+        let (hash, shard) = self.shard(key);
+        let mut shard = shard.lock();
         shard.tick += 1;
         let tick = shard.tick;
-        if let Some(slot) = shard.map.get_mut(key) {
+        if let Some(slot) = shard.get_mut(hash, key) {
             slot.used = tick;
             return slot.state.acquire(n, now);
         }
@@ -249,11 +372,16 @@ impl<A: LimitState> KeyedLimiter<A> {
         if n == 0 {
             return state.acquire(0, now);
         }
-        if shard.map.len() >= shard.cap {
+        if shard.len >= shard.cap {
             self.make_room(&mut shard, now)?;
         }
         let decision = state.acquire(n, now)?;
-        shard.map.insert(key.into(), Slot { state, used: tick });
+        let slot = Slot {
+            key: key.into(),
+            state,
+            used: tick,
+        };
+        shard.insert(hash, slot);
         self.keys.fetch_add(1, Ordering::Relaxed);
         self.created.fetch_add(1, Ordering::Relaxed);
         Ok(decision)
@@ -269,23 +397,20 @@ impl<A: LimitState> KeyedLimiter<A> {
         }
         match self.overflow {
             OverflowPolicy::EvictLeastRecent => {
-                let lru = shard
-                    .map
-                    .iter()
-                    .min_by_key(|(_, s)| s.used)
-                    .map(|(k, _)| k.clone());
-                if let Some(k) = lru {
-                    shard.map.remove(&k);
-                    self.keys.fetch_sub(1, Ordering::Relaxed);
-                    self.evicted_active.fetch_add(1, Ordering::Relaxed);
+                let lru = shard.slots().map(|s| s.used).min();
+                if let Some(oldest) = lru {
+                    // Ticks are unique within a shard: this drops one slot.
+                    let dropped = shard.remove_where(|s| s.used == oldest);
+                    self.keys.fetch_sub(dropped, Ordering::Relaxed);
+                    self.evicted_active
+                        .fetch_add(dropped as u64, Ordering::Relaxed);
                 }
                 Ok(())
             }
             OverflowPolicy::RejectNewKeys => {
                 self.rejected_new_keys.fetch_add(1, Ordering::Relaxed);
                 let first_idle = shard
-                    .map
-                    .values()
+                    .slots()
                     .map(|s| s.state.idle_at())
                     .min()
                     .unwrap_or(now);
@@ -313,7 +438,8 @@ impl<A: LimitState> KeyedLimiter<A> {
 
     /// Forgets `key`; returns whether it was tracked.
     pub fn remove(&self, key: &str) -> bool {
-        let removed = self.shard(key).lock().map.remove(key).is_some();
+        let (hash, shard) = self.shard(key);
+        let removed = shard.lock().remove(hash, key);
         if removed {
             self.keys.fetch_sub(1, Ordering::Relaxed);
         }
@@ -323,7 +449,8 @@ impl<A: LimitState> KeyedLimiter<A> {
     /// Whether `key` is tracked now.
     #[must_use]
     pub fn contains(&self, key: &str) -> bool {
-        self.shard(key).lock().map.contains_key(key)
+        let (hash, shard) = self.shard(key);
+        shard.lock().get_mut(hash, key).is_some()
     }
 
     /// Number of keys tracked now.
@@ -384,6 +511,47 @@ mod tests {
             KeyedConfig::new(max_keys).shards(1).overflow(overflow),
         )
         .unwrap()
+    }
+
+    #[test]
+    fn keys_sharing_a_hash_share_a_bucket_and_stay_apart() {
+        let limits: Limits = Limit::per_second(1).unwrap().into();
+        let mut shard: Shard<SlidingLog> = Shard {
+            map: HashMap::default(),
+            len: 0,
+            cap: 10,
+            tick: 0,
+        };
+        for (i, key) in ["a", "b", "c"].into_iter().enumerate() {
+            let mut state = SlidingLog::new(&limits);
+            state.acquire(1, T0).unwrap();
+            let used = i as u64;
+            shard.insert(
+                7,
+                Slot {
+                    key: key.into(),
+                    state,
+                    used,
+                },
+            );
+        }
+        shard.insert(
+            8,
+            Slot {
+                key: "d".into(),
+                state: SlidingLog::new(&limits),
+                used: 9,
+            },
+        );
+        assert_eq!((shard.len, shard.map.len()), (4, 2));
+        assert!(shard.get_mut(7, "b").is_some() && shard.get_mut(7, "d").is_none());
+        assert!(shard.remove(7, "b") && !shard.remove(7, "b") && !shard.remove(8, "x"));
+        assert_eq!(shard.remove_where(|s| s.used == 0), 1);
+        assert_eq!(shard.slots().map(|s| &*s.key).collect::<Vec<_>>().len(), 2);
+        // "d" never admitted anything: idle. "c" is idle a second later.
+        assert_eq!(shard.sweep(T0), 1);
+        assert_eq!(shard.sweep(T0 + S), 1);
+        assert_eq!((shard.len, shard.map.len()), (0, 0));
     }
 
     #[test]

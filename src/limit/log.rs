@@ -3,7 +3,7 @@
 
 use std::collections::VecDeque;
 
-use super::{decide, AcquireError, Decision, Limit, LimitState, LimitView, Limits};
+use super::{decide, AcquireError, Decision, Limit, LimitState, LimitView, Limits, PerLimit};
 use crate::clock::Timestamp;
 
 /// Initial ring capacity (entries) for a limit, so small limits allocate once
@@ -18,7 +18,7 @@ const INITIAL_ENTRIES: u32 = 64;
 /// allocates nothing once the rings have reached their working size.
 #[derive(Clone, Debug)]
 pub struct SlidingLog {
-    rings: Box<[Ring]>,
+    rings: PerLimit<Ring>,
     /// The latest `now` seen; earlier ones are clamped to it.
     last_now: u64,
     /// The smallest `max` of all limits: a larger `n` can never be admitted.
@@ -145,7 +145,7 @@ impl SlidingLog {
     #[must_use]
     pub fn new(limits: &Limits) -> Self {
         SlidingLog {
-            rings: limits.as_slice().iter().map(|&l| Ring::new(l)).collect(),
+            rings: PerLimit::new(limits, Ring::new),
             last_now: 0,
             min_max: limits.as_slice().iter().map(Limit::max).min().unwrap_or(0),
         }
@@ -158,7 +158,7 @@ impl SlidingLog {
             .iter()
             .map(|r| r.limit)
             .find(|l| n > l.max)
-            .unwrap_or(self.rings[0].limit);
+            .unwrap_or(self.rings.first.limit);
         AcquireError::InsufficientCapacity { n, limit }
     }
 
@@ -182,7 +182,7 @@ impl LimitState for SlidingLog {
         let now = now.as_nanos().max(self.last_now);
         self.last_now = now;
         // The common case, one limit per key: no loops.
-        if let [r] = &mut *self.rings {
+        if let Some(r) = self.rings.single_mut() {
             r.expire(now);
             let allowed = r.admits(n);
             let mut retry = 0;
@@ -274,7 +274,7 @@ mod tests {
         assert!(!d.allowed);
         assert_eq!(d.retry_after, Some(Duration::from_secs(1)));
         // They share one entry.
-        assert_eq!(l.rings[0].entries.len(), 1);
+        assert_eq!(l.rings.first.entries.len(), 1);
     }
 
     #[test]
@@ -284,7 +284,7 @@ mod tests {
         assert!(ok(&mut l, 4, T0).allowed);
         assert!(ok(&mut l, 3, T0 + Duration::from_millis(100)).allowed);
         assert!(ok(&mut l, 2, T0 + Duration::from_millis(200)).allowed);
-        assert_eq!(l.rings[0].entries.len(), 3);
+        assert_eq!(l.rings.first.entries.len(), 3);
         // 9 used; 6 needs 5 freed: the 4 at T0 and the 3 at 100 ms must go.
         let now = T0 + Duration::from_millis(300);
         let d = ok(&mut l, 6, now);
@@ -353,7 +353,7 @@ mod tests {
         for i in 1..1000 {
             assert!(!ok(&mut l, 1, T0 + Duration::from_millis(i)).allowed);
         }
-        assert_eq!(l.rings[0].used, 2);
+        assert_eq!(l.rings.first.used, 2);
         let d = ok(&mut l, 2, T0 + w);
         assert!(d.allowed);
         assert_eq!(d.remaining, 0);
@@ -366,7 +366,7 @@ mod tests {
         let d = ok(&mut l, 0, T0);
         assert!(d.allowed);
         assert_eq!((d.remaining, d.retry_after), (0, None));
-        assert_eq!(l.rings[0].used, 1);
+        assert_eq!(l.rings.first.used, 1);
     }
 
     #[test]
@@ -386,10 +386,12 @@ mod tests {
         // Entries stay sorted: the stale admitted request is stamped T0 + 1 s.
         let d = ok(&mut l, 0, Timestamp::EPOCH);
         assert_eq!(d.reset, w);
-        assert!(l.rings[0]
+        assert!(l
+            .rings
+            .first
             .entries
             .iter()
-            .zip(l.rings[0].entries.iter().skip(1))
+            .zip(l.rings.first.entries.iter().skip(1))
             .all(|(a, b)| a.at < b.at));
     }
 
@@ -424,7 +426,7 @@ mod tests {
         for i in 0..10_000u64 {
             ok(&mut l, 1, T0 + Duration::from_millis(i));
         }
-        let cap = l.rings[0].entries.capacity();
+        let cap = l.rings.first.entries.capacity();
         assert!((100..=256).contains(&cap), "{cap}");
     }
 }

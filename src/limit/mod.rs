@@ -348,6 +348,42 @@ pub trait LimitState {
     }
 }
 
+/// One `T` per limit, the first stored inline: a key with one limit (the
+/// common case) keeps its whole state in one place, without a pointer to
+/// follow (and an empty `rest` allocates nothing).
+#[derive(Clone, Debug)]
+struct PerLimit<T> {
+    first: T,
+    rest: Box<[T]>,
+}
+
+impl<T> PerLimit<T> {
+    fn new(limits: &Limits, mut f: impl FnMut(Limit) -> T) -> Self {
+        let (&head, tail) = limits
+            .as_slice()
+            .split_first()
+            .unwrap_or((&Limit { max: 1, window: 1 }, &[]));
+        PerLimit {
+            first: f(head),
+            rest: tail.iter().map(|&l| f(l)).collect(),
+        }
+    }
+
+    /// The only element, if there is exactly one.
+    #[inline]
+    fn single_mut(&mut self) -> Option<&mut T> {
+        self.rest.is_empty().then_some(&mut self.first)
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &T> {
+        std::iter::once(&self.first).chain(self.rest.iter())
+    }
+
+    fn iter_mut(&mut self) -> impl Iterator<Item = &mut T> {
+        std::iter::once(&mut self.first).chain(self.rest.iter_mut())
+    }
+}
+
 /// Per-limit figures gathered by an algorithm to build a [`Decision`].
 #[derive(Clone, Copy)]
 struct LimitView {
