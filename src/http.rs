@@ -29,6 +29,7 @@ use crate::expose::{json, openmetrics};
 use crate::ingest::{Ingestor, Worker};
 use crate::mapping::Glob;
 use crate::reload::Reloader;
+use crate::service::limits::ceil_secs;
 use crate::telemetry::Transport;
 
 /// What the handlers share.
@@ -347,40 +348,34 @@ async fn acquire(
         );
     };
     let now = st.ingestor.now();
-    let policy = ratelimit_policy(&name, limit.limits().as_slice());
     match limit.acquire(&key, n, now) {
         Ok(d) => {
-            let idx = limit
-                .limits()
-                .as_slice()
-                .iter()
-                .position(|l| *l == d.limit)
-                .unwrap_or(0);
-            let reset = ceil_secs(d.reset);
+            let rules = limit.limits().as_slice();
+            let idx = rules.iter().position(|l| *l == d.limit).unwrap_or(0);
             let state = format!(
                 "\"{}\";r={};t={}",
-                policy_name(&name, idx, limit.limits().as_slice().len()),
+                limit.policy_names[idx],
                 d.remaining,
-                reset
+                ceil_secs(d.reset)
             );
-            let body = serde_json::json!({
-                "allowed": d.allowed,
-                "remaining": d.remaining,
-                "reset": d.reset.as_secs_f64(),
-                "retry_after": d.retry_after.map(|r| r.as_secs_f64()),
-                "limit": {"max": d.limit.max(), "window_secs": d.limit.window().as_secs_f64()},
-            });
-            let mut resp = (
-                if d.allowed {
-                    StatusCode::OK
-                } else {
-                    StatusCode::TOO_MANY_REQUESTS
+            let body = AcquireResponse {
+                allowed: d.allowed,
+                remaining: d.remaining,
+                reset: d.reset.as_secs_f64(),
+                retry_after: d.retry_after.map(|r| r.as_secs_f64()),
+                limit: RuleJson {
+                    max: d.limit.max(),
+                    window_secs: d.limit.window().as_secs_f64(),
                 },
-                Json(body),
-            )
-                .into_response();
+            };
+            let code = if d.allowed {
+                StatusCode::OK
+            } else {
+                StatusCode::TOO_MANY_REQUESTS
+            };
+            let mut resp = (code, Json(body)).into_response();
             let h = resp.headers_mut();
-            if let Ok(v) = policy.parse() {
+            if let Ok(v) = limit.policy_header.parse() {
                 h.insert("ratelimit-policy", v);
             }
             if let Ok(v) = state.parse() {
@@ -401,32 +396,18 @@ async fn acquire(
     }
 }
 
-fn policy_name(limit: &str, i: usize, n: usize) -> String {
-    if n == 1 {
-        limit.to_string()
-    } else {
-        format!("{limit}.{i}")
-    }
+#[derive(serde::Serialize)]
+struct RuleJson {
+    max: u32,
+    window_secs: f64,
 }
 
-/// `RateLimit-Policy` (draft-ietf-httpapi-ratelimit-headers): one item per
-/// rule, `q` the quota and `w` the window in whole seconds (rounded up).
-fn ratelimit_policy(name: &str, rules: &[crate::limit::Limit]) -> String {
-    rules
-        .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            format!(
-                "\"{}\";q={};w={}",
-                policy_name(name, i, rules.len()),
-                r.max(),
-                ceil_secs(r.window()).max(1)
-            )
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-fn ceil_secs(d: std::time::Duration) -> u64 {
-    d.as_secs() + u64::from(d.subsec_nanos() > 0)
+/// The body of an acquire answer.
+#[derive(serde::Serialize)]
+struct AcquireResponse {
+    allowed: bool,
+    remaining: u32,
+    reset: f64,
+    retry_after: Option<f64>,
+    limit: RuleJson,
 }

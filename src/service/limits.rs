@@ -30,6 +30,10 @@ pub struct NamedLimit {
     limiter: Keyed,
     /// Decisions by outcome: allowed, denied, error (over capacity / key cap).
     pub decisions: [AtomicU64; 3],
+    /// The `RateLimit-Policy` field value, rendered once.
+    pub policy_header: String,
+    /// Each rule's policy name, as `RateLimit` refers to it.
+    pub policy_names: Vec<String>,
 }
 
 /// Decision outcome labels, in `decisions` order.
@@ -57,10 +61,30 @@ impl NamedLimit {
                 Keyed::Approximate(KeyedLimiter::new(limits, cfg).map_err(err)?)
             }
         };
+        let policy_names: Vec<String> = (0..def.rules.len())
+            .map(|i| {
+                if def.rules.len() == 1 {
+                    def.name.clone()
+                } else {
+                    format!("{}.{i}", def.name)
+                }
+            })
+            .collect();
+        // draft-ietf-httpapi-ratelimit-headers: one item per rule, `q` the
+        // quota, `w` the window in whole seconds (rounded up, at least 1).
+        let policy_header = def
+            .rules
+            .iter()
+            .zip(&policy_names)
+            .map(|((max, w), n)| format!("\"{n}\";q={max};w={}", ceil_secs(*w).max(1)))
+            .collect::<Vec<_>>()
+            .join(", ");
         Ok(NamedLimit {
             def: def.clone(),
             limiter,
             decisions: Default::default(),
+            policy_header,
+            policy_names,
         })
     }
 
@@ -113,6 +137,12 @@ impl NamedLimit {
             LimitAlgorithm::Approximate => "approximate",
         }
     }
+}
+
+/// Whole seconds, rounded up.
+#[must_use]
+pub fn ceil_secs(d: std::time::Duration) -> u64 {
+    d.as_secs() + u64::from(d.subsec_nanos() > 0)
 }
 
 /// Every configured limit.
