@@ -1,0 +1,15 @@
+//! Integration tests: the real `rollstat` binary on loopback, driven the way
+//! users drive it (statsd clients, HTTP, signals) and read back through
+//! `/metrics`, the JSON API, promtool and a real Prometheus.
+//!
+//! External tools (promtool, prometheus, the Python and Node clients) are
+//! installed by `.ci/install-deps`; a test that misses one fails and says so.
+
+// These tests run a real process on the real clock: deadlines need `Instant`.
+#![allow(clippy::disallowed_methods)]
+
+// Helpers: start the daemon, HTTP/UDP/TCP, /metrics parser, bounded polling.
+mod support;
+
+// Real statsd clients (Python statsd, datadog, Node hot-shots) end to end.
+mod clients;
