@@ -13,3 +13,5 @@ mod support;
 
 // Real statsd clients (Python statsd, datadog, Node hot-shots) end to end.
 mod clients;
+// What /metrics and the JSON API publish: promtool, duplicates, OpenMetrics, gzip.
+mod exposition;
