@@ -15,3 +15,5 @@ mod support;
 mod clients;
 // What /metrics and the JSON API publish: promtool, duplicates, OpenMetrics, gzip.
 mod exposition;
+// Malformed datagrams, HTTP bodies and TCP lines: counted, never costing good lines.
+mod hostile;
