@@ -17,3 +17,9 @@ mod clients;
 mod exposition;
 // Malformed datagrams, HTTP bodies and TCP lines: counted, never costing good lines.
 mod hostile;
+// Process lifecycle: check-config, SIGTERM, reloads, the sample config.
+mod lifecycle;
+// A real Prometheus scraping the daemon.
+mod prometheus;
+// Rolling windows on the wall clock: rates and values leaving the window.
+mod windows;

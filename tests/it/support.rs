@@ -124,9 +124,9 @@ pub fn sample_config_on_port_0() -> String {
 /// A running `rollstat`, killed on drop.
 pub struct Daemon {
     child: Option<Child>,
-    /// statsd UDP.
+    /// statsd UDP (0.0.0.0:0 if the config turns it off).
     pub udp: SocketAddr,
-    /// statsd TCP.
+    /// statsd TCP (0.0.0.0:0 if the config turns it off).
     pub tcp: SocketAddr,
     /// HTTP.
     pub http: SocketAddr,
@@ -179,21 +179,24 @@ impl Daemon {
                 );
             }
         };
-        let addr = |key: &str| -> SocketAddr {
-            line.split_whitespace()
-                .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
-                .unwrap_or_else(|| panic!("no {key}= in {line:?}"))
-                .parse()
-                .unwrap_or_else(|e| panic!("bad {key} address in {line:?}: {e}"))
+        let addr = |key: &str| -> Option<SocketAddr> {
+            let a = line
+                .split_whitespace()
+                .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))?;
+            Some(
+                a.parse()
+                    .unwrap_or_else(|e| panic!("bad {key} address in {line:?}: {e}")),
+            )
         };
+        let off: SocketAddr = "0.0.0.0:0".parse().unwrap();
         assert!(
             line.starts_with("rollstat listening "),
             "unexpected first line: {line:?}"
         );
         Daemon {
-            udp: addr("statsd_udp"),
-            tcp: addr("statsd_tcp"),
-            http: addr("http"),
+            udp: addr("statsd_udp").unwrap_or(off),
+            tcp: addr("statsd_tcp").unwrap_or(off),
+            http: addr("http").unwrap_or_else(|| panic!("no http= in {line:?}")),
             child: Some(child),
             config: cfg,
             log,
