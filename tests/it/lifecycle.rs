@@ -142,6 +142,30 @@ fn sigterm_stops_the_daemon_cleanly_after_processing_what_it_received() {
 }
 
 #[test]
+fn sigterm_applies_the_unterminated_last_line_of_every_open_tcp_connection() {
+    // UDP off, so nothing else slows the stop down.
+    let mut d = Daemon::start_with(
+        &TEST_CONFIG.replace("statsd_udp = \"127.0.0.1:0\"", "statsd_udp = \"\""),
+    );
+    let conns: Vec<std::net::TcpStream> = (0..20)
+        .map(|i| {
+            let mut c = std::net::TcpStream::connect(d.tcp).unwrap();
+            std::io::Write::write_all(&mut c, format!("conn.{i}:1|c").as_bytes()).unwrap();
+            c
+        })
+        .collect();
+    d.wait_scrape(Duration::from_secs(10), "20 TCP reads", |s| {
+        s.value("rollstat_ingest_packets_total", &[("transport", "tcp")]) == Some(20.0)
+    });
+    d.signal("TERM");
+    let st = d.wait_exit(Duration::from_secs(10));
+    assert_eq!(st.code(), Some(0), "exit status {st}; log:\n{}", d.log());
+    let totals = stop_totals(&d.log());
+    assert_eq!(totals.get("tcp"), Some(&20), "{totals:?}\n{}", d.log());
+    drop(conns);
+}
+
+#[test]
 fn a_bad_reload_keeps_serving_and_a_good_one_recovers_over_http_and_sighup() {
     let d = Daemon::start();
     let success = |d: &Daemon| d.scrape().must("rollstat_config_last_reload_success", &[]);
