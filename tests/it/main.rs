@@ -21,5 +21,9 @@ mod hostile;
 mod lifecycle;
 // A real Prometheus scraping the daemon.
 mod prometheus;
+// Series bounds from outside: cap, type conflicts, expiry.
+mod registry;
+// The same lines over UDP, TCP, Unix datagrams and HTTP.
+mod transports;
 // Rolling windows on the wall clock: rates and values leaving the window.
 mod windows;
