@@ -6,7 +6,7 @@ use std::io::Write;
 use std::net::TcpStream;
 use std::time::Duration;
 
-use crate::support::{Daemon, Scrape};
+use crate::support::{wait_for, Daemon, Scrape};
 
 /// One datagram and what it must do: lines accepted, rejections by reason,
 /// skipped lines by kind.
@@ -175,6 +175,30 @@ fn delta(after: &BTreeMap<String, f64>, before: &BTreeMap<String, f64>) -> BTree
         .collect()
 }
 
+/// What one datagram did, as counter deltas.
+#[derive(Debug, PartialEq)]
+struct Outcome {
+    packets: f64,
+    accepted: f64,
+    rejected: BTreeMap<String, f64>,
+    skipped: BTreeMap<String, f64>,
+}
+
+impl Outcome {
+    fn between(before: &Scrape, after: &Scrape) -> Outcome {
+        let udp = |s: &Scrape, name: &str| s.must(name, &[("transport", "udp")]);
+        let skipped = |s: &Scrape| s.by_label("rollstat_ingest_skipped_lines_total", "kind");
+        Outcome {
+            packets: udp(after, "rollstat_ingest_packets_total")
+                - udp(before, "rollstat_ingest_packets_total"),
+            accepted: udp(after, "rollstat_ingest_lines_total")
+                - udp(before, "rollstat_ingest_lines_total"),
+            rejected: delta(&rejected(after), &rejected(before)),
+            skipped: delta(&skipped(after), &skipped(before)),
+        }
+    }
+}
+
 fn as_map(pairs: &[(&str, f64)]) -> BTreeMap<String, f64> {
     pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
 }
@@ -187,31 +211,26 @@ fn every_malformed_datagram_is_counted_under_its_reason_and_good_lines_survive()
     assert_eq!(rejected(&before).len(), 18, "{:?}", rejected(&before));
     for (i, c) in cases().iter().enumerate() {
         d.send_udp(&c.datagram);
-        let after = d.wait_scrape(Duration::from_secs(10), c.what, |s| {
-            s.value("rollstat_ingest_packets_total", &[("transport", "udp")])
-                == Some(i as f64 + 1.0)
+        // Lines, rejections and skips are separate counters flushed one
+        // after another: wait for the whole expected outcome.
+        let want = Outcome {
+            packets: 1.0,
+            accepted: c.accepted,
+            rejected: as_map(c.rejected),
+            skipped: as_map(c.skipped),
+        };
+        let mut after = None;
+        wait_for(Duration::from_secs(10), c.what, &want, || {
+            let s = d.scrape();
+            let o = Outcome::between(&before, &s);
+            after = Some(s);
+            o
         });
-        let lines = |s: &Scrape| s.must("rollstat_ingest_lines_total", &[("transport", "udp")]);
+        before = after.expect("scraped");
         assert_eq!(
-            lines(&after) - lines(&before),
-            c.accepted,
-            "{}: accepted lines",
-            c.what
+            before.must("rollstat_ingest_packets_total", &[("transport", "udp")]),
+            i as f64 + 1.0
         );
-        assert_eq!(
-            delta(&rejected(&after), &rejected(&before)),
-            as_map(c.rejected),
-            "{}: rejections",
-            c.what
-        );
-        let skipped = |s: &Scrape| s.by_label("rollstat_ingest_skipped_lines_total", "kind");
-        assert_eq!(
-            delta(&skipped(&after), &skipped(&before)),
-            as_map(c.skipped),
-            "{}: skipped",
-            c.what
-        );
-        before = after;
     }
     // The good lines really are in the registry.
     let s = d.scrape();
@@ -327,6 +346,30 @@ fn an_ingest_body_over_the_limit_gets_413_and_changes_nothing() {
     assert_eq!(d.scrape().must("big_c_total", &[]), 409.0);
 }
 
+/// Waits until TCP shows `lines` accepted and `too_long` framing errors
+/// (flushed separately), and returns that scrape.
+fn tcp_state(d: &Daemon, lines: f64, too_long: f64) -> Scrape {
+    let mut last = None;
+    wait_for(
+        Duration::from_secs(10),
+        "TCP lines and framing errors",
+        &(Some(lines), Some(too_long)),
+        || {
+            let s = d.scrape();
+            let got = (
+                s.value("rollstat_ingest_lines_total", &[("transport", "tcp")]),
+                s.value(
+                    "rollstat_ingest_framing_errors_total",
+                    &[("reason", "line_too_long")],
+                ),
+            );
+            last = Some(s);
+            got
+        },
+    );
+    last.expect("scraped")
+}
+
 #[test]
 fn an_over_long_tcp_line_is_counted_and_the_next_line_on_the_connection_still_counts() {
     let d = Daemon::start();
@@ -344,14 +387,7 @@ fn an_over_long_tcp_line_is_counted_and_the_next_line_on_the_connection_still_co
     c.write_all(b"after.long:1|c\nsplit.li").unwrap();
     c.flush().unwrap();
     c.write_all(b"ne:2|c\n").unwrap();
-    let s = d.wait_lines("tcp", 2.0, Duration::from_secs(10));
-    assert_eq!(
-        s.must(
-            "rollstat_ingest_framing_errors_total",
-            &[("reason", "line_too_long")]
-        ),
-        1.0
-    );
+    let s = tcp_state(&d, 2.0, 1.0);
     assert_eq!(s.must("after_long_total", &[]), 1.0);
     assert_eq!(s.must("split_line_total", &[]), 2.0);
     assert_eq!(s.value("long_name_total", &[]), None);
@@ -364,14 +400,7 @@ fn an_over_long_tcp_line_is_counted_and_the_next_line_on_the_connection_still_co
     // And the last line needs no newline once the client closes.
     c.write_all(b"last.x:5|c").unwrap();
     drop(c);
-    let s = d.wait_lines("tcp", 5.0, Duration::from_secs(10));
-    assert_eq!(
-        s.must(
-            "rollstat_ingest_framing_errors_total",
-            &[("reason", "line_too_long")]
-        ),
-        2.0
-    );
+    let s = tcp_state(&d, 5.0, 2.0);
     assert_eq!(s.must("before_x_total", &[]), 1.0);
     assert_eq!(s.must("after_x_total", &[]), 1.0);
     assert_eq!(s.must("last_x_total", &[]), 5.0);

@@ -47,6 +47,26 @@ pub fn wait_until<T>(limit: Duration, what: &str, mut f: impl FnMut() -> Result<
     }
 }
 
+/// Polls `f` until it returns `want` (at most `limit`), failing with the
+/// last value seen. For counters flushed one after another, where reading
+/// one as a "done" marker could see the others a moment early.
+#[track_caller]
+pub fn wait_for<T: PartialEq + std::fmt::Debug>(
+    limit: Duration,
+    what: &str,
+    want: &T,
+    mut f: impl FnMut() -> T,
+) {
+    wait_until(limit, what, || {
+        let got = f();
+        if &got == want {
+            Ok(())
+        } else {
+            Err(format!("got {got:?}, want {want:?}"))
+        }
+    });
+}
+
 /// A temporary directory removed on drop.
 pub struct TempDir(PathBuf);
 

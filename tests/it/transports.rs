@@ -35,10 +35,12 @@ fn the_same_lines_count_the_same_over_udp_tcp_unix_and_http() {
     let r = d.post("/api/v1/ingest", "text/plain", LINES);
     assert_eq!(r.status, 200, "{}", r.text());
 
+    // Lines and packets are separate counters: wait for both.
     let s = d.wait_scrape(Duration::from_secs(10), "5 lines on each transport", |s| {
-        ["udp", "tcp", "unix", "http"]
-            .iter()
-            .all(|t| s.value("rollstat_ingest_lines_total", &[("transport", t)]) == Some(5.0))
+        ["udp", "tcp", "unix", "http"].iter().all(|t| {
+            s.value("rollstat_ingest_lines_total", &[("transport", t)]) == Some(5.0)
+                && s.value("rollstat_ingest_packets_total", &[("transport", t)]) >= Some(1.0)
+        })
     });
     // Four times (1 + 2 x 2).
     assert_eq!(s.must("t_req_total", &[("route", "/a")]), 20.0);
