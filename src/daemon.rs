@@ -26,7 +26,7 @@ use crate::ingest::{tcp, udp, unix, Ingestor};
 use crate::reload::Reloader;
 use crate::series::{Plan, Registry};
 use crate::service::{ServiceHandle, Services};
-use crate::telemetry::Telemetry;
+use crate::telemetry::{Telemetry, Transport};
 
 /// Every socket the daemon serves, bound.
 pub struct Listeners {
@@ -299,5 +299,15 @@ pub async fn run(
         Ok(Err(e)) => tracing::warn!(error = %e, "HTTP server task failed."),
         Err(_) => tracing::warn!("HTTP connections still open after 5s; exiting anyway."),
     }
+    // Every receiver has stopped and flushed: these totals are final. They
+    // let an operator (and the integration tests) check that a graceful stop
+    // kept what was received.
+    tracing::info!(
+        udp = ingestor.telemetry.lines(Transport::Udp),
+        tcp = ingestor.telemetry.lines(Transport::Tcp),
+        unix = ingestor.telemetry.lines(Transport::Unix),
+        http = ingestor.telemetry.lines(Transport::Http),
+        "rollstat stopped; lines accepted since start, by transport."
+    );
     Ok(())
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
+use tokio::task::JoinSet;
 
 use super::{Ingestor, Worker};
 use crate::telemetry::Transport;
@@ -13,16 +14,41 @@ use crate::telemetry::Transport;
 /// Index of `line_too_long` in `FRAMING_REASONS`.
 const LINE_TOO_LONG: usize = 0;
 
-/// Accepts connections until `shutdown` turns true.
+/// Accepts connections until `shutdown` turns true, then waits for every
+/// open connection to apply what it has read (each stops at the same
+/// signal), so a graceful stop keeps what clients sent.
 pub async fn serve(
     listener: TcpListener,
     ingestor: Arc<Ingestor>,
     max_connections: usize,
     max_line: usize,
+    shutdown: watch::Receiver<bool>,
+) {
+    let mut connections = JoinSet::new();
+    accept_loop(
+        &listener,
+        &ingestor,
+        max_connections,
+        max_line,
+        shutdown,
+        &mut connections,
+    )
+    .await;
+    while connections.join_next().await.is_some() {}
+}
+
+async fn accept_loop(
+    listener: &TcpListener,
+    ingestor: &Arc<Ingestor>,
+    max_connections: usize,
+    max_line: usize,
     mut shutdown: watch::Receiver<bool>,
+    connections: &mut JoinSet<()>,
 ) {
     let permits = Arc::new(Semaphore::new(max_connections.max(1)));
     loop {
+        // Reap finished connections so the set stays as small as the open ones.
+        while connections.try_join_next().is_some() {}
         // Take a permit before accepting: at the cap, clients wait.
         let permit = tokio::select! {
             p = permits.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
@@ -40,7 +66,7 @@ pub async fn serve(
         };
         let ing = ingestor.clone();
         let sd = shutdown.clone();
-        tokio::spawn(async move {
+        connections.spawn(async move {
             if let Err(e) = connection(stream, &ing, max_line, sd).await {
                 tracing::debug!(%peer, error = %e, "statsd TCP connection ended with an error.");
             }

@@ -1,0 +1,275 @@
+//! The process from outside: config checking, signals, reloads, and the
+//! README's "done means" check on the sample config's shape.
+
+use std::process::Command;
+use std::time::Duration;
+
+use crate::support::{repo, run, sample_config_on_port_0, Daemon, TempDir, TEST_CONFIG};
+
+fn rollstat() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_rollstat"))
+}
+
+#[test]
+fn check_config_accepts_the_sample_config() {
+    let out = run(
+        rollstat()
+            .arg("check-config")
+            .arg(repo().join("config.toml")),
+        b"",
+        Duration::from_secs(10),
+    );
+    assert!(out.status.success(), "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains("ok (2 window(s), 2 mapping rule(s))"),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn check_config_lists_every_problem_and_exits_2() {
+    let dir = TempDir::new("badcfg");
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        "[listen]\nhttp = \"not an address\"\n\n[ingest]\nudp_readers = 0\ncolour = \"blue\"\n\n\
+         [[windows]]\nname = \"w\"\nbuckets = 0\ninterval_ms = 1000\n",
+    )
+    .unwrap();
+    let out = run(
+        rollstat().arg("check-config").arg(&bad),
+        b"",
+        Duration::from_secs(10),
+    );
+    assert_eq!(out.status.code(), Some(2), "{}{}", out.stdout, out.stderr);
+    let problems: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter(|l| l.trim_start().starts_with(&*bad.to_string_lossy()))
+        .collect();
+    assert!(
+        problems.len() >= 4,
+        "expected every problem listed:\n{}",
+        out.stderr
+    );
+    for key in ["http", "udp_readers", "colour", "buckets"] {
+        assert!(
+            out.stderr.contains(key),
+            "no problem names `{key}`:\n{}",
+            out.stderr
+        );
+    }
+    // A missing file is a problem too, not a panic.
+    let out = run(
+        rollstat()
+            .arg("check-config")
+            .arg(dir.path().join("absent.toml")),
+        b"",
+        Duration::from_secs(10),
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("cannot read the file"),
+        "{}",
+        out.stderr
+    );
+}
+
+/// The totals the daemon logs once everything has stopped, by transport.
+fn stop_totals(log: &str) -> std::collections::BTreeMap<String, u64> {
+    let line = strip_ansi(log)
+        .lines()
+        .find(|l| l.contains("rollstat stopped"))
+        .unwrap_or_else(|| panic!("no final totals in the log:\n{log}"))
+        .to_string();
+    line.split_whitespace()
+        .filter_map(|w| {
+            let (k, v) = w.split_once('=')?;
+            Some((k.to_string(), v.parse().ok()?))
+        })
+        .collect()
+}
+
+fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            // CSI: ESC [ ... final byte in @..~
+            for c in chars.by_ref() {
+                if ('@'..='~').contains(&c) && c != '[' {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[test]
+fn sigterm_stops_the_daemon_cleanly_after_processing_what_it_received() {
+    let mut d = Daemon::start();
+    d.send_udp(b"before.term:1|c");
+    d.wait_lines("udp", 1.0, Duration::from_secs(10));
+    // Datagrams, and TCP lines (the last without a newline) that the daemon
+    // has been sent but not necessarily read when the signal arrives.
+    for _ in 0..100 {
+        d.send_udp(b"at.term:1|c");
+    }
+    let mut tcp = std::net::TcpStream::connect(d.tcp).unwrap();
+    std::io::Write::write_all(&mut tcp, b"tcp.term:1|c\npartial:1|c").unwrap();
+    // The TCP bytes must have reached the daemon's socket before the signal
+    // (loopback delivers at once; give the accept a bounded moment).
+    d.wait_scrape(Duration::from_secs(10), "the TCP read", |s| {
+        s.value("rollstat_ingest_packets_total", &[("transport", "tcp")]) == Some(1.0)
+    });
+    d.signal("TERM");
+    let st = d.wait_exit(Duration::from_secs(10));
+    assert_eq!(st.code(), Some(0), "exit status {st}; log:\n{}", d.log());
+    let log = d.log();
+    assert!(log.contains("Shutting down"), "{log}");
+    let totals = stop_totals(&log);
+    assert_eq!(totals.get("udp"), Some(&101), "{totals:?}\n{log}");
+    assert_eq!(totals.get("tcp"), Some(&2), "{totals:?}\n{log}");
+    assert!(
+        std::net::TcpStream::connect_timeout(&d.http, Duration::from_secs(1)).is_err(),
+        "HTTP still accepts connections after exit"
+    );
+    drop(tcp);
+}
+
+#[test]
+fn sigterm_applies_the_unterminated_last_line_of_every_open_tcp_connection() {
+    // UDP off, so nothing else slows the stop down.
+    let mut d = Daemon::start_with(
+        &TEST_CONFIG.replace("statsd_udp = \"127.0.0.1:0\"", "statsd_udp = \"\""),
+    );
+    let conns: Vec<std::net::TcpStream> = (0..20)
+        .map(|i| {
+            let mut c = std::net::TcpStream::connect(d.tcp).unwrap();
+            std::io::Write::write_all(&mut c, format!("conn.{i}:1|c").as_bytes()).unwrap();
+            c
+        })
+        .collect();
+    d.wait_scrape(Duration::from_secs(10), "20 TCP reads", |s| {
+        s.value("rollstat_ingest_packets_total", &[("transport", "tcp")]) == Some(20.0)
+    });
+    d.signal("TERM");
+    let st = d.wait_exit(Duration::from_secs(10));
+    assert_eq!(st.code(), Some(0), "exit status {st}; log:\n{}", d.log());
+    let totals = stop_totals(&d.log());
+    assert_eq!(totals.get("tcp"), Some(&20), "{totals:?}\n{}", d.log());
+    drop(conns);
+}
+
+#[test]
+fn a_bad_reload_keeps_serving_and_a_good_one_recovers_over_http_and_sighup() {
+    let d = Daemon::start();
+    let success = |d: &Daemon| d.scrape().must("rollstat_config_last_reload_success", &[]);
+    assert_eq!(success(&d), 1.0);
+
+    std::fs::write(&d.config, "[[windows]]\nname = \"x\"\nbuckets = 0\n").unwrap();
+    let r = d.post("/-/reload", "text/plain", b"");
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(
+        r.text().contains("previous config stays in force"),
+        "{}",
+        r.text()
+    );
+    let s = d.scrape();
+    assert_eq!(s.must("rollstat_config_last_reload_success", &[]), 0.0);
+    assert_eq!(
+        s.must("rollstat_config_reloads_total", &[("result", "error")]),
+        1.0
+    );
+    // Still serving, on the old windows.
+    assert_eq!(d.get("/healthz", &[]).text(), "ok\n");
+    d.send_udp(b"after.bad:1|c");
+    let s = d.wait_lines("udp", 1.0, Duration::from_secs(10));
+    assert_eq!(
+        s.must(
+            "rollstat_window_samples",
+            &[("metric", "after.bad"), ("window", "5s")]
+        ),
+        1.0
+    );
+
+    // A good file over HTTP: back to 1.
+    std::fs::write(&d.config, TEST_CONFIG).unwrap();
+    let r = d.post("/-/reload", "text/plain", b"");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(success(&d), 1.0);
+
+    // The same through SIGHUP: bad, then good with a new window that new
+    // series get.
+    std::fs::write(&d.config, "this is not toml").unwrap();
+    d.signal("HUP");
+    d.wait_scrape(Duration::from_secs(10), "the failed SIGHUP reload", |s| {
+        s.value("rollstat_config_last_reload_success", &[]) == Some(0.0)
+    });
+    let with_10s =
+        TEST_CONFIG.replace("name = \"2s\"\nbuckets = 2", "name = \"10s\"\nbuckets = 10");
+    assert_ne!(with_10s, TEST_CONFIG);
+    std::fs::write(&d.config, with_10s).unwrap();
+    d.signal("HUP");
+    d.wait_scrape(Duration::from_secs(10), "the good SIGHUP reload", |s| {
+        s.value("rollstat_config_last_reload_success", &[]) == Some(1.0)
+            && s.value("rollstat_config_reloads_total", &[("result", "ok")]) == Some(2.0)
+    });
+    d.send_udp(b"after.good:1|c");
+    let s = d.wait_lines("udp", 2.0, Duration::from_secs(10));
+    assert_eq!(
+        s.must(
+            "rollstat_window_samples",
+            &[("metric", "after.good"), ("window", "10s")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        s.must("rollstat_config_reloads_total", &[("result", "error")]),
+        2.0
+    );
+}
+
+#[test]
+fn the_readme_check_works_on_the_sample_config() {
+    let d = Daemon::start_with(&sample_config_on_port_0());
+    d.send_udp(b"api.requests:1|c|#route:/x\n");
+    let s = d.wait_lines("udp", 1.0, Duration::from_secs(10));
+    let rate = s.must(
+        "rollstat_window_rate",
+        &[
+            ("metric", "api.requests"),
+            ("window", "10s"),
+            ("route", "/x"),
+        ],
+    );
+    // One increment over 9 to 10 s of window.
+    assert!(rate > 0.09 && rate <= 1.0 / 9.0 + 1e-9, "rate {rate}");
+    assert_eq!(s.must("api_requests_total", &[("route", "/x")]), 1.0);
+    // The "1m" window ignores the bucket being filled; the sample shows
+    // there once its bucket closes.
+    d.wait_scrape(
+        Duration::from_secs(3),
+        "the 1m window to show the closed bucket",
+        |s| {
+            s.value(
+                "rollstat_window_samples",
+                &[
+                    ("metric", "api.requests"),
+                    ("window", "1m"),
+                    ("route", "/x"),
+                ],
+            ) == Some(1.0)
+        },
+    );
+    // The sample mappings apply: debug.** is dropped.
+    d.send_udp(b"debug.noise:1|c\n");
+    let s = d.wait_scrape(Duration::from_secs(10), "the drop rule", |s| {
+        s.value("rollstat_ingest_dropped_by_mapping_total", &[]) == Some(1.0)
+    });
+    assert_eq!(s.value("debug_noise_total", &[]), None);
+}

@@ -1,0 +1,29 @@
+//! Integration tests: the real `rollstat` binary on loopback, driven the way
+//! users drive it (statsd clients, HTTP, signals) and read back through
+//! `/metrics`, the JSON API, promtool and a real Prometheus.
+//!
+//! External tools (promtool, prometheus, the Python and Node clients) are
+//! installed by `.ci/install-deps`; a test that misses one fails and says so.
+
+// These tests run a real process on the real clock: deadlines need `Instant`.
+#![allow(clippy::disallowed_methods)]
+
+// Helpers: start the daemon, HTTP/UDP/TCP, /metrics parser, bounded polling.
+mod support;
+
+// Real statsd clients (Python statsd, datadog, Node hot-shots) end to end.
+mod clients;
+// What /metrics and the JSON API publish: promtool, duplicates, OpenMetrics, gzip.
+mod exposition;
+// Malformed datagrams, HTTP bodies and TCP lines: counted, never costing good lines.
+mod hostile;
+// Process lifecycle: check-config, SIGTERM, reloads, the sample config.
+mod lifecycle;
+// A real Prometheus scraping the daemon.
+mod prometheus;
+// Series bounds from outside: cap, type conflicts, expiry.
+mod registry;
+// The same lines over UDP, TCP, Unix datagrams and HTTP.
+mod transports;
+// Rolling windows on the wall clock: rates and values leaving the window.
+mod windows;
