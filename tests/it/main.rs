@@ -23,6 +23,8 @@ mod lifecycle;
 mod prometheus;
 // Series bounds from outside: cap, type conflicts, expiry.
 mod registry;
+// Breakers and rate limits over HTTP and statsd: exactness, trials, recovery.
+mod signals;
 // The same lines over UDP, TCP, Unix datagrams and HTTP.
 mod transports;
 // Rolling windows on the wall clock: rates and values leaving the window.

@@ -9,77 +9,11 @@
 //!   /metrics, half-open admits exactly the configured trials, successes close
 //!   it; an SRE breaker's drop ratio rises with failures and falls back.
 
-// These tests drive a real process over real sockets, so they time real
-// requests with the OS clock; the library itself never reads it.
-#![allow(clippy::disallowed_methods)]
-
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream, UdpSocket};
-use std::process::{Child, Command, Stdio};
+use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-/// The daemon, killed on drop.
-struct Daemon {
-    child: Child,
-    http: SocketAddr,
-    udp: SocketAddr,
-    _dir: TempDir,
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-struct TempDir(std::path::PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn start(config: &str) -> Daemon {
-    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("rollstat-signals-{}-{n}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("config.toml");
-    std::fs::write(&path, config).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rollstat"))
-        .arg("--config")
-        .arg(&path)
-        .args(["--log", "warn"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start rollstat");
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut line = String::new();
-        let _ = BufReader::new(stdout).read_line(&mut line);
-        let _ = tx.send(line);
-    });
-    let line = rx
-        .recv_timeout(Duration::from_secs(10))
-        .expect("rollstat did not print its listening line within 10 s");
-    let field = |k: &str| -> SocketAddr {
-        line.split_whitespace()
-            .find_map(|f| f.strip_prefix(&format!("{k}=")))
-            .unwrap_or_else(|| panic!("no {k} in {line:?}"))
-            .parse()
-            .unwrap()
-    };
-    Daemon {
-        http: field("http"),
-        udp: field("statsd_udp"),
-        child,
-        _dir: TempDir(dir),
-    }
-}
+use crate::support::Daemon;
 
 /// A keep-alive HTTP/1.1 client on one connection.
 struct Http {
@@ -131,30 +65,6 @@ impl Http {
         self.r.read_exact(&mut buf).unwrap();
         (code, headers, String::from_utf8(buf).unwrap())
     }
-}
-
-fn get(addr: SocketAddr, path: &str) -> String {
-    Http::connect(addr).call("GET", path, "").2
-}
-
-/// The value of the first /metrics sample whose line starts with `prefix`.
-fn metric(addr: SocketAddr, prefix: &str) -> Option<f64> {
-    get(addr, "/metrics")
-        .lines()
-        .find(|l| l.starts_with(prefix))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-}
-
-fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if f() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("timed out after {limit:?} waiting for {what}");
 }
 
 /// One admitted decision: when its request was sent and its answer received.
@@ -260,7 +170,7 @@ rules = [{ max = 100, window_ms = 1000 }]
 
 #[test]
 fn the_exact_limit_never_admits_more_than_100_in_any_second_over_http() {
-    let d = start(LIMITS);
+    let d = Daemon::start_with(LIMITS);
     let w = Duration::from_secs(1);
     let (exact, allowed, denied) = hammer(
         d.http,
@@ -301,7 +211,7 @@ fn the_exact_limit_never_admits_more_than_100_in_any_second_over_http() {
 
 #[test]
 fn eight_concurrent_clients_on_one_key_stay_within_the_exact_limit() {
-    let d = start(LIMITS);
+    let d = Daemon::start_with(LIMITS);
     let handles: Vec<_> = (0..8)
         .map(|_| {
             let addr = d.http;
@@ -332,7 +242,7 @@ fn eight_concurrent_clients_on_one_key_stay_within_the_exact_limit() {
     assert!(allowed >= 500 && denied > allowed, "{allowed}/{denied}");
     assert_eq!(
         metric(
-            d.http,
+            &d,
             "rollstat_limit_decisions_total{limit=\"exact\",decision=\"allowed\"}"
         ),
         Some(allowed as f64)
@@ -341,7 +251,7 @@ fn eight_concurrent_clients_on_one_key_stay_within_the_exact_limit() {
 
 #[test]
 fn bad_acquire_requests_get_clear_errors() {
-    let d = start(LIMITS);
+    let d = Daemon::start_with(LIMITS);
     let mut c = Http::connect(d.http);
     let (code, _, body) = c.call("POST", "/api/v1/limits/nope/acquire?key=a", "");
     assert_eq!(
@@ -413,33 +323,51 @@ outcome_metric = "search.calls"
 outcome_tag = "outcome"
 "#;
 
-fn send(udp: SocketAddr, text: &str) {
-    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
-    s.send_to(text.as_bytes(), udp).unwrap();
+fn get(d: &Daemon, path: &str) -> String {
+    d.get(path, &[]).text()
+}
+
+/// The value of the first /metrics sample whose line starts with `prefix`.
+fn metric(d: &Daemon, prefix: &str) -> Option<f64> {
+    get(d, "/metrics")
+        .lines()
+        .find(|l| l.starts_with(prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+fn wait_true(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
+    crate::support::wait_until(limit, what, || {
+        if f() {
+            Ok(())
+        } else {
+            Err("not yet".into())
+        }
+    });
 }
 
 #[test]
 fn statsd_failures_open_the_breaker_half_open_admits_exactly_the_trials_and_successes_close_it() {
-    let d = start(BREAKERS);
+    let d = Daemon::start_with(BREAKERS);
     let state = "rollstat_breaker_state{breaker=\"pay\",kind=\"error_rate\"}";
-    assert_eq!(metric(d.http, state), Some(0.0));
-    send(d.udp, "pay.requests:20|c\npay.failures:12|c\n");
-    wait_until("the breaker to open", Duration::from_secs(5), || {
-        metric(d.http, state) == Some(1.0)
+    assert_eq!(metric(&d, state), Some(0.0));
+    d.send_udp(b"pay.requests:20|c\npay.failures:12|c\n");
+    wait_true(Duration::from_secs(5), "the breaker to open", || {
+        metric(&d, state) == Some(1.0)
     });
     assert_eq!(
-        metric(d.http, "rollstat_breaker_drop_ratio{breaker=\"pay\""),
+        metric(&d, "rollstat_breaker_drop_ratio{breaker=\"pay\""),
         Some(1.0)
     );
-    let decision = get(d.http, "/api/v1/breakers/pay/decision");
+    let decision = get(&d, "/api/v1/breakers/pay/decision");
     assert!(decision.contains("\"decision\":\"shed\""), "{decision}");
 
     // After open_duration the ticker moves it to half-open with nobody asking.
-    wait_until("half-open", Duration::from_secs(5), || {
-        metric(d.http, state) == Some(2.0)
+    wait_true(Duration::from_secs(5), "half-open", || {
+        metric(&d, state) == Some(2.0)
     });
     let verdicts: Vec<bool> = (0..5)
-        .map(|_| get(d.http, "/api/v1/breakers/pay/decision").contains("\"decision\":\"allow\""))
+        .map(|_| get(&d, "/api/v1/breakers/pay/decision").contains("\"decision\":\"allow\""))
         .collect();
     assert_eq!(
         verdicts,
@@ -448,11 +376,11 @@ fn statsd_failures_open_the_breaker_half_open_admits_exactly_the_trials_and_succ
     );
 
     // The trials succeed (reported as statsd counters): closed again.
-    send(d.udp, "pay.requests:3|c\n");
-    wait_until("closed", Duration::from_secs(5), || {
-        metric(d.http, state) == Some(0.0)
+    d.send_udp(b"pay.requests:3|c\n");
+    wait_true(Duration::from_secs(5), "closed", || {
+        metric(&d, state) == Some(0.0)
     });
-    let m = get(d.http, "/metrics");
+    let m = get(&d, "/metrics");
     for (from, to) in [
         ("closed", "open"),
         ("open", "half_open"),
@@ -467,15 +395,15 @@ fn statsd_failures_open_the_breaker_half_open_admits_exactly_the_trials_and_succ
 
 #[test]
 fn sre_drop_ratio_rises_with_failures_and_falls_as_successes_return() {
-    let d = start(BREAKERS);
+    let d = Daemon::start_with(BREAKERS);
     let ratio = "rollstat_breaker_drop_ratio{breaker=\"search\",kind=\"sre\"}";
-    send(d.udp, "search.calls:100|c|#outcome:error\n");
+    d.send_udp(b"search.calls:100|c|#outcome:error\n");
     // (100 - 5 - 0) / 101 = 0.94 before the working-streak damping (none yet).
-    wait_until("the drop ratio to rise", Duration::from_secs(5), || {
-        metric(d.http, ratio).is_some_and(|r| (r - 95.0 / 101.0).abs() < 1e-9)
+    wait_true(Duration::from_secs(5), "the drop ratio to rise", || {
+        metric(&d, ratio).is_some_and(|r| (r - 95.0 / 101.0).abs() < 1e-9)
     });
     assert_eq!(
-        metric(d.http, "rollstat_breaker_state{breaker=\"search\""),
+        metric(&d, "rollstat_breaker_state{breaker=\"search\""),
         Some(1.0)
     );
     // Successes outweigh failures / k: the ratio goes back to 0.
@@ -486,11 +414,11 @@ fn sre_drop_ratio_rises_with_failures_and_falls_as_successes_return() {
         r#"{"success": 200}"#,
     );
     assert_eq!(code, 200, "{body}");
-    wait_until("the drop ratio to fall", Duration::from_secs(5), || {
-        metric(d.http, ratio) == Some(0.0)
+    wait_true(Duration::from_secs(5), "the drop ratio to fall", || {
+        metric(&d, ratio) == Some(0.0)
     });
     assert_eq!(
-        metric(d.http, "rollstat_breaker_state{breaker=\"search\""),
+        metric(&d, "rollstat_breaker_state{breaker=\"search\""),
         Some(0.0)
     );
 }
