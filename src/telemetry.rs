@@ -320,6 +320,7 @@ pub fn registry_families(series: &SeriesRegistry) -> Vec<MetricFamily> {
             fam("rollstat_series", "Series held (name + tag set), including drop-rule markers.", MetricType::GAUGE, vec![Metric::from_gauge(g)]),
             fam("rollstat_series_created_total", "Series created.", MetricType::COUNTER, vec![counter_metric(c.created.load(Relaxed) as f64, None)]),
             fam("rollstat_series_expired_total", "Series removed after their TTL without writes.", MetricType::COUNTER, vec![counter_metric(c.expired.load(Relaxed) as f64, None)]),
-            fam("rollstat_series_refused_total", "Lines refused by the series registry, by reason (series_cap, type_conflict, label_collision).", MetricType::COUNTER, refused),
+            fam("rollstat_series_tags_dropped_total", "Tags left out of a new series' labels because another tag on the line sanitised to the same label name (e.g. content-type and content_type).", MetricType::COUNTER, vec![counter_metric(c.tags_dropped.load(Relaxed) as f64, None)]),
+        fam("rollstat_series_refused_total", "Lines refused by the series registry, by reason (series_cap, type_conflict, label_collision).", MetricType::COUNTER, refused),
         ]
 }

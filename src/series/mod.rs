@@ -155,6 +155,9 @@ pub struct RegistryCounters {
     pub expired: AtomicU64,
     /// Lines refused, by [`Refusal`] in `ALL_REASONS` order.
     pub refused: [AtomicU64; 3],
+    /// Tags left out of a new series' labels because another tag of the same
+    /// line sanitised to the same label name.
+    pub tags_dropped: AtomicU64,
 }
 
 /// The sharded series registry.
@@ -304,7 +307,11 @@ impl Registry {
         let mut labels: Vec<(String, String)> = Vec::with_capacity(n);
         for (k, v) in key::sorted_unique(&mut tags[..n]) {
             let name = names::label_name(k);
-            if !labels.iter().any(|(l, _)| *l == name) {
+            if labels.iter().any(|(l, _)| *l == name) {
+                // `content-type` and `content_type` on one line: the first
+                // (in key order) keeps the label; the other is counted.
+                self.counters.tags_dropped.fetch_add(1, Ordering::Relaxed);
+            } else {
                 labels.push((name, v.to_string()));
             }
         }

@@ -94,6 +94,8 @@ fn a_scrape_with_every_type_tags_and_self_metrics_passes_promtool() {
     );
     assert_eq!(s.must("rep_total", &[("k", "1")]), 1.0);
     assert_eq!(s.must("clash_total", &[("content_type", "a")]), 1.0);
+    // The other tag that became `content_type` is counted, not lost silently.
+    assert_eq!(s.must("rollstat_series_tags_dropped_total", &[]), 1.0);
 }
 
 #[test]
