@@ -101,7 +101,7 @@ fn inspect(name: &str, d: &Value) -> (Vec<String>, Vec<Query>) {
     let mut problems = Vec::new();
     let mut queries = Vec::new();
     for key in ["title", "uid"] {
-        if !d[key].as_str().is_some_and(|s| !s.is_empty()) {
+        if d[key].as_str().is_none_or(str::is_empty) {
             problems.push(format!("{name}: no `{key}`"));
         }
     }
@@ -339,18 +339,30 @@ fn every_dashboard_query_returns_data_from_a_real_prometheus_scraping_rollstat()
 
     // 3. promtool parses every expression, and would catch a broken one.
     let dir = TempDir::new("dashboards");
-    let all: Vec<String> = queries.iter().flat_map(|q| expand(&q.expr)).collect();
+    let located: Vec<(String, String)> = queries
+        .iter()
+        .flat_map(|q| expand(&q.expr).into_iter().map(|e| (q.at.clone(), e)))
+        .collect();
+    let all: Vec<String> = located.iter().map(|(_, e)| e.clone()).collect();
     let (ok, out) = promtool_check(&all, dir.path());
-    assert!(
-        ok,
-        "promtool check rules rejected a dashboard query:\n{out}"
-    );
+    if !ok {
+        let named: Vec<String> = located
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| out.contains(&format!("query_{i}\"")))
+            .map(|(i, (at, e))| format!("query_{i} is {at}: {e}"))
+            .collect();
+        panic!(
+            "promtool check rules rejected a dashboard query:\n{out}\n{}",
+            named.join("\n")
+        );
+    }
     let broken = all
         .iter()
         .find_map(|e| e.strip_suffix(')'))
         .expect("an expression ending in `)`")
         .to_string();
-    let (ok, out) = promtool_check(&[broken.clone()], dir.path());
+    let (ok, out) = promtool_check(std::slice::from_ref(&broken), dir.path());
     assert!(!ok, "promtool accepted the broken `{broken}`: {out}");
     let (ok, out) = {
         let mut cmd = Command::new(&promtool);
