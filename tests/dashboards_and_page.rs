@@ -226,17 +226,18 @@ fn inspect(name: &str, d: &Value) -> (Vec<String>, Vec<Query>) {
     (problems, queries)
 }
 
-/// The concrete expressions a Grafana expression stands for: macros and
-/// multi-value variables fixed, `$metric` and `$window` over what the load
-/// sends. Panics if a `$` survives.
-fn expand(expr: &str) -> Vec<String> {
+/// The concrete expressions a Grafana expression stands for: macros fixed,
+/// the multi-value variables set to the one instance, breaker and limit the
+/// test runs (not `.*`, so that a misspelt label name matches nothing),
+/// `$metric` and `$window` over what the load sends. Panics if a `$` survives.
+fn expand(expr: &str, instance: &str) -> Vec<String> {
     let fixed = [
         ("$__rate_interval", "1m"),
         ("$__interval", "15s"),
         ("$__range", "5m"),
-        ("$instance", ".*"),
-        ("$breaker", ".*"),
-        ("$limit", ".*"),
+        ("$instance", instance),
+        ("$breaker", "checkout"),
+        ("$limit", "api"),
     ];
     let mut base = expr.to_string();
     for (k, v) in fixed {
@@ -341,7 +342,11 @@ fn every_dashboard_query_returns_data_from_a_real_prometheus_scraping_rollstat()
     let dir = TempDir::new("dashboards");
     let located: Vec<(String, String)> = queries
         .iter()
-        .flat_map(|q| expand(&q.expr).into_iter().map(|e| (q.at.clone(), e)))
+        .flat_map(|q| {
+            expand(&q.expr, "127.0.0.1:9102")
+                .into_iter()
+                .map(|e| (q.at.clone(), e))
+        })
         .collect();
     let all: Vec<String> = located.iter().map(|(_, e)| e.clone()).collect();
     let (ok, out) = promtool_check(&all, dir.path());
@@ -398,6 +403,7 @@ fn every_dashboard_query_returns_data_from_a_real_prometheus_scraping_rollstat()
     .arg(format!("--web.listen-address={prom}"))
     .arg("--log.level=warn");
     let mut server = Proc::spawn("prometheus", cmd, dir.path());
+    let instance = daemon.http.to_string();
     wait_until(
         Duration::from_secs(30),
         Duration::from_millis(200),
@@ -421,7 +427,7 @@ fn every_dashboard_query_returns_data_from_a_real_prometheus_scraping_rollstat()
         let mut still = Vec::new();
         for q in pending {
             let mut found = false;
-            for e in expand(&q.expr) {
+            for e in expand(&q.expr, &instance) {
                 match prom_query(prom, &e) {
                     Err(err) => panic!("{}: Prometheus rejected `{e}`: {err}", q.at),
                     Ok(series) if series.is_empty() => {}
@@ -455,13 +461,21 @@ fn every_dashboard_query_returns_data_from_a_real_prometheus_scraping_rollstat()
         last_empty.join("\n")
     );
 
-    // 6. And the same check catches a misspelt family name.
-    let typo = queries[0].expr.replacen("rollstat_", "rollstat_x", 1);
-    for e in expand(&typo) {
-        assert!(
-            prom_query(prom, &e).expect("query").is_empty(),
-            "a misspelt query `{e}` returned data: the check would miss typos"
-        );
+    // 6. And the same check catches a misspelt family name or label name.
+    let with_label = queries
+        .iter()
+        .find(|q| q.expr.contains("instance=~"))
+        .expect("a query filtered by instance");
+    for typo in [
+        queries[0].expr.replacen("rollstat_", "rollstat_x", 1),
+        with_label.expr.replacen("instance=~", "instanse=~", 1),
+    ] {
+        for e in expand(&typo, &instance) {
+            assert!(
+                prom_query(prom, &e).expect("query").is_empty(),
+                "a misspelt query `{e}` returned data: the check would miss typos"
+            );
+        }
     }
     eprintln!(
         "checked {} dashboard queries ({} expressions) in {:.1?}",
