@@ -137,7 +137,8 @@ pub struct Resp {
     pub body: String,
 }
 
-/// One HTTP/1.1 request with `Connection: close` and a 10 s timeout.
+/// One HTTP/1.1 request with `Connection: close` and a 30 s read timeout
+/// (Chromium can take a while to start under a loaded CI machine).
 pub fn http(
     method: &str,
     addr: SocketAddr,
@@ -146,7 +147,7 @@ pub fn http(
 ) -> Result<Resp, String> {
     let err = |e: std::io::Error| format!("{method} http://{addr}{path}: {e}");
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).map_err(err)?;
-    s.set_read_timeout(Some(Duration::from_secs(10)))
+    s.set_read_timeout(Some(Duration::from_secs(30)))
         .map_err(err)?;
     s.set_write_timeout(Some(Duration::from_secs(10)))
         .map_err(err)?;
@@ -365,8 +366,10 @@ impl Daemon {
 
 /// A steady load on a [`Daemon`] until dropped (or 180 s, whichever first):
 /// every 100 ms one line of every statsd type over UDP, breaker outcomes
-/// that are mostly failures, a dropped `debug.*` line, a bad line, and
-/// acquire calls over the `api` limit (5/s).
+/// (mostly failures for 10 s, then healthy for 10 s, and so on, so the
+/// breaker trips at once and later recovers) and a breaker decision, a
+/// dropped `debug.*` line, a bad line, and acquire calls over the `api`
+/// limit (5/s).
 pub struct Load {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
@@ -396,7 +399,7 @@ impl Load {
                     512 + (i % 5) * 100,
                     0.25 + 0.1 * wave.cos(),
                     i % 25,
-                    if i % 10 < 8 { 3 } else { 0 },
+                    if (i / 100) % 2 == 0 && i % 10 < 8 { 3 } else { 0 },
                 );
                 let _ = sock.send_to(lines.as_bytes(), udp);
                 // About 10 acquire calls per second for one key against 5/s: half denied.
@@ -406,6 +409,9 @@ impl Load {
                     "/api/v1/limits/api/acquire?key=client",
                     None,
                 );
+                // Ask the breaker too, so that it hands out half-open trials
+                // and moves between its states.
+                let _ = http("GET", http_addr, "/api/v1/breakers/checkout/decision", None);
                 i += 1;
                 std::thread::sleep(Duration::from_millis(100));
             }
