@@ -144,7 +144,9 @@ def table(title, tgts, desc="", w=24, h=8):
         "targets": tgts,
         "fieldConfig": {"defaults": {"custom": {"align": "auto"}}, "overrides": []},
         "options": {"showHeader": True, "cellHeight": "sm"},
-        "transformations": [{"id": "organize", "options": {"excludeByName": {"Time": True, "__name__": True}}}],
+        # Several instant queries become one row per label set.
+        "transformations": ([{"id": "merge", "options": {}}] if len(tgts) > 1 else [])
+        + [{"id": "organize", "options": {"excludeByName": {"Time": True, "__name__": True}}}],
         "_size": (w, h),
     }
 
