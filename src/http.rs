@@ -10,7 +10,8 @@
 //! | `GET /api/v1/breakers`, `GET /api/v1/breakers/{name}` | breaker signals, JSON |
 //! | `GET /api/v1/breakers/{name}/decision` | allow or shed, the central verdict |
 //! | `POST /api/v1/breakers/{name}/outcomes` | `{"success": n, "failure": n, "slow": n}` |
-//! | `GET /api/v1/limits` | limits, rules and key counts |
+//! | `GET /api/v1/limits` | limits, rules, key counts and decision counts |
+//! | `GET /`, `GET /assets/*` | the live page ([`crate::expose::page`]) |
 //! | `POST /api/v1/limits/{name}/acquire` | `?key=..&n=..` or `{"key": .., "n": ..}`: 200 or 429 with RateLimit headers |
 
 use std::sync::Arc;
@@ -63,6 +64,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/breakers/{name}/outcomes", post(breaker_outcomes))
         .route("/api/v1/limits", get(limits))
         .route("/api/v1/limits/{name}/acquire", post(acquire))
+        .merge(crate::expose::page::routes())
         .layer(CompressionLayer::new())
         .with_state(state)
 }
@@ -289,6 +291,14 @@ async fn limits(State(st): State<AppState>) -> Response {
                 "rules": l.limits().as_slice().iter().map(|r| serde_json::json!({"max": r.max(), "window_secs": r.window().as_secs_f64()})).collect::<Vec<_>>(),
                 "keys": stats.keys,
                 "max_keys": stats.max_keys,
+                "decisions": crate::service::limits::DECISIONS
+                    .iter()
+                    .zip(&l.decisions)
+                    .map(|(d, n)| {
+                        let v = n.load(std::sync::atomic::Ordering::Relaxed);
+                        (d.to_string(), serde_json::Value::from(v))
+                    })
+                    .collect::<serde_json::Map<_, _>>(),
             })
         })
         .collect();

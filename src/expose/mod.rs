@@ -4,5 +4,6 @@
 pub mod json;
 pub mod names;
 pub mod openmetrics;
+pub mod page;
 pub mod prometheus;
 pub mod signals;

@@ -1,0 +1,571 @@
+#!/usr/bin/env python3
+"""Writes rollstat's Grafana dashboards (overview, explorer, breakers, limits).
+
+    python3 dashboards/generate.py          # rewrite dashboards/*.json
+    python3 dashboards/generate.py --check  # exit 1 if a committed file differs
+
+The JSON files are committed; tests/dashboards_and_page.rs runs --check and
+then evaluates every query against a real Prometheus scraping a real rollstat.
+
+Every panel reads the datasource from the `datasource` template variable (type
+`datasource`, query `prometheus`), so the files import as they are and work
+when provisioned: no datasource UID is written anywhere. Standard library only.
+"""
+
+import json
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+DS = {"type": "prometheus", "uid": "${datasource}"}
+SCHEMA_VERSION = 39
+
+
+# === templating ===
+
+
+def datasource_var():
+    return {
+        "name": "datasource",
+        "label": "Prometheus",
+        "type": "datasource",
+        "query": "prometheus",
+        "current": {},
+        "hide": 0,
+        "includeAll": False,
+        "multi": False,
+        "options": [],
+        "refresh": 1,
+        "regex": "",
+    }
+
+
+def query_var(name, query, label=None, multi=True):
+    """A variable filled by label_values(); multi-valued ones default to All (.*)."""
+    v = {
+        "name": name,
+        "label": label or name,
+        "type": "query",
+        "datasource": DS,
+        "definition": query,
+        "query": {"query": query, "refId": "PrometheusVariableQueryEditor-VariableQuery"},
+        "current": {},
+        "hide": 0,
+        "includeAll": multi,
+        "multi": multi,
+        "options": [],
+        "refresh": 2,
+        "regex": "",
+        "sort": 1,
+    }
+    if multi:
+        v["allValue"] = ".*"
+        v["current"] = {"selected": True, "text": ["All"], "value": ["$__all"]}
+    return v
+
+
+INSTANCE = query_var("instance", "label_values(rollstat_build_info, instance)")
+
+
+# === panels ===
+
+
+def target(expr, legend="", ref="A", instant=False, fmt=None):
+    t = {"datasource": DS, "refId": ref, "expr": expr, "legendFormat": legend, "range": not instant}
+    if instant:
+        t["instant"] = True
+    if fmt:
+        t["format"] = fmt
+    return t
+
+
+def targets(*pairs):
+    """(expr, legend) pairs -> targets with refIds A, B, C..."""
+    return [target(e, l, chr(ord("A") + i)) for i, (e, l) in enumerate(pairs)]
+
+
+def timeseries(title, tgts, unit="short", desc="", w=12, h=8, stack=False, bars=False, minimum=None, maximum=None):
+    custom = {
+        "drawStyle": "bars" if bars else "line",
+        "lineWidth": 1,
+        "fillOpacity": 60 if bars else 10,
+        "showPoints": "never",
+        "spanNulls": False,
+        "stacking": {"mode": "normal" if stack else "none", "group": "A"},
+    }
+    defaults = {"unit": unit, "custom": custom, "color": {"mode": "palette-classic"}}
+    if minimum is not None:
+        defaults["min"] = minimum
+    if maximum is not None:
+        defaults["max"] = maximum
+    return {
+        "type": "timeseries",
+        "title": title,
+        "description": desc,
+        "datasource": DS,
+        "targets": tgts,
+        "fieldConfig": {"defaults": defaults, "overrides": []},
+        "options": {
+            "legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
+            "tooltip": {"mode": "multi", "sort": "desc"},
+        },
+        "_size": (w, h),
+    }
+
+
+def stat(title, tgts, unit="short", desc="", w=6, h=4, mappings=None, thresholds=None):
+    defaults = {"unit": unit, "color": {"mode": "thresholds"}, "mappings": mappings or []}
+    defaults["thresholds"] = thresholds or {"mode": "absolute", "steps": [{"color": "green", "value": None}]}
+    return {
+        "type": "stat",
+        "title": title,
+        "description": desc,
+        "datasource": DS,
+        "targets": tgts,
+        "fieldConfig": {"defaults": defaults, "overrides": []},
+        "options": {
+            "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+            "colorMode": "background",
+            "graphMode": "none",
+            "textMode": "auto",
+            "justifyMode": "auto",
+            "orientation": "auto",
+        },
+        "_size": (w, h),
+    }
+
+
+def table(title, tgts, desc="", w=24, h=8):
+    return {
+        "type": "table",
+        "title": title,
+        "description": desc,
+        "datasource": DS,
+        "targets": tgts,
+        "fieldConfig": {"defaults": {"custom": {"align": "auto"}}, "overrides": []},
+        "options": {"showHeader": True, "cellHeight": "sm"},
+        # Several instant queries become one row per label set.
+        "transformations": ([{"id": "merge", "options": {}}] if len(tgts) > 1 else [])
+        + [{"id": "organize", "options": {"excludeByName": {"Time": True, "__name__": True}}}],
+        "_size": (w, h),
+    }
+
+
+BREAKER_STATES = [
+    {
+        "type": "value",
+        "options": {
+            "0": {"text": "closed", "color": "green", "index": 0},
+            "1": {"text": "open", "color": "red", "index": 1},
+            "2": {"text": "half-open", "color": "orange", "index": 2},
+        },
+    }
+]
+
+
+def state_timeline(title, tgts, desc="", w=24, h=8):
+    return {
+        "type": "state-timeline",
+        "title": title,
+        "description": desc,
+        "datasource": DS,
+        "targets": tgts,
+        "fieldConfig": {
+            "defaults": {
+                "color": {"mode": "thresholds"},
+                "mappings": BREAKER_STATES,
+                "thresholds": {"mode": "absolute", "steps": [{"color": "green", "value": None}]},
+                "custom": {"lineWidth": 0, "fillOpacity": 80},
+            },
+            "overrides": [],
+        },
+        "options": {
+            "mergeValues": True,
+            "showValue": "auto",
+            "alignValue": "left",
+            "rowHeight": 0.9,
+            "legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
+            "tooltip": {"mode": "single", "sort": "none"},
+        },
+        "_size": (w, h),
+    }
+
+
+def row(title):
+    return {"type": "row", "title": title, "collapsed": False, "panels": [], "_size": (24, 1)}
+
+
+def layout(panels):
+    """Assigns ids and gridPos left to right, wrapping at Grafana's 24 columns."""
+    x = y = row_h = 0
+    out = []
+    for i, p in enumerate(panels, start=1):
+        w, h = p.pop("_size")
+        if x + w > 24 or p["type"] == "row":
+            x, y, row_h = 0, y + row_h, 0
+        p["id"] = i
+        p["gridPos"] = {"h": h, "w": w, "x": x, "y": y}
+        x += w
+        row_h = max(row_h, h)
+        if p["type"] == "row":
+            x, y, row_h = 0, y + h, 0
+        out.append(p)
+    return out
+
+
+def dashboard(uid, title, desc, variables, panels, time_from="now-1h"):
+    return {
+        "__requires": [
+            {"type": "grafana", "id": "grafana", "name": "Grafana", "version": "10.0.0"},
+            {"type": "datasource", "id": "prometheus", "name": "Prometheus", "version": "1.0.0"},
+        ],
+        "annotations": {
+            "list": [
+                {
+                    "builtIn": 1,
+                    "datasource": {"type": "grafana", "uid": "-- Grafana --"},
+                    "enable": True,
+                    "hide": True,
+                    "iconColor": "rgba(0, 211, 255, 1)",
+                    "name": "Annotations & Alerts",
+                    "type": "dashboard",
+                }
+            ]
+        },
+        "description": desc,
+        "editable": True,
+        "fiscalYearStartMonth": 0,
+        "graphTooltip": 1,
+        "id": None,
+        "links": [
+            {"title": "rollstat", "type": "dashboards", "tags": ["rollstat"], "asDropdown": True, "includeVars": False, "keepTime": True}
+        ],
+        "panels": layout(panels),
+        "refresh": "10s",
+        "schemaVersion": SCHEMA_VERSION,
+        "tags": ["rollstat"],
+        "templating": {"list": [datasource_var()] + variables},
+        "time": {"from": time_from, "to": "now"},
+        "timepicker": {},
+        "timezone": "",
+        "title": title,
+        "uid": uid,
+        "version": 1,
+    }
+
+
+# === the four dashboards ===
+
+I = 'instance=~"$instance"'
+RI = "[$__rate_interval]"
+
+
+def overview():
+    return dashboard(
+        "rollstat-overview",
+        "rollstat / overview",
+        "rollstat's own health: ingest by transport, rejections, UDP drops, series, scrape time, reloads.",
+        [INSTANCE],
+        [
+            row("Ingest"),
+            timeseries(
+                "Lines accepted by transport",
+                targets((f"sum by (transport) (rate(rollstat_ingest_lines_total{{{I}}}{RI}))", "{{transport}}")),
+                unit="ops",
+                desc="statsd sample lines accepted per second (rollstat_ingest_lines_total).",
+                w=8,
+            ),
+            timeseries(
+                "Packets by transport",
+                targets((f"sum by (transport) (rate(rollstat_ingest_packets_total{{{I}}}{RI}))", "{{transport}}")),
+                unit="pps",
+                desc="Datagrams, TCP reads or HTTP requests per second (rollstat_ingest_packets_total).",
+                w=8,
+            ),
+            timeseries(
+                "Rejections by reason",
+                targets(
+                    (f"sum by (reason) (rate(rollstat_ingest_rejected_lines_total{{{I}}}{RI}))", "parse: {{reason}}"),
+                    (f"sum by (reason) (rate(rollstat_ingest_framing_errors_total{{{I}}}{RI}))", "framing: {{reason}}"),
+                    (f"sum by (reason) (rate(rollstat_series_refused_total{{{I}}}{RI}))", "refused: {{reason}}"),
+                    (f"sum(rate(rollstat_ingest_dropped_by_mapping_total{{{I}}}{RI}))", "dropped by mapping"),
+                    (f"sum by (kind) (rate(rollstat_ingest_skipped_lines_total{{{I}}}{RI}))", "skipped: {{kind}}"),
+                ),
+                unit="ops",
+                desc="Lines rejected by the parser, by TCP framing and by the series registry; lines dropped by a mapping rule; DogStatsD events and service checks skipped.",
+                w=8,
+                stack=True,
+            ),
+            timeseries(
+                "UDP kernel drops",
+                targets(
+                    (f"sum by (instance) (delta(rollstat_udp_kernel_drops{{{I}}}{RI}))", "dropped {{instance}}"),
+                ),
+                desc="Datagrams the kernel dropped because rollstat's receive queue was full, per rate interval (from /proc/net/udp). Anything above 0 means lost metrics: add udp_readers or raise net.core.rmem_max.",
+                w=12,
+            ),
+            timeseries(
+                "UDP receive buffer",
+                targets((f"rollstat_udp_receive_buffer_bytes{{{I}}}", "{{instance}}")),
+                unit="bytes",
+                desc="Receive buffer the kernel granted each statsd UDP socket (capped by net.core.rmem_max).",
+                w=12,
+            ),
+            row("Series"),
+            timeseries(
+                "Series held",
+                targets((f"sum by (instance) (rollstat_series{{{I}}})", "{{instance}}")),
+                desc="Series (statsd name + tag set) held; compare with series.max_series.",
+                w=12,
+            ),
+            timeseries(
+                "Series churn",
+                targets(
+                    (f"sum(rate(rollstat_series_created_total{{{I}}}{RI}))", "created"),
+                    (f"sum(rate(rollstat_series_expired_total{{{I}}}{RI}))", "expired"),
+                ),
+                unit="ops",
+                desc="Series created and expired (series.ttl_secs without writes) per second.",
+                w=12,
+            ),
+            row("Scrape and config"),
+            timeseries(
+                "/metrics render time",
+                targets(
+                    (f"histogram_quantile(0.99, sum by (le) (rate(rollstat_scrape_duration_seconds_bucket{{{I}}}{RI})))", "p99"),
+                    (f"histogram_quantile(0.5, sum by (le) (rate(rollstat_scrape_duration_seconds_bucket{{{I}}}{RI})))", "p50"),
+                    (f"max by (instance) (scrape_duration_seconds{{{I}}})", "Prometheus scrape {{instance}}"),
+                ),
+                unit="s",
+                desc="Time rollstat takes to render /metrics (rollstat_scrape_duration_seconds), and the whole scrape as Prometheus sees it (scrape_duration_seconds).",
+                w=12,
+            ),
+            timeseries(
+                "Config reloads",
+                targets((f"sum by (result) (increase(rollstat_config_reloads_total{{{I}}}{RI}))", "{{result}}")),
+                desc="Reloads (SIGHUP or POST /-/reload) by result.",
+                w=6,
+                bars=True,
+            ),
+            stat(
+                "Last reload",
+                targets((f"min(rollstat_config_last_reload_success{{{I}}})", "")),
+                desc="1 if the last config reload succeeded (or none was tried). A failed reload keeps the previous config in force.",
+                w=6,
+                mappings=[{"type": "value", "options": {"0": {"text": "failed", "color": "red", "index": 0}, "1": {"text": "ok", "color": "green", "index": 1}}}],
+            ),
+            table(
+                "Instances",
+                [
+                    target(f"max by (instance, version) (rollstat_build_info{{{I}}})", "", "A", instant=True, fmt="table"),
+                    target(f"max by (instance) (up{{{I}}})", "", "B", instant=True, fmt="table"),
+                ],
+                desc="rollstat instances, their version (rollstat_build_info) and whether Prometheus reaches them (up).",
+                h=6,
+            ),
+        ],
+    )
+
+
+MW = f'{I}, metric="$metric", window="$window"'
+
+
+def explorer():
+    return dashboard(
+        "rollstat-explorer",
+        "rollstat / metric explorer",
+        "Any statsd metric's windowed statistics: pick $metric and $window. Each line is one tag set.",
+        [
+            INSTANCE,
+            query_var("metric", "label_values(rollstat_window_samples, metric)", multi=False),
+            query_var("window", 'label_values(rollstat_window_samples{metric="$metric"}, window)', multi=False),
+        ],
+        [
+            timeseries(
+                "Rate /s ($window window)",
+                targets((f"rollstat_window_rate{{{MW}}}", "")),
+                unit="ops",
+                desc="Per second over the time the window's buckets cover: increments for counters, samples for other types (rollstat_window_rate).",
+            ),
+            timeseries(
+                "Rate /s, all tags, every window",
+                targets((f'sum by (window) (rollstat_window_rate{{{I}, metric="$metric"}})', "{{window}}")),
+                unit="ops",
+                desc="The metric's rate summed over its tag sets, one line per window.",
+            ),
+            timeseries(
+                "Average",
+                targets((f"rollstat_window_avg{{{MW}}}", "")),
+                desc="Average value in the window (sum / samples). Timers are in seconds.",
+                w=8,
+            ),
+            timeseries(
+                "Min and max",
+                targets(
+                    (f"rollstat_window_min{{{MW}}}", "min"),
+                    (f"rollstat_window_max{{{MW}}}", "max"),
+                ),
+                desc="Smallest and largest value in the window.",
+                w=8,
+            ),
+            timeseries(
+                "Quantiles",
+                targets((f"rollstat_window_quantile{{{MW}}}", "q={{q}}")),
+                desc="DDSketch quantiles (1% relative error) of timers, histograms and distributions; q from series.quantiles.",
+                w=8,
+            ),
+            timeseries(
+                "Samples in the window",
+                targets(
+                    (f"rollstat_window_samples{{{MW}}}", "samples"),
+                    (f"rollstat_window_sum_value{{{MW}}}", "sum"),
+                ),
+                desc="Samples weighted by 1/sample_rate (go-zero Count) and their weighted sum (go-zero Sum).",
+            ),
+            timeseries(
+                "Distinct members (sets)",
+                targets((f"rollstat_window_unique{{{MW}}}", "")),
+                desc="Distinct set members in the window (exact up to 1024, then HyperLogLog). Empty for other types.",
+            ),
+            table(
+                "Per tag set, now",
+                [
+                    target(f"rollstat_window_rate{{{MW}}}", "", "A", instant=True, fmt="table"),
+                    target(f"rollstat_window_avg{{{MW}}}", "", "B", instant=True, fmt="table"),
+                ],
+                desc="Every tag set of $metric with its current rate (Value #A) and average (Value #B).",
+            ),
+        ],
+        time_from="now-30m",
+    )
+
+
+B = f'{I}, breaker=~"$breaker"'
+
+
+def breakers():
+    return dashboard(
+        "rollstat-breakers",
+        "rollstat / breakers",
+        "Circuit breakers served by rollstat: state over time, drop ratio, failure ratio, transitions.",
+        [INSTANCE, query_var("breaker", "label_values(rollstat_breaker_state, breaker)")],
+        [
+            state_timeline(
+                "State",
+                targets((f"max by (breaker) (rollstat_breaker_state{{{B}}})", "{{breaker}}")),
+                desc="closed (0), open (1), half-open (2). SRE breakers count as open while their drop ratio is above 0.",
+            ),
+            timeseries(
+                "Drop ratio",
+                targets((f"max by (breaker) (rollstat_breaker_drop_ratio{{{B}}})", "{{breaker}}")),
+                unit="percentunit",
+                desc="Probability that a call is shed now (SRE: adaptive throttling; error-rate: 0 or 1).",
+                minimum=0,
+                maximum=1,
+            ),
+            timeseries(
+                "Failure ratio",
+                targets((f"max by (breaker) (rollstat_breaker_failure_ratio{{{B}}})", "{{breaker}}")),
+                unit="percentunit",
+                desc="Failures over the calls that ran, in the breaker's window.",
+                minimum=0,
+                maximum=1,
+            ),
+            timeseries(
+                "Requests and failures in the window",
+                targets(
+                    (f"sum by (breaker) (rollstat_breaker_requests{{{B}}})", "{{breaker}} requests"),
+                    (f"sum by (breaker) (rollstat_breaker_failures{{{B}}})", "{{breaker}} failures"),
+                ),
+                desc="The counts the breaker's decision rests on (half-open: the trial calls).",
+            ),
+            timeseries(
+                "Transitions",
+                targets((f"sum by (breaker, from, to) (increase(rollstat_breaker_transitions_total{{{B}}}{RI}))", "{{breaker}}: {{from}} → {{to}}")),
+                desc="State changes per rate interval.",
+                bars=True,
+            ),
+        ],
+    )
+
+
+L = f'{I}, limit=~"$limit"'
+
+
+def decisions(d):
+    return f'sum by (limit) (rate(rollstat_limit_decisions_total{{{L}, decision="{d}"}}{RI}))'
+
+
+def limits():
+    return dashboard(
+        "rollstat-limits",
+        "rollstat / limits",
+        "Rate limits served by rollstat: decisions allowed and denied by limit, keys tracked, evictions.",
+        [INSTANCE, query_var("limit", "label_values(rollstat_limit_keys, limit)")],
+        [
+            timeseries("Allowed /s", targets((decisions("allowed"), "{{limit}}")), unit="reqps", desc="Requests admitted per second, by limit.", w=8),
+            timeseries("Denied /s", targets((decisions("denied"), "{{limit}}")), unit="reqps", desc="Requests answered 429 per second, by limit.", w=8),
+            timeseries(
+                "Denied share",
+                targets((f"{decisions('denied')} / sum by (limit) (rate(rollstat_limit_decisions_total{{{L}}}{RI}))", "{{limit}}")),
+                unit="percentunit",
+                desc="Denied over all decisions.",
+                w=8,
+                minimum=0,
+                maximum=1,
+            ),
+            timeseries(
+                "Errors /s",
+                targets((decisions("error"), "{{limit}}")),
+                unit="reqps",
+                desc="Acquire calls that failed: over capacity (n larger than the limit) or a new key refused at max_keys (503).",
+                w=8,
+            ),
+            timeseries(
+                "Keys tracked",
+                targets((f"sum by (limit) (rollstat_limit_keys{{{L}}})", "{{limit}}")),
+                desc="Keys each limit holds now; compare with max_keys.",
+                w=8,
+            ),
+            timeseries(
+                "Keys evicted",
+                targets((f"sum by (limit, cause) (rate(rollstat_limit_evicted_keys_total{{{L}}}{RI}))", "{{limit}}: {{cause}}")),
+                unit="ops",
+                desc="idle: no information lost; cap: least recently used key forgotten at max_keys; rejected_new: new key refused at max_keys.",
+                w=8,
+            ),
+            table(
+                "Decisions in the time range",
+                [target(f"sum by (limit, decision) (increase(rollstat_limit_decisions_total{{{L}}}[$__range]))", "", "A", instant=True, fmt="table")],
+                desc="Allowed, denied and error decisions over the dashboard's time range, by limit.",
+            ),
+        ],
+    )
+
+
+DASHBOARDS = {"overview.json": overview, "explorer.json": explorer, "breakers.json": breakers, "limits.json": limits}
+
+
+def render(build):
+    return json.dumps(build(), indent=2, ensure_ascii=False) + "\n"
+
+
+def main(argv):
+    check = "--check" in argv[1:]
+    stale = []
+    for name, build in DASHBOARDS.items():
+        path = HERE / name
+        text = render(build)
+        if check:
+            if not path.exists() or path.read_text(encoding="utf-8") != text:
+                stale.append(name)
+        else:
+            path.write_text(text, encoding="utf-8")
+    if stale:
+        print(f"dashboards/{', '.join(stale)} differ from dashboards/generate.py; run python3 dashboards/generate.py and commit", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
