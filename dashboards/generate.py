@@ -4,8 +4,8 @@
     python3 dashboards/generate.py          # rewrite dashboards/*.json
     python3 dashboards/generate.py --check  # exit 1 if a committed file differs
 
-The JSON files are committed; tests/dashboards_and_page.rs runs --check and
-then evaluates every query against a real Prometheus scraping a real rollstat.
+The JSON files are committed; `cargo test --test it dashboards` runs --check
+and then evaluates every query against a real Prometheus scraping a real rollstat.
 
 Every panel reads the datasource from the `datasource` template variable (type
 `datasource`, query `prometheus`), so the files import as they are and work

@@ -1,24 +1,32 @@
 //! Integration tests: the real `rollstat` binary on loopback, driven the way
 //! users drive it (statsd clients, HTTP, signals) and read back through
-//! `/metrics`, the JSON API, promtool and a real Prometheus.
+//! `/metrics`, the JSON API, promtool, a real Prometheus, the Grafana
+//! dashboards' queries and the live page in headless Chromium.
 //!
-//! External tools (promtool, prometheus, the Python and Node clients) are
-//! installed by `.ci/install-deps`; a test that misses one fails and says so.
+//! External tools (promtool, prometheus, the Python and Node clients,
+//! chromium and chromedriver) are installed by `.ci/install-deps`; a test
+//! that misses one fails and says so.
 
 // These tests run a real process on the real clock: deadlines need `Instant`.
 #![allow(clippy::disallowed_methods)]
 
 // Helpers: start the daemon, HTTP/UDP/TCP, /metrics parser, bounded polling.
 mod support;
+// A WebDriver client: chromedriver driving headless Chromium (for `page`).
+mod browser;
 
 // Real statsd clients (Python statsd, datadog, Node hot-shots) end to end.
 mod clients;
+// The Grafana dashboards: generated, importable, every query checked by promtool and a real Prometheus.
+mod dashboards;
 // What /metrics and the JSON API publish: promtool, duplicates, OpenMetrics, gzip.
 mod exposition;
 // Malformed datagrams, HTTP bodies and TCP lines: counted, never costing good lines.
 mod hostile;
 // Process lifecycle: check-config, SIGTERM, reloads, the sample config.
 mod lifecycle;
+// The live page at / in headless Chromium: real data, no console errors, a screenshot.
+mod page;
 // A real Prometheus scraping the daemon.
 mod prometheus;
 // Series bounds from outside: cap, type conflicts, expiry.

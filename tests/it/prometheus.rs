@@ -2,112 +2,12 @@
 //! every second; PromQL sees the rate we send, and the scrape (Prometheus
 //! asks for OpenMetrics and gzip) is healthy.
 
-use std::net::{SocketAddr, UdpSocket};
-use std::process::{Child, Command, Stdio};
+use std::net::UdpSocket;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::support::{free_port, http, require_tool, wait_until, Daemon, TempDir};
-
-/// A Prometheus process, killed on drop.
-struct Prometheus {
-    child: Child,
-    addr: SocketAddr,
-    log: std::path::PathBuf,
-    _dir: TempDir,
-}
-
-impl Prometheus {
-    fn start(target: SocketAddr) -> Prometheus {
-        let bin = require_tool("prometheus");
-        let dir = TempDir::new("prometheus");
-        let cfg = dir.path().join("prometheus.yml");
-        std::fs::write(
-            &cfg,
-            format!(
-                "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
-                 scrape_configs:\n  - job_name: rollstat\n    static_configs:\n      - targets: ['{target}']\n"
-            ),
-        )
-        .unwrap();
-        let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-        let log = dir.path().join("prometheus.log");
-        let child = Command::new(bin)
-            .arg(format!("--config.file={}", cfg.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.path().join("data").display()
-            ))
-            .arg(format!("--web.listen-address={addr}"))
-            .arg("--log.level=warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("start prometheus");
-        let p = Prometheus {
-            child,
-            addr,
-            log,
-            _dir: dir,
-        };
-        wait_until(Duration::from_secs(15), "Prometheus to be ready", || {
-            if std::net::TcpStream::connect_timeout(&p.addr, Duration::from_millis(200)).is_err() {
-                return Err("not listening".into());
-            }
-            let r = http(p.addr, "GET", "/-/ready", &[], b"");
-            if r.status == 200 {
-                Ok(())
-            } else {
-                Err(format!("{} {}", r.status, r.text()))
-            }
-        });
-        p
-    }
-
-    /// An instant query; the values of its vector result.
-    fn query(&self, promql: &str) -> Result<Vec<f64>, String> {
-        let q: String = promql
-            .bytes()
-            .map(|b| match b {
-                b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' | b'.' | b'-' => {
-                    (b as char).to_string()
-                }
-                _ => format!("%{b:02X}"),
-            })
-            .collect();
-        let r = http(
-            self.addr,
-            "GET",
-            &format!("/api/v1/query?query={q}"),
-            &[],
-            b"",
-        );
-        if r.status != 200 {
-            return Err(format!("{promql}: HTTP {} {}", r.status, r.text()));
-        }
-        let j = r.json();
-        let result = j["data"]["result"].as_array().cloned().unwrap_or_default();
-        Ok(result
-            .iter()
-            .filter_map(|x| x["value"][1].as_str()?.parse().ok())
-            .collect())
-    }
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if std::thread::panicking() {
-            eprintln!(
-                "--- prometheus log ---\n{}",
-                std::fs::read_to_string(&self.log).unwrap_or_default()
-            );
-        }
-    }
-}
+use crate::support::{http, wait_until, Daemon, Prometheus};
 
 #[test]
 fn a_real_prometheus_scrapes_the_rate_we_send() {

@@ -1,7 +1,9 @@
 //! Helpers shared by the integration tests: start the real `rollstat` binary
 //! on port 0, talk HTTP/UDP/TCP to it, parse what `/metrics` says, poll with
-//! a deadline, and run external tools (promtool, Prometheus, statsd clients)
-//! with a time limit. Nothing here sleeps without a bound.
+//! a deadline, run external tools (promtool, statsd clients) with a time
+//! limit, keep child processes (Prometheus, chromedriver) that die with the
+//! test, and put a steady load on the daemon. Nothing here sleeps without a
+//! bound.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -9,7 +11,9 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// The repository root (where `config.toml` and `tests/clients` live).
@@ -31,9 +35,20 @@ pub fn require_tool(name: &str) -> PathBuf {
         .unwrap_or_else(|| missing(&format!("`{name}`")))
 }
 
-/// Polls `f` every 20 ms until it returns `Some`, or fails after `limit`
-/// naming `what` and the last value `f` saw (via `last`).
-pub fn wait_until<T>(limit: Duration, what: &str, mut f: impl FnMut() -> Result<T, String>) -> T {
+/// Polls `f` every 20 ms until it returns `Ok`, or fails after `limit`
+/// naming `what` and the last error `f` returned.
+pub fn wait_until<T>(limit: Duration, what: &str, f: impl FnMut() -> Result<T, String>) -> T {
+    wait_until_every(limit, Duration::from_millis(20), what, f)
+}
+
+/// [`wait_until`], polling every `every` (for checks that cost more than a
+/// scrape, like a script run in a browser).
+pub fn wait_until_every<T>(
+    limit: Duration,
+    every: Duration,
+    what: &str,
+    mut f: impl FnMut() -> Result<T, String>,
+) -> T {
     let deadline = Instant::now() + limit;
     loop {
         let last = match f() {
@@ -43,7 +58,7 @@ pub fn wait_until<T>(limit: Duration, what: &str, mut f: impl FnMut() -> Result<
         if Instant::now() >= deadline {
             panic!("timed out after {limit:?} waiting for {what}; last: {last}");
         }
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(every);
     }
 }
 
@@ -73,7 +88,7 @@ pub struct TempDir(PathBuf);
 impl TempDir {
     /// A fresh directory under the system temp dir.
     pub fn new(tag: &str) -> TempDir {
-        use std::sync::atomic::{AtomicU32, Ordering};
+        use std::sync::atomic::AtomicU32;
         static N: AtomicU32 = AtomicU32::new(0);
         let p = std::env::temp_dir().join(format!(
             "rollstat-it-{tag}-{}-{}",
@@ -97,10 +112,156 @@ impl Drop for TempDir {
     }
 }
 
-/// The test config: every listener on 127.0.0.1 port 0, one UDP reader,
-/// small limits (so the hostile tests can reach them), 1 s buckets in a
-/// "5s" and a "2s" window.
-pub const TEST_CONFIG: &str = r#"
+/// A child process with its stdout and stderr in `<dir>/<name>.out` and
+/// `<dir>/<name>.err`, killed (by its own pid) and reaped on drop, which
+/// also prints its stderr if the test is failing.
+pub struct Proc {
+    child: Child,
+    name: String,
+    stderr: PathBuf,
+}
+
+impl Proc {
+    /// Starts `cmd` (stdin closed) with its output in files under `dir`.
+    pub fn spawn(name: &str, cmd: &mut Command, dir: &Path) -> Proc {
+        let file = |ext: &str| {
+            std::fs::File::create(dir.join(format!("{name}.{ext}"))).expect("create log file")
+        };
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(file("out"))
+            .stderr(file("err"))
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {name}: {e}"));
+        Proc {
+            child,
+            name: name.to_string(),
+            stderr: dir.join(format!("{name}.err")),
+        }
+    }
+
+    /// Fails if the process has exited (its stderr follows, from drop).
+    pub fn assert_running(&mut self) {
+        if let Ok(Some(st)) = self.child.try_wait() {
+            panic!("{} exited early ({st}); its stderr follows", self.name);
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            eprintln!(
+                "--- {} stderr ---\n{}",
+                self.name,
+                std::fs::read_to_string(&self.stderr).unwrap_or_default()
+            );
+        }
+    }
+}
+
+/// A real Prometheus (the Debian `prometheus` binary) on a free loopback
+/// port, scraping one target every second; killed on drop.
+pub struct Prometheus {
+    // Declared before `_dir`: dropped (and its log read) before the dir goes.
+    _proc: Proc,
+    /// Its HTTP address.
+    pub addr: SocketAddr,
+    _dir: TempDir,
+}
+
+impl Prometheus {
+    /// Starts Prometheus scraping `target` every second and waits, at most
+    /// 30 s, until it is ready.
+    pub fn start(target: SocketAddr) -> Prometheus {
+        let bin = require_tool("prometheus");
+        let dir = TempDir::new("prometheus");
+        let cfg = dir.path().join("prometheus.yml");
+        std::fs::write(
+            &cfg,
+            format!(
+                "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
+                 scrape_configs:\n  - job_name: rollstat\n    static_configs:\n      - targets: ['{target}']\n"
+            ),
+        )
+        .expect("write prometheus.yml");
+        let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let mut proc = Proc::spawn(
+            "prometheus",
+            Command::new(bin)
+                .arg(format!("--config.file={}", cfg.display()))
+                .arg(format!(
+                    "--storage.tsdb.path={}",
+                    dir.path().join("data").display()
+                ))
+                .arg(format!("--web.listen-address={addr}"))
+                .arg("--log.level=warn"),
+            dir.path(),
+        );
+        wait_until(Duration::from_secs(30), "Prometheus to be ready", || {
+            proc.assert_running();
+            let r = try_http(addr, "GET", "/-/ready", &[], b"")?;
+            if r.status == 200 {
+                Ok(())
+            } else {
+                Err(format!("{} {}", r.status, r.text()))
+            }
+        });
+        Prometheus {
+            _proc: proc,
+            addr,
+            _dir: dir,
+        }
+    }
+
+    /// An instant query: the series of its result (one element for a scalar
+    /// or string result; none if nothing matched), or the error it got.
+    pub fn query_result(&self, promql: &str) -> Result<Vec<serde_json::Value>, String> {
+        let q: String = promql
+            .bytes()
+            .map(|b| match b {
+                b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' | b'.' | b'-' | b'~' => {
+                    (b as char).to_string()
+                }
+                _ => format!("%{b:02X}"),
+            })
+            .collect();
+        let r = try_http(
+            self.addr,
+            "GET",
+            &format!("/api/v1/query?query={q}"),
+            &[],
+            b"",
+        )?;
+        let v: serde_json::Value = serde_json::from_slice(&r.body)
+            .map_err(|e| format!("{promql}: HTTP {}: not JSON ({e}): {}", r.status, r.text()))?;
+        if r.status != 200 || v["status"] != "success" {
+            return Err(format!("{promql}: HTTP {}: {}", r.status, v["error"]));
+        }
+        Ok(match v["data"]["resultType"].as_str() {
+            Some("scalar" | "string") => vec![v["data"]["result"].clone()],
+            _ => v["data"]["result"].as_array().cloned().unwrap_or_default(),
+        })
+    }
+
+    /// An instant query; the values of its vector result.
+    pub fn query(&self, promql: &str) -> Result<Vec<f64>, String> {
+        Ok(self
+            .query_result(promql)?
+            .iter()
+            .filter_map(|x| x["value"][1].as_str()?.parse().ok())
+            .collect())
+    }
+}
+
+/// The head of the test configs: every listener on 127.0.0.1 port 0 (as
+/// [`Daemon::start_with`] expects), one UDP reader. A macro so that
+/// `concat!` can build the configs as constants.
+macro_rules! port_0_head {
+    () => {
+        r#"
 [listen]
 statsd_udp = "127.0.0.1:0"
 statsd_tcp = "127.0.0.1:0"
@@ -109,7 +270,16 @@ http = "127.0.0.1:0"
 [ingest]
 udp_readers = 1
 udp_recv_buffer_bytes = 1048576
-max_line_bytes = 1024
+"#
+    };
+}
+
+/// The test config: every listener on 127.0.0.1 port 0, one UDP reader,
+/// small limits (so the hostile tests can reach them), 1 s buckets in a
+/// "5s" and a "2s" window.
+pub const TEST_CONFIG: &str = concat!(
+    port_0_head!(),
+    r#"max_line_bytes = 1024
 http_max_body_bytes = 4096
 
 [series]
@@ -124,7 +294,8 @@ interval_ms = 1000
 name = "2s"
 buckets = 2
 interval_ms = 1000
-"#;
+"#
+);
 
 /// The sample `config.toml` of the repository with its listeners moved to
 /// port 0 (everything else, windows and mappings included, as shipped).
@@ -364,7 +535,8 @@ impl Response {
 }
 
 /// A minimal HTTP/1.1 client: one request per connection (`Connection:
-/// close`), reads to EOF with a 10 s timeout, understands chunked bodies.
+/// close`), a 30 s read timeout, understands chunked bodies. Panics on a
+/// failure; see [`try_http`].
 pub fn http(
     addr: SocketAddr,
     method: &str,
@@ -372,10 +544,27 @@ pub fn http(
     headers: &[(&str, &str)],
     body: &[u8],
 ) -> Response {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
-        .unwrap_or_else(|e| panic!("connect {addr}: {e}"));
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    s.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
+    try_http(addr, method, path, headers, body).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// [`http`] with a failure (nothing listening, a reset, a malformed answer)
+/// as `Err`: for polling a server that is starting, and for load that must
+/// go on when one request fails.
+pub fn try_http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Result<Response, String> {
+    let fail = |e: &dyn std::fmt::Display| format!("{method} http://{addr}{path}: {e}");
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).map_err(|e| fail(&e))?;
+    // 30 s: chromedriver answers POST /session only once Chromium started,
+    // which can take a while on a loaded machine.
+    s.set_read_timeout(Some(Duration::from_secs(30)))
+        .map_err(|e| fail(&e))?;
+    s.set_write_timeout(Some(Duration::from_secs(10)))
+        .map_err(|e| fail(&e))?;
     let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
     for (k, v) in headers {
         let _ = write!(req, "{k}: {v}\r\n");
@@ -384,56 +573,106 @@ pub fn http(
         let _ = write!(req, "Content-Length: {}\r\n", body.len());
     }
     req.push_str("\r\n");
-    s.write_all(req.as_bytes()).expect("write request");
+    s.write_all(req.as_bytes()).map_err(|e| fail(&e))?;
     // A server may answer (413) before reading the whole body and close.
     let _ = s.write_all(body);
+    // Read until the body is complete by Content-Length or chunks, else to
+    // EOF: some servers (chromedriver) keep the connection open despite
+    // `Connection: close`.
     let mut raw = Vec::new();
-    if let Err(e) = s.read_to_end(&mut raw) {
-        // A reset after a complete early response is fine; keep what we read.
-        assert!(!raw.is_empty(), "{method} {path}: read failed: {e}");
+    let mut buf = [0u8; 16384];
+    // Where the head ends, and the response without its body.
+    let mut head: Option<(usize, Response)> = None;
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => raw.extend_from_slice(&buf[..n]),
+            // A reset after a complete early response is fine; keep what we read.
+            Err(_) if !raw.is_empty() => break,
+            Err(e) => return Err(fail(&format!("read failed: {e}"))),
+        }
+        if head.is_none() {
+            if let Some(split) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
+                head = Some((split, parse_head(&raw[..split]).map_err(|e| fail(&e))?));
+            }
+        }
+        if let Some((split, r)) = &head {
+            if r.body_complete(&raw[split + 4..]).map_err(|e| fail(&e))? {
+                break;
+            }
+        }
     }
-    let split = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .unwrap_or_else(|| panic!("no header end in {:?}", String::from_utf8_lossy(&raw)));
-    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+    let (split, mut r) = head.ok_or_else(|| {
+        fail(&format!(
+            "no header end in {:?}",
+            String::from_utf8_lossy(&raw)
+        ))
+    })?;
+    r.body = raw[split + 4..].to_vec();
+    if r.is_chunked() {
+        r.body = dechunk(&r.body)
+            .map_err(|e| fail(&e))?
+            .ok_or_else(|| fail(&"the chunked body ends early"))?;
+    }
+    Ok(r)
+}
+
+/// The status code and the headers (names lowercased) of a response head,
+/// as a response with an empty body.
+fn parse_head(head: &[u8]) -> Result<Response, String> {
+    let head = String::from_utf8_lossy(head);
     let mut lines = head.split("\r\n");
     let status: u16 = lines
         .next()
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|c| c.parse().ok())
-        .unwrap_or_else(|| panic!("bad status line in {head:?}"));
-    let headers: Vec<(String, String)> = lines
+        .ok_or_else(|| format!("bad status line in {head:?}"))?;
+    let headers = lines
         .filter_map(|l| l.split_once(':'))
         .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
         .collect();
-    let mut body = raw[split + 4..].to_vec();
-    let chunked = headers
-        .iter()
-        .any(|(k, v)| k == "transfer-encoding" && v.eq_ignore_ascii_case("chunked"));
-    if chunked {
-        body = dechunk(&body);
-    }
-    Response {
+    Ok(Response {
         status,
         headers,
-        body,
+        body: Vec::new(),
+    })
+}
+
+impl Response {
+    fn is_chunked(&self) -> bool {
+        self.header("transfer-encoding")
+            .is_some_and(|v| v.eq_ignore_ascii_case("chunked"))
+    }
+
+    /// Whether `body` (as read so far) is all of this response's body: by
+    /// Content-Length, by the last chunk, or (with neither) never before EOF.
+    fn body_complete(&self, body: &[u8]) -> Result<bool, String> {
+        if self.is_chunked() {
+            return Ok(dechunk(body)?.is_some());
+        }
+        let length = self
+            .header("content-length")
+            .and_then(|v| v.parse::<usize>().ok());
+        Ok(length.is_some_and(|n| body.len() >= n))
     }
 }
 
-fn dechunk(mut b: &[u8]) -> Vec<u8> {
+/// A chunked body, decoded; `None` while its last chunk has not arrived.
+fn dechunk(mut b: &[u8]) -> Result<Option<Vec<u8>>, String> {
     let mut out = Vec::new();
     loop {
-        let nl = b
-            .windows(2)
-            .position(|w| w == b"\r\n")
-            .expect("chunk size line");
+        let Some(nl) = b.windows(2).position(|w| w == b"\r\n") else {
+            return Ok(None);
+        };
         let size_text = String::from_utf8_lossy(&b[..nl]);
-        let size = usize::from_str_radix(size_text.split(';').next().unwrap().trim(), 16)
-            .unwrap_or_else(|e| panic!("bad chunk size {size_text:?}: {e}"));
+        let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
+            .map_err(|e| format!("bad chunk size {size_text:?}: {e}"))?;
         b = &b[nl + 2..];
         if size == 0 {
-            return out;
+            return Ok(Some(out));
+        }
+        if b.len() < size + 2 {
+            return Ok(None);
         }
         out.extend_from_slice(&b[..size]);
         b = &b[size + 2..];
@@ -668,4 +907,120 @@ pub fn assert_close(got: f64, want: f64, tol: f64, what: &str) {
         (got - want).abs() <= tol,
         "{what}: got {got}, want {want} ± {tol}"
     );
+}
+
+/// The config of the dashboards and page tests: every listener on port 0,
+/// two windows named like the sample config's, a breaker that trips under
+/// [`Load`] and a limit it hits.
+pub const LOAD_CONFIG: &str = concat!(
+    port_0_head!(),
+    r#"
+[series]
+quantiles = [0.5, 0.9, 0.99]
+
+[[windows]]
+name = "10s"
+buckets = 10
+interval_ms = 1000
+
+[[windows]]
+name = "1m"
+buckets = 60
+interval_ms = 1000
+ignore_current = true
+
+[[mappings]]
+match = "debug.**"
+action = "drop"
+
+[[breakers]]
+name = "checkout"
+kind = "error_rate"
+requests_metric = "checkout.requests"
+failures_metric = "checkout.failures"
+min_calls = 5
+failure_rate_threshold = 0.5
+open_duration_ms = 2000
+half_open_trials = 3
+
+[[limits]]
+name = "api"
+algorithm = "exact"
+rules = [{ max = 5, window_ms = 1000 }]
+"#
+);
+
+/// The statsd metrics [`Load`] sends, one per type.
+pub const LOAD_METRICS: [&str; 6] = [
+    "load.requests",
+    "load.queue",
+    "load.latency",
+    "load.size",
+    "load.dist",
+    "load.users",
+];
+
+/// A steady load on a daemon started with [`LOAD_CONFIG`], until dropped
+/// (or 180 s, whichever first): every 100 ms one line of every statsd type
+/// over UDP, breaker outcomes (mostly failures for 10 s, then healthy for
+/// 10 s, and so on, so the breaker trips at once and later recovers) and a
+/// breaker decision, a dropped `debug.*` line, a bad line, and acquire calls
+/// over the `api` limit (5/s).
+pub struct Load {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Load {
+    /// Starts the load.
+    pub fn start(d: &Daemon) -> Load {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (udp, http_addr, flag) = (d.udp, d.http, stop.clone());
+        let thread = std::thread::spawn(move || {
+            let sock = UdpSocket::bind("127.0.0.1:0").expect("bind UDP");
+            let deadline = Instant::now() + Duration::from_secs(180);
+            let mut i: u64 = 0;
+            while !flag.load(Ordering::Relaxed) && Instant::now() < deadline {
+                let wave = (i % 40) as f64 / 40.0 * std::f64::consts::TAU;
+                let lines = format!(
+                    "load.requests:{}|c|#route:/checkout\nload.requests:{}|c|#route:/search\n\
+                     load.queue:{}|g\nload.latency:{}|ms|#route:/checkout\nload.latency:{}|ms|#route:/checkout\n\
+                     load.size:{}|h\nload.dist:{}|d\nload.users:user{}|s\n\
+                     checkout.requests:4|c\ncheckout.failures:{}|c\ndebug.noise:1|c\nbad line\n",
+                    2 + i % 3,
+                    1 + i % 2,
+                    20.0 + 10.0 * wave.sin(),
+                    40.0 + 25.0 * wave.sin() + (i % 7) as f64,
+                    120.0 + (i % 13) as f64 * 9.0,
+                    512 + (i % 5) * 100,
+                    0.25 + 0.1 * wave.cos(),
+                    i % 25,
+                    if (i / 100) % 2 == 0 && i % 10 < 8 { 3 } else { 0 },
+                );
+                let _ = sock.send_to(lines.as_bytes(), udp);
+                // About 10 acquire calls per second for one key against 5/s: half denied.
+                let acquire = "/api/v1/limits/api/acquire?key=client";
+                let _ = try_http(http_addr, "POST", acquire, &[], b"");
+                // Ask the breaker too, so that it hands out half-open trials
+                // and moves between its states.
+                let decision = "/api/v1/breakers/checkout/decision";
+                let _ = try_http(http_addr, "GET", decision, &[], b"");
+                i += 1;
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        Load {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Load {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
