@@ -11,7 +11,7 @@
 //! | `GET /api/v1/breakers/{name}/decision` | allow or shed, the central verdict |
 //! | `POST /api/v1/breakers/{name}/outcomes` | `{"success": n, "failure": n, "slow": n}` |
 //! | `GET /api/v1/limits` | limits, rules and key counts |
-//! | `POST /api/v1/limits/{name}/acquire` | `?key=..&n=..` or `{"key": .., "n": ..}`: 200 or 429 with RateLimit headers |
+//! | `POST /api/v1/limits/{name}/acquire` | `?key=..&n=..` or `{"key": .., "n": ..}`: 200 or 429 with RateLimit headers; `"source"` says who decided (`local`, `redis`, `fallback`) |
 
 use std::sync::Arc;
 
@@ -285,6 +285,7 @@ async fn limits(State(st): State<AppState>) -> Response {
             serde_json::json!({
                 "name": l.def.name,
                 "algorithm": l.algorithm(),
+                "shared": l.is_shared(),
                 "rules": l.limits().as_slice().iter().map(|r| serde_json::json!({"max": r.max(), "window_secs": r.window().as_secs_f64()})).collect::<Vec<_>>(),
                 "keys": stats.keys,
                 "max_keys": stats.max_keys,
@@ -348,7 +349,24 @@ async fn acquire(
     };
     let now = st.ingestor.now();
     let policy = ratelimit_policy(&name, limit.limits().as_slice());
-    match limit.acquire(&key, n, now) {
+    let verdict = limit.decide(&key, n, now).await;
+    let source = verdict.source;
+    let store_error = verdict.store_error.map(|e| e.to_string());
+    match verdict.result {
+        Ok(d) if source == crate::service::limits::Source::Fallback && !d.allowed => {
+            // Fail closed: the store could not decide. Not a quota denial.
+            let mut resp = (
+                StatusCode::SERVICE_UNAVAILABLE,
+                Json(serde_json::json!({
+                    "allowed": false,
+                    "source": source.as_str(),
+                    "error": store_error,
+                })),
+            )
+                .into_response();
+            resp.headers_mut().insert(header::RETRY_AFTER, 1.into());
+            resp
+        }
         Ok(d) => {
             let idx = limit
                 .limits()
@@ -363,13 +381,17 @@ async fn acquire(
                 d.remaining,
                 reset
             );
-            let body = serde_json::json!({
+            let mut body = serde_json::json!({
                 "allowed": d.allowed,
                 "remaining": d.remaining,
                 "reset": d.reset.as_secs_f64(),
                 "retry_after": d.retry_after.map(|r| r.as_secs_f64()),
                 "limit": {"max": d.limit.max(), "window_secs": d.limit.window().as_secs_f64()},
+                "source": source.as_str(),
             });
+            if let Some(e) = store_error {
+                body["store_error"] = e.into();
+            }
             let mut resp = (
                 if d.allowed {
                     StatusCode::OK

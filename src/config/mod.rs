@@ -17,10 +17,13 @@ use std::time::Duration;
 
 pub use reader::ConfigProblem;
 use reader::{Problems, Table};
-pub use signals::{BreakerDef, BreakerInputs, BreakerKind, LimitAlgorithm, LimitDef, OutcomeTag};
+pub use signals::{
+    BreakerDef, BreakerInputs, BreakerKind, LimitAlgorithm, LimitDef, OutcomeTag, StoreFallback,
+};
 
 use crate::mapping::{Glob, Template};
 use crate::parse::MetricKind;
+use crate::store::{RedisConfig, RedisTarget};
 use crate::window::WindowSpec;
 
 /// Everything the daemon needs, validated.
@@ -40,6 +43,8 @@ pub struct Config {
     pub breakers: Vec<BreakerDef>,
     /// Keyed sliding-window rate limits.
     pub limits: Vec<LimitDef>,
+    /// The shared store, if `[redis]` is given.
+    pub redis: Option<RedisConfig>,
 }
 
 /// `[listen]`: empty strings turn a listener off.
@@ -165,7 +170,14 @@ const MAPPING_KEYS: &[&str] = &[
     "windows",
 ];
 const TOP_KEYS: &[&str] = &[
-    "listen", "ingest", "series", "windows", "mappings", "breakers", "limits",
+    "listen", "ingest", "series", "windows", "mappings", "breakers", "limits", "redis",
+];
+const REDIS_KEYS: &[&str] = &[
+    "url",
+    "cluster_nodes",
+    "timeout_ms",
+    "sync_interval_ms",
+    "key_prefix",
 ];
 
 /// Prometheus' default histogram buckets (seconds).
@@ -219,6 +231,7 @@ impl Default for Config {
             mappings: Vec::new(),
             breakers: Vec::new(),
             limits: Vec::new(),
+            redis: None,
         }
     }
 }
@@ -425,9 +438,13 @@ impl Config {
             }
             t.finish(&mut p, signals::BREAKER_KEYS);
         }
+        if let Some(mut t) = top.table(&mut p, "redis") {
+            cfg.redis = read_redis(&mut t, &mut p);
+            t.finish(&mut p, REDIS_KEYS);
+        }
         let mut names = Vec::new();
         for mut t in top.tables(&mut p, "limits") {
-            if let Some(l) = signals::read_limit(&mut t, &mut p, &mut names) {
+            if let Some(l) = signals::read_limit(&mut t, &mut p, &mut names, cfg.redis.is_some()) {
                 cfg.limits.push(l);
             }
             t.finish(&mut p, signals::LIMIT_KEYS);
@@ -548,6 +565,68 @@ fn read_mapping(
         labels,
         windows: windows_sel,
     })
+}
+
+/// Reads `[redis]`: `url` or `cluster_nodes`, deadlines, sync interval.
+fn read_redis(t: &mut Table<'_, '_>, p: &mut Problems<'_>) -> Option<RedisConfig> {
+    let url = t.string(p, "url");
+    let nodes = t.strings(p, "cluster_nodes");
+    let check = |p: &mut Problems<'_>, key: &str, s: &str, off: usize| {
+        let ok =
+            s.starts_with("redis://") || s.starts_with("rediss://") || s.starts_with("unix://");
+        if !ok {
+            p.at(
+                off,
+                key,
+                format!("`{s}` is not a Redis URL; use e.g. \"redis://127.0.0.1:6379\""),
+            );
+        }
+        ok
+    };
+    let target = match (url, nodes) {
+        (Some((u, off)), None) => {
+            check(p, &t.key_path("url"), &u, off).then_some(RedisTarget::Url(u))
+        }
+        (None, Some(ns)) if !ns.is_empty() => {
+            let key = t.key_path("cluster_nodes");
+            let all_ok = ns
+                .iter()
+                .fold(true, |ok, (n, off)| check(p, &key, n, *off) && ok);
+            all_ok.then(|| RedisTarget::Cluster(ns.into_iter().map(|x| x.0).collect()))
+        }
+        (Some((_, off)), Some(_)) => {
+            p.at(
+                off,
+                &t.key_path("url"),
+                "give `url` (one server) or `cluster_nodes` (Redis Cluster), not both",
+            );
+            None
+        }
+        _ => {
+            p.at(t.start(), &t.key_path("url"), "`[redis]` needs `url = \"redis://host:port\"` or `cluster_nodes = [\"redis://host:port\", ...]`");
+            None
+        }
+    };
+    let mut cfg = RedisConfig::url(String::new());
+    if let Some(ms) = t.int(p, "timeout_ms", 1, 60_000) {
+        cfg.timeout = Duration::from_millis(ms);
+    }
+    if let Some(ms) = t.int(p, "sync_interval_ms", 10, 3_600_000) {
+        cfg.sync_interval = Duration::from_millis(ms);
+    }
+    if let Some((s, off)) = t.string(p, "key_prefix") {
+        if valid_label_value(&s) {
+            cfg.key_prefix = s;
+        } else {
+            p.at(
+                off,
+                &t.key_path("key_prefix"),
+                "use 1-32 letters, digits, '_', '.' or '-'",
+            );
+        }
+    }
+    cfg.target = target?;
+    Some(cfg)
 }
 
 fn valid_label_value(s: &str) -> bool {
