@@ -26,7 +26,7 @@ use crate::ingest::{tcp, udp, unix, Ingestor};
 use crate::reload::Reloader;
 use crate::series::{Plan, Registry};
 use crate::service::{ServiceHandle, Services};
-use crate::store::RedisStore;
+use crate::store::{FleetWindows, RedisStore};
 use crate::telemetry::Telemetry;
 
 /// Every socket the daemon serves, bound.
@@ -160,13 +160,17 @@ pub async fn run(
             .register(&telemetry.registry)
             .map_err(io::Error::other)?;
     }
+    // Shared windows: only when a mapping rule shares its series at start.
+    let fleet = store
+        .as_ref()
+        .filter(|_| cfg.mappings.iter().any(|m| m.shared))
+        .map(|s| Arc::new(FleetWindows::new(s.config())));
     telemetry
         .registry
-        .register(Box::new(SeriesCollector::new(
-            registry.clone(),
-            clock.clone(),
-            services.clone(),
-        )))
+        .register(Box::new(
+            SeriesCollector::new(registry.clone(), clock.clone(), services.clone())
+                .with_fleet(fleet.clone()),
+        ))
         .map_err(io::Error::other)?;
     let ingestor = Arc::new(Ingestor::new(
         registry.clone(),
@@ -259,10 +263,12 @@ pub async fn run(
         })
     };
 
-    // Shared store: probe it while it is down (so that sharing resumes and
+    // Shared store: push and read shared windows every sync interval, and
+    // probe the store while it is down (so that sharing resumes and
     // `rollstat_store_up` returns to 1 without waiting for traffic).
     let store_task = store.clone().map(|store| {
         let (clock, mut rx) = (clock.clone(), stop_rx.clone());
+        let (fleet, registry) = (fleet.clone(), registry.clone());
         let every = store.config().sync_interval;
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(every);
@@ -271,10 +277,14 @@ pub async fn run(
             loop {
                 tokio::select! {
                     _ = tick.tick() => {
-                        if first || !store.is_up() {
-                            first = false;
+                        let synced = match &fleet {
+                            Some(f) => f.sync(&registry, &store, clock.now()).await.windows,
+                            None => 0,
+                        };
+                        if synced == 0 && (first || !store.is_up()) {
                             let _ = store.ping(clock.now()).await;
                         }
+                        first = false;
                     }
                     _ = rx.changed() => return,
                 }

@@ -802,7 +802,137 @@ sync_interval_ms = 250
     assert_eq!(r.sync_interval, Duration::from_millis(250));
 }
 
-#[allow(dead_code)]
-fn unused(d: &Daemon) -> SocketAddr {
-    d.udp
+// ---------------------------------------------------------------------------
+// Shared windows
+
+fn window_config(redis: &str, buckets: u32, interval_ms: u32) -> String {
+    format!(
+        r#"
+[listen]
+statsd_udp = "127.0.0.1:0"
+statsd_tcp = ""
+http = "127.0.0.1:0"
+
+[redis]
+{redis}
+timeout_ms = 200
+sync_interval_ms = 100
+
+[[windows]]
+name = "w"
+buckets = {buckets}
+interval_ms = {interval_ms}
+
+[[mappings]]
+match = "api.requests"
+shared = true
+"#
+    )
+}
+
+/// Sends `n` increments of 1 to `api.requests`, 50 lines a datagram.
+fn send_counts(udp: SocketAddr, n: usize) {
+    let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let mut left = n;
+    while left > 0 {
+        let k = left.min(50);
+        let text = vec!["api.requests:1|c"; k].join("\n");
+        s.send_to(text.as_bytes(), udp).unwrap();
+        left -= k;
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+const LOCAL: &str = "rollstat_window_samples{metric=\"api.requests\",window=\"w\"}";
+const FLEET: &str = "rollstat_fleet_window_samples{metric=\"api.requests\",window=\"w\"}";
+const FLEET_RATE: &str = "rollstat_fleet_window_rate{metric=\"api.requests\",window=\"w\"}";
+const LOCAL_RATE: &str = "rollstat_window_rate{metric=\"api.requests\",window=\"w\"}";
+
+fn two_daemons_publish_the_fleet_wide_rate(redis_section: &str) {
+    let cfg = window_config(redis_section, 30, 1000);
+    let (a, b) = (start(&cfg), start(&cfg));
+    let started = Instant::now();
+    send_counts(a.udp, 300);
+    send_counts(b.udp, 600);
+    for d in [&a, &b] {
+        wait_until(
+            "the fleet view to show both daemons",
+            Duration::from_secs(10),
+            || metric(d.http, FLEET) == Some(900.0),
+        );
+    }
+    assert_eq!(metric(a.http, LOCAL), Some(300.0));
+    assert_eq!(metric(b.http, LOCAL), Some(600.0));
+    // One scrape: the fleet rate is the local rate scaled by 900/300.
+    let body = Http::connect(a.http).call("GET", "/metrics", "").1;
+    let find = |p: &str| -> f64 {
+        body.lines()
+            .find(|l| l.starts_with(p))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {p}"))
+    };
+    let (fleet_rate, local_rate) = (find(FLEET_RATE), find(LOCAL_RATE));
+    assert!(
+        (fleet_rate / local_rate - 3.0).abs() < 1e-9,
+        "{fleet_rate} vs {local_rate}"
+    );
+    println!(
+        "fleet view 900 = 300 + 600 on both daemons after {:?}; rate {fleet_rate:.2}/s fleet, {local_rate:.2}/s local",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn two_daemons_on_one_redis_publish_the_fleet_wide_window() {
+    if !have_redis() {
+        return;
+    }
+    let redis = Redis::start();
+    two_daemons_publish_the_fleet_wide_rate(&format!("url = \"{}\"", redis.url()));
+}
+
+#[test]
+fn shared_windows_survive_an_outage_and_count_what_could_not_be_shared() {
+    if !have_redis() {
+        return;
+    }
+    let mut redis = Redis::start();
+    // A 1 s window of 4 buckets: an outage of 2 s outlives its buckets.
+    let mut d = start(&window_config(
+        &format!("url = \"{}\"", redis.url()),
+        4,
+        250,
+    ));
+    send_counts(d.udp, 100);
+    wait_until("the fleet view", Duration::from_secs(5), || {
+        metric(d.http, FLEET) == Some(100.0)
+    });
+    redis.kill();
+    // Samples keep arriving during the outage; the local view shows them.
+    let outage = Instant::now();
+    while outage.elapsed() < Duration::from_secs(2) {
+        send_counts(d.udp, 10);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(metric(d.http, LOCAL).unwrap_or(0.0) > 0.0);
+    assert_eq!(metric(d.http, "rollstat_store_up "), Some(0.0));
+    // The fleet view is stale: not published.
+    assert_eq!(metric(d.http, FLEET), None);
+    let unshared = metric(d.http, "rollstat_store_unshared_deltas_total").unwrap_or(0.0);
+    assert!(unshared >= 1.0, "buckets that expired unshared: {unshared}");
+    assert!(d.alive());
+    redis.restart();
+    // Sharing resumes: the fleet view returns and equals the local one
+    // (one instance), once the outage's samples have left the window.
+    wait_until("the fleet view to return", Duration::from_secs(10), || {
+        metric(d.http, FLEET).is_some()
+    });
+    send_counts(d.udp, 40);
+    wait_until("fleet == local", Duration::from_secs(5), || {
+        let (l, f) = (metric(d.http, LOCAL), metric(d.http, FLEET));
+        l.is_some() && l == f
+    });
+    assert_eq!(metric(d.http, "rollstat_store_up "), Some(1.0));
+    println!("unshared bucket deltas during a 2 s outage: {unshared}");
 }

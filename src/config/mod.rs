@@ -123,6 +123,9 @@ pub struct Mapping {
     pub labels: Vec<(String, Template)>,
     /// Indices into [`Config::windows`] kept for matching series, if set.
     pub windows: Option<Vec<usize>>,
+    /// Matching series also publish a fleet view of their windows, merged
+    /// through the shared store (`[redis]`).
+    pub shared: bool,
 }
 
 /// All the problems found in a config file.
@@ -168,6 +171,7 @@ const MAPPING_KEYS: &[&str] = &[
     "rename",
     "labels",
     "windows",
+    "shared",
 ];
 const TOP_KEYS: &[&str] = &[
     "listen", "ingest", "series", "windows", "mappings", "breakers", "limits", "redis",
@@ -424,8 +428,12 @@ impl Config {
             }
         }
 
+        if let Some(mut t) = top.table(&mut p, "redis") {
+            cfg.redis = read_redis(&mut t, &mut p);
+            t.finish(&mut p, REDIS_KEYS);
+        }
         for mut t in top.tables(&mut p, "mappings") {
-            if let Some(m) = read_mapping(&mut t, &mut p, &cfg.windows) {
+            if let Some(m) = read_mapping(&mut t, &mut p, &cfg.windows, cfg.redis.is_some()) {
                 cfg.mappings.push(m);
             }
             t.finish(&mut p, MAPPING_KEYS);
@@ -437,10 +445,6 @@ impl Config {
                 cfg.breakers.push(b);
             }
             t.finish(&mut p, signals::BREAKER_KEYS);
-        }
-        if let Some(mut t) = top.table(&mut p, "redis") {
-            cfg.redis = read_redis(&mut t, &mut p);
-            t.finish(&mut p, REDIS_KEYS);
         }
         let mut names = Vec::new();
         for mut t in top.tables(&mut p, "limits") {
@@ -467,6 +471,7 @@ fn read_mapping(
     t: &mut Table<'_, '_>,
     p: &mut Problems<'_>,
     windows: &[NamedWindow],
+    redis_configured: bool,
 ) -> Option<Mapping> {
     let start = t.start();
     let pattern = match t.string(p, "match") {
@@ -557,7 +562,17 @@ fn read_mapping(
             })
             .collect::<Vec<_>>()
     });
+    let shared_off = t.raw("shared").map(|v| v.span().start);
+    let shared = t.bool(p, "shared").unwrap_or(false);
+    if let (true, false, Some(off)) = (shared, redis_configured, shared_off) {
+        p.at(
+            off,
+            &t.key_path("shared"),
+            "a shared mapping needs a `[redis]` section (url = \"redis://127.0.0.1:6379\" or cluster_nodes = [...])",
+        );
+    }
     Some(Mapping {
+        shared,
         pattern: pattern?,
         match_type,
         action,

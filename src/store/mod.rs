@@ -16,6 +16,7 @@
 //! The trait is object safe and returns boxed futures: a memory decision is
 //! ready at once, a Redis decision awaits one round trip under a deadline.
 
+pub mod fleet;
 pub mod redis;
 
 use std::future::Future;
@@ -25,7 +26,10 @@ use std::time::Duration;
 use crate::clock::Timestamp;
 use crate::limit::{AcquireError, Decision, KeyedLimiter, LimitState, Limits};
 
-pub use self::redis::{RedisConfig, RedisLimits, RedisStore, RedisTarget, StoreMetrics};
+pub use self::fleet::FleetWindows;
+pub use self::redis::{
+    RedisConfig, RedisLimits, RedisStore, RedisTarget, StoreMetrics, SyncOutcome,
+};
 
 /// A boxed, sendable future of a store result.
 pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;

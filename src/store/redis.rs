@@ -75,6 +75,8 @@ use crate::limit::{decide, Decision, Limit, LimitView, Limits};
 
 /// The exact sliding log script.
 pub const SLIDING_LOG_LUA: &str = include_str!("sliding_log.lua");
+/// The shared window read-and-trim script.
+pub const WINDOW_READ_LUA: &str = include_str!("window_read.lua");
 
 /// Extra lifetime of a log key after its window, for clock skew (ms).
 const TTL_MARGIN_MS: u64 = 1000;
@@ -251,7 +253,21 @@ pub struct RedisStore {
     instance: String,
     seq: AtomicU64,
     log_script: Script,
+    window_script: Script,
     metrics: StoreMetrics,
+}
+
+/// What a window sync achieved.
+#[derive(Debug)]
+pub enum SyncOutcome {
+    /// Written, and read back: one flat `[field, value, ...]` list per read.
+    Done(Vec<Vec<String>>),
+    /// The writes were sent but their outcome is unknown (the deadline
+    /// passed or the reads failed); nothing was read.
+    WrittenUnread(StoreError),
+    /// Nothing was written (the call failed before or while writing, or the
+    /// store is down).
+    Failed(StoreError),
 }
 
 // === impl RedisStore ===
@@ -304,6 +320,7 @@ impl RedisStore {
             instance,
             seq: AtomicU64::new(0),
             log_script: Script::new(SLIDING_LOG_LUA),
+            window_script: Script::new(WINDOW_READ_LUA),
             metrics,
         }))
     }
@@ -444,6 +461,58 @@ impl RedisStore {
                 cmd.query_async(conn).await
             }
             r => r,
+        }
+    }
+
+    /// One window sync, under one deadline: `writes` (a pipeline of
+    /// HINCRBYFLOAT and PEXPIRE) in one round trip, then the read-and-trim
+    /// script for every `(key, oldest slot)` of `reads` in a second one.
+    pub async fn sync_windows(
+        &self,
+        writes: &Pipeline,
+        reads: &[(String, u64)],
+        now: Timestamp,
+    ) -> SyncOutcome {
+        let gate = match self.gate("sync", now) {
+            Ok(g) => g,
+            Err(e) => return SyncOutcome::Failed(e),
+        };
+        let sent = AtomicBool::new(false);
+        let r = tokio::time::timeout(self.cfg.timeout, async {
+            let mut c = self.connection().await?;
+            if !writes.is_empty() {
+                sent.store(true, Ordering::Release);
+                writes.exec_async(&mut c).await?;
+            }
+            let mut p = redis::pipe();
+            for (key, oldest) in reads {
+                p.cmd("EVALSHA")
+                    .arg(self.window_script.get_hash())
+                    .arg(1)
+                    .arg(key)
+                    .arg(*oldest);
+            }
+            if reads.is_empty() {
+                return Ok(Vec::new());
+            }
+            match p.query_async::<Vec<Vec<String>>>(&mut c).await {
+                Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                    self.metrics.script_loads.inc();
+                    self.window_script.load_async(&mut c).await?;
+                    p.query_async(&mut c).await
+                }
+                r => r,
+            }
+        })
+        .await;
+        let written = sent.load(Ordering::Acquire);
+        match self.settle("sync", now, gate, r) {
+            Ok(v) => SyncOutcome::Done(v),
+            // Once the writes were sent, a failure leaves them applied or not:
+            // they count as done, so that nothing is ever counted twice, and
+            // the caller counts them as unshared.
+            Err(e) if written => SyncOutcome::WrittenUnread(e),
+            Err(e) => SyncOutcome::Failed(e),
         }
     }
 
