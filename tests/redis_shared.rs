@@ -14,6 +14,12 @@
 //!   local`, `rollstat_store_up 0`), stopped with SIGSTOP (decisions return
 //!   within the deadline), restarted with an empty script cache (NOSCRIPT
 //!   handled, sharing resumes, `rollstat_store_up 1`).
+//! * Shared windows: two daemons fed statsd separately both publish the
+//!   fleet-wide window; an outage pauses the fleet view and counts the bucket
+//!   deltas that could not be shared.
+//! * Redis Cluster: three masters on loopback made with `redis-cli --cluster
+//!   create`; the two-daemon limit and window tests pass against it, and the
+//!   keys of many limit keys spread over all three nodes.
 //!
 //! Without `redis-server` on the PATH these tests print why and pass, except
 //! under CI (`CI` set), where they fail.
@@ -935,4 +941,130 @@ fn shared_windows_survive_an_outage_and_count_what_could_not_be_shared() {
     });
     assert_eq!(metric(d.http, "rollstat_store_up "), Some(1.0));
     println!("unshared bucket deltas during a 2 s outage: {unshared}");
+}
+
+// ---------------------------------------------------------------------------
+// Redis Cluster
+
+/// A port whose cluster bus port (port + 10000) is free too.
+fn free_cluster_port() -> u16 {
+    for _ in 0..200 {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let p = l.local_addr().unwrap().port();
+        if p < 55_000 && TcpListener::bind(("127.0.0.1", p + 10_000)).is_ok() {
+            return p;
+        }
+    }
+    panic!("no free port pair for a cluster node");
+}
+
+/// Three masters on loopback, slots spread by `redis-cli --cluster create`.
+struct Cluster {
+    nodes: Vec<Redis>,
+}
+
+impl Cluster {
+    fn start() -> Cluster {
+        let nodes: Vec<Redis> = (0..3)
+            .map(|_| {
+                let port = free_cluster_port();
+                Redis::start_with(
+                    port,
+                    vec![
+                        "--cluster-enabled".into(),
+                        "yes".into(),
+                        "--cluster-config-file".into(),
+                        format!("nodes-{port}.conf"),
+                        "--cluster-node-timeout".into(),
+                        "2000".into(),
+                    ],
+                )
+            })
+            .collect();
+        let addrs: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
+        let out = Command::new("redis-cli")
+            .arg("--cluster")
+            .arg("create")
+            .args(&addrs)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .stdin(Stdio::null())
+            .output()
+            .expect("run redis-cli --cluster create (package redis-tools)");
+        assert!(
+            out.status.success(),
+            "redis-cli --cluster create failed: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let c = Cluster { nodes };
+        wait_until(
+            "cluster_state:ok on every node",
+            Duration::from_secs(20),
+            || c.nodes.iter().all(|n| cluster_ok(n.port)),
+        );
+        c
+    }
+
+    fn section(&self) -> String {
+        let urls: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|n| format!("\"{}\"", n.url()))
+            .collect();
+        format!("cluster_nodes = [{}]", urls.join(", "))
+    }
+}
+
+fn cluster_ok(port: u16) -> bool {
+    let out = Command::new("redis-cli")
+        .args(["-p", &port.to_string(), "CLUSTER", "INFO"])
+        .stdin(Stdio::null())
+        .output();
+    out.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("cluster_state:ok"))
+}
+
+#[test]
+fn on_a_three_node_cluster_two_daemons_share_one_limit_and_one_window() {
+    if !have_redis() {
+        return;
+    }
+    let started = Instant::now();
+    let cluster = Cluster::start();
+    println!("3-node cluster up in {:?}", started.elapsed());
+    two_daemons_stay_within_the_limit(&cluster.section());
+    two_daemons_publish_the_fleet_wide_rate(&cluster.section());
+    // Keys of many limit keys spread over the nodes; each key's rules stay
+    // in one slot (one EVALSHA decides them all).
+    let cfg = shared_config(
+        &cluster.section(),
+        "[[limits]]\nname = \"multi\"\nshared = true\nrules = [{ max = 2, window_ms = 1000 }, { max = 3, window_ms = 60000 }]",
+    );
+    let d = start(&cfg);
+    let mut c = Http::connect(d.http);
+    for k in 0..30 {
+        let (code, body) = c.call(
+            "POST",
+            &format!("/api/v1/limits/multi/acquire?key=user{k}"),
+            "",
+        );
+        assert_eq!((code, source(&body)), (200, "redis"), "{body}");
+    }
+    let mut holding = 0;
+    for n in &cluster.nodes {
+        let keys = Command::new("redis-cli")
+            .args(["-p", &n.port.to_string(), "--no-raw", "DBSIZE"])
+            .output()
+            .unwrap();
+        let count: usize = String::from_utf8_lossy(&keys.stdout)
+            .trim()
+            .trim_start_matches("(integer) ")
+            .parse()
+            .unwrap_or(0);
+        if count > 0 {
+            holding += 1;
+        }
+    }
+    assert_eq!(holding, 3, "the keys should spread over all three nodes");
 }
