@@ -27,10 +27,12 @@ local prefix = ARGV[3]
 local margin = tonumber(ARGV[4])
 local k = #KEYS
 
+local newest = {}
 for i = 1, k do
   local last = redis.call('ZRANGE', KEYS[i], -1, -1, 'WITHSCORES')
   if last[2] then
     local t = tonumber(last[2])
+    newest[i] = t
     if t > now then now = t end
   end
 end
@@ -80,10 +82,13 @@ for i = 1, k do
   local win = tonumber(ARGV[4 + 2 * i])
   local c = count[i]
   if allowed == 1 then c = c + n end
+  -- Trimming removes the oldest members only: the newest is the one read
+  -- first, or `now` if this request was just added.
   local reset = 0
-  if c > 0 then
-    local last = redis.call('ZRANGE', KEYS[i], -1, -1, 'WITHSCORES')
-    reset = tonumber(last[2]) + win - now
+  if allowed == 1 and n > 0 then
+    reset = win
+  elseif c > 0 then
+    reset = newest[i] + win - now
   end
   out[#out + 1] = max - c
   out[#out + 1] = reset
