@@ -50,20 +50,23 @@ fn start_redis() -> (Server, String) {
         .local_addr()
         .unwrap()
         .port();
-    let child = Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-        .args(["--save", "", "--appendonly", "no"])
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("redis-server (apt-get install redis-server)");
+    let server = Server(
+        Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("redis-server (apt-get install redis-server)"),
+    );
     let url = format!("redis://127.0.0.1:{port}");
     let deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < deadline {
         if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return (Server(child), url);
+            return (server, url);
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+    drop(server);
     panic!("redis-server did not start");
 }
 
