@@ -5,7 +5,8 @@
 //! * The Lua sliding log decides exactly like the in-memory `SlidingLog`
 //!   (allowed, remaining, reset, retry-after, binding rule) on random
 //!   timelines with several rules and weights, and never holds more than
-//!   `max` in any window (brute force).
+//!   `max` in any window (brute force); the Lua sliding counter decides
+//!   exactly like the in-memory `SlidingCounter`.
 //! * Two daemons on one Redis, hammered concurrently on one key: at most 100
 //!   admitted in any 1 s window, counted with send times at the window's start
 //!   and receive times at its end so that loopback jitter cannot fake a
@@ -278,6 +279,56 @@ async fn the_lua_sliding_log_decides_like_the_in_memory_log_on_random_timelines(
         "{compared} decisions compared with the in-memory log in {:?}",
         started.elapsed()
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lua_sliding_counter_decides_like_the_in_memory_counter_on_random_timelines() {
+    if !have_redis() {
+        return;
+    }
+    let redis = Redis::start();
+    let store = store(redis.url(), Duration::from_secs(2));
+    let cases: [&[(u32, u64)]; 3] = [
+        &[(10, 1_000)],
+        &[(5, 1_000), (12, 3_000)],
+        &[(3, 250), (10, 2_000), (40, 10_000)],
+    ];
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let mut compared = 0;
+    for (case, rules) in cases.iter().enumerate() {
+        for run in 0..3 {
+            let limits = Limits::new(
+                rules
+                    .iter()
+                    .map(|&(m, w)| Limit::new(m, Duration::from_millis(w)).unwrap()),
+            )
+            .unwrap();
+            let mut model = rollstat::limit::SlidingCounter::new(&limits);
+            let mut now_us: u64 = 1_767_225_600_000_000 + rng.below(1_000_000);
+            let key = format!("counter-case{case}-run{run}");
+            for step in 0..250 {
+                now_us += match rng.below(10) {
+                    0..=2 => 0,
+                    3..=7 => rng.below(150_000),
+                    _ => rng.below(1_500_000),
+                };
+                let max_w = rules.iter().map(|r| r.0).min().unwrap();
+                let n = rng.below(u64::from(max_w) + 1) as u32;
+                let now = Timestamp::from_nanos(now_us * 1000);
+                let want = model.acquire(n, now).unwrap();
+                let got = store
+                    .sliding_counter("lua", &key, &limits, n, now)
+                    .await
+                    .unwrap();
+                assert_eq!(
+                    got, want,
+                    "case {case} run {run} step {step}: n = {n} at +{now_us} us"
+                );
+                compared += 1;
+            }
+        }
+    }
+    println!("{compared} counter decisions compared with the in-memory counter");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -752,7 +803,7 @@ rules = [{{ max = 10, window_ms = 1000 }}]
 }
 
 #[test]
-fn shared_limits_need_a_redis_section_and_the_exact_algorithm() {
+fn shared_limits_and_windows_need_a_redis_section() {
     let e = rollstat::config::Config::parse(
         r#"
 [[limits]]
@@ -784,10 +835,6 @@ rules = [{ max = 1, window_ms = 1000 }]
     .unwrap_err()
     .to_string();
     assert!(e.contains("`redis.timeout_ms`"), "{e}");
-    assert!(
-        e.contains("only algorithm = \"exact\" can be shared"),
-        "{e}"
-    );
     assert!(e.contains("unknown policy `maybe`"), "{e}");
     let cfg = rollstat::config::Config::parse(
         r#"

@@ -412,13 +412,6 @@ pub(super) fn read_limit(
                     "a shared limit needs a `[redis]` section (url = \"redis://127.0.0.1:6379\" or cluster_nodes = [...])",
                 );
             }
-            if shared && algorithm == Some(LimitAlgorithm::Approximate) {
-                p.at(
-                    off,
-                    &t.key_path("shared"),
-                    "only algorithm = \"exact\" can be shared (the sliding log in Redis); the approximate counter is local only",
-                );
-            }
             shared
         }
         None => false,

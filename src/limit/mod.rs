@@ -133,7 +133,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-mod counter;
+pub(crate) mod counter;
 mod keyed;
 mod log;
 

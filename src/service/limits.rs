@@ -23,7 +23,7 @@ use crate::limit::{
     AcquireError, Decision, KeyedConfig, KeyedLimiter, KeyedStats, Limit, Limits, OverflowPolicy,
     SlidingCounter, SlidingLog,
 };
-use crate::store::{LimitStore, RedisLimits, RedisStore, StoreError};
+use crate::store::{LimitStore, RedisLimits, RedisStore, SharedAlgorithm, StoreError};
 
 /// Who decided.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -106,6 +106,10 @@ impl NamedLimit {
                 store.clone(),
                 def.name.clone(),
                 limiter_limits(&limiter).clone(),
+                match def.algorithm {
+                    LimitAlgorithm::Exact => SharedAlgorithm::SlidingLog,
+                    LimitAlgorithm::Approximate => SharedAlgorithm::SlidingCounter,
+                },
             )),
             (true, None) => {
                 return Err(format!(

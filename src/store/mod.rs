@@ -7,10 +7,11 @@
 //! * [`MemoryLimits`]: the in-process [`KeyedLimiter`]; nothing to install,
 //!   decisions in tens of nanoseconds, and each instance enforces its limits
 //!   alone.
-//! * [`RedisLimits`]: the exact sliding log in Redis sorted sets, one Lua
-//!   script per decision, so that every instance sharing the Redis enforces
-//!   *one* limit: at most `N` admitted in any window, fleet-wide. See
-//!   [`redis`] for the keys, the script, the clock-skew assumption and what
+//! * [`RedisLimits`]: the exact sliding log in Redis sorted sets (or the
+//!   approximate counter on per-fixed-window integers), one Lua script per
+//!   decision, so that every instance sharing the Redis enforces *one*
+//!   limit: for the log, at most `N` admitted in any window, fleet-wide. See
+//!   [`redis`] for the keys, the scripts, the clock-skew assumption and what
 //!   happens when Redis is down.
 //!
 //! The trait is object safe and returns boxed futures: a memory decision is
@@ -28,7 +29,7 @@ use crate::limit::{AcquireError, Decision, KeyedLimiter, LimitState, Limits};
 
 pub use self::fleet::FleetWindows;
 pub use self::redis::{
-    RedisConfig, RedisLimits, RedisStore, RedisTarget, StoreMetrics, SyncOutcome,
+    RedisConfig, RedisLimits, RedisStore, RedisTarget, SharedAlgorithm, StoreMetrics, SyncOutcome,
 };
 
 /// A boxed, sendable future of a store result.

@@ -10,7 +10,9 @@
 //!
 //! The `{...}` hash tag puts every rule of one key in one Redis Cluster slot,
 //! so one script call decides all the rules of a key atomically, on a single
-//! server or on a cluster alike.
+//! server or on a cluster alike. The approximate counter
+//! ([`RedisStore::sliding_counter`], `sliding_counter.lua`) keeps instead one
+//! integer per rule and fixed window, `<log key>:w<window index>`.
 //!
 //! # The script
 //!
@@ -75,6 +77,8 @@ use crate::limit::{decide, Decision, Limit, LimitView, Limits};
 
 /// The exact sliding log script.
 pub const SLIDING_LOG_LUA: &str = include_str!("sliding_log.lua");
+/// The approximate sliding counter script.
+pub const SLIDING_COUNTER_LUA: &str = include_str!("sliding_counter.lua");
 /// The shared window read-and-trim script.
 pub const WINDOW_READ_LUA: &str = include_str!("window_read.lua");
 
@@ -253,6 +257,7 @@ pub struct RedisStore {
     instance: String,
     seq: AtomicU64,
     log_script: Script,
+    counter_script: Script,
     window_script: Script,
     metrics: StoreMetrics,
 }
@@ -320,6 +325,7 @@ impl RedisStore {
             instance,
             seq: AtomicU64::new(0),
             log_script: Script::new(SLIDING_LOG_LUA),
+            counter_script: Script::new(SLIDING_COUNTER_LUA),
             window_script: Script::new(WINDOW_READ_LUA),
             metrics,
         }))
@@ -591,23 +597,115 @@ impl RedisStore {
         });
         Ok(decide(views, v[0] == 1, rel(v[2])))
     }
+
+    /// Decides a request of weight `n` for `key` of limit `scope` on the
+    /// shared approximate sliding counter: per rule, one counter per fixed
+    /// window on the epoch grid, `<log key>:w<index>`, expiring two windows
+    /// after its last admission. Windows are rounded up to whole
+    /// microseconds (the decision's `limit` carries the rounded window).
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Acquire`] if `n` exceeds a rule's `max` (nothing is
+    /// sent); otherwise a store failure.
+    pub async fn sliding_counter(
+        &self,
+        scope: &str,
+        key: &str,
+        limits: &Limits,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<Decision, StoreError> {
+        limits.check_capacity(n)?;
+        let rounded = Limits::new(limits.as_slice().iter().map(|r| {
+            Limit::new(
+                r.max(),
+                Duration::from_micros(r.window_nanos().div_ceil(1000)),
+            )
+            .unwrap_or(*r)
+        }))
+        .map_err(|e| StoreError::Failed(e.to_string()))?;
+        let rules = rounded.as_slice();
+        let now_us = now.as_nanos() / 1000;
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(self.counter_script.get_hash()).arg(2 * rules.len());
+        let mut starts = Vec::with_capacity(rules.len());
+        for (orig, r) in limits.as_slice().iter().zip(rules) {
+            let w = r.window_nanos() / 1000;
+            let k = now_us / w;
+            starts.push((k * w).saturating_mul(1000));
+            let base = self.log_key(scope, key, orig);
+            cmd.arg(format!("{base}:w{k}"))
+                .arg(format!("{base}:w{}", k.saturating_sub(1)));
+        }
+        cmd.arg(now_us).arg(n).arg(TTL_MARGIN_MS);
+        for (r, start) in rules.iter().zip(&starts) {
+            cmd.arg(r.max())
+                .arg(r.window_nanos() / 1000)
+                .arg(now_us - start / 1000);
+        }
+        let gate = self.gate("limit", now)?;
+        let r = tokio::time::timeout(self.cfg.timeout, async {
+            let mut c = self.connection().await?;
+            let v = self.evalsha(&mut c, &self.counter_script, &cmd).await?;
+            redis::from_redis_value::<Vec<i64>>(v).map_err(redis::RedisError::from)
+        })
+        .await;
+        let v = self.settle("limit", now, gate, r)?;
+        if v.len() != 1 + 2 * rules.len() {
+            return Err(StoreError::Failed(format!(
+                "the sliding-counter script answered {} numbers, expected {}",
+                v.len(),
+                1 + 2 * rules.len()
+            )));
+        }
+        let clamp = |x: i64| u32::try_from(x.max(0)).unwrap_or(u32::MAX);
+        let counts: Vec<(u64, u32, u32)> = starts
+            .iter()
+            .enumerate()
+            .map(|(i, &s)| (s, clamp(v[1 + 2 * i]), clamp(v[2 + 2 * i])))
+            .collect();
+        Ok(crate::limit::counter::decision_from_counts(
+            &rounded,
+            &counts,
+            v[0] == 1,
+            n,
+            now,
+        ))
+    }
 }
 
-/// A named limit whose exact sliding log lives in Redis.
+/// Which shared algorithm a [`RedisLimits`] runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SharedAlgorithm {
+    /// The exact sliding log ([`RedisStore::sliding_log`]).
+    SlidingLog,
+    /// The approximate sliding counter ([`RedisStore::sliding_counter`]).
+    SlidingCounter,
+}
+
+/// A named limit whose state lives in Redis.
 pub struct RedisLimits {
     store: Arc<RedisStore>,
     scope: String,
     limits: Limits,
+    algorithm: SharedAlgorithm,
 }
 
 impl RedisLimits {
     /// `limits` for the keys of the limit named `scope`, in `store`.
     #[must_use]
-    pub fn new(store: Arc<RedisStore>, scope: impl Into<String>, limits: Limits) -> Self {
+    pub fn new(
+        store: Arc<RedisStore>,
+        scope: impl Into<String>,
+        limits: Limits,
+        algorithm: SharedAlgorithm,
+    ) -> Self {
         RedisLimits {
             store,
             scope: scope.into(),
             limits,
+            algorithm,
         }
     }
 
@@ -624,9 +722,19 @@ impl LimitStore for RedisLimits {
     }
 
     fn decide<'a>(&'a self, key: &'a str, n: u32, now: Timestamp) -> StoreFuture<'a, Decision> {
-        Box::pin(
-            self.store
-                .sliding_log(&self.scope, key, &self.limits, n, now),
-        )
+        match self.algorithm {
+            SharedAlgorithm::SlidingLog => {
+                Box::pin(
+                    self.store
+                        .sliding_log(&self.scope, key, &self.limits, n, now),
+                )
+            }
+            SharedAlgorithm::SlidingCounter => {
+                Box::pin(
+                    self.store
+                        .sliding_counter(&self.scope, key, &self.limits, n, now),
+                )
+            }
+        }
     }
 }
