@@ -26,6 +26,7 @@ use crate::ingest::{tcp, udp, unix, Ingestor};
 use crate::reload::Reloader;
 use crate::series::{Plan, Registry};
 use crate::service::{ServiceHandle, Services};
+use crate::store::{FleetWindows, RedisStore};
 use crate::telemetry::{Telemetry, Transport};
 
 /// Every socket the daemon serves, bound.
@@ -143,17 +144,33 @@ pub async fn run(
 ) -> io::Result<()> {
     let shards = std::thread::available_parallelism().map_or(8, |n| n.get() * 8);
     let registry = Arc::new(Registry::new(Plan::from_config(&cfg), shards));
+    // The shared store connects lazily: Redis need not be up at start.
+    let store = cfg
+        .redis
+        .clone()
+        .map(RedisStore::new)
+        .transpose()
+        .map_err(io::Error::other)?;
     let services = Arc::new(ServiceHandle::new(
-        Services::new(&cfg, clock.now(), None).map_err(io::Error::other)?,
+        Services::with_store(&cfg, clock.now(), None, store.clone()).map_err(io::Error::other)?,
     ));
     let telemetry = Arc::new(Telemetry::new().map_err(io::Error::other)?);
+    if let Some(s) = &store {
+        s.metrics()
+            .register(&telemetry.registry)
+            .map_err(io::Error::other)?;
+    }
+    // Shared windows: only when a mapping rule shares its series at start.
+    let fleet = store
+        .as_ref()
+        .filter(|_| cfg.mappings.iter().any(|m| m.shared))
+        .map(|s| Arc::new(FleetWindows::new(s.config())));
     telemetry
         .registry
-        .register(Box::new(SeriesCollector::new(
-            registry.clone(),
-            clock.clone(),
-            services.clone(),
-        )))
+        .register(Box::new(
+            SeriesCollector::new(registry.clone(), clock.clone(), services.clone())
+                .with_fleet(fleet.clone()),
+        ))
         .map_err(io::Error::other)?;
     let ingestor = Arc::new(Ingestor::new(
         registry.clone(),
@@ -246,6 +263,35 @@ pub async fn run(
         })
     };
 
+    // Shared store: push and read shared windows every sync interval, and
+    // probe the store while it is down (so that sharing resumes and
+    // `rollstat_store_up` returns to 1 without waiting for traffic).
+    let store_task = store.clone().map(|store| {
+        let (clock, mut rx) = (clock.clone(), stop_rx.clone());
+        let (fleet, registry) = (fleet.clone(), registry.clone());
+        let every = store.config().sync_interval;
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut first = true;
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {
+                        let synced = match &fleet {
+                            Some(f) => f.sync(&registry, &store, clock.now()).await.windows,
+                            None => 0,
+                        };
+                        if synced == 0 && (first || !store.is_up()) {
+                            let _ = store.ping(clock.now()).await;
+                        }
+                        first = false;
+                    }
+                    _ = rx.changed() => return,
+                }
+            }
+        })
+    });
+
     // SIGHUP reloads the config.
     let hup = {
         let (reloader, mut rx) = (reloader.clone(), stop_rx.clone());
@@ -293,6 +339,9 @@ pub async fn run(
     let _ = sweeper.await;
     let _ = ticker.await;
     let _ = hup.await;
+    if let Some(t) = store_task {
+        let _ = t.await;
+    }
     match tokio::time::timeout(Duration::from_secs(5), server).await {
         Ok(Ok(Ok(()))) => {}
         Ok(Ok(Err(e))) => tracing::warn!(error = %e, "HTTP server stopped with an error."),

@@ -12,7 +12,7 @@
 //! | `POST /api/v1/breakers/{name}/outcomes` | `{"success": n, "failure": n, "slow": n}` |
 //! | `GET /api/v1/limits` | limits, rules, key counts and decision counts |
 //! | `GET /`, `GET /assets/*` | the live page ([`crate::expose::page`]) |
-//! | `POST /api/v1/limits/{name}/acquire` | `?key=..&n=..` or `{"key": .., "n": ..}`: 200 or 429 with RateLimit headers |
+//! | `POST /api/v1/limits/{name}/acquire` | `?key=..&n=..` or `{"key": .., "n": ..}`: 200 or 429 with RateLimit headers; `"source"` says who decided (`local`, `redis`, `fallback`) |
 
 use std::sync::Arc;
 
@@ -288,6 +288,7 @@ async fn limits(State(st): State<AppState>) -> Response {
             serde_json::json!({
                 "name": l.def.name,
                 "algorithm": l.algorithm(),
+                "shared": l.is_shared(),
                 "rules": l.limits().as_slice().iter().map(|r| serde_json::json!({"max": r.max(), "window_secs": r.window().as_secs_f64()})).collect::<Vec<_>>(),
                 "keys": stats.keys,
                 "max_keys": stats.max_keys,
@@ -358,7 +359,24 @@ async fn acquire(
         );
     };
     let now = st.ingestor.now();
-    match limit.acquire(&key, n, now) {
+    let verdict = limit.decide(&key, n, now).await;
+    let source = verdict.source;
+    let store_error = verdict.store_error.map(|e| e.to_string());
+    match verdict.result {
+        Ok(d) if source == crate::service::limits::Source::Fallback && !d.allowed => {
+            // Fail closed: the store could not decide. Not a quota denial.
+            let mut resp = (
+                StatusCode::SERVICE_UNAVAILABLE,
+                Json(serde_json::json!({
+                    "allowed": false,
+                    "source": source.as_str(),
+                    "error": store_error,
+                })),
+            )
+                .into_response();
+            resp.headers_mut().insert(header::RETRY_AFTER, 1.into());
+            resp
+        }
         Ok(d) => {
             let rules = limit.limits().as_slice();
             let idx = rules.iter().position(|l| *l == d.limit).unwrap_or(0);
@@ -377,6 +395,8 @@ async fn acquire(
                     max: d.limit.max(),
                     window_secs: d.limit.window().as_secs_f64(),
                 },
+                source: source.as_str(),
+                store_error,
             };
             let code = if d.allowed {
                 StatusCode::OK
@@ -420,4 +440,9 @@ struct AcquireResponse {
     reset: f64,
     retry_after: Option<f64>,
     limit: RuleJson,
+    /// Who decided: `local`, `redis` or `fallback`.
+    source: &'static str,
+    /// Why the shared store could not decide, if it could not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    store_error: Option<String>,
 }

@@ -107,6 +107,7 @@ pub mod series;
 pub mod service;
 pub mod sketch;
 pub mod stats;
+pub mod store;
 pub mod telemetry;
 pub mod window;
 

@@ -78,6 +78,9 @@ impl Reloader {
                 if cfg.listen != cur.listen || cfg.ingest != cur.ingest {
                     tracing::warn!(path = %path.display(), "[listen] and [ingest] changes take effect only after a restart.");
                 }
+                if cfg.redis != cur.redis {
+                    tracing::warn!(path = %path.display(), "[redis] changes take effect only after a restart.");
+                }
                 self.registry.set_plan(Plan::from_config(&cfg));
                 *cur = cfg;
                 self.telemetry.reloads.with_label_values(&["ok"]).inc();

@@ -17,10 +17,13 @@ use std::time::Duration;
 
 pub use reader::ConfigProblem;
 use reader::{Problems, Table};
-pub use signals::{BreakerDef, BreakerInputs, BreakerKind, LimitAlgorithm, LimitDef, OutcomeTag};
+pub use signals::{
+    BreakerDef, BreakerInputs, BreakerKind, LimitAlgorithm, LimitDef, OutcomeTag, StoreFallback,
+};
 
 use crate::mapping::{Glob, Template};
 use crate::parse::MetricKind;
+use crate::store::{RedisConfig, RedisTarget};
 use crate::window::WindowSpec;
 
 /// Everything the daemon needs, validated.
@@ -40,6 +43,8 @@ pub struct Config {
     pub breakers: Vec<BreakerDef>,
     /// Keyed sliding-window rate limits.
     pub limits: Vec<LimitDef>,
+    /// The shared store, if `[redis]` is given.
+    pub redis: Option<RedisConfig>,
 }
 
 /// `[listen]`: empty strings turn a listener off.
@@ -118,6 +123,9 @@ pub struct Mapping {
     pub labels: Vec<(String, Template)>,
     /// Indices into [`Config::windows`] kept for matching series, if set.
     pub windows: Option<Vec<usize>>,
+    /// Matching series also publish a fleet view of their windows, merged
+    /// through the shared store (`[redis]`).
+    pub shared: bool,
 }
 
 /// All the problems found in a config file.
@@ -163,9 +171,17 @@ const MAPPING_KEYS: &[&str] = &[
     "rename",
     "labels",
     "windows",
+    "shared",
 ];
 const TOP_KEYS: &[&str] = &[
-    "listen", "ingest", "series", "windows", "mappings", "breakers", "limits",
+    "listen", "ingest", "series", "windows", "mappings", "breakers", "limits", "redis",
+];
+const REDIS_KEYS: &[&str] = &[
+    "url",
+    "cluster_nodes",
+    "timeout_ms",
+    "sync_interval_ms",
+    "key_prefix",
 ];
 
 /// Prometheus' default histogram buckets (seconds).
@@ -219,6 +235,7 @@ impl Default for Config {
             mappings: Vec::new(),
             breakers: Vec::new(),
             limits: Vec::new(),
+            redis: None,
         }
     }
 }
@@ -411,8 +428,12 @@ impl Config {
             }
         }
 
+        if let Some(mut t) = top.table(&mut p, "redis") {
+            cfg.redis = read_redis(&mut t, &mut p);
+            t.finish(&mut p, REDIS_KEYS);
+        }
         for mut t in top.tables(&mut p, "mappings") {
-            if let Some(m) = read_mapping(&mut t, &mut p, &cfg.windows) {
+            if let Some(m) = read_mapping(&mut t, &mut p, &cfg.windows, cfg.redis.is_some()) {
                 cfg.mappings.push(m);
             }
             t.finish(&mut p, MAPPING_KEYS);
@@ -427,7 +448,7 @@ impl Config {
         }
         let mut names = Vec::new();
         for mut t in top.tables(&mut p, "limits") {
-            if let Some(l) = signals::read_limit(&mut t, &mut p, &mut names) {
+            if let Some(l) = signals::read_limit(&mut t, &mut p, &mut names, cfg.redis.is_some()) {
                 cfg.limits.push(l);
             }
             t.finish(&mut p, signals::LIMIT_KEYS);
@@ -450,6 +471,7 @@ fn read_mapping(
     t: &mut Table<'_, '_>,
     p: &mut Problems<'_>,
     windows: &[NamedWindow],
+    redis_configured: bool,
 ) -> Option<Mapping> {
     let start = t.start();
     let pattern = match t.string(p, "match") {
@@ -540,7 +562,17 @@ fn read_mapping(
             })
             .collect::<Vec<_>>()
     });
+    let shared_off = t.raw("shared").map(|v| v.span().start);
+    let shared = t.bool(p, "shared").unwrap_or(false);
+    if let (true, false, Some(off)) = (shared, redis_configured, shared_off) {
+        p.at(
+            off,
+            &t.key_path("shared"),
+            "a shared mapping needs a `[redis]` section (url = \"redis://127.0.0.1:6379\" or cluster_nodes = [...])",
+        );
+    }
     Some(Mapping {
+        shared,
         pattern: pattern?,
         match_type,
         action,
@@ -548,6 +580,68 @@ fn read_mapping(
         labels,
         windows: windows_sel,
     })
+}
+
+/// Reads `[redis]`: `url` or `cluster_nodes`, deadlines, sync interval.
+fn read_redis(t: &mut Table<'_, '_>, p: &mut Problems<'_>) -> Option<RedisConfig> {
+    let url = t.string(p, "url");
+    let nodes = t.strings(p, "cluster_nodes");
+    let check = |p: &mut Problems<'_>, key: &str, s: &str, off: usize| {
+        let ok =
+            s.starts_with("redis://") || s.starts_with("rediss://") || s.starts_with("unix://");
+        if !ok {
+            p.at(
+                off,
+                key,
+                format!("`{s}` is not a Redis URL; use e.g. \"redis://127.0.0.1:6379\""),
+            );
+        }
+        ok
+    };
+    let target = match (url, nodes) {
+        (Some((u, off)), None) => {
+            check(p, &t.key_path("url"), &u, off).then_some(RedisTarget::Url(u))
+        }
+        (None, Some(ns)) if !ns.is_empty() => {
+            let key = t.key_path("cluster_nodes");
+            let all_ok = ns
+                .iter()
+                .fold(true, |ok, (n, off)| check(p, &key, n, *off) && ok);
+            all_ok.then(|| RedisTarget::Cluster(ns.into_iter().map(|x| x.0).collect()))
+        }
+        (Some((_, off)), Some(_)) => {
+            p.at(
+                off,
+                &t.key_path("url"),
+                "give `url` (one server) or `cluster_nodes` (Redis Cluster), not both",
+            );
+            None
+        }
+        _ => {
+            p.at(t.start(), &t.key_path("url"), "`[redis]` needs `url = \"redis://host:port\"` or `cluster_nodes = [\"redis://host:port\", ...]`");
+            None
+        }
+    };
+    let mut cfg = RedisConfig::url(String::new());
+    if let Some(ms) = t.int(p, "timeout_ms", 1, 60_000) {
+        cfg.timeout = Duration::from_millis(ms);
+    }
+    if let Some(ms) = t.int(p, "sync_interval_ms", 10, 3_600_000) {
+        cfg.sync_interval = Duration::from_millis(ms);
+    }
+    if let Some((s, off)) = t.string(p, "key_prefix") {
+        if valid_label_value(&s) {
+            cfg.key_prefix = s;
+        } else {
+            p.at(
+                off,
+                &t.key_path("key_prefix"),
+                "use 1-32 letters, digits, '_', '.' or '-'",
+            );
+        }
+    }
+    cfg.target = target?;
+    Some(cfg)
 }
 
 fn valid_label_value(s: &str) -> bool {

@@ -74,6 +74,35 @@ pub struct LimitDef {
     /// At the cap with no idle key: evict the least recently used key
     /// (`false`) or deny new keys (`true`).
     pub reject_new_keys: bool,
+    /// Decided in the shared store (`[redis]`) rather than in this process.
+    pub shared: bool,
+    /// What a shared limit does when the store fails or times out.
+    pub on_store_error: StoreFallback,
+}
+
+/// What a shared limit answers when the shared store cannot decide.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum StoreFallback {
+    /// Decide with this instance's own limiter (each instance then enforces
+    /// the limit alone), answering `"source": "local"`.
+    #[default]
+    Local,
+    /// Deny (fail closed): 503 with `Retry-After`.
+    Deny,
+    /// Admit (fail open).
+    Allow,
+}
+
+impl StoreFallback {
+    /// The config spelling.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StoreFallback::Local => "local",
+            StoreFallback::Deny => "deny",
+            StoreFallback::Allow => "allow",
+        }
+    }
 }
 
 pub(super) const BREAKER_KEYS: &[&str] = &[
@@ -100,7 +129,15 @@ pub(super) const BREAKER_KEYS: &[&str] = &[
     "half_open_trials",
 ];
 
-pub(super) const LIMIT_KEYS: &[&str] = &["name", "algorithm", "rules", "max_keys", "overflow"];
+pub(super) const LIMIT_KEYS: &[&str] = &[
+    "name",
+    "algorithm",
+    "rules",
+    "max_keys",
+    "overflow",
+    "shared",
+    "on_store_error",
+];
 
 fn valid_name(s: &str) -> bool {
     !s.is_empty()
@@ -320,6 +357,7 @@ pub(super) fn read_limit(
     t: &mut Table<'_, '_>,
     p: &mut Problems<'_>,
     seen: &mut Vec<String>,
+    redis_configured: bool,
 ) -> Option<LimitDef> {
     let start = t.start();
     let name = read_name(t, p, seen, "limit");
@@ -364,6 +402,30 @@ pub(super) fn read_limit(
             false
         }
     };
+    let shared = match t.raw("shared").map(|v| v.span().start) {
+        Some(off) => {
+            let shared = t.bool(p, "shared").unwrap_or(false);
+            if shared && !redis_configured {
+                p.at(
+                    off,
+                    &t.key_path("shared"),
+                    "a shared limit needs a `[redis]` section (url = \"redis://127.0.0.1:6379\" or cluster_nodes = [...])",
+                );
+            }
+            shared
+        }
+        None => false,
+    };
+    let on_store_error = match t.string(p, "on_store_error") {
+        None => StoreFallback::Local,
+        Some((o, _)) if o == "local" => StoreFallback::Local,
+        Some((o, _)) if o == "deny" => StoreFallback::Deny,
+        Some((o, _)) if o == "allow" => StoreFallback::Allow,
+        Some((o, off)) => {
+            p.at(off, &t.key_path("on_store_error"), format!("unknown policy `{o}`; use \"local\" (decide with this instance's limiter), \"deny\" (fail closed) or \"allow\" (fail open)"));
+            StoreFallback::Local
+        }
+    };
     if rules.is_empty() {
         return None;
     }
@@ -373,5 +435,7 @@ pub(super) fn read_limit(
         rules,
         max_keys,
         reject_new_keys,
+        shared,
+        on_store_error,
     })
 }

@@ -34,6 +34,7 @@ pub struct SeriesCollector {
     registry: Arc<Registry>,
     clock: Arc<dyn Clock>,
     services: Arc<ServiceHandle>,
+    fleet: Option<Arc<crate::store::FleetWindows>>,
 }
 
 impl SeriesCollector {
@@ -49,7 +50,15 @@ impl SeriesCollector {
             registry,
             clock,
             services,
+            fleet: None,
         }
+    }
+
+    /// Also publishes the fleet view of shared windows.
+    #[must_use]
+    pub fn with_fleet(mut self, fleet: Option<Arc<crate::store::FleetWindows>>) -> Self {
+        self.fleet = fleet;
+        self
     }
 }
 
@@ -64,14 +73,14 @@ const WINDOWED: [(&str, &str); 8] = [
     ("rollstat_window_unique", "Distinct set members in the window."),
 ];
 
-fn pair(name: &str, value: &str) -> LabelPair {
+pub(crate) fn pair(name: &str, value: &str) -> LabelPair {
     let mut l = LabelPair::default();
     l.set_name(name.to_string());
     l.set_value(value.to_string());
     l
 }
 
-fn gauge(labels: Vec<LabelPair>, v: f64) -> Metric {
+pub(crate) fn gauge(labels: Vec<LabelPair>, v: f64) -> Metric {
     let mut g = Gauge::default();
     g.set_value(v);
     let mut m = Metric::from_gauge(g);
@@ -79,7 +88,12 @@ fn gauge(labels: Vec<LabelPair>, v: f64) -> Metric {
     m
 }
 
-fn family(name: String, help: &str, t: MetricType, metrics: Vec<Metric>) -> MetricFamily {
+pub(crate) fn family(
+    name: String,
+    help: &str,
+    t: MetricType,
+    metrics: Vec<Metric>,
+) -> MetricFamily {
     let mut f = MetricFamily::default();
     f.set_name(name);
     f.set_help(help.to_string());
@@ -114,7 +128,7 @@ pub fn collect_series(registry: &Registry, now: crate::Timestamp) -> Vec<MetricF
     out
 }
 
-fn base_labels(meta: &SeriesMeta, window: &str) -> Vec<LabelPair> {
+pub(crate) fn base_labels(meta: &SeriesMeta, window: &str) -> Vec<LabelPair> {
     let mut l = Vec::with_capacity(meta.labels.len() + 3);
     l.push(pair("metric", &meta.metric));
     l.push(pair("window", window));
@@ -238,6 +252,9 @@ impl Collector for SeriesCollector {
     fn collect(&self) -> Vec<MetricFamily> {
         let now = self.clock.now();
         let mut out = collect_series(&self.registry, now);
+        if let Some(f) = &self.fleet {
+            out.extend(f.families(&self.registry, now));
+        }
         out.extend(crate::telemetry::registry_families(&self.registry));
         out.extend(crate::expose::signals::families(
             &self.services.current(),

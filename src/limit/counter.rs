@@ -236,6 +236,42 @@ impl SlidingCounter {
     }
 }
 
+/// The [`Decision`] of a counter decided elsewhere (the shared store): per
+/// limit, in order, the start of the fixed window containing `now` (nanos, a
+/// multiple of the window) and the admitted weight of the previous and
+/// current windows *after* the decision. `n` is at most every limit's `max`.
+pub(crate) fn decision_from_counts(
+    limits: &Limits,
+    counts: &[(u64, u32, u32)],
+    allowed: bool,
+    n: u32,
+    now: Timestamp,
+) -> Decision {
+    let now = now.as_nanos();
+    let windows: Vec<Window> = limits
+        .as_slice()
+        .iter()
+        .zip(counts)
+        .map(|(&limit, &(start, prev, curr))| Window {
+            limit,
+            // Keep `start <= now < start + W`, which every method assumes.
+            start: start.min(now),
+            prev,
+            curr,
+        })
+        .collect();
+    let retry = if allowed {
+        0
+    } else {
+        windows
+            .iter()
+            .map(|w| w.wait_for(n, now))
+            .max()
+            .unwrap_or(0)
+    };
+    decide(windows.iter().map(|w| w.view(now)), allowed, retry)
+}
+
 impl LimitState for SlidingCounter {
     fn new(limits: &Limits) -> Self {
         SlidingCounter::new(limits)

@@ -133,7 +133,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-mod counter;
+pub(crate) mod counter;
 mod keyed;
 mod log;
 
@@ -386,15 +386,19 @@ impl<T> PerLimit<T> {
 
 /// Per-limit figures gathered by an algorithm to build a [`Decision`].
 #[derive(Clone, Copy)]
-struct LimitView {
-    limit: Limit,
-    remaining: u32,
-    reset: u64,
+pub(crate) struct LimitView {
+    pub(crate) limit: Limit,
+    pub(crate) remaining: u32,
+    pub(crate) reset: u64,
 }
 
 /// Picks the binding limit: least remaining, then longest reset, then first.
 #[inline]
-fn decide(mut views: impl Iterator<Item = LimitView>, allowed: bool, retry_after: u64) -> Decision {
+pub(crate) fn decide(
+    mut views: impl Iterator<Item = LimitView>,
+    allowed: bool,
+    retry_after: u64,
+) -> Decision {
     // `Limits` is never empty; the fallback is unreachable but keeps this total.
     let mut b = views.next().unwrap_or(LimitView {
         limit: Limit { max: 1, window: 1 },

@@ -87,6 +87,8 @@ pub struct SeriesMeta {
     pub windows: Vec<String>,
     /// Cumulative histogram bounds (timers, histograms, distributions).
     pub histogram_buckets: Arc<[f64]>,
+    /// Whether its windows are shared with the fleet (mapping `shared`).
+    pub shared: bool,
     identity: String,
 }
 
@@ -366,6 +368,7 @@ impl Registry {
                 .map(|&i| plan.windows[i].name.clone())
                 .collect(),
             histogram_buckets: plan.histogram_buckets.clone(),
+            shared: rule.is_some_and(|m| m.shared),
             identity,
         };
         Ok(Some((Arc::new(meta), window_ids)))

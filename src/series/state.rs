@@ -156,6 +156,46 @@ impl SeriesState {
         }
     }
 
+    /// Calls `f(slot_start, sum, count)` for every unexpired bucket of window
+    /// `i` (newest first, the current one included): what a shared window
+    /// pushes to the fleet. Sets have no summable totals and visit nothing.
+    pub fn visit_slot_totals(
+        &self,
+        i: usize,
+        now: Timestamp,
+        mut f: impl FnMut(Timestamp, f64, f64),
+    ) {
+        use crate::stats::Totals;
+        match self {
+            SeriesState::Counter { windows, .. } | SeriesState::Gauge { windows, .. } => {
+                windows[i].visit_slots(now, |t, b| f(t, b.sum(), b.count()));
+            }
+            SeriesState::Distribution { windows, .. } => {
+                windows[i].visit_slots(now, |t, b| f(t, b.sum(), b.count()));
+            }
+            SeriesState::Set { .. } => {}
+        }
+    }
+
+    /// The spec of window `i` and the time its buckets cover at `now` (the
+    /// denominator of its rate).
+    #[must_use]
+    pub fn window_shape(
+        &self,
+        i: usize,
+        now: Timestamp,
+    ) -> (crate::window::WindowSpec, std::time::Duration) {
+        match self {
+            SeriesState::Counter { windows, .. } | SeriesState::Gauge { windows, .. } => {
+                (windows[i].spec(), windows[i].covered(now))
+            }
+            SeriesState::Distribution { windows, .. } => {
+                (windows[i].spec(), windows[i].covered(now))
+            }
+            SeriesState::Set { windows, .. } => (windows[i].spec(), windows[i].covered(now)),
+        }
+    }
+
     /// The statistics of window `i` at `now`.
     #[must_use]
     pub fn window_view(&self, i: usize, now: Timestamp, quantiles: &[f64]) -> WindowView {

@@ -7,16 +7,58 @@
 //! decides: evict the least recently used key (default; that key's history is
 //! forgotten) or deny new keys (fail closed, 503). Decisions are counted by
 //! outcome for `rollstat_limit_decisions_total`.
+//!
+//! A limit with `shared = true` is decided in the shared store (Redis, see
+//! [`crate::store::redis`]) so that a fleet of instances enforces one limit.
+//! When the store fails, [`StoreFallback`] says what to answer: decide with
+//! this instance's own limiter (`local`, the default), deny or allow. The
+//! answer says which: [`Source`].
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::clock::Timestamp;
-use crate::config::{LimitAlgorithm, LimitDef};
+use crate::config::{LimitAlgorithm, LimitDef, StoreFallback};
 use crate::limit::{
     AcquireError, Decision, KeyedConfig, KeyedLimiter, KeyedStats, Limit, Limits, OverflowPolicy,
     SlidingCounter, SlidingLog,
 };
+use crate::store::{LimitStore, RedisLimits, RedisStore, SharedAlgorithm, StoreError};
+
+/// Who decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// This instance's own limiter (a limit that is not shared, or a shared
+    /// one whose store failed, with `on_store_error = "local"`).
+    Local,
+    /// The shared store.
+    Shared,
+    /// Nobody: the store failed and the policy answered (`allow`/`deny`).
+    Fallback,
+}
+
+impl Source {
+    /// The `source` field of JSON answers.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Local => "local",
+            Source::Shared => "redis",
+            Source::Fallback => "fallback",
+        }
+    }
+}
+
+/// A decision and who made it.
+#[derive(Debug)]
+pub struct Verdict {
+    /// The decision, or why the request cannot be decided.
+    pub result: Result<Decision, AcquireError>,
+    /// Who decided.
+    pub source: Source,
+    /// The store failure that made a shared limit fall back, if any.
+    pub store_error: Option<StoreError>,
+}
 
 enum Keyed {
     Exact(KeyedLimiter<SlidingLog>),
@@ -28,6 +70,7 @@ pub struct NamedLimit {
     /// Its configuration.
     pub def: LimitDef,
     limiter: Keyed,
+    shared: Option<RedisLimits>,
     /// Decisions by outcome: allowed, denied, error (over capacity / key cap).
     pub decisions: [AtomicU64; 3],
     /// The `RateLimit-Policy` field value, rendered once.
@@ -40,7 +83,7 @@ pub struct NamedLimit {
 pub const DECISIONS: [&str; 3] = ["allowed", "denied", "error"];
 
 impl NamedLimit {
-    fn new(def: &LimitDef) -> Result<NamedLimit, String> {
+    fn new(def: &LimitDef, store: Option<&Arc<RedisStore>>) -> Result<NamedLimit, String> {
         let rules = def
             .rules
             .iter()
@@ -79,37 +122,123 @@ impl NamedLimit {
             .map(|((max, w), n)| format!("\"{n}\";q={max};w={}", ceil_secs(*w).max(1)))
             .collect::<Vec<_>>()
             .join(", ");
+        let shared = match (def.shared, store) {
+            (false, _) => None,
+            (true, Some(store)) => Some(RedisLimits::new(
+                store.clone(),
+                def.name.clone(),
+                limiter_limits(&limiter).clone(),
+                match def.algorithm {
+                    LimitAlgorithm::Exact => SharedAlgorithm::SlidingLog,
+                    LimitAlgorithm::Approximate => SharedAlgorithm::SlidingCounter,
+                },
+            )),
+            (true, None) => {
+                return Err(format!(
+                    "limit `{}`: shared = true, but the daemon started without a [redis] section; restart it to share",
+                    def.name
+                ))
+            }
+        };
         Ok(NamedLimit {
             def: def.clone(),
             limiter,
+            shared,
             decisions: Default::default(),
             policy_header,
             policy_names,
         })
     }
 
-    /// Decides a request of weight `n` for `key` at `now`, and counts it.
-    pub fn acquire(&self, key: &str, n: u32, now: Timestamp) -> Result<Decision, AcquireError> {
-        let r = match &self.limiter {
+    fn local(&self, key: &str, n: u32, now: Timestamp) -> Result<Decision, AcquireError> {
+        match &self.limiter {
             Keyed::Exact(l) => l.acquire(key, n, now),
             Keyed::Approximate(l) => l.acquire(key, n, now),
-        };
-        let i = match &r {
+        }
+    }
+
+    fn count(&self, r: &Result<Decision, AcquireError>) {
+        let i = match r {
             Ok(d) if d.allowed => 0,
             Ok(_) => 1,
             Err(_) => 2,
         };
         self.decisions[i].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Decides a request of weight `n` for `key` at `now` in this instance's
+    /// own limiter (whether or not the limit is shared), and counts it.
+    pub fn acquire(&self, key: &str, n: u32, now: Timestamp) -> Result<Decision, AcquireError> {
+        let r = self.local(key, n, now);
+        self.count(&r);
         r
+    }
+
+    /// Whether decisions go to the shared store.
+    #[must_use]
+    pub fn is_shared(&self) -> bool {
+        self.shared.is_some()
+    }
+
+    /// Decides a request of weight `n` for `key` at `now`: in the shared
+    /// store if the limit is shared (falling back as configured when the
+    /// store fails), else locally. Counts it.
+    pub async fn decide(&self, key: &str, n: u32, now: Timestamp) -> Verdict {
+        let Some(shared) = &self.shared else {
+            return Verdict {
+                result: self.acquire(key, n, now),
+                source: Source::Local,
+                store_error: None,
+            };
+        };
+        let err = match shared.decide(key, n, now).await {
+            Ok(d) => {
+                let r = Ok(d);
+                self.count(&r);
+                return Verdict {
+                    result: r,
+                    source: Source::Shared,
+                    store_error: None,
+                };
+            }
+            Err(StoreError::Acquire(e)) => {
+                let r = Err(e);
+                self.count(&r);
+                return Verdict {
+                    result: r,
+                    source: Source::Shared,
+                    store_error: None,
+                };
+            }
+            Err(e) => e,
+        };
+        let (result, source) = match self.def.on_store_error {
+            StoreFallback::Local => (self.local(key, n, now), Source::Local),
+            policy => {
+                let allowed = policy == StoreFallback::Allow;
+                let limit = self.limits().as_slice()[0];
+                let r = self.limits().check_capacity(n).map(|()| Decision {
+                    allowed,
+                    limit,
+                    remaining: 0,
+                    reset: std::time::Duration::ZERO,
+                    retry_after: (!allowed).then_some(std::time::Duration::from_secs(1)),
+                });
+                (r, Source::Fallback)
+            }
+        };
+        self.count(&result);
+        Verdict {
+            result,
+            source,
+            store_error: Some(err),
+        }
     }
 
     /// The rules, in config order.
     #[must_use]
     pub fn limits(&self) -> &Limits {
-        match &self.limiter {
-            Keyed::Exact(l) => l.limits(),
-            Keyed::Approximate(l) => l.limits(),
-        }
+        limiter_limits(&self.limiter)
     }
 
     /// Key counts and evictions.
@@ -145,6 +274,13 @@ pub fn ceil_secs(d: std::time::Duration) -> u64 {
     d.as_secs() + u64::from(d.subsec_nanos() > 0)
 }
 
+fn limiter_limits(k: &Keyed) -> &Limits {
+    match k {
+        Keyed::Exact(l) => l.limits(),
+        Keyed::Approximate(l) => l.limits(),
+    }
+}
+
 /// Every configured limit.
 #[derive(Default)]
 pub struct LimitSet {
@@ -158,8 +294,12 @@ const SWEEP_EVERY_NANOS: u64 = 10_000_000_000;
 
 impl LimitSet {
     /// Builds the limits of `defs`; unchanged definitions in `previous` keep
-    /// their state (every key's history).
-    pub fn new(defs: &[LimitDef], previous: Option<&LimitSet>) -> Result<LimitSet, String> {
+    /// their state (every key's history). Shared limits use `store`.
+    pub fn new(
+        defs: &[LimitDef],
+        previous: Option<&LimitSet>,
+        store: Option<&Arc<RedisStore>>,
+    ) -> Result<LimitSet, String> {
         let list = defs
             .iter()
             .map(|d| {
@@ -168,7 +308,7 @@ impl LimitSet {
                     .filter(|l| l.def == *d)
                 {
                     Some(l) => Ok(l.clone()),
-                    None => NamedLimit::new(d).map(Arc::new),
+                    None => NamedLimit::new(d, store).map(Arc::new),
                 }
             })
             .collect::<Result<_, _>>()?;

@@ -11,6 +11,7 @@ use parking_lot::RwLock;
 
 use crate::clock::Timestamp;
 use crate::config::Config;
+use crate::store::RedisStore;
 pub use breakers::{Breakers, NamedBreaker};
 pub use limits::{LimitSet, NamedLimit};
 
@@ -21,18 +22,34 @@ pub struct Services {
     pub breakers: Breakers,
     /// Named limits.
     pub limits: LimitSet,
+    /// The shared store (`[redis]`), created once at start and carried over
+    /// reloads.
+    pub store: Option<Arc<RedisStore>>,
 }
 
 impl Services {
-    /// Builds the services of `cfg`, keeping unchanged entries of `previous`.
+    /// Builds the services of `cfg`, keeping unchanged entries of `previous`
+    /// and its shared store.
     pub fn new(
         cfg: &Config,
         now: Timestamp,
         previous: Option<&Services>,
     ) -> Result<Services, String> {
+        let store = previous.and_then(|p| p.store.clone());
+        Self::with_store(cfg, now, previous, store)
+    }
+
+    /// [`Services::new`] with the shared store given.
+    pub fn with_store(
+        cfg: &Config,
+        now: Timestamp,
+        previous: Option<&Services>,
+        store: Option<Arc<RedisStore>>,
+    ) -> Result<Services, String> {
         Ok(Services {
             breakers: Breakers::new(&cfg.breakers, now, previous.map(|p| &p.breakers))?,
-            limits: LimitSet::new(&cfg.limits, previous.map(|p| &p.limits))?,
+            limits: LimitSet::new(&cfg.limits, previous.map(|p| &p.limits), store.as_ref())?,
+            store,
         })
     }
 }

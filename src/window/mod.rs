@@ -284,6 +284,25 @@ impl<B: Bucket> RollingWindow<B> {
         count
     }
 
+    /// Calls `f(slot_start, bucket)` on every unexpired bucket, the current
+    /// one included whatever ignore-current says, newest first. Slot starts
+    /// lie on the window's grid; for an [epoch-aligned](Self::epoch_aligned)
+    /// window `slot_start / interval` is the slot's index on the grid every
+    /// instance shares. Never changes state.
+    pub fn visit_slots(&self, now: Timestamp, mut f: impl FnMut(Timestamp, &B)) {
+        let n = self.buckets.len();
+        let span = self.span(now.as_nanos());
+        for j in 0..n - span {
+            let Some(start) = self.last.checked_sub(j as u64 * self.interval) else {
+                return;
+            };
+            f(
+                Timestamp::from_nanos(start),
+                &self.buckets[(self.offset + n - j) % n],
+            );
+        }
+    }
+
     /// Merges every unexpired bucket into one, oldest first. Never changes
     /// state.
     #[must_use]

@@ -289,3 +289,25 @@ fn shared_window_adds_from_two_threads_lose_nothing() {
     assert_eq!(w.reduce(at_ms(99)).count, 20_000);
     assert_eq!(w.with(|w| w.reduce(at_ms(99)).sum), 20_000.0);
 }
+
+#[test]
+fn visit_slots_names_every_unexpired_bucket_by_its_grid_slot_newest_first() {
+    let s = Duration::from_secs;
+    let spec = WindowSpec::new(3, s(1)).unwrap().ignore_current(true);
+    let t0 = Timestamp::from_secs(1_000);
+    let mut w: RollingWindow<SumCount> = RollingWindow::epoch_aligned(spec, t0);
+    w.add(1.0, t0 + Duration::from_millis(200));
+    w.add(2.0, t0 + Duration::from_millis(1500));
+    let mut seen = Vec::new();
+    w.visit_slots(t0 + Duration::from_millis(1600), |t, b| {
+        seen.push((t.as_nanos() / 1_000_000_000, b.sum))
+    });
+    // The current slot is included even with ignore-current.
+    assert_eq!(seen, [(1001, 2.0), (1000, 1.0), (999, 0.0)]);
+    seen.clear();
+    w.visit_slots(t0 + Duration::from_millis(3100), |t, b| {
+        seen.push((t.as_nanos() / 1_000_000_000, b.sum))
+    });
+    // Two slots expired since the last write: only 1001 is left.
+    assert_eq!(seen, [(1001, 2.0)]);
+}

@@ -1,0 +1,372 @@
+//! Shared rolling windows: each instance's windows, merged through Redis
+//! into a fleet view.
+//!
+//! # How
+//!
+//! Ingest never waits on Redis and is not changed at all: a series whose
+//! mapping rule says `shared = true` aggregates in its local windows as
+//! usual. Every sync interval (`[redis] sync_interval_ms`, 100 ms by default)
+//! one task walks the shared series and, for every bucket still in a local
+//! window, compares its sum and count with what this instance already pushed
+//! for that bucket. The differences go out in **one pipeline**:
+//!
+//! ```text
+//! HINCRBYFLOAT <prefix>:win:{<series>}:<window> <slot>:s <Δsum>
+//! HINCRBYFLOAT <prefix>:win:{<series>}:<window> <slot>:c <Δcount>
+//! PEXPIRE      <prefix>:win:{<series>}:<window> <window length + 2 s>
+//! ```
+//!
+//! `<slot>` is the bucket's index on the epoch-aligned grid (slot start /
+//! interval), the same on every instance. A second round trip runs
+//! `window_read.lua` per window (by SHA, reloaded on `NOSCRIPT`): it deletes
+//! fields of slots that left the window and returns the rest, atomically.
+//! Their totals are the fleet view, published on `/metrics` as the
+//! `rollstat_fleet_window_{samples,sum_value,rate,avg}` families with the
+//! same labels as the local `rollstat_window_*` ones. Only sums and counts
+//! merge exactly across instances, so min, max, quantiles and set cardinality
+//! stay local. An instance publishes the fleet view of the series it has
+//! itself.
+//!
+//! # Time and clock skew
+//!
+//! Each instance files a sample under the slot of its own clock. With clocks
+//! within `δ` of each other, a sample near a slot boundary may land in the
+//! neighbouring slot on another instance: the fleet view is exact up to
+//! moving samples by at most `δ` in time (a 1 ms skew against 1 s buckets
+//! shifts at most 0.1% of a uniform flow by one bucket). The fleet view lags
+//! by up to one sync interval plus one round trip.
+//!
+//! # Outages
+//!
+//! While Redis is down, nothing is sent; pending differences stay in the
+//! local windows and go out with the first sync that succeeds, as long as
+//! their bucket is still in the local window. Differences whose bucket left
+//! the local window before they could be pushed, and those of a sync whose
+//! writes were sent but not confirmed (which may or may not have been applied,
+//! and are never re-sent, so nothing is counted twice), are counted in
+//! `rollstat_store_unshared_deltas_total` (one per bucket). A fleet view
+//! older than three sync intervals plus the deadline is not published: the
+//! local families go on, the fleet families pause, and `rollstat_store_up`
+//! says why.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::{Mutex, RwLock};
+use prometheus::proto::{MetricFamily, MetricType};
+
+use super::redis::{RedisConfig, RedisStore, SyncOutcome};
+use crate::clock::{duration_nanos, Timestamp};
+use crate::expose::prometheus::{base_labels, family, gauge};
+use crate::parse::MetricKind;
+use crate::series::{Registry, SeriesMeta};
+
+/// Extra lifetime of a window hash after its window (ms).
+const TTL_MARGIN_MS: u64 = 2000;
+
+/// Fleet-wide totals of one window.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct FleetTotals {
+    /// Weighted sum of values (counters: increments).
+    pub sum: f64,
+    /// Weighted number of samples.
+    pub count: f64,
+}
+
+#[derive(Default)]
+struct Slot {
+    local: (f64, f64),
+    pushed: (f64, f64),
+    seen: u64,
+}
+
+struct Tracked {
+    interval: u64,
+    size: u64,
+    ignore_current: bool,
+    length_ms: u64,
+    slots: HashMap<u64, Slot>,
+    seen: u64,
+}
+
+#[derive(Default)]
+struct SyncState {
+    keys: HashMap<String, Tracked>,
+    generation: u64,
+}
+
+/// What one sync did, for logs and tests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SyncReport {
+    /// Windows synced.
+    pub windows: usize,
+    /// Bucket deltas sent.
+    pub pushed: usize,
+    /// Bucket deltas given up (counted as unshared).
+    pub unshared: usize,
+    /// Whether the fleet view was refreshed.
+    pub read: bool,
+}
+
+/// The shared windows of one daemon: pending deltas and the fleet view.
+pub struct FleetWindows {
+    prefix: String,
+    state: Mutex<SyncState>,
+    view: RwLock<HashMap<String, FleetTotals>>,
+    /// When the view was last refreshed (Unix nanos).
+    refreshed: AtomicU64,
+    /// A view older than this is not published (nanos).
+    stale_after: u64,
+}
+
+/// The hash key of a shared window: `<prefix>:win:{<series>}:<window>`.
+#[must_use]
+pub fn window_key(prefix: &str, series: &str, window: &str) -> String {
+    format!("{prefix}:win:{{{series}}}:{window}")
+}
+
+/// The identity of a series across instances: published name and labels.
+#[must_use]
+pub fn fleet_id(meta: &SeriesMeta) -> String {
+    let mut id = meta.prom_name.clone();
+    for (k, v) in &meta.labels {
+        id.push('|');
+        id.push_str(k);
+        id.push('=');
+        id.push_str(v);
+    }
+    id
+}
+
+impl FleetWindows {
+    /// Empty, for the store configured by `cfg`.
+    #[must_use]
+    pub fn new(cfg: &RedisConfig) -> Self {
+        let (interval, timeout) = (cfg.sync_interval, cfg.timeout);
+        FleetWindows {
+            prefix: cfg.key_prefix.clone(),
+            state: Mutex::default(),
+            view: RwLock::default(),
+            refreshed: AtomicU64::new(0),
+            stale_after: duration_nanos(interval * 3 + timeout),
+        }
+    }
+
+    /// Pushes what changed locally since the last sync and reads the merged
+    /// windows back. One sync at a time (the daemon's sync task).
+    pub async fn sync(
+        &self,
+        registry: &Registry,
+        store: &RedisStore,
+        now: Timestamp,
+    ) -> SyncReport {
+        let mut report = SyncReport::default();
+        // 1. Local values of every bucket of every shared window.
+        let (writes, reads, keys_pushed) = {
+            let mut st = self.state.lock();
+            st.generation += 1;
+            let generation = st.generation;
+            let keys = &mut st.keys;
+            registry.visit(|meta, state| {
+                if !meta.shared || meta.kind == MetricKind::Set {
+                    return;
+                }
+                let id = fleet_id(meta);
+                for (i, wname) in meta.windows.iter().enumerate() {
+                    let (spec, _) = state.window_shape(i, now);
+                    let interval = duration_nanos(spec.interval()).max(1);
+                    let key = window_key(&self.prefix, &id, wname);
+                    let t = keys.entry(key).or_insert_with(|| Tracked {
+                        interval,
+                        size: spec.size() as u64,
+                        ignore_current: spec.ignores_current(),
+                        length_ms: u64::try_from(spec.length().as_millis()).unwrap_or(u64::MAX),
+                        slots: HashMap::new(),
+                        seen: generation,
+                    });
+                    t.seen = generation;
+                    state.visit_slot_totals(i, now, |start, sum, count| {
+                        let slot = t.slots.entry(start.as_nanos() / interval).or_default();
+                        slot.local = (sum, count);
+                        slot.seen = generation;
+                    });
+                }
+            });
+            // 2. Buckets that left their local window with deltas unsent.
+            let mut unshared = 0;
+            keys.retain(|_, t| {
+                t.slots.retain(|_, s| {
+                    let keep = s.seen == generation;
+                    if !keep && s.local != s.pushed {
+                        unshared += 1;
+                    }
+                    keep
+                });
+                t.seen == generation || !t.slots.is_empty()
+            });
+            report.unshared += unshared;
+            // 3. The write pipeline and the reads.
+            let mut writes = redis::pipe();
+            let mut reads = Vec::with_capacity(keys.len());
+            let mut keys_pushed = Vec::new();
+            for (key, t) in keys.iter() {
+                let mut any = false;
+                for (idx, s) in &t.slots {
+                    if s.local != s.pushed {
+                        let (ds, dc) = (s.local.0 - s.pushed.0, s.local.1 - s.pushed.1);
+                        writes
+                            .cmd("HINCRBYFLOAT")
+                            .arg(key)
+                            .arg(format!("{idx}:s"))
+                            .arg(ds)
+                            .ignore();
+                        writes
+                            .cmd("HINCRBYFLOAT")
+                            .arg(key)
+                            .arg(format!("{idx}:c"))
+                            .arg(dc)
+                            .ignore();
+                        report.pushed += 1;
+                        any = true;
+                    }
+                }
+                if any {
+                    writes
+                        .cmd("PEXPIRE")
+                        .arg(key)
+                        .arg(t.length_ms.saturating_add(TTL_MARGIN_MS))
+                        .ignore();
+                    keys_pushed.push(key.clone());
+                }
+                let cur = now.as_nanos() / t.interval;
+                reads.push((key.clone(), (cur + 1).saturating_sub(t.size)));
+            }
+            report.windows = reads.len();
+            (writes, reads, keys_pushed)
+        };
+        if reads.is_empty() {
+            store.metrics().unshared.inc_by(report.unshared as u64);
+            return report;
+        }
+        // 4. One deadline for both round trips.
+        let outcome = store.sync_windows(&writes, &reads, now).await;
+        let written = !matches!(outcome, SyncOutcome::Failed(_));
+        let answers = match outcome {
+            SyncOutcome::Done(a) => Some(a),
+            SyncOutcome::WrittenUnread(_) => {
+                report.unshared += report.pushed;
+                None
+            }
+            SyncOutcome::Failed(_) => {
+                report.pushed = 0;
+                None
+            }
+        };
+        {
+            let mut st = self.state.lock();
+            if written {
+                for key in &keys_pushed {
+                    if let Some(t) = st.keys.get_mut(key) {
+                        for s in t.slots.values_mut() {
+                            s.pushed = s.local;
+                        }
+                    }
+                }
+            }
+            if let Some(answers) = &answers {
+                let mut view = HashMap::with_capacity(reads.len());
+                for ((key, _), fields) in reads.iter().zip(answers) {
+                    let Some(t) = st.keys.get(key) else { continue };
+                    let cur = now.as_nanos() / t.interval;
+                    let mut tot = FleetTotals::default();
+                    for pair in fields.chunks_exact(2) {
+                        let Some((idx, which)) = pair[0].split_once(':') else {
+                            continue;
+                        };
+                        let (Ok(idx), Ok(v)) = (idx.parse::<u64>(), pair[1].parse::<f64>()) else {
+                            continue;
+                        };
+                        if idx > cur || (t.ignore_current && idx == cur) {
+                            continue;
+                        }
+                        match which {
+                            "s" => tot.sum += v,
+                            "c" => tot.count += v,
+                            _ => {}
+                        }
+                    }
+                    view.insert(key.clone(), tot);
+                }
+                *self.view.write() = view;
+                self.refreshed.store(now.as_nanos(), Ordering::Release);
+                report.read = true;
+            }
+        }
+        store.metrics().unshared.inc_by(report.unshared as u64);
+        report
+    }
+
+    /// The fleet totals of the series `id` (see [`fleet_id`]) in `window`,
+    /// if fresh at `now`.
+    #[must_use]
+    pub fn totals(&self, id: &str, window: &str, now: Timestamp) -> Option<FleetTotals> {
+        let at = self.refreshed.load(Ordering::Acquire);
+        if now.as_nanos().saturating_sub(at) > self.stale_after {
+            return None;
+        }
+        self.view
+            .read()
+            .get(&window_key(&self.prefix, id, window))
+            .copied()
+    }
+
+    /// The `rollstat_fleet_window_*` families at `now`.
+    #[must_use]
+    pub fn families(&self, registry: &Registry, now: Timestamp) -> Vec<MetricFamily> {
+        let at = self.refreshed.load(Ordering::Acquire);
+        if now.as_nanos().saturating_sub(at) > self.stale_after {
+            return Vec::new();
+        }
+        let view = self.view.read();
+        let mut out: [Vec<prometheus::proto::Metric>; 4] = Default::default();
+        registry.visit(|meta, state| {
+            if !meta.shared || meta.kind == MetricKind::Set {
+                return;
+            }
+            let id = fleet_id(meta);
+            for (i, wname) in meta.windows.iter().enumerate() {
+                let key = window_key(&self.prefix, &id, wname);
+                let Some(t) = view.get(&key) else { continue };
+                let (_, covered) = state.window_shape(i, now);
+                let labels = base_labels(meta, wname);
+                let per = if meta.kind == MetricKind::Counter {
+                    t.sum
+                } else {
+                    t.count
+                };
+                out[0].push(gauge(labels.clone(), t.count));
+                out[1].push(gauge(labels.clone(), t.sum));
+                out[2].push(gauge(
+                    labels.clone(),
+                    crate::stats::per_second(per, covered),
+                ));
+                if t.count > 0.0 {
+                    out[3].push(gauge(labels, t.sum / t.count));
+                }
+            }
+        });
+        FLEET
+            .iter()
+            .zip(out)
+            .filter(|(_, m)| !m.is_empty())
+            .map(|((name, help), m)| family(name.to_string(), help, MetricType::GAUGE, m))
+            .collect()
+    }
+}
+
+const FLEET: [(&str, &str); 4] = [
+    ("rollstat_fleet_window_samples", "Samples in the window over every instance sharing the series (fleet view through Redis)."),
+    ("rollstat_fleet_window_sum_value", "Sum of values in the window over every instance sharing the series."),
+    ("rollstat_fleet_window_rate", "Per second over the window, over every instance sharing the series: increments for counters, samples for other types."),
+    ("rollstat_fleet_window_avg", "Average value in the window over every instance sharing the series."),
+];
