@@ -5,8 +5,15 @@
 use criterion::{criterion_group, criterion_main};
 
 mod breaker;
+mod daemon;
 mod parse;
 mod window;
 
-criterion_group!(benches, window::benches, parse::benches, breaker::benches);
+criterion_group!(
+    benches,
+    window::benches,
+    parse::benches,
+    breaker::benches,
+    daemon::benches
+);
 criterion_main!(benches);
