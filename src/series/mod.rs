@@ -2,8 +2,11 @@
 //! tag set, bounded in number and in time.
 //!
 //! * **Key.** Name plus sorted tags ([`key`]); a hit costs one hash, one shard
-//!   lock and no allocation.
-//! * **Shards.** A power of two of `parking_lot::Mutex<HashMap>`s, so ingest
+//!   lock and no allocation. The key is hashed once (foldhash, seeded per
+//!   process): the same hash picks the shard (bits 40..) and the slot in the
+//!   shard's `hashbrown::HashTable` (which also keeps it, so growing a shard
+//!   never rehashes keys).
+//! * **Shards.** A power of two of `parking_lot::Mutex<HashTable>`s, so ingest
 //!   threads rarely contend; a scrape locks one shard at a time.
 //! * **Birth.** On a miss the mapping rules run once (drop, rename, extra
 //!   labels, per-rule windows), the Prometheus identity is computed and
@@ -28,6 +31,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use hashbrown::HashTable;
 use parking_lot::{Mutex, RwLock};
 
 use crate::clock::Timestamp;
@@ -128,12 +132,18 @@ enum Body {
     Dropped,
 }
 
-type Shard = Mutex<HashMap<Box<[u8]>, Entry>>;
+/// Shard index bits start here (below hashbrown's 7 tag bits, above the slot
+/// index bits of any shard smaller than 2^40 slots).
+const SHARD_SHIFT: u32 = 40;
+
+type Shard = Mutex<HashTable<Entry>>;
 
 /// A new series' metadata and the indices of its windows.
 type Born = (Arc<SeriesMeta>, Vec<usize>);
 
 struct Entry {
+    hash: u64,
+    key: Box<[u8]>,
     last_seen: Timestamp,
     body: Body,
 }
@@ -160,7 +170,7 @@ pub struct RegistryCounters {
 /// The sharded series registry.
 pub struct Registry {
     shards: Box<[Shard]>,
-    hasher: std::hash::RandomState,
+    hasher: foldhash::fast::RandomState,
     catalog: Mutex<Catalog>,
     plan: RwLock<Arc<Plan>>,
     len: AtomicUsize,
@@ -174,8 +184,8 @@ impl Registry {
     pub fn new(plan: Plan, shards: usize) -> Registry {
         let n = shards.max(1).next_power_of_two();
         Registry {
-            shards: (0..n).map(|_| Mutex::new(HashMap::new())).collect(),
-            hasher: std::hash::RandomState::new(),
+            shards: (0..n).map(|_| Mutex::new(HashTable::new())).collect(),
+            hasher: foldhash::fast::RandomState::default(),
             catalog: Mutex::new(Catalog::default()),
             plan: RwLock::new(Arc::new(plan)),
             len: AtomicUsize::new(0),
@@ -215,9 +225,12 @@ impl Registry {
         buf: &mut KeyBuf,
     ) -> Result<Applied, Refusal> {
         let key = buf.build(s);
-        let shard = &self.shards[self.hasher.hash_one(key) as usize & (self.shards.len() - 1)];
+        let hash = self.hasher.hash_one(key);
+        // hashbrown indexes slots with the low bits and tags them with the top
+        // 7: take the shard from bits in between so both stay uniform.
+        let shard = &self.shards[(hash >> SHARD_SHIFT) as usize & (self.shards.len() - 1)];
         let mut map = shard.lock();
-        if let Some(e) = map.get_mut(key) {
+        if let Some(e) = map.find_mut(hash, |e| *e.key == *key) {
             e.last_seen = now;
             return match &mut e.body {
                 Body::Dropped => Ok(Applied::DroppedByMapping),
@@ -256,12 +269,15 @@ impl Registry {
             Body::Dropped => Applied::DroppedByMapping,
             Body::Live { .. } => Applied::Stored,
         };
-        map.insert(
-            key.into(),
+        map.insert_unique(
+            hash,
             Entry {
+                hash,
+                key: key.into(),
                 last_seen: now,
                 body,
             },
+            |e| e.hash,
         );
         self.len.fetch_add(1, Ordering::Relaxed);
         self.counters.created.fetch_add(1, Ordering::Relaxed);
@@ -370,7 +386,7 @@ impl Registry {
         let mut removed = 0;
         for shard in self.shards.iter() {
             let mut gone = Vec::new();
-            shard.lock().retain(|_, e| {
+            shard.lock().retain(|e| {
                 let keep = e.last_seen + ttl > now;
                 if !keep {
                     if let Body::Live { meta, .. } = &e.body {
@@ -405,7 +421,7 @@ impl Registry {
     /// Calls `f` for every live series, one shard locked at a time.
     pub fn visit(&self, mut f: impl FnMut(&Arc<SeriesMeta>, &SeriesState)) {
         for shard in self.shards.iter() {
-            for e in shard.lock().values() {
+            for e in shard.lock().iter() {
                 if let Body::Live { meta, state } = &e.body {
                     f(meta, state);
                 }
