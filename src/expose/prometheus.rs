@@ -170,7 +170,7 @@ fn push_cumulative(
             )
         }
         SeriesState::Gauge { value, .. } => (
-            meta.prom_name.clone(),
+            meta.prom_name.to_string(),
             MetricType::GAUGE,
             format!("statsd gauge {}.", meta.metric),
             gauge(Vec::new(), *value),
@@ -201,7 +201,7 @@ fn push_cumulative(
                 ""
             };
             (
-                meta.prom_name.clone(),
+                meta.prom_name.to_string(),
                 MetricType::HISTOGRAM,
                 format!("statsd {} {}{unit}.", meta.kind.as_str(), meta.metric),
                 m,

@@ -83,15 +83,36 @@ pub struct SeriesMeta {
     pub kind: MetricKind,
     /// The statsd name after mapping: the `metric` label.
     pub metric: String,
-    /// The cumulative family name (sanitised `metric`).
-    pub prom_name: String,
+    /// The cumulative family name (sanitised `metric`); shared with the
+    /// registry's catalog.
+    pub prom_name: Arc<str>,
     /// Sanitised, sorted labels (tags and mapping labels).
     pub labels: Vec<(String, String)>,
-    /// Names of the windows kept, in the order of the state's windows.
-    pub windows: Vec<String>,
+    /// Names of the windows kept, in the order of the state's windows
+    /// (shared by every series on the same windows).
+    pub windows: Arc<[String]>,
     /// Cumulative histogram bounds (timers, histograms, distributions).
     pub histogram_buckets: Arc<[f64]>,
-    identity: String,
+}
+
+impl SeriesMeta {
+    /// The published identity, as the catalog keys it. Recomputed when the
+    /// series goes rather than kept: it would cost every series a copy.
+    fn identity(&self) -> String {
+        identity_of(&self.prom_name, &self.labels)
+    }
+}
+
+/// Prometheus name and sorted labels, NUL-separated.
+fn identity_of(prom_name: &str, labels: &[(String, String)]) -> String {
+    let mut identity = prom_name.to_string();
+    for (k, v) in labels {
+        identity.push('\0');
+        identity.push_str(k);
+        identity.push('\0');
+        identity.push_str(v);
+    }
+    identity
 }
 
 /// The settings a registry applies to new series; swapped on reload.
@@ -99,6 +120,7 @@ pub struct SeriesMeta {
 pub struct Plan {
     windows: Vec<NamedWindow>,
     default_windows: Vec<usize>,
+    default_window_names: Arc<[String]>,
     mappings: Vec<Mapping>,
     /// Published quantiles.
     pub quantiles: Vec<f64>,
@@ -114,6 +136,7 @@ impl Plan {
     pub fn from_config(cfg: &Config) -> Plan {
         Plan {
             default_windows: (0..cfg.windows.len()).collect(),
+            default_window_names: cfg.windows.iter().map(|w| w.name.clone()).collect(),
             windows: cfg.windows.clone(),
             mappings: cfg.mappings.clone(),
             quantiles: cfg.series.quantiles.clone(),
@@ -152,7 +175,7 @@ struct Entry {
 struct Catalog {
     /// Exposed family name -> (owning type, base Prometheus name, live
     /// series using it).
-    families: HashMap<String, (MetricKind, String, usize)>,
+    families: HashMap<String, (MetricKind, Arc<str>, usize)>,
     identities: HashSet<String>,
 }
 
@@ -337,19 +360,14 @@ impl Registry {
         let window_ids = rule
             .and_then(|m| m.windows.clone())
             .unwrap_or_else(|| plan.default_windows.clone());
-        let mut identity = prom_name.clone();
-        for (k, v) in &labels {
-            identity.push('\0');
-            identity.push_str(k);
-            identity.push('\0');
-            identity.push_str(v);
-        }
+        let prom_name: Arc<str> = prom_name.into();
+        let identity = identity_of(&prom_name, &labels);
         {
             let exposed = names::exposed_names(s.kind, &prom_name);
             let mut cat = self.catalog.lock();
             for n in &exposed {
                 if let Some((kind, base, _)) = cat.families.get(n) {
-                    if *kind != s.kind || *base != prom_name {
+                    if *kind != s.kind || **base != *prom_name {
                         return Err(Refusal::TypeConflict);
                     }
                 }
@@ -357,7 +375,7 @@ impl Registry {
             if cat.identities.contains(&identity) {
                 return Err(Refusal::LabelCollision);
             }
-            cat.identities.insert(identity.clone());
+            cat.identities.insert(identity);
             for n in exposed {
                 cat.families
                     .entry(n)
@@ -370,12 +388,15 @@ impl Registry {
             metric,
             prom_name,
             labels,
-            windows: window_ids
-                .iter()
-                .map(|&i| plan.windows[i].name.clone())
-                .collect(),
+            windows: if window_ids == plan.default_windows {
+                plan.default_window_names.clone()
+            } else {
+                window_ids
+                    .iter()
+                    .map(|&i| plan.windows[i].name.clone())
+                    .collect()
+            },
             histogram_buckets: plan.histogram_buckets.clone(),
-            identity,
         };
         Ok(Some((Arc::new(meta), window_ids)))
     }
@@ -399,7 +420,7 @@ impl Registry {
             if !gone.is_empty() {
                 let mut cat = self.catalog.lock();
                 for m in gone {
-                    cat.identities.remove(&m.identity);
+                    cat.identities.remove(&m.identity());
                     for n in names::exposed_names(m.kind, &m.prom_name) {
                         if let Some(f) = cat.families.get_mut(&n) {
                             f.2 -= 1;
