@@ -8,7 +8,8 @@
 //! ```
 //!
 //! Builds 10k counter series from one pass of `rollstat blast` datagrams
-//! (~79 lines each), then ingests (or only parses) N more datagrams.
+//! (~79 lines each), then ingests (or only parses) N more datagrams; or, with
+//! `scrape N`, renders /metrics N times (gather + TextEncoder).
 
 use std::sync::Arc;
 
@@ -37,6 +38,28 @@ fn main() {
     let mut w = Worker::default();
     for (d, _) in &dgrams {
         ing.ingest(d, clock.now(), &mut w);
+    }
+    if mode == "scrape" {
+        ing.telemetry
+            .registry
+            .register(Box::new(
+                rollstat::expose::prometheus::SeriesCollector::new(
+                    ing.registry.clone(),
+                    Arc::new(clock.clone()),
+                ),
+            ))
+            .expect("collector");
+        let mut bytes = 0;
+        for _ in 0..n {
+            let families = ing.telemetry.registry.gather();
+            let mut out = String::new();
+            prometheus::TextEncoder::new()
+                .encode_utf8(&families, &mut out)
+                .expect("encodes");
+            bytes += out.len();
+        }
+        println!("mode=scrape scrapes={n} bytes={bytes}");
+        return;
     }
     let mut now = clock.now().as_nanos();
     let mut lines = 0u64;
