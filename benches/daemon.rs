@@ -131,6 +131,16 @@ fn render(c: &mut Criterion) {
         g.bench_function(format!("metrics_text/{label}"), |b| {
             b.iter(|| black_box(scrape(&ing).len()))
         });
+        let reference = series_text(&ing, &clock);
+        let sketch = direct_text_sketch(&ing.registry, clock.now());
+        eprintln!(
+            "render/direct_text_sketch/{label}: {} bytes, identical to the crate's series text: {}",
+            sketch.len(),
+            sketch == reference
+        );
+        g.bench_function(format!("direct_text_sketch/{label}"), |b| {
+            b.iter(|| black_box(direct_text_sketch(&ing.registry, clock.now()).len()))
+        });
         g.bench_function(format!("collect_only/{label}"), |b| {
             b.iter(|| {
                 black_box(rollstat::expose::prometheus::collect_series(
@@ -141,4 +151,124 @@ fn render(c: &mut Criterion) {
         });
     }
     g.finish();
+}
+
+/// The series families alone through the crate (collect_series + TextEncoder,
+/// no gather), to check the sketch against.
+fn series_text(ing: &Ingestor, clock: &ManualClock) -> String {
+    let families = rollstat::expose::prometheus::collect_series(&ing.registry, clock.now());
+    let mut out = String::new();
+    prometheus::TextEncoder::new()
+        .encode_utf8(&families, &mut out)
+        .expect("encodes");
+    out
+}
+
+/// NOT the exposition: a sketch measuring what writing the same text
+/// directly (no proto structs, no per-metric allocation) would cost, for
+/// counter series only (windowed samples/sum/rate/avg/min/max and
+/// `<name>_total`). The startup check prints whether its bytes equal the
+/// crate's output for the same registry.
+fn direct_text_sketch(registry: &Registry, now: rollstat::Timestamp) -> String {
+    use rollstat::series::{SeriesMeta, WindowView};
+    use std::fmt::Write as _;
+    const FAMILIES: [(&str, &str); 6] = [
+        ("rollstat_window_samples", "Samples in the window, weighted by 1/sample_rate (go-zero Count)."),
+        ("rollstat_window_sum_value", "Sum of values in the window, weighted by 1/sample_rate (go-zero Sum)."),
+        ("rollstat_window_rate", "Per second over the time the window's buckets cover: increments for counters, samples for other types."),
+        ("rollstat_window_avg", "Average value in the window (sum / samples)."),
+        ("rollstat_window_min", "Smallest value in the window."),
+        ("rollstat_window_max", "Largest value in the window."),
+    ];
+    fn esc(out: &mut String, v: &str) {
+        if v.bytes().any(|b| matches!(b, b'\\' | b'"' | b'\n')) {
+            for c in v.chars() {
+                match c {
+                    '\\' => out.push_str("\\\\"),
+                    '"' => out.push_str("\\\""),
+                    '\n' => out.push_str("\\n"),
+                    c => out.push(c),
+                }
+            }
+        } else {
+            out.push_str(v);
+        }
+    }
+    let plan = registry.plan();
+    let mut series: Vec<(Arc<SeriesMeta>, Vec<WindowView>, f64)> =
+        Vec::with_capacity(registry.len());
+    registry.visit(|meta, state| {
+        let views = (0..meta.windows.len())
+            .map(|i| state.window_view(i, now, &plan.quantiles))
+            .collect();
+        let total = match state {
+            rollstat::series::SeriesState::Counter { total, .. } => *total,
+            _ => 0.0,
+        };
+        series.push((meta.clone(), views, total));
+    });
+    series.sort_unstable_by(|(a, ..), (b, ..)| {
+        a.labels
+            .len()
+            .cmp(&b.labels.len())
+            .then_with(|| a.metric.cmp(&b.metric))
+            .then_with(|| {
+                a.labels
+                    .iter()
+                    .map(|l| &l.1)
+                    .cmp(b.labels.iter().map(|l| &l.1))
+            })
+    });
+    let mut out = String::with_capacity(series.len() * 560);
+    for (f, (name, help)) in FAMILIES.iter().enumerate() {
+        let _ = write!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n");
+        for (meta, views, _) in &series {
+            for (wname, v) in meta.windows.iter().zip(views) {
+                let value = match f {
+                    0 => Some(v.samples),
+                    1 => Some(v.sum),
+                    2 => Some(v.rate),
+                    3 => v.avg,
+                    4 => v.min,
+                    _ => v.max,
+                };
+                let Some(x) = value.filter(|x| x.is_finite()) else {
+                    continue;
+                };
+                out.push_str(name);
+                out.push_str("{metric=\"");
+                esc(&mut out, &meta.metric);
+                out.push_str("\",window=\"");
+                esc(&mut out, wname);
+                out.push('"');
+                for (k, v) in &meta.labels {
+                    let _ = write!(out, ",{k}=\"");
+                    esc(&mut out, v);
+                    out.push('"');
+                }
+                let _ = writeln!(out, "}} {x}");
+            }
+        }
+    }
+    let mut by_name: Vec<&(Arc<SeriesMeta>, Vec<WindowView>, f64)> = series.iter().collect();
+    by_name.sort_by(|a, b| a.0.prom_name.cmp(&b.0.prom_name));
+    for (meta, _, total) in by_name {
+        let n = &meta.prom_name;
+        let _ = write!(
+            out,
+            "# HELP {n}_total statsd counter {} (sum of increments, weighted by 1/sample_rate).\n# TYPE {n}_total counter\n{n}_total",
+            meta.metric
+        );
+        if !meta.labels.is_empty() {
+            out.push('{');
+            for (i, (k, v)) in meta.labels.iter().enumerate() {
+                let _ = write!(out, "{}{k}=\"", if i == 0 { "" } else { "," });
+                esc(&mut out, v);
+                out.push('"');
+            }
+            out.push('}');
+        }
+        let _ = writeln!(out, " {total}");
+    }
+    out
 }
