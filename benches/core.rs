@@ -5,6 +5,7 @@
 use criterion::{criterion_group, criterion_main};
 
 mod breaker;
+mod daemon;
 mod limit;
 mod parse;
 mod window;
@@ -14,6 +15,7 @@ criterion_group!(
     window::benches,
     parse::benches,
     breaker::benches,
-    limit::benches
+    limit::benches,
+    daemon::benches
 );
 criterion_main!(benches);

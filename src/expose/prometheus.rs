@@ -108,13 +108,37 @@ pub fn collect_series(registry: &Registry, now: crate::Timestamp) -> Vec<MetricF
     let plan = registry.plan();
     let mut windowed: [Vec<Metric>; 8] = Default::default();
     let mut cumulative: BTreeMap<String, (MetricType, String, Vec<Metric>)> = BTreeMap::new();
+    // Views are computed under the shard locks; metrics are built afterwards
+    // in the order `Registry::gather` sorts them (label count, then label
+    // values: metric, window, tags), so its stable sort finds each family
+    // already in order and moves nothing. It used to sort every windowed
+    // family from hash order: a third of a scrape's instructions.
+    let mut series: Vec<(Arc<SeriesMeta>, Vec<WindowView>)> = Vec::with_capacity(registry.len());
     registry.visit(|meta, state| {
-        for (i, wname) in meta.windows.iter().enumerate() {
-            let v = state.window_view(i, now, &plan.quantiles);
-            push_windowed(&mut windowed, meta, wname, &v);
-        }
+        let views = (0..meta.windows.len())
+            .map(|i| state.window_view(i, now, &plan.quantiles))
+            .collect();
+        series.push((meta.clone(), views));
         push_cumulative(&mut cumulative, meta, state);
     });
+    series.sort_unstable_by(|(a, _), (b, _)| {
+        a.labels
+            .len()
+            .cmp(&b.labels.len())
+            .then_with(|| a.metric.cmp(&b.metric))
+            .then_with(|| {
+                a.labels
+                    .iter()
+                    .map(|l| &l.1)
+                    .cmp(b.labels.iter().map(|l| &l.1))
+            })
+    });
+    for (meta, views) in &series {
+        for (wname, v) in meta.windows.iter().zip(views) {
+            push_windowed(&mut windowed, meta, wname, v);
+        }
+    }
+    drop(series);
     let mut out = Vec::new();
     for (i, metrics) in windowed.into_iter().enumerate() {
         if !metrics.is_empty() {
@@ -195,7 +219,7 @@ fn push_cumulative(
             )
         }
         SeriesState::Gauge { value, .. } => (
-            meta.prom_name.clone(),
+            meta.prom_name.to_string(),
             MetricType::GAUGE,
             format!("statsd gauge {}.", meta.metric),
             gauge(Vec::new(), *value),
@@ -226,7 +250,7 @@ fn push_cumulative(
                 ""
             };
             (
-                meta.prom_name.clone(),
+                meta.prom_name.to_string(),
                 MetricType::HISTOGRAM,
                 format!("statsd {} {}{unit}.", meta.kind.as_str(), meta.metric),
                 m,

@@ -20,25 +20,35 @@ pub struct KeyBuf {
 impl KeyBuf {
     /// Writes the raw key of `sample` into the buffer and returns it.
     pub fn build(&mut self, sample: &Sample<'_>) -> &[u8] {
-        let mut tags: [(&str, &str); MAX_TAGS] = [("", ""); MAX_TAGS];
-        let mut n = 0;
-        for t in sample.tags() {
-            if n == MAX_TAGS {
-                break;
-            }
-            tags[n] = t;
-            n += 1;
-        }
-        let tags = sorted_unique(&mut tags[..n]);
         self.bytes.clear();
         push_part(&mut self.bytes, sample.name);
-        for (k, v) in tags {
-            push_part(&mut self.bytes, k);
-            push_part(&mut self.bytes, v);
+        // Size the scratch array by the tag count: filling a 64-slot array
+        // for every line (2 KiB of stores) cost more than the rest of the
+        // key; most lines carry none or a few tags.
+        match sample.tags().len() {
+            0 => {}
+            1..=SMALL_TAGS => self.push_tags::<SMALL_TAGS>(sample),
+            _ => self.push_tags::<MAX_TAGS>(sample),
         }
         &self.bytes
     }
+
+    fn push_tags<const N: usize>(&mut self, sample: &Sample<'_>) {
+        let mut tags: [(&str, &str); N] = [("", ""); N];
+        let mut n = 0;
+        for t in sample.tags().take(N) {
+            tags[n] = t;
+            n += 1;
+        }
+        for (k, v) in sorted_unique(&mut tags[..n]) {
+            push_part(&mut self.bytes, k);
+            push_part(&mut self.bytes, v);
+        }
+    }
 }
+
+/// Tag lists up to this long use a small scratch array.
+const SMALL_TAGS: usize = 8;
 
 /// Sorts tags by key (stable, so the first value of a repeated key in line
 /// order comes first) and drops repeated keys. Returns the kept prefix.

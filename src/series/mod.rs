@@ -2,8 +2,11 @@
 //! tag set, bounded in number and in time.
 //!
 //! * **Key.** Name plus sorted tags ([`key`]); a hit costs one hash, one shard
-//!   lock and no allocation.
-//! * **Shards.** A power of two of `parking_lot::Mutex<HashMap>`s, so ingest
+//!   lock and no allocation. The key is hashed once (foldhash, seeded per
+//!   process): the same hash picks the shard (bits 40..) and the slot in the
+//!   shard's `hashbrown::HashTable` (which also keeps it, so growing a shard
+//!   never rehashes keys).
+//! * **Shards.** A power of two of `parking_lot::Mutex<HashTable>`s, so ingest
 //!   threads rarely contend; a scrape locks one shard at a time.
 //! * **Birth.** On a miss the mapping rules run once (drop, rename, extra
 //!   labels, per-rule windows), the Prometheus identity is computed and
@@ -28,6 +31,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use hashbrown::HashTable;
 use parking_lot::{Mutex, RwLock};
 
 use crate::clock::Timestamp;
@@ -79,17 +83,38 @@ pub struct SeriesMeta {
     pub kind: MetricKind,
     /// The statsd name after mapping: the `metric` label.
     pub metric: String,
-    /// The cumulative family name (sanitised `metric`).
-    pub prom_name: String,
+    /// The cumulative family name (sanitised `metric`); shared with the
+    /// registry's catalog.
+    pub prom_name: Arc<str>,
     /// Sanitised, sorted labels (tags and mapping labels).
     pub labels: Vec<(String, String)>,
-    /// Names of the windows kept, in the order of the state's windows.
-    pub windows: Vec<String>,
+    /// Names of the windows kept, in the order of the state's windows
+    /// (shared by every series on the same windows).
+    pub windows: Arc<[String]>,
     /// Cumulative histogram bounds (timers, histograms, distributions).
     pub histogram_buckets: Arc<[f64]>,
     /// Whether its windows are shared with the fleet (mapping `shared`).
     pub shared: bool,
-    identity: String,
+}
+
+impl SeriesMeta {
+    /// The published identity, as the catalog keys it. Recomputed when the
+    /// series goes rather than kept: it would cost every series a copy.
+    fn identity(&self) -> String {
+        identity_of(&self.prom_name, &self.labels)
+    }
+}
+
+/// Prometheus name and sorted labels, NUL-separated.
+fn identity_of(prom_name: &str, labels: &[(String, String)]) -> String {
+    let mut identity = prom_name.to_string();
+    for (k, v) in labels {
+        identity.push('\0');
+        identity.push_str(k);
+        identity.push('\0');
+        identity.push_str(v);
+    }
+    identity
 }
 
 /// The settings a registry applies to new series; swapped on reload.
@@ -97,6 +122,7 @@ pub struct SeriesMeta {
 pub struct Plan {
     windows: Vec<NamedWindow>,
     default_windows: Vec<usize>,
+    default_window_names: Arc<[String]>,
     mappings: Vec<Mapping>,
     /// Published quantiles.
     pub quantiles: Vec<f64>,
@@ -112,6 +138,7 @@ impl Plan {
     pub fn from_config(cfg: &Config) -> Plan {
         Plan {
             default_windows: (0..cfg.windows.len()).collect(),
+            default_window_names: cfg.windows.iter().map(|w| w.name.clone()).collect(),
             windows: cfg.windows.clone(),
             mappings: cfg.mappings.clone(),
             quantiles: cfg.series.quantiles.clone(),
@@ -130,12 +157,18 @@ enum Body {
     Dropped,
 }
 
-type Shard = Mutex<HashMap<Box<[u8]>, Entry>>;
+/// Shard index bits start here (below hashbrown's 7 tag bits, above the slot
+/// index bits of any shard smaller than 2^40 slots).
+const SHARD_SHIFT: u32 = 40;
+
+type Shard = Mutex<HashTable<Entry>>;
 
 /// A new series' metadata and the indices of its windows.
 type Born = (Arc<SeriesMeta>, Vec<usize>);
 
 struct Entry {
+    hash: u64,
+    key: Box<[u8]>,
     last_seen: Timestamp,
     body: Body,
 }
@@ -144,7 +177,7 @@ struct Entry {
 struct Catalog {
     /// Exposed family name -> (owning type, base Prometheus name, live
     /// series using it).
-    families: HashMap<String, (MetricKind, String, usize)>,
+    families: HashMap<String, (MetricKind, Arc<str>, usize)>,
     identities: HashSet<String>,
 }
 
@@ -165,7 +198,7 @@ pub struct RegistryCounters {
 /// The sharded series registry.
 pub struct Registry {
     shards: Box<[Shard]>,
-    hasher: std::hash::RandomState,
+    hasher: foldhash::fast::RandomState,
     catalog: Mutex<Catalog>,
     plan: RwLock<Arc<Plan>>,
     len: AtomicUsize,
@@ -179,8 +212,8 @@ impl Registry {
     pub fn new(plan: Plan, shards: usize) -> Registry {
         let n = shards.max(1).next_power_of_two();
         Registry {
-            shards: (0..n).map(|_| Mutex::new(HashMap::new())).collect(),
-            hasher: std::hash::RandomState::new(),
+            shards: (0..n).map(|_| Mutex::new(HashTable::new())).collect(),
+            hasher: foldhash::fast::RandomState::default(),
             catalog: Mutex::new(Catalog::default()),
             plan: RwLock::new(Arc::new(plan)),
             len: AtomicUsize::new(0),
@@ -220,9 +253,12 @@ impl Registry {
         buf: &mut KeyBuf,
     ) -> Result<Applied, Refusal> {
         let key = buf.build(s);
-        let shard = &self.shards[self.hasher.hash_one(key) as usize & (self.shards.len() - 1)];
+        let hash = self.hasher.hash_one(key);
+        // hashbrown indexes slots with the low bits and tags them with the top
+        // 7: take the shard from bits in between so both stay uniform.
+        let shard = &self.shards[(hash >> SHARD_SHIFT) as usize & (self.shards.len() - 1)];
         let mut map = shard.lock();
-        if let Some(e) = map.get_mut(key) {
+        if let Some(e) = map.find_mut(hash, |e| *e.key == *key) {
             e.last_seen = now;
             return match &mut e.body {
                 Body::Dropped => Ok(Applied::DroppedByMapping),
@@ -261,12 +297,15 @@ impl Registry {
             Body::Dropped => Applied::DroppedByMapping,
             Body::Live { .. } => Applied::Stored,
         };
-        map.insert(
-            key.into(),
+        map.insert_unique(
+            hash,
             Entry {
+                hash,
+                key: key.into(),
                 last_seen: now,
                 body,
             },
+            |e| e.hash,
         );
         self.len.fetch_add(1, Ordering::Relaxed);
         self.counters.created.fetch_add(1, Ordering::Relaxed);
@@ -330,19 +369,14 @@ impl Registry {
         let window_ids = rule
             .and_then(|m| m.windows.clone())
             .unwrap_or_else(|| plan.default_windows.clone());
-        let mut identity = prom_name.clone();
-        for (k, v) in &labels {
-            identity.push('\0');
-            identity.push_str(k);
-            identity.push('\0');
-            identity.push_str(v);
-        }
+        let prom_name: Arc<str> = prom_name.into();
+        let identity = identity_of(&prom_name, &labels);
         {
             let exposed = names::exposed_names(s.kind, &prom_name);
             let mut cat = self.catalog.lock();
             for n in &exposed {
                 if let Some((kind, base, _)) = cat.families.get(n) {
-                    if *kind != s.kind || *base != prom_name {
+                    if *kind != s.kind || **base != *prom_name {
                         return Err(Refusal::TypeConflict);
                     }
                 }
@@ -350,7 +384,7 @@ impl Registry {
             if cat.identities.contains(&identity) {
                 return Err(Refusal::LabelCollision);
             }
-            cat.identities.insert(identity.clone());
+            cat.identities.insert(identity);
             for n in exposed {
                 cat.families
                     .entry(n)
@@ -363,13 +397,16 @@ impl Registry {
             metric,
             prom_name,
             labels,
-            windows: window_ids
-                .iter()
-                .map(|&i| plan.windows[i].name.clone())
-                .collect(),
+            windows: if window_ids == plan.default_windows {
+                plan.default_window_names.clone()
+            } else {
+                window_ids
+                    .iter()
+                    .map(|&i| plan.windows[i].name.clone())
+                    .collect()
+            },
             histogram_buckets: plan.histogram_buckets.clone(),
             shared: rule.is_some_and(|m| m.shared),
-            identity,
         };
         Ok(Some((Arc::new(meta), window_ids)))
     }
@@ -380,7 +417,7 @@ impl Registry {
         let mut removed = 0;
         for shard in self.shards.iter() {
             let mut gone = Vec::new();
-            shard.lock().retain(|_, e| {
+            shard.lock().retain(|e| {
                 let keep = e.last_seen + ttl > now;
                 if !keep {
                     if let Body::Live { meta, .. } = &e.body {
@@ -393,7 +430,7 @@ impl Registry {
             if !gone.is_empty() {
                 let mut cat = self.catalog.lock();
                 for m in gone {
-                    cat.identities.remove(&m.identity);
+                    cat.identities.remove(&m.identity());
                     for n in names::exposed_names(m.kind, &m.prom_name) {
                         if let Some(f) = cat.families.get_mut(&n) {
                             f.2 -= 1;
@@ -415,7 +452,7 @@ impl Registry {
     /// Calls `f` for every live series, one shard locked at a time.
     pub fn visit(&self, mut f: impl FnMut(&Arc<SeriesMeta>, &SeriesState)) {
         for shard in self.shards.iter() {
-            for e in shard.lock().values() {
+            for e in shard.lock().iter() {
                 if let Body::Live { meta, state } = &e.body {
                     f(meta, state);
                 }

@@ -31,8 +31,9 @@ pub enum SeriesState {
     Distribution {
         /// One per configured window.
         windows: Vec<RollingWindow<Distribution>>,
-        /// Cumulative Prometheus histogram.
-        histogram: CumulativeHistogram,
+        /// Cumulative Prometheus histogram (boxed: it would make every
+        /// series' state, counters included, twice as large).
+        histogram: Box<CumulativeHistogram>,
     },
     /// Sets: windows of member hashes; cumulative samples.
     Set {
@@ -103,7 +104,7 @@ impl SeriesState {
             MetricKind::Timer | MetricKind::Histogram | MetricKind::Distribution => {
                 SeriesState::Distribution {
                     windows: windows_for(defs, ids, now),
-                    histogram: CumulativeHistogram::new(buckets),
+                    histogram: Box::new(CumulativeHistogram::new(buckets)),
                 }
             }
             MetricKind::Set => SeriesState::Set {

@@ -157,7 +157,7 @@ windows = ["1m"]
         metas.push((
             m.metric.clone(),
             m.labels.clone(),
-            m.windows.clone(),
+            m.windows.to_vec(),
             m.kind,
         ))
     });

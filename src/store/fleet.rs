@@ -128,7 +128,7 @@ pub fn window_key(prefix: &str, series: &str, window: &str) -> String {
 /// The identity of a series across instances: published name and labels.
 #[must_use]
 pub fn fleet_id(meta: &SeriesMeta) -> String {
-    let mut id = meta.prom_name.clone();
+    let mut id = meta.prom_name.to_string();
     for (k, v) in &meta.labels {
         id.push('|');
         id.push_str(k);

@@ -1,0 +1,85 @@
+//! A fixed ingest workload for instruction counting (valgrind's callgrind),
+//! which stays exact on a busy shared machine where timings do not:
+//!
+//! ```text
+//! cargo build --release --example ingest_profile
+//! valgrind --tool=callgrind target/release/examples/ingest_profile ingest 5000
+//! valgrind --tool=callgrind target/release/examples/ingest_profile parse 5000
+//! ```
+//!
+//! Builds 10k counter series from one pass of `rollstat blast` datagrams
+//! (~79 lines each), then ingests (or only parses) N more datagrams; or, with
+//! `scrape N`, renders /metrics N times (gather + TextEncoder).
+
+use std::sync::Arc;
+
+use rollstat::blast::{render_datagrams, Kind};
+use rollstat::config::Config;
+use rollstat::ingest::{Ingestor, Worker};
+use rollstat::parse::{parse_datagram, Line};
+use rollstat::series::{Plan, Registry};
+use rollstat::telemetry::Telemetry;
+use rollstat::{Clock, ManualClock, Timestamp};
+
+fn main() {
+    let mode = std::env::args().nth(1).unwrap_or_else(|| "ingest".into());
+    let n: usize = std::env::args()
+        .nth(2)
+        .map_or(5000, |a| a.parse().expect("datagrams"));
+    let cfg = Config::default();
+    let registry = Arc::new(Registry::new(Plan::from_config(&cfg), 16));
+    let clock = ManualClock::new();
+    let ing = Ingestor::new(
+        registry,
+        Arc::new(Telemetry::new().expect("telemetry")),
+        Arc::new(clock.clone()),
+        Arc::new(rollstat::service::ServiceHandle::default()),
+    );
+    let dgrams = render_datagrams(10_000, 0, Kind::Counter, 80, 1432);
+    let mut w = Worker::default();
+    for (d, _) in &dgrams {
+        ing.ingest(d, clock.now(), &mut w);
+    }
+    if mode == "scrape" {
+        ing.telemetry
+            .registry
+            .register(Box::new(
+                rollstat::expose::prometheus::SeriesCollector::new(
+                    ing.registry.clone(),
+                    Arc::new(clock.clone()),
+                    Arc::new(rollstat::service::ServiceHandle::default()),
+                ),
+            ))
+            .expect("collector");
+        let mut bytes = 0;
+        for _ in 0..n {
+            let families = ing.telemetry.registry.gather();
+            let mut out = String::new();
+            prometheus::TextEncoder::new()
+                .encode_utf8(&families, &mut out)
+                .expect("encodes");
+            bytes += out.len();
+        }
+        println!("mode=scrape scrapes={n} bytes={bytes}");
+        return;
+    }
+    let mut now = clock.now().as_nanos();
+    let mut lines = 0u64;
+    let mut acc = 0.0;
+    for i in 0..n {
+        let (d, k) = &dgrams[i % dgrams.len()];
+        lines += k;
+        now += 1_000;
+        if mode == "parse" {
+            acc += parse_datagram(d)
+                .map(|l| match l {
+                    Ok(Line::Sample(s)) => s.values().sum::<f64>(),
+                    _ => 0.0,
+                })
+                .sum::<f64>();
+        } else {
+            ing.ingest(d, Timestamp::from_nanos(now), &mut w);
+        }
+    }
+    println!("mode={mode} datagrams={n} lines={lines} acc={acc}");
+}
