@@ -4,8 +4,10 @@
 //! dashboards' queries and the live page in headless Chromium.
 //!
 //! External tools (promtool, prometheus, the Python and Node clients,
-//! chromium and chromedriver) are installed by `.ci/install-deps`; a test
-//! that misses one fails and says so.
+//! chromium and chromedriver, redis-server and redis-cli) are installed by
+//! `.ci/install-deps`; a test that misses one fails and says so. The one
+//! exception: off CI, the `redis` tests skip with a message when
+//! redis-server is missing (under CI, with `CI` set, they fail).
 
 // These tests run a real process on the real clock: deadlines need `Instant`.
 #![allow(clippy::disallowed_methods)]
@@ -14,6 +16,10 @@
 mod support;
 // A WebDriver client: chromedriver driving headless Chromium (for `page`).
 mod browser;
+// The sliding-window exactness validator and a keep-alive HTTP client (for `signals` and `redis`).
+mod exactness;
+// redis-server processes and a 3-node cluster on loopback (for `redis`).
+mod redis_server;
 
 // Real statsd clients (Python statsd, datadog, Node hot-shots) end to end.
 mod clients;
@@ -29,6 +35,8 @@ mod lifecycle;
 mod page;
 // A real Prometheus scraping the daemon.
 mod prometheus;
+// Limits and windows shared through real redis-server processes and a cluster: Lua vs memory, two daemons, faults.
+mod redis;
 // Series bounds from outside: cap, type conflicts, expiry.
 mod registry;
 // Breakers and rate limits over HTTP and statsd: exactness, trials, recovery.

@@ -9,147 +9,13 @@
 //!   /metrics, half-open admits exactly the configured trials, successes close
 //!   it; an SRE breaker's drop ratio rises with failures and falls back.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::support::Daemon;
+use crate::exactness::{hammer, max_by_receive_time, max_certainly_in_window, Http};
+use crate::support::{wait_true, Daemon};
 
-/// A keep-alive HTTP/1.1 client on one connection.
-struct Http {
-    r: BufReader<TcpStream>,
-}
-
-impl Http {
-    fn connect(addr: SocketAddr) -> Http {
-        let s = TcpStream::connect(addr).unwrap();
-        s.set_nodelay(true).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        Http {
-            r: BufReader::new(s),
-        }
-    }
-
-    /// Sends a request; returns (status, headers lowercased, body).
-    fn call(
-        &mut self,
-        method: &str,
-        path: &str,
-        body: &str,
-    ) -> (u16, Vec<(String, String)>, String) {
-        let req = format!(
-            "{method} {path} HTTP/1.1\r\nHost: rollstat\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        );
-        self.r.get_mut().write_all(req.as_bytes()).unwrap();
-        let mut status = String::new();
-        self.r.read_line(&mut status).unwrap();
-        let code: u16 = status.split_whitespace().nth(1).unwrap().parse().unwrap();
-        let mut headers = Vec::new();
-        let mut len = 0;
-        loop {
-            let mut h = String::new();
-            self.r.read_line(&mut h).unwrap();
-            let h = h.trim_end();
-            if h.is_empty() {
-                break;
-            }
-            let (k, v) = h.split_once(':').unwrap();
-            let (k, v) = (k.trim().to_ascii_lowercase(), v.trim().to_string());
-            if k == "content-length" {
-                len = v.parse().unwrap();
-            }
-            headers.push((k, v));
-        }
-        let mut buf = vec![0; len];
-        self.r.read_exact(&mut buf).unwrap();
-        (code, headers, String::from_utf8(buf).unwrap())
-    }
-}
-
-/// One admitted decision: when its request was sent and its answer received.
-/// The server decided somewhere in between.
-#[derive(Clone, Copy)]
-struct Admitted {
-    sent: Instant,
-    received: Instant,
-}
-
-/// The most admitted decisions that certainly lie in one window of length
-/// `w`: for each admitted decision as the window's end, count those whose
-/// request was sent after `received − w`. Sound despite network jitter: it
-/// only counts decisions that cannot have been more than `w` apart.
-fn max_certainly_in_window(admitted: &[Admitted], w: Duration) -> usize {
-    let mut sorted = admitted.to_vec();
-    sorted.sort_by_key(|a| a.received);
-    sorted
-        .iter()
-        .map(|end| {
-            sorted
-                .iter()
-                .filter(|a| a.received <= end.received && a.sent + w > end.received)
-                .count()
-        })
-        .max()
-        .unwrap_or(0)
-}
-
-/// The same count on receive times only (what a naive client would see).
-fn max_by_receive_time(admitted: &[Admitted], w: Duration) -> usize {
-    let mut t: Vec<Instant> = admitted.iter().map(|a| a.received).collect();
-    t.sort();
-    let mut best = 0;
-    let mut lo = 0;
-    for hi in 0..t.len() {
-        while t[hi] - t[lo] >= w {
-            lo += 1;
-        }
-        best = best.max(hi - lo + 1);
-    }
-    best
-}
-
-/// Calls acquire for `key` every `every` until `total` has passed, from one
-/// connection; returns the admitted decisions and counts (allowed, denied).
-fn hammer(
-    addr: SocketAddr,
-    limit: &str,
-    key: &str,
-    every: Duration,
-    total: Duration,
-) -> (Vec<Admitted>, usize, usize) {
-    let mut c = Http::connect(addr);
-    let start = Instant::now();
-    let mut admitted = Vec::new();
-    let mut denied = 0;
-    let mut next = start;
-    let path = format!("/api/v1/limits/{limit}/acquire?key={key}");
-    while start.elapsed() < total {
-        let sent = Instant::now();
-        let (code, headers, body) = c.call("POST", &path, "");
-        let received = Instant::now();
-        match code {
-            200 => admitted.push(Admitted { sent, received }),
-            429 => {
-                denied += 1;
-                assert!(
-                    headers.iter().any(|(k, _)| k == "retry-after"),
-                    "429 without Retry-After: {body}"
-                );
-            }
-            other => panic!("unexpected status {other}: {body}"),
-        }
-        assert!(headers
-            .iter()
-            .any(|(k, v)| k == "ratelimit-policy" && v.contains("q=100;w=1")));
-        next += every;
-        if let Some(wait) = next.checked_duration_since(Instant::now()) {
-            std::thread::sleep(wait);
-        }
-    }
-    let n = admitted.len();
-    (admitted, n, denied)
-}
+/// The policy of both limits of [`LIMITS`], as `RateLimit-Policy` gives it.
+const POLICY: &str = "q=100;w=1";
 
 const LIMITS: &str = r#"
 [listen]
@@ -172,20 +38,24 @@ rules = [{ max = 100, window_ms = 1000 }]
 fn the_exact_limit_never_admits_more_than_100_in_any_second_over_http() {
     let d = Daemon::start_with(LIMITS);
     let w = Duration::from_secs(1);
-    let (exact, allowed, denied) = hammer(
+    let exact = hammer(
         d.http,
         "exact",
         "one-client",
+        POLICY,
         Duration::from_millis(8),
         Duration::from_secs(20),
     );
-    let (approx, _, _) = hammer(
+    let approx = hammer(
         d.http,
         "approx",
         "one-client",
+        POLICY,
         Duration::from_millis(8),
         Duration::from_secs(6),
     );
+    let (allowed, denied) = (exact.admitted.len(), exact.denied);
+    let (exact, approx) = (exact.admitted, approx.admitted);
     let (m_exact, m_approx) = (
         max_certainly_in_window(&exact, w),
         max_by_receive_time(&approx, w),
@@ -220,6 +90,7 @@ fn eight_concurrent_clients_on_one_key_stay_within_the_exact_limit() {
                     addr,
                     "exact",
                     "shared",
+                    POLICY,
                     Duration::from_millis(8),
                     Duration::from_secs(6),
                 )
@@ -229,10 +100,10 @@ fn eight_concurrent_clients_on_one_key_stay_within_the_exact_limit() {
     let mut all = Vec::new();
     let (mut allowed, mut denied) = (0, 0);
     for h in handles {
-        let (a, ok, no) = h.join().unwrap();
-        all.extend(a);
-        allowed += ok;
-        denied += no;
+        let h = h.join().unwrap();
+        allowed += h.admitted.len();
+        denied += h.denied;
+        all.extend(h.admitted);
     }
     let m = max_certainly_in_window(&all, Duration::from_secs(1));
     println!(
@@ -241,10 +112,7 @@ fn eight_concurrent_clients_on_one_key_stay_within_the_exact_limit() {
     assert!(m <= 100, "8 clients got {m} admitted within one second");
     assert!(allowed >= 500 && denied > allowed, "{allowed}/{denied}");
     assert_eq!(
-        metric(
-            &d,
-            "rollstat_limit_decisions_total{limit=\"exact\",decision=\"allowed\"}"
-        ),
+        d.metric("rollstat_limit_decisions_total{limit=\"exact\",decision=\"allowed\"}"),
         Some(allowed as f64)
     );
 }
@@ -327,36 +195,17 @@ fn get(d: &Daemon, path: &str) -> String {
     d.get(path, &[]).text()
 }
 
-/// The value of the first /metrics sample whose line starts with `prefix`.
-fn metric(d: &Daemon, prefix: &str) -> Option<f64> {
-    get(d, "/metrics")
-        .lines()
-        .find(|l| l.starts_with(prefix))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-}
-
-fn wait_true(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
-    crate::support::wait_until(limit, what, || {
-        if f() {
-            Ok(())
-        } else {
-            Err("not yet".into())
-        }
-    });
-}
-
 #[test]
 fn statsd_failures_open_the_breaker_half_open_admits_exactly_the_trials_and_successes_close_it() {
     let d = Daemon::start_with(BREAKERS);
     let state = "rollstat_breaker_state{breaker=\"pay\",kind=\"error_rate\"}";
-    assert_eq!(metric(&d, state), Some(0.0));
+    assert_eq!(d.metric(state), Some(0.0));
     d.send_udp(b"pay.requests:20|c\npay.failures:12|c\n");
     wait_true(Duration::from_secs(5), "the breaker to open", || {
-        metric(&d, state) == Some(1.0)
+        d.metric(state) == Some(1.0)
     });
     assert_eq!(
-        metric(&d, "rollstat_breaker_drop_ratio{breaker=\"pay\""),
+        d.metric("rollstat_breaker_drop_ratio{breaker=\"pay\""),
         Some(1.0)
     );
     let decision = get(&d, "/api/v1/breakers/pay/decision");
@@ -364,7 +213,7 @@ fn statsd_failures_open_the_breaker_half_open_admits_exactly_the_trials_and_succ
 
     // After open_duration the ticker moves it to half-open with nobody asking.
     wait_true(Duration::from_secs(5), "half-open", || {
-        metric(&d, state) == Some(2.0)
+        d.metric(state) == Some(2.0)
     });
     let verdicts: Vec<bool> = (0..5)
         .map(|_| get(&d, "/api/v1/breakers/pay/decision").contains("\"decision\":\"allow\""))
@@ -378,7 +227,7 @@ fn statsd_failures_open_the_breaker_half_open_admits_exactly_the_trials_and_succ
     // The trials succeed (reported as statsd counters): closed again.
     d.send_udp(b"pay.requests:3|c\n");
     wait_true(Duration::from_secs(5), "closed", || {
-        metric(&d, state) == Some(0.0)
+        d.metric(state) == Some(0.0)
     });
     let m = get(&d, "/metrics");
     for (from, to) in [
@@ -400,10 +249,11 @@ fn sre_drop_ratio_rises_with_failures_and_falls_as_successes_return() {
     d.send_udp(b"search.calls:100|c|#outcome:error\n");
     // (100 - 5 - 0) / 101 = 0.94 before the working-streak damping (none yet).
     wait_true(Duration::from_secs(5), "the drop ratio to rise", || {
-        metric(&d, ratio).is_some_and(|r| (r - 95.0 / 101.0).abs() < 1e-9)
+        d.metric(ratio)
+            .is_some_and(|r| (r - 95.0 / 101.0).abs() < 1e-9)
     });
     assert_eq!(
-        metric(&d, "rollstat_breaker_state{breaker=\"search\""),
+        d.metric("rollstat_breaker_state{breaker=\"search\""),
         Some(1.0)
     );
     // Successes outweigh failures / k: the ratio goes back to 0.
@@ -415,10 +265,10 @@ fn sre_drop_ratio_rises_with_failures_and_falls_as_successes_return() {
     );
     assert_eq!(code, 200, "{body}");
     wait_true(Duration::from_secs(5), "the drop ratio to fall", || {
-        metric(&d, ratio) == Some(0.0)
+        d.metric(ratio) == Some(0.0)
     });
     assert_eq!(
-        metric(&d, "rollstat_breaker_state{breaker=\"search\""),
+        d.metric("rollstat_breaker_state{breaker=\"search\""),
         Some(0.0)
     );
 }

@@ -82,6 +82,17 @@ pub fn wait_for<T: PartialEq + std::fmt::Debug>(
     });
 }
 
+/// Polls `f` until it returns true, or fails after `limit` naming `what`.
+pub fn wait_true(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
+    wait_until(limit, what, || {
+        if f() {
+            Ok(())
+        } else {
+            Err("not yet".into())
+        }
+    });
+}
+
 /// A temporary directory removed on drop.
 pub struct TempDir(PathBuf);
 
@@ -138,6 +149,11 @@ impl Proc {
             name: name.to_string(),
             stderr: dir.join(format!("{name}.err")),
         }
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// Fails if the process has exited (its stderr follows, from drop).
@@ -395,6 +411,13 @@ impl Daemon {
         }
     }
 
+    /// Whether the process is still running.
+    pub fn alive(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
     /// The daemon's process id.
     pub fn pid(&self) -> u32 {
         self.child.as_ref().expect("running").id()
@@ -447,6 +470,12 @@ impl Daemon {
             &[("Content-Type", content_type)],
             body,
         )
+    }
+
+    /// The value of the first `/metrics` sample whose line starts with
+    /// `prefix` (a name, or a name and the start of its labels).
+    pub fn metric(&self, prefix: &str) -> Option<f64> {
+        sample_value(&self.get("/metrics", &[]).text(), prefix)
     }
 
     /// A plain-text scrape, parsed.
@@ -764,6 +793,15 @@ impl Scrape {
             .filter_map(|s| Some((s.labels.get(label)?.clone(), s.value)))
             .collect()
     }
+}
+
+/// The value of the first line of the exposition `text` that starts with
+/// `prefix`.
+pub fn sample_value(text: &str, prefix: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| l.starts_with(prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
 }
 
 fn parse_sample(line: &str) -> Result<Sample, String> {
