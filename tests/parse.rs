@@ -157,30 +157,10 @@ fn hostile_input_table() {
 
 // ---- no allocation ----
 
-/// Counts allocations made by the current thread while counting is on, so
-/// the test below is not disturbed by other test threads.
-struct CountingAlloc;
-
-thread_local! {
-    static ALLOCS: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
-}
-
-// SAFETY: forwards to the system allocator unchanged; the bookkeeping only
-// touches a const-initialised thread-local `Cell`, which never allocates.
-unsafe impl std::alloc::GlobalAlloc for CountingAlloc {
-    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
-        let _ = ALLOCS.try_with(|c| c.set(c.get().map(|n| n + 1)));
-        // SAFETY: same contract as the caller's.
-        unsafe { std::alloc::System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
-        // SAFETY: same contract as the caller's.
-        unsafe { std::alloc::System.dealloc(ptr, layout) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: CountingAlloc = CountingAlloc;
+// Counts this thread's allocations only, so other test threads don't disturb it.
+#[path = "common/counting_alloc.rs"]
+mod counting_alloc;
+use counting_alloc::ALLOCS;
 
 #[test]
 fn parsing_and_reading_a_datagram_allocates_nothing() {

@@ -459,6 +459,33 @@ impl RedisStore {
     }
 
     /// `EVALSHA`, loading the script on `NOSCRIPT` and trying once more.
+    /// Runs a limit script under the store's deadline and gate, and checks
+    /// that it answered `expect` integers.
+    async fn run_limit_script(
+        &self,
+        script: &Script,
+        cmd: &Cmd,
+        now: Timestamp,
+        expect: usize,
+        what: &str,
+    ) -> Result<Vec<i64>, StoreError> {
+        let gate = self.gate("limit", now)?;
+        let r = tokio::time::timeout(self.cfg.timeout, async {
+            let mut c = self.connection().await?;
+            let v = self.evalsha(&mut c, script, cmd).await?;
+            redis::from_redis_value::<Vec<i64>>(v).map_err(redis::RedisError::from)
+        })
+        .await;
+        let v = self.settle("limit", now, gate, r)?;
+        if v.len() != expect {
+            return Err(StoreError::Failed(format!(
+                "the {what} script answered {} numbers, expected {expect}",
+                v.len()
+            )));
+        }
+        Ok(v)
+    }
+
     async fn evalsha(&self, conn: &mut Conn, script: &Script, cmd: &Cmd) -> RedisResult<Value> {
         match cmd.query_async::<Value>(conn).await {
             Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
@@ -568,21 +595,15 @@ impl RedisStore {
         for r in rules {
             cmd.arg(r.max()).arg(r.window_nanos().div_ceil(1000));
         }
-        let gate = self.gate("limit", now)?;
-        let r = tokio::time::timeout(self.cfg.timeout, async {
-            let mut c = self.connection().await?;
-            let v = self.evalsha(&mut c, &self.log_script, &cmd).await?;
-            redis::from_redis_value::<Vec<i64>>(v).map_err(redis::RedisError::from)
-        })
-        .await;
-        let v = self.settle("limit", now, gate, r)?;
-        if v.len() != 3 + 2 * rules.len() {
-            return Err(StoreError::Failed(format!(
-                "the sliding-log script answered {} numbers, expected {}",
-                v.len(),
-                3 + 2 * rules.len()
-            )));
-        }
+        let v = self
+            .run_limit_script(
+                &self.log_script,
+                &cmd,
+                now,
+                3 + 2 * rules.len(),
+                "sliding-log",
+            )
+            .await?;
         // Times relative to the caller's `now` (the script may have moved
         // its `now` forward to the newest entry).
         let base = (v[1].max(0) as u64).saturating_mul(1000);
@@ -644,21 +665,15 @@ impl RedisStore {
                 .arg(r.window_nanos() / 1000)
                 .arg(now_us - start / 1000);
         }
-        let gate = self.gate("limit", now)?;
-        let r = tokio::time::timeout(self.cfg.timeout, async {
-            let mut c = self.connection().await?;
-            let v = self.evalsha(&mut c, &self.counter_script, &cmd).await?;
-            redis::from_redis_value::<Vec<i64>>(v).map_err(redis::RedisError::from)
-        })
-        .await;
-        let v = self.settle("limit", now, gate, r)?;
-        if v.len() != 1 + 2 * rules.len() {
-            return Err(StoreError::Failed(format!(
-                "the sliding-counter script answered {} numbers, expected {}",
-                v.len(),
-                1 + 2 * rules.len()
-            )));
-        }
+        let v = self
+            .run_limit_script(
+                &self.counter_script,
+                &cmd,
+                now,
+                1 + 2 * rules.len(),
+                "sliding-counter",
+            )
+            .await?;
         let clamp = |x: i64| u32::try_from(x.max(0)).unwrap_or(u32::MAX);
         let counts: Vec<(u64, u32, u32)> = starts
             .iter()
