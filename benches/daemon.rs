@@ -4,10 +4,12 @@
 //!   registry that already holds its 10k series, next to parsing the same
 //!   datagrams alone, so the ratio (registry cost per line) is read from one
 //!   run;
-//! * `render/*`: a whole `/metrics` scrape through the prometheus crate
-//!   (the series collector registered in the telemetry registry, `gather`,
-//!   `TextEncoder`) for 10k and 100k counter series with one 10-bucket
-//!   window; the body size is printed once per size.
+//! * `render/*`: the series part of a `/metrics` scrape for 10k and 100k
+//!   counter series with one 10-bucket window: `text_1t`/`text_2t` is what
+//!   the daemon does ([`rollstat::expose::text::render`] on one or two
+//!   threads), `crate` the baseline of the same through the prometheus crate
+//!   (the series collector in the telemetry registry, `gather`,
+//!   `TextEncoder`); sizes and an equality check are printed once per size.
 //!
 //! Time is passed in (advanced per iteration), as in the window benches.
 
@@ -120,6 +122,7 @@ fn scrape(ing: &Ingestor) -> String {
 }
 
 fn render(c: &mut Criterion) {
+    use rollstat::expose::text::{self, Format};
     let mut g = c.benchmark_group("render");
     g.sample_size(10);
     g.measurement_time(Duration::from_secs(10));
@@ -128,40 +131,47 @@ fn render(c: &mut Criterion) {
         fill(&ing, &clock, n);
         clock.advance(Duration::from_millis(1500));
         let body = scrape(&ing);
+        let pool = text::ChunkPool::new();
+        let written = text::render(&ing.registry, clock.now(), Format::Prometheus, 2, &pool);
+        let written = String::from_utf8(written.concat()).expect("utf-8");
         eprintln!(
-            "render/metrics_text/{label}: {} bytes, {} lines ({:.0} bytes per series)",
+            "render/{label}: crate {} bytes, {} lines ({:.0} bytes per series); text writer {} bytes, same samples as the crate: {}",
             body.len(),
             body.lines().count(),
-            body.len() as f64 / n as f64
+            body.len() as f64 / n as f64,
+            written.len(),
+            same_samples(&series_text(&ing, &clock), &written),
         );
         g.throughput(Throughput::Elements(n as u64));
-        g.bench_function(format!("metrics_text/{label}"), |b| {
+        // Baseline: the whole exposition through the prometheus crate (the
+        // series collector in the telemetry registry, gather, TextEncoder).
+        g.bench_function(format!("crate/{label}"), |b| {
             b.iter(|| black_box(scrape(&ing).len()))
         });
-        let reference = series_text(&ing, &clock);
-        let sketch = direct_text_sketch(&ing.registry, clock.now());
-        eprintln!(
-            "render/direct_text_sketch/{label}: {} bytes, identical to the crate's series text: {}",
-            sketch.len(),
-            sketch == reference
-        );
-        g.bench_function(format!("direct_text_sketch/{label}"), |b| {
-            b.iter(|| black_box(direct_text_sketch(&ing.registry, clock.now()).len()))
-        });
-        g.bench_function(format!("collect_only/{label}"), |b| {
-            b.iter(|| {
-                black_box(rollstat::expose::prometheus::collect_series(
-                    &ing.registry,
-                    clock.now(),
-                ))
-            })
-        });
+        // What /metrics does for the series: the text writer, on one thread
+        // and split across two.
+        for threads in [1, 2] {
+            g.bench_function(format!("text_{threads}t/{label}"), |b| {
+                b.iter(|| {
+                    black_box(
+                        text::render(
+                            &ing.registry,
+                            clock.now(),
+                            Format::Prometheus,
+                            threads,
+                            &pool,
+                        )
+                        .len(),
+                    )
+                })
+            });
+        }
     }
     g.finish();
 }
 
 /// The series families alone through the crate (collect_series + TextEncoder,
-/// no gather), to check the sketch against.
+/// no gather), to compare the text writer's output with.
 fn series_text(ing: &Ingestor, clock: &ManualClock) -> String {
     let families = rollstat::expose::prometheus::collect_series(&ing.registry, clock.now());
     let mut out = String::new();
@@ -171,111 +181,12 @@ fn series_text(ing: &Ingestor, clock: &ManualClock) -> String {
     out
 }
 
-/// NOT the exposition: a sketch measuring what writing the same text
-/// directly (no proto structs, no per-metric allocation) would cost, for
-/// counter series only (windowed samples/sum/rate/avg/min/max and
-/// `<name>_total`). The startup check prints whether its bytes equal the
-/// crate's output for the same registry.
-fn direct_text_sketch(registry: &Registry, now: rollstat::Timestamp) -> String {
-    use rollstat::series::{SeriesMeta, WindowView};
-    use std::fmt::Write as _;
-    const FAMILIES: [(&str, &str); 6] = [
-        ("rollstat_window_samples", "Samples in the window, weighted by 1/sample_rate (go-zero Count)."),
-        ("rollstat_window_sum_value", "Sum of values in the window, weighted by 1/sample_rate (go-zero Sum)."),
-        ("rollstat_window_rate", "Per second over the time the window's buckets cover: increments for counters, samples for other types."),
-        ("rollstat_window_avg", "Average value in the window (sum / samples)."),
-        ("rollstat_window_min", "Smallest value in the window."),
-        ("rollstat_window_max", "Largest value in the window."),
-    ];
-    fn esc(out: &mut String, v: &str) {
-        if v.bytes().any(|b| matches!(b, b'\\' | b'"' | b'\n')) {
-            for c in v.chars() {
-                match c {
-                    '\\' => out.push_str("\\\\"),
-                    '"' => out.push_str("\\\""),
-                    '\n' => out.push_str("\\n"),
-                    c => out.push(c),
-                }
-            }
-        } else {
-            out.push_str(v);
-        }
-    }
-    let plan = registry.plan();
-    let mut series: Vec<(Arc<SeriesMeta>, Vec<WindowView>, f64)> =
-        Vec::with_capacity(registry.len());
-    registry.visit(|meta, state| {
-        let views = (0..meta.windows.len())
-            .map(|i| state.window_view(i, now, &plan.quantiles))
-            .collect();
-        let total = match state {
-            rollstat::series::SeriesState::Counter { total, .. } => *total,
-            _ => 0.0,
-        };
-        series.push((meta.clone(), views, total));
-    });
-    series.sort_unstable_by(|(a, ..), (b, ..)| {
-        a.labels
-            .len()
-            .cmp(&b.labels.len())
-            .then_with(|| a.metric.cmp(&b.metric))
-            .then_with(|| {
-                a.labels
-                    .iter()
-                    .map(|l| &l.1)
-                    .cmp(b.labels.iter().map(|l| &l.1))
-            })
-    });
-    let mut out = String::with_capacity(series.len() * 560);
-    for (f, (name, help)) in FAMILIES.iter().enumerate() {
-        let _ = write!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n");
-        for (meta, views, _) in &series {
-            for (wname, v) in meta.windows.iter().zip(views) {
-                let value = match f {
-                    0 => Some(v.samples),
-                    1 => Some(v.sum),
-                    2 => Some(v.rate),
-                    3 => v.avg,
-                    4 => v.min,
-                    _ => v.max,
-                };
-                let Some(x) = value.filter(|x| x.is_finite()) else {
-                    continue;
-                };
-                out.push_str(name);
-                out.push_str("{metric=\"");
-                esc(&mut out, &meta.metric);
-                out.push_str("\",window=\"");
-                esc(&mut out, wname);
-                out.push('"');
-                for (k, v) in &meta.labels {
-                    let _ = write!(out, ",{k}=\"");
-                    esc(&mut out, v);
-                    out.push('"');
-                }
-                let _ = writeln!(out, "}} {x}");
-            }
-        }
-    }
-    let mut by_name: Vec<&(Arc<SeriesMeta>, Vec<WindowView>, f64)> = series.iter().collect();
-    by_name.sort_by(|a, b| a.0.prom_name.cmp(&b.0.prom_name));
-    for (meta, _, total) in by_name {
-        let n = &meta.prom_name;
-        let _ = write!(
-            out,
-            "# HELP {n}_total statsd counter {} (sum of increments, weighted by 1/sample_rate).\n# TYPE {n}_total counter\n{n}_total",
-            meta.metric
-        );
-        if !meta.labels.is_empty() {
-            out.push('{');
-            for (i, (k, v)) in meta.labels.iter().enumerate() {
-                let _ = write!(out, "{}{k}=\"", if i == 0 { "" } else { "," });
-                esc(&mut out, v);
-                out.push('"');
-            }
-            out.push('}');
-        }
-        let _ = writeln!(out, " {total}");
-    }
-    out
+/// Whether two expositions hold the same lines (the text writer does not
+/// sort series within a family; the crate does).
+fn same_samples(a: &str, b: &str) -> bool {
+    let mut a: Vec<&str> = a.lines().collect();
+    let mut b: Vec<&str> = b.lines().collect();
+    a.sort_unstable();
+    b.sort_unstable();
+    a == b
 }

@@ -9,7 +9,9 @@
 //!
 //! Builds 10k counter series from one pass of `rollstat blast` datagrams
 //! (~79 lines each), then ingests (or only parses) N more datagrams; or, with
-//! `scrape N`, renders /metrics N times (gather + TextEncoder).
+//! `scrape N`, renders /metrics N times through the prometheus crate
+//! (gather + TextEncoder); or, with `text N`, writes the series N times with
+//! the text writer `/metrics` uses (one thread).
 
 use std::sync::Arc;
 
@@ -26,7 +28,12 @@ fn main() {
     let n: usize = std::env::args()
         .nth(2)
         .map_or(5000, |a| a.parse().expect("datagrams"));
-    let cfg = Config::default();
+    // Optional third argument: counter names (series) to build, 10k if absent.
+    let names: usize = std::env::args()
+        .nth(3)
+        .map_or(10_000, |a| a.parse().expect("names"));
+    let mut cfg = Config::default();
+    cfg.series.max_series = names + 1000;
     let registry = Arc::new(Registry::new(Plan::from_config(&cfg), 16));
     let clock = ManualClock::new();
     let ing = Ingestor::new(
@@ -35,10 +42,27 @@ fn main() {
         Arc::new(clock.clone()),
         Arc::new(rollstat::service::ServiceHandle::default()),
     );
-    let dgrams = render_datagrams(10_000, 0, Kind::Counter, 80, 1432);
+    let dgrams = render_datagrams(names, 0, Kind::Counter, 80, 1432);
     let mut w = Worker::default();
     for (d, _) in &dgrams {
         ing.ingest(d, clock.now(), &mut w);
+    }
+    if mode == "text" {
+        let threads = std::env::var("RENDER_THREADS").map_or(1, |t| t.parse().expect("threads"));
+        let pool = rollstat::expose::text::ChunkPool::new();
+        let mut bytes = 0;
+        for _ in 0..n {
+            bytes += rollstat::expose::text::render(
+                &ing.registry,
+                clock.now(),
+                rollstat::expose::text::Format::Prometheus,
+                threads,
+                &pool,
+            )
+            .len();
+        }
+        println!("mode=text renders={n} bytes={bytes}");
+        return;
     }
     if mode == "scrape" {
         ing.telemetry

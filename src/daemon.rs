@@ -165,13 +165,13 @@ pub async fn run(
         .as_ref()
         .filter(|_| cfg.mappings.iter().any(|m| m.shared))
         .map(|s| Arc::new(FleetWindows::new(s.config())));
-    telemetry
-        .registry
-        .register(Box::new(
-            SeriesCollector::new(registry.clone(), clock.clone(), services.clone())
-                .with_fleet(fleet.clone()),
-        ))
-        .map_err(io::Error::other)?;
+    // Not registered in the telemetry registry: /metrics calls it with the
+    // scrape's one clock reading, and writes the series itself.
+    let state_families = Arc::new(
+        SeriesCollector::new(registry.clone(), clock.clone(), services.clone())
+            .without_series()
+            .with_fleet(fleet.clone()),
+    );
     let ingestor = Arc::new(Ingestor::new(
         registry.clone(),
         telemetry.clone(),
@@ -315,6 +315,8 @@ pub async fn run(
         reloader,
         udp_port,
         max_body: cfg.ingest.http_max_body_bytes,
+        metrics_buffers: crate::expose::text::ChunkPool::new(),
+        state_families,
     };
     let http = tokio::net::TcpListener::from_std(listeners.http)?;
     let mut http_rx = stop_rx.clone();

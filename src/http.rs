@@ -23,10 +23,11 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
-use tower_http::compression::CompressionLayer;
+use tower_http::compression::{CompressionLayer, CompressionLevel};
 
+use crate::expose::prometheus::SeriesCollector;
 use crate::expose::signals::BreakerJson;
-use crate::expose::{json, openmetrics};
+use crate::expose::{json, openmetrics, text};
 use crate::ingest::{Ingestor, Worker};
 use crate::mapping::Glob;
 use crate::reload::Reloader;
@@ -44,6 +45,11 @@ pub struct AppState {
     pub udp_port: Option<u16>,
     /// Largest ingest body.
     pub max_body: usize,
+    /// `/metrics` text buffers, reused from one scrape to the next.
+    pub metrics_buffers: Arc<text::ChunkPool>,
+    /// `/metrics` families other than the series and the self-metrics:
+    /// registry statistics, breakers, limits, the fleet view.
+    pub state_families: Arc<SeriesCollector>,
 }
 
 /// The router.
@@ -65,7 +71,10 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/limits", get(limits))
         .route("/api/v1/limits/{name}/acquire", post(acquire))
         .merge(crate::expose::page::routes())
-        .layer(CompressionLayer::new())
+        // Fastest gzip: Prometheus asks for gzip on every scrape, and at 100k
+        // series level 1 took 0.17 s where the default level took 0.57 s,
+        // for a body 7.5% larger (benches/scrape/run.sh).
+        .layer(CompressionLayer::new().quality(CompressionLevel::Fastest))
         .with_state(state)
 }
 
@@ -78,12 +87,20 @@ async fn metrics(State(st): State<AppState>, headers: HeaderMap) -> Response {
     // the reactor.
     let rendered = tokio::task::spawn_blocking(move || render_metrics(&st, open)).await;
     match rendered {
-        Ok(Ok(body)) => {
+        Ok(Ok(pieces)) => {
             let ct = if open {
                 openmetrics::CONTENT_TYPE
             } else {
                 "text/plain; version=0.0.4; charset=utf-8"
             };
+            // The pieces go out as they are: at 100k series they are ~54 MB
+            // that a single buffer would copy once more.
+            // Each piece's buffer returns to the pool once sent.
+            let chunks = pieces
+                .into_iter()
+                .filter(|p| !p.is_empty())
+                .map(|p| Ok::<_, std::convert::Infallible>(Bytes::from_owner(p)));
+            let body = axum::body::Body::from_stream(futures_util::stream::iter(chunks));
             ([(header::CONTENT_TYPE, ct)], body).into_response()
         }
         Ok(Err(e)) => {
@@ -102,8 +119,11 @@ async fn metrics(State(st): State<AppState>, headers: HeaderMap) -> Response {
     }
 }
 
-/// Renders the whole exposition: self-metrics and every series.
-pub fn render_metrics(st: &AppState, openmetrics: bool) -> prometheus::Result<String> {
+/// Renders the whole exposition, in pieces to send in order: the
+/// self-metrics, breakers, limits and fleet view through the `prometheus`
+/// crate, then every series written by [`text::render`], all as of one
+/// clock reading.
+pub fn render_metrics(st: &AppState, openmetrics: bool) -> prometheus::Result<Vec<text::Piece>> {
     let tel = &st.ingestor.telemetry;
     let timer = tel.scrape_duration.start_timer();
     if let Some(port) = st.udp_port {
@@ -111,16 +131,42 @@ pub fn render_metrics(st: &AppState, openmetrics: bool) -> prometheus::Result<St
             tel.udp_kernel_drops.set(d as i64);
         }
     }
-    let families = tel.registry.gather();
-    let mut out = String::new();
-    if openmetrics {
-        openmetrics::encode(&families, &mut out)?;
+    // One clock reading for everything this scrape publishes.
+    let now = st.state_families.now();
+    let mut families = tel.registry.gather();
+    families.extend(st.state_families.collect_at(now));
+    let mut head = String::new();
+    let format = if openmetrics {
+        openmetrics::encode_families(&families, &mut head)?;
+        text::Format::OpenMetrics
     } else {
-        prometheus::TextEncoder::new().encode_utf8(&families, &mut out)?;
+        prometheus::TextEncoder::new().encode_utf8(&families, &mut head)?;
+        text::Format::Prometheus
+    };
+    // Half the cores at most: the other half keeps receiving statsd.
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| (n.get() / 2).clamp(1, MAX_RENDER_THREADS));
+    let series = text::render(
+        &st.ingestor.registry,
+        now,
+        format,
+        threads,
+        &st.metrics_buffers,
+    );
+    let mut pieces = Vec::with_capacity(series.pieces.len() + 2);
+    pieces.push(text::Piece::owned(head.into_bytes()));
+    pieces.extend(series.pieces);
+    if openmetrics {
+        pieces.push(text::Piece::owned(b"# EOF\n".to_vec()));
     }
     timer.observe_duration();
-    Ok(out)
+    Ok(pieces)
 }
+
+/// Threads that write a large `/metrics` at most (one per two cores up to
+/// this). On the 2-core machine of the README's figures a second thread did
+/// not make a 100k-series scrape faster, so it uses one.
+const MAX_RENDER_THREADS: usize = 4;
 
 #[derive(Deserialize)]
 struct SeriesQuery {

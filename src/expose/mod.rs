@@ -7,3 +7,4 @@ pub mod openmetrics;
 pub mod page;
 pub mod prometheus;
 pub mod signals;
+pub mod text;

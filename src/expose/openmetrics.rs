@@ -62,8 +62,16 @@ fn labels(m: &Metric, extra: Option<(&str, &str)>, out: &mut String) {
     out.push('}');
 }
 
-/// Encodes `families` as OpenMetrics text into `out`.
+/// Encodes `families` as OpenMetrics text into `out`, ending with `# EOF`.
 pub fn encode(families: &[MetricFamily], out: &mut String) -> prometheus::Result<()> {
+    encode_families(families, out)?;
+    out.push_str("# EOF\n");
+    Ok(())
+}
+
+/// Encodes `families` without the final `# EOF`, for an exposition that
+/// goes on with more families (the series, written by [`super::text`]).
+pub fn encode_families(families: &[MetricFamily], out: &mut String) -> prometheus::Result<()> {
     for f in families {
         let name = f.name();
         let (meta_name, kind) = match f.get_field_type() {
@@ -127,6 +135,5 @@ pub fn encode(families: &[MetricFamily], out: &mut String) -> prometheus::Result
             }
         }
     }
-    out.push_str("# EOF\n");
     Ok(())
 }

@@ -35,6 +35,7 @@ pub struct SeriesCollector {
     clock: Arc<dyn Clock>,
     services: Arc<ServiceHandle>,
     fleet: Option<Arc<crate::store::FleetWindows>>,
+    series: bool,
 }
 
 impl SeriesCollector {
@@ -51,7 +52,18 @@ impl SeriesCollector {
             clock,
             services,
             fleet: None,
+            series: true,
         }
+    }
+
+    /// Leaves the series families out: the daemon writes those with
+    /// [`crate::expose::text`], which produces the same samples at a
+    /// fraction of the cost, and registers this collector for the rest
+    /// (registry statistics, breakers, limits, the fleet view).
+    #[must_use]
+    pub fn without_series(mut self) -> Self {
+        self.series = false;
+        self
     }
 
     /// Also publishes the fleet view of shared windows.
@@ -62,7 +74,7 @@ impl SeriesCollector {
     }
 }
 
-const WINDOWED: [(&str, &str); 8] = [
+pub(crate) const WINDOWED: [(&str, &str); 8] = [
     ("rollstat_window_samples", "Samples in the window, weighted by 1/sample_rate (go-zero Count)."),
     ("rollstat_window_sum_value", "Sum of values in the window, weighted by 1/sample_rate (go-zero Sum)."),
     ("rollstat_window_rate", "Per second over the time the window's buckets cover: increments for counters, samples for other types."),
@@ -107,7 +119,8 @@ pub(crate) fn family(
 pub fn collect_series(registry: &Registry, now: crate::Timestamp) -> Vec<MetricFamily> {
     let plan = registry.plan();
     let mut windowed: [Vec<Metric>; 8] = Default::default();
-    let mut cumulative: BTreeMap<String, (MetricType, String, Vec<Metric>)> = BTreeMap::new();
+    let mut cumulative: BTreeMap<String, (MetricType, String, String, Vec<Metric>)> =
+        BTreeMap::new();
     // Views are computed under the shard locks; metrics are built afterwards
     // in the order `Registry::gather` sorts them (label count, then label
     // values: metric, window, tags), so its stable sort finds each family
@@ -146,7 +159,7 @@ pub fn collect_series(registry: &Registry, now: crate::Timestamp) -> Vec<MetricF
             out.push(family(name.to_string(), help, MetricType::GAUGE, metrics));
         }
     }
-    for (name, (t, help, metrics)) in cumulative {
+    for (name, (t, help, _, metrics)) in cumulative {
         out.push(family(name, &help, t, metrics));
     }
     out
@@ -162,22 +175,33 @@ pub(crate) fn base_labels(meta: &SeriesMeta, window: &str) -> Vec<LabelPair> {
     l
 }
 
+/// The windowed values of one view by family index into [`WINDOWED`]
+/// (the quantile family, index 6, comes from `v.quantiles` instead): the one
+/// rule of which family publishes what, shared by this collector and the
+/// text writer ([`crate::expose::text`]). Undefined and non-finite values are
+/// `None`: left out, never published as NaN.
+pub(crate) fn windowed_values(kind: MetricKind, v: &WindowView) -> [Option<f64>; 8] {
+    let sum = (kind != MetricKind::Set).then_some(v.sum);
+    [
+        Some(v.samples),
+        sum,
+        Some(v.rate),
+        v.avg,
+        v.min,
+        v.max,
+        None,
+        v.unique.map(|u| u as f64),
+    ]
+    .map(|x| x.filter(|x| x.is_finite()))
+}
+
 fn push_windowed(out: &mut [Vec<Metric>; 8], meta: &SeriesMeta, window: &str, v: &WindowView) {
     let labels = base_labels(meta, window);
-    let mut put = |i: usize, value: Option<f64>| {
-        if let Some(x) = value.filter(|x| x.is_finite()) {
+    for (i, value) in windowed_values(meta.kind, v).into_iter().enumerate() {
+        if let Some(x) = value {
             out[i].push(gauge(labels.clone(), x));
         }
-    };
-    put(0, Some(v.samples));
-    if meta.kind != MetricKind::Set {
-        put(1, Some(v.sum));
     }
-    put(2, Some(v.rate));
-    put(3, v.avg);
-    put(4, v.min);
-    put(5, v.max);
-    put(7, v.unique.map(|u| u as f64));
     for (q, value) in &v.quantiles {
         if let Some(x) = value.filter(|x| x.is_finite()) {
             let mut l = labels.clone();
@@ -187,7 +211,7 @@ fn push_windowed(out: &mut [Vec<Metric>; 8], meta: &SeriesMeta, window: &str, v:
     }
 }
 
-fn format_q(q: f64) -> String {
+pub(crate) fn format_q(q: f64) -> String {
     let s = format!("{q}");
     if s.contains('.') || s.contains('e') {
         s
@@ -196,46 +220,94 @@ fn format_q(q: f64) -> String {
     }
 }
 
+/// The cumulative family a series belongs to, per statsd type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Cumulative {
+    /// `<name>_total`.
+    Counter,
+    /// `<name>`.
+    Gauge,
+    /// `<name>_bucket/_sum/_count` (timers in seconds).
+    Histogram,
+}
+
+impl Cumulative {
+    /// The family of `kind`; sets have none (a distinct count since birth
+    /// is unbounded state, and sets publish `rollstat_window_unique`).
+    pub(crate) fn of(kind: MetricKind) -> Option<Cumulative> {
+        match kind {
+            MetricKind::Counter => Some(Cumulative::Counter),
+            MetricKind::Gauge => Some(Cumulative::Gauge),
+            MetricKind::Timer | MetricKind::Histogram | MetricKind::Distribution => {
+                Some(Cumulative::Histogram)
+            }
+            MetricKind::Set => None,
+        }
+    }
+
+    /// The family name for the sanitised statsd name `prom_name`.
+    pub(crate) fn family_name(self, prom_name: &str) -> String {
+        match self {
+            Cumulative::Counter => format!("{prom_name}_total"),
+            Cumulative::Gauge | Cumulative::Histogram => prom_name.to_string(),
+        }
+    }
+
+    /// The family's HELP text, naming the statsd metric.
+    pub(crate) fn help(self, kind: MetricKind, metric: &str) -> String {
+        let (before, after) = self.help_around(kind);
+        format!("{before}{metric}{after}")
+    }
+
+    /// The HELP text before and after the statsd name (so the text writer
+    /// can write it without formatting a `String` per family).
+    pub(crate) fn help_around(self, kind: MetricKind) -> (&'static str, &'static str) {
+        match (self, kind) {
+            (Cumulative::Counter, _) => (
+                "statsd counter ",
+                " (sum of increments, weighted by 1/sample_rate).",
+            ),
+            (Cumulative::Gauge, _) => ("statsd gauge ", "."),
+            (Cumulative::Histogram, MetricKind::Timer) => ("statsd timer ", " in seconds."),
+            (Cumulative::Histogram, MetricKind::Histogram) => ("statsd histogram ", "."),
+            (Cumulative::Histogram, _) => ("statsd distribution ", "."),
+        }
+    }
+
+    fn metric_type(self) -> MetricType {
+        match self {
+            Cumulative::Counter => MetricType::COUNTER,
+            Cumulative::Gauge => MetricType::GAUGE,
+            Cumulative::Histogram => MetricType::HISTOGRAM,
+        }
+    }
+}
+
 fn push_cumulative(
-    out: &mut BTreeMap<String, (MetricType, String, Vec<Metric>)>,
+    out: &mut BTreeMap<String, (MetricType, String, String, Vec<Metric>)>,
     meta: &SeriesMeta,
     state: &SeriesState,
 ) {
+    let Some(family) = Cumulative::of(meta.kind) else {
+        return;
+    };
     let labels: Vec<LabelPair> = meta.labels.iter().map(|(k, v)| pair(k, v)).collect();
-    let (name, t, help, mut metric) = match state {
+    let mut metric = match state {
         SeriesState::Counter { total, .. } => {
             let mut c = Counter::default();
             c.set_value(*total);
             let mut m = Metric::default();
             m.set_counter(c);
-            (
-                format!("{}_total", meta.prom_name),
-                MetricType::COUNTER,
-                format!(
-                    "statsd counter {} (sum of increments, weighted by 1/sample_rate).",
-                    meta.metric
-                ),
-                m,
-            )
+            m
         }
-        SeriesState::Gauge { value, .. } => (
-            meta.prom_name.to_string(),
-            MetricType::GAUGE,
-            format!("statsd gauge {}.", meta.metric),
-            gauge(Vec::new(), *value),
-        ),
+        SeriesState::Gauge { value, .. } => gauge(Vec::new(), *value),
         SeriesState::Distribution { histogram, .. } => {
             let mut h = Histogram::default();
-            let mut cum = 0.0;
-            let buckets = meta
-                .histogram_buckets
-                .iter()
-                .zip(&histogram.counts)
-                .map(|(ub, c)| {
-                    cum += c;
+            let buckets = cumulative_buckets(&meta.histogram_buckets, &histogram.counts)
+                .map(|(ub, cum)| {
                     let mut b = Bucket::default();
-                    b.set_upper_bound(*ub);
-                    b.set_cumulative_count(cum.round() as u64);
+                    b.set_upper_bound(ub);
+                    b.set_cumulative_count(cum);
                     b
                 })
                 .collect();
@@ -244,25 +316,41 @@ fn push_cumulative(
             h.set_sample_sum(histogram.sum);
             let mut m = Metric::default();
             m.set_histogram(h);
-            let unit = if meta.kind == MetricKind::Timer {
-                " in seconds"
-            } else {
-                ""
-            };
-            (
-                meta.prom_name.to_string(),
-                MetricType::HISTOGRAM,
-                format!("statsd {} {}{unit}.", meta.kind.as_str(), meta.metric),
-                m,
-            )
+            m
         }
         SeriesState::Set { .. } => return,
     };
     metric.set_label(labels);
-    out.entry(name)
-        .or_insert_with(|| (t, help, Vec::new()))
-        .2
-        .push(metric);
+    let e = out
+        .entry(family.family_name(&meta.prom_name))
+        .or_insert_with(|| {
+            (
+                family.metric_type(),
+                family.help(meta.kind, &meta.metric),
+                meta.metric.clone(),
+                Vec::new(),
+            )
+        });
+    // Several statsd names can share a family (`a.b` and `a_b`): the HELP
+    // names the smallest, whatever the order series are visited in.
+    if meta.metric < e.2 {
+        e.1 = family.help(meta.kind, &meta.metric);
+        e.2 = meta.metric.clone();
+    }
+    e.3.push(metric);
+}
+
+/// `(upper bound, cumulative count)` per finite bucket: the weighted counts
+/// added up and rounded as Prometheus wants whole counts.
+pub(crate) fn cumulative_buckets<'a>(
+    bounds: &'a [f64],
+    counts: &'a [f64],
+) -> impl Iterator<Item = (f64, u64)> + 'a {
+    let mut cum = 0.0;
+    bounds.iter().zip(counts).map(move |(ub, c)| {
+        cum += c;
+        (*ub, cum.round() as u64)
+    })
 }
 
 impl Collector for SeriesCollector {
@@ -274,8 +362,28 @@ impl Collector for SeriesCollector {
     }
 
     fn collect(&self) -> Vec<MetricFamily> {
-        let now = self.clock.now();
-        let mut out = collect_series(&self.registry, now);
+        self.collect_at(self.clock.now())
+    }
+}
+
+impl SeriesCollector {
+    /// The clock reading a scrape should use for everything it publishes.
+    #[must_use]
+    pub fn now(&self) -> crate::Timestamp {
+        self.clock.now()
+    }
+
+    /// Every family as of `now`: what [`Collector::collect`] returns, for a
+    /// caller that also writes the series text at the same `now` (one clock
+    /// reading per scrape, so that e.g. a fleet rate and the local rate of
+    /// one scrape cover the same time).
+    #[must_use]
+    pub fn collect_at(&self, now: crate::Timestamp) -> Vec<MetricFamily> {
+        let mut out = if self.series {
+            collect_series(&self.registry, now)
+        } else {
+            Vec::new()
+        };
         if let Some(f) = &self.fleet {
             out.extend(f.families(&self.registry, now));
         }

@@ -451,11 +451,27 @@ impl Registry {
 
     /// Calls `f` for every live series, one shard locked at a time.
     pub fn visit(&self, mut f: impl FnMut(&Arc<SeriesMeta>, &SeriesState)) {
-        for shard in self.shards.iter() {
-            for e in shard.lock().iter() {
-                if let Body::Live { meta, state } = &e.body {
-                    f(meta, state);
-                }
+        for i in 0..self.shards.len() {
+            self.visit_shard(i, &mut f);
+        }
+    }
+
+    /// Number of shards, for callers that split a walk across threads with
+    /// [`visit_shard`](Registry::visit_shard).
+    #[must_use]
+    pub fn shard_count(&self) -> usize {
+        self.shards.len()
+    }
+
+    /// Calls `f` for every live series of shard `i` (nothing if `i` is out
+    /// of range), holding that shard's lock for the walk.
+    pub fn visit_shard(&self, i: usize, mut f: impl FnMut(&Arc<SeriesMeta>, &SeriesState)) {
+        let Some(shard) = self.shards.get(i) else {
+            return;
+        };
+        for e in shard.lock().iter() {
+            if let Body::Live { meta, state } = &e.body {
+                f(meta, state);
             }
         }
     }

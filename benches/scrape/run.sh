@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# /metrics end to end over loopback HTTP: time and size of a scrape of N
+# counter series (one 10 x 1 s window, the default), plain and gzip.
+#   benches/scrape/run.sh [series] [scrapes]
+# Builds the release binary, starts it on free ports, creates the series
+# with `rollstat blast` (one line per name, repeated until the daemon holds
+# them all), then times `curl` scrapes and prints each and the medians.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+n=${1:-100000}
+k=${2:-11}
+cargo build --release --quiet
+cfg=$(mktemp)
+cat > "$cfg" <<CFG
+[listen]
+statsd_udp = "127.0.0.1:0"
+statsd_tcp = ""
+http = "127.0.0.1:0"
+[series]
+max_series = $((n + 1000))
+ttl_secs = 3600
+CFG
+out=$(mktemp)
+./target/release/rollstat --config "$cfg" --log warn > "$out" &
+pid=$!
+trap 'kill $pid 2>/dev/null; rm -f "$cfg" "$out"' EXIT
+for _ in $(seq 50); do grep -q http= "$out" && break; sleep 0.1; done
+http=$(sed -n 's/.*http=\([0-9.:]*\).*/\1/p' "$out")
+udp=$(sed -n 's/.*statsd_udp=\([0-9.:]*\).*/\1/p' "$out")
+series() { curl -s "http://$http/metrics" | sed -n 's/^rollstat_series \([0-9]*\).*/\1/p'; }
+for _ in 1 2 3 4 5; do
+  ./target/release/rollstat blast --udp "$udp" --http "$http" --names "$n" \
+    --lines-per-datagram 80 --rate 2000000 --max-datagrams $(( (n + 79) / 80 )) \
+    --duration-secs 10 --drain-secs 2 > /dev/null
+  [ "$(series)" -ge "$n" ] && break
+done
+echo "series held: $(series)"
+median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+for mode in plain gzip; do
+  flag=()
+  [ $mode = gzip ] && flag=(--compressed)
+  times=$(mktemp)
+  for i in $(seq "$k"); do
+    curl -s "${flag[@]}" -o /dev/null -w '%{time_total} %{size_download}\n' "http://$http/metrics" >> "$times"
+  done
+  echo "== $mode: $k scrapes, seconds and bytes on the wire"
+  tr '\n' ';' < "$times"; echo
+  echo "median $(cut -d' ' -f1 "$times" | median) s, $(cut -d' ' -f2 "$times" | median) bytes"
+  rm -f "$times"
+done
