@@ -197,8 +197,15 @@ pub async fn run(
         telemetry
             .udp_recv_buffer
             .set(i64::try_from(u.recv_buffer).unwrap_or(i64::MAX));
-        if u.recv_buffer < cfg.ingest.udp_recv_buffer_bytes {
-            tracing::warn!(asked = cfg.ingest.udp_recv_buffer_bytes, granted = u.recv_buffer, "The kernel granted a smaller UDP receive buffer than configured; raise net.core.rmem_max to avoid drops under bursts.");
+        let asked = cfg.ingest.udp_recv_buffer_bytes;
+        if u.capped(asked) {
+            tracing::warn!(asked, granted = u.recv_buffer, "The kernel granted a smaller UDP receive buffer than ingest.udp_recv_buffer_bytes asks for (Linux reports twice the usable size); raise net.core.rmem_max, or run with CAP_NET_ADMIN, to avoid drops under bursts.");
+        } else if u.forced {
+            tracing::info!(
+                asked,
+                granted = u.recv_buffer,
+                "UDP receive buffer forced past net.core.rmem_max (CAP_NET_ADMIN)."
+            );
         } else {
             tracing::info!(granted = u.recv_buffer, "UDP receive buffer set.");
         }

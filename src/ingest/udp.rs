@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use nix::sys::socket::{setsockopt, sockopt};
 use socket2::{Domain, Protocol, Socket, Type};
 
 use super::{Ingestor, Worker};
@@ -30,8 +31,21 @@ pub struct UdpSockets {
     pub sockets: Vec<UdpSocket>,
     /// The address actually bound (port 0 resolved).
     pub local_addr: SocketAddr,
-    /// SO_RCVBUF the kernel granted (Linux reports twice the usable size).
+    /// SO_RCVBUF the kernel granted (Linux reports twice the size asked
+    /// for: the other half accounts for its own bookkeeping).
     pub recv_buffer: usize,
+    /// Whether the size was forced past `net.core.rmem_max`
+    /// (`SO_RCVBUFFORCE`, which needs `CAP_NET_ADMIN`).
+    pub forced: bool,
+}
+
+impl UdpSockets {
+    /// Whether the kernel granted less than `asked` (Linux grants twice
+    /// what it accepts, so a granted size under twice `asked` was capped).
+    #[must_use]
+    pub fn capped(&self, asked: usize) -> bool {
+        self.recv_buffer < asked.saturating_mul(2)
+    }
 }
 
 /// Binds `readers` sockets on `addr` with SO_REUSEPORT and asks for
@@ -40,12 +54,22 @@ pub fn bind(addr: SocketAddr, readers: usize, recv_buffer: usize) -> io::Result<
     let mut sockets = Vec::with_capacity(readers);
     let mut local = addr;
     let mut granted = 0;
+    let mut forced = false;
     for _ in 0..readers.max(1) {
         let s = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
         s.set_reuse_port(true)?;
         // The kernel caps this at net.core.rmem_max; not fatal.
         let _ = s.set_recv_buffer_size(recv_buffer);
         granted = s.recv_buffer_size().unwrap_or(0);
+        if granted < recv_buffer.saturating_mul(2) {
+            // A privileged daemon may go past the cap, as configured;
+            // otherwise the daemon logs the cap and how to raise it.
+            let size = i32::try_from(recv_buffer).unwrap_or(i32::MAX) as usize;
+            if setsockopt(&s, sockopt::RcvBufForce, &size).is_ok() {
+                granted = s.recv_buffer_size().unwrap_or(granted);
+                forced = true;
+            }
+        }
         s.bind(&local.into())?;
         if let Some(a) = s.local_addr()?.as_socket() {
             local = a;
@@ -58,6 +82,7 @@ pub fn bind(addr: SocketAddr, readers: usize, recv_buffer: usize) -> io::Result<
         sockets,
         local_addr: local,
         recv_buffer: granted,
+        forced,
     })
 }
 
