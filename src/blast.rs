@@ -286,16 +286,29 @@ fn sends(datagrams: &[(Vec<u8>, u64)], offset: usize, gso: bool) -> io::Result<V
         .collect())
 }
 
-#[allow(clippy::too_many_arguments)]
-fn sender(
-    target: SocketAddr,
-    datagrams: &[(Vec<u8>, u64)],
-    offset: usize,
+/// How one sender thread sends.
+#[derive(Clone, Copy, Debug)]
+struct Pace {
+    /// Lines per second; 0 = as fast as possible.
     rate: f64,
     duration: Duration,
     max_datagrams: u64,
     gso: bool,
+}
+
+/// Sends `datagrams` in turn, starting at `offset`, to `target`.
+fn sender(
+    target: SocketAddr,
+    datagrams: &[(Vec<u8>, u64)],
+    offset: usize,
+    pace: Pace,
 ) -> io::Result<Sent> {
+    let Pace {
+        rate,
+        duration,
+        max_datagrams,
+        gso,
+    } = pace;
     let sock = UdpSocket::bind(if target.is_ipv4() {
         "127.0.0.1:0"
     } else {
@@ -603,24 +616,18 @@ pub fn run(a: &BlastArgs) -> io::Result<Report> {
     let daemon_cpu0 = pid.as_deref().and_then(cpu_secs);
     let tool_cpu0 = cpu_secs("self");
 
-    let per_sender_rate = a.rate as f64 / a.senders as f64;
-    let per_sender_max = (a.max_datagrams / a.senders as u64).max(1);
+    let pace = Pace {
+        rate: a.rate as f64 / a.senders as f64,
+        duration,
+        max_datagrams: (a.max_datagrams / a.senders as u64).max(1),
+        gso: a.gso,
+    };
     let results: Vec<io::Result<Sent>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..a.senders)
             .map(|k| {
                 let d = &datagrams;
                 let offset = k * d.len() / a.senders;
-                s.spawn(move || {
-                    sender(
-                        udp,
-                        d,
-                        offset,
-                        per_sender_rate,
-                        duration,
-                        per_sender_max,
-                        a.gso,
-                    )
-                })
+                s.spawn(move || sender(udp, d, offset, pace))
             })
             .collect();
         handles
@@ -717,7 +724,13 @@ mod tests {
         rx.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         let d = render_datagrams(100, 0, Kind::Counter, 1, 1432);
         let target = rx.local_addr().unwrap();
-        let sent = sender(target, &d, 0, 0.0, Duration::from_secs(5), 128, true).unwrap();
+        let pace = Pace {
+            rate: 0.0,
+            duration: Duration::from_secs(5),
+            max_datagrams: 128,
+            gso: true,
+        };
+        let sent = sender(target, &d, 0, pace).unwrap();
         // The cap is checked between rounds of sends: 64 + 36 + 64.
         assert_eq!(sent.datagrams, 164);
         let mut buf = [0u8; 2048];
