@@ -13,10 +13,15 @@ fn the_sample_config_loads_and_says_what_it_documents() {
     assert_eq!(names, ["10s", "1m"]);
     assert_eq!(cfg.windows[1].spec.length(), Duration::from_secs(60));
     assert!(cfg.windows[1].spec.ignores_current());
-    assert_eq!(cfg.mappings.len(), 2);
+    assert_eq!(cfg.mappings.len(), 3);
     assert_eq!(cfg.mappings[0].action, Action::Drop);
     assert_eq!(cfg.mappings[1].match_type, Some(MetricKind::Timer));
     assert_eq!(cfg.mappings[1].windows, Some(vec![0, 1]));
+    let http = &cfg.mappings[2];
+    assert!(matches!(http.pattern, Matcher::Regex(_)));
+    let mut caps = Vec::new();
+    assert!(http.pattern.matches("http.get.200", &mut caps));
+    assert!(!http.pattern.matches("http.get.200.extra", &mut caps));
 }
 
 #[test]
@@ -157,4 +162,68 @@ overflow = "panic"
         ],
         "{err}"
     );
+}
+
+#[test]
+fn a_mapping_matches_by_glob_or_by_regex_never_both_nor_neither() {
+    let cfg = Config::parse(
+        r#"
+[[mappings]]
+match_regex = 'api\.(?P<svc>\w+)\.(\d+)'
+rename = "api.${svc}"
+labels = { code = "$2" }
+"#,
+    )
+    .unwrap();
+    let m = &cfg.mappings[0];
+    assert!(matches!(m.pattern, Matcher::Regex(_)));
+    assert_eq!(m.pattern.as_str(), r"api\.(?P<svc>\w+)\.(\d+)");
+    let mut caps = Vec::new();
+    assert!(m.pattern.matches("api.users.200", &mut caps));
+    assert_eq!(m.rename.as_ref().unwrap().render(&caps), "api.users");
+    assert_eq!(m.labels[0].1.render(&caps), "200");
+
+    let bad = r#"
+[[mappings]]
+match = "a.*"
+match_regex = "a\\..*"
+
+[[mappings]]
+rename = "x"
+
+[[mappings]]
+match_regex = "api.(unclosed"
+rename = "x_$1"
+
+[[mappings]]
+match_regex = "api"
+rename = "${route}"
+labels = { n = "$1" }
+"#;
+    let err = Config::parse(bad).unwrap_err();
+    let got: Vec<(usize, &str)> = err
+        .problems
+        .iter()
+        .map(|p| (p.line, p.key.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (4, "mappings[0].match_regex"),
+            (6, "mappings[1].match"),
+            (10, "mappings[2].match_regex"),
+            (15, "mappings[3].rename"),
+            (16, "mappings[3].labels.n"),
+        ],
+        "{err}"
+    );
+    let text = err.to_string();
+    assert!(text.contains("not both"), "{text}");
+    assert!(text.contains("`match_regex`"), "{text}");
+    // The regex crate's own words, and no cascade onto the template of the
+    // rule whose regex is broken.
+    assert!(text.contains("invalid regex: regex parse error"), "{text}");
+    assert!(text.contains("unclosed group"), "{text}");
+    assert!(text.contains("no capture named `route`"), "{text}");
+    assert!(text.contains("the regex has 0 capture(s)"), "{text}");
 }

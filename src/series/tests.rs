@@ -196,3 +196,50 @@ fn gauges_timers_and_sets_publish_what_statsd_users_expect() {
     let p50 = t.quantiles[0].1.unwrap();
     assert!((p50 - 0.25).abs() <= 0.0026, "{p50}");
 }
+
+#[test]
+fn regex_mappings_rename_and_relabel_at_birth_like_globs() {
+    let r = registry(
+        r#"
+[[mappings]]
+match_regex = 'http\.(?P<method>get|post)\.(\d{3})'
+rename = "http.requests"
+labels = { method = "${method}", code = "$2" }
+[[mappings]]
+match_regex = 'tmp\..*'
+action = "drop"
+"#,
+    );
+    let out = feed(
+        &r,
+        T0,
+        "http.get.200:1|c\nhttp.post.500:2|c|#az:b\nhttp.get.200x:1|c\ntmp.a.b:1|c",
+    );
+    assert_eq!(out[3], Ok(Applied::DroppedByMapping));
+    let v = views(&r, T0);
+    let got: Vec<(&str, &[(String, String)])> =
+        v.iter().map(|x| (x.0.as_str(), &x.1[..])).collect();
+    let l = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    assert_eq!(got.len(), 3);
+    // Anchored: `http.get.200x` does not match `\d{3}` to the end.
+    assert_eq!(got[0], ("http.get.200x", &l(&[])[..]));
+    assert_eq!(
+        got[1],
+        (
+            "http.requests",
+            &l(&[("az", "b"), ("code", "500"), ("method", "post")])[..]
+        )
+    );
+    assert_eq!(
+        got[2],
+        (
+            "http.requests",
+            &l(&[("code", "200"), ("method", "get")])[..]
+        )
+    );
+}

@@ -21,7 +21,7 @@ fn check_config_accepts_the_sample_config() {
     );
     assert!(out.status.success(), "{}{}", out.stdout, out.stderr);
     assert!(
-        out.stdout.contains("ok (2 window(s), 2 mapping rule(s))"),
+        out.stdout.contains("ok (2 window(s), 3 mapping rule(s))"),
         "{}",
         out.stdout
     );
