@@ -29,6 +29,7 @@ use crate::expose::signals::BreakerJson;
 use crate::expose::{json, openmetrics};
 use crate::ingest::{Ingestor, Worker};
 use crate::mapping::Glob;
+use crate::parse::ParseOptions;
 use crate::reload::Reloader;
 use crate::service::limits::ceil_secs;
 use crate::telemetry::Transport;
@@ -147,19 +148,22 @@ async fn ingest(State(st): State<AppState>, headers: HeaderMap, body: Bytes) -> 
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|c| c.starts_with("application/json"));
-    let text: Vec<u8> = if is_json {
+    // JSON samples carry their tags in a field of their own, rendered as
+    // DogStatsD tags (and names free of name-tag delimiters): read them
+    // whatever `[ingest] tag_styles` says about statsd text.
+    let (text, opts): (Vec<u8>, ParseOptions) = if is_json {
         match json::samples_to_lines(&body) {
-            Ok(t) => t,
+            Ok(t) => (t, ParseOptions::default()),
             Err(e) => return api_error(StatusCode::BAD_REQUEST, e),
         }
     } else {
-        body.to_vec()
+        (body.to_vec(), st.ingestor.parse_options())
     };
     let ing = &st.ingestor;
     let mut w = Worker::default();
     w.counts.packets = 1;
     let now = ing.now();
-    let first = ing.ingest(&text, now, &mut w);
+    let first = ing.ingest_with(&text, opts, now, &mut w);
     let accepted = w.counts.lines + w.counts.dropped_by_mapping;
     let refused = w.counts.refused.iter().sum::<u64>();
     ing.flush(Transport::Http, &mut w);

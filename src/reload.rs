@@ -3,9 +3,9 @@
 //!
 //! What a reload changes: windows, mappings, quantiles, histogram buckets,
 //! TTL and the series cap, for series created afterwards (existing series
-//! keep their windows and names until they expire). Listeners and ingest
-//! limits are read at start only; changing them needs a restart, and the
-//! reload log says so.
+//! keep their windows and names until they expire). `[listen]` and
+//! `[ingest]` (limits and `tag_styles`) are read at start only; changing
+//! them needs a restart, and the reload log says so.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -76,7 +76,7 @@ impl Reloader {
                 self.services.replace(services);
                 let mut cur = self.current.lock();
                 if cfg.listen != cur.listen || cfg.ingest != cur.ingest {
-                    tracing::warn!(path = %path.display(), "[listen] and [ingest] changes take effect only after a restart.");
+                    tracing::warn!(path = %path.display(), "[listen] and [ingest] changes (tag_styles included) take effect only after a restart.");
                 }
                 if cfg.redis != cur.redis {
                     tracing::warn!(path = %path.display(), "[redis] changes take effect only after a restart.");

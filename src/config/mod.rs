@@ -22,7 +22,7 @@ pub use signals::{
 };
 
 use crate::mapping::{Glob, Matcher, NameRegex, Template};
-use crate::parse::MetricKind;
+use crate::parse::{MetricKind, TagStyles};
 use crate::store::{RedisConfig, RedisTarget};
 use crate::window::WindowSpec;
 
@@ -73,6 +73,9 @@ pub struct Ingest {
     pub max_line_bytes: usize,
     /// Largest HTTP ingest body (413 above).
     pub http_max_body_bytes: usize,
+    /// statsd tag syntaxes read on every transport (statsd text; the JSON
+    /// ingest body has tags of its own and ignores this).
+    pub tag_styles: TagStyles,
 }
 
 /// `[series]`.
@@ -163,6 +166,7 @@ const INGEST_KEYS: &[&str] = &[
     "tcp_max_connections",
     "max_line_bytes",
     "http_max_body_bytes",
+    "tag_styles",
 ];
 const SERIES_KEYS: &[&str] = &["ttl_secs", "max_series", "quantiles", "histogram_buckets"];
 const WINDOW_KEYS: &[&str] = &["name", "buckets", "interval_ms", "ignore_current"];
@@ -211,6 +215,7 @@ impl Default for Ingest {
             tcp_max_connections: 1024,
             max_line_bytes: 64 << 10,
             http_max_body_bytes: 4 << 20,
+            tag_styles: TagStyles::ALL,
         }
     }
 }
@@ -337,6 +342,25 @@ impl Config {
             }
             if let Some(n) = t.int(&mut p, "http_max_body_bytes", 1024, 1 << 30) {
                 i.http_max_body_bytes = n as usize;
+            }
+            if let Some(names) = t.strings(&mut p, "tag_styles") {
+                i.tag_styles = TagStyles::NONE;
+                for (name, off) in names {
+                    match TagStyles::from_name(&name) {
+                        Some(s) => i.tag_styles = i.tag_styles.with(s),
+                        None => {
+                            let known: Vec<&str> = TagStyles::ALL.names().collect();
+                            p.at(
+                                off,
+                                "ingest.tag_styles",
+                                format!(
+                                    "unknown tag style `{name}`; use any of {} ([] reads no tags)",
+                                    known.join(", ")
+                                ),
+                            );
+                        }
+                    }
+                }
             }
             t.finish(&mut p, INGEST_KEYS);
         }

@@ -1,6 +1,7 @@
 use std::time::Duration;
 
 use super::*;
+use crate::parse::TagStyles;
 
 #[test]
 fn the_sample_config_loads_and_says_what_it_documents() {
@@ -226,4 +227,38 @@ labels = { n = "$1" }
     assert!(text.contains("unclosed group"), "{text}");
     assert!(text.contains("no capture named `route`"), "{text}");
     assert!(text.contains("the regex has 0 capture(s)"), "{text}");
+}
+
+#[test]
+fn tag_styles_are_chosen_by_name_and_unknown_ones_are_problems() {
+    assert_eq!(Config::parse("").unwrap().ingest.tag_styles, TagStyles::ALL);
+    let cfg = Config::parse("[ingest]\ntag_styles = [\"librato\", \"dogstatsd\"]\n").unwrap();
+    assert_eq!(
+        cfg.ingest.tag_styles,
+        TagStyles::DOGSTATSD.with(TagStyles::LIBRATO)
+    );
+    let cfg = Config::parse("[ingest]\ntag_styles = []\n").unwrap();
+    assert_eq!(cfg.ingest.tag_styles, TagStyles::NONE);
+    let err =
+        Config::parse("[ingest]\ntag_styles = [\n  \"dogstatsd\",\n  \"statsite\",\n  3,\n]\n")
+            .unwrap_err();
+    let got: Vec<(usize, &str)> = err
+        .problems
+        .iter()
+        .map(|p| (p.line, p.key.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [(4, "ingest.tag_styles"), (5, "ingest.tag_styles[2]")],
+        "{err}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains(
+            "unknown tag style `statsite`; use any of dogstatsd, influxdb, librato, signalfx"
+        ),
+        "{text}"
+    );
+    let err = Config::parse("[ingest]\ntag_styles = \"dogstatsd\"\n").unwrap_err();
+    assert_eq!(err.problems[0].key, "ingest.tag_styles");
 }
