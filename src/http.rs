@@ -188,13 +188,19 @@ async fn ingest(State(st): State<AppState>, headers: HeaderMap, body: Bytes) -> 
 }
 
 async fn reload(State(st): State<AppState>) -> Response {
-    match st.reloader.reload() {
-        Ok(()) => (StatusCode::OK, "config reloaded\n").into_response(),
-        Err(e) => (
+    // Reading the file and re-planning every series is blocking work.
+    let reloader = st.reloader.clone();
+    match tokio::task::spawn_blocking(move || reloader.reload()).await {
+        Ok(Ok(())) => (StatusCode::OK, "config reloaded\n").into_response(),
+        Ok(Err(e)) => (
             StatusCode::BAD_REQUEST,
             format!("{e}\nthe previous config stays in force\n"),
         )
             .into_response(),
+        Err(e) => api_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("the reload task failed: {e}"),
+        ),
     }
 }
 
