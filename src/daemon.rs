@@ -23,6 +23,7 @@ use crate::config::Config;
 use crate::expose::prometheus::SeriesCollector;
 use crate::http::{router, AppState};
 use crate::ingest::{tcp, udp, unix, Ingestor};
+use crate::parse::ParseOptions;
 use crate::reload::Reloader;
 use crate::series::{Plan, Registry};
 use crate::service::{ServiceHandle, Services};
@@ -172,12 +173,15 @@ pub async fn run(
             .without_series()
             .with_fleet(fleet.clone()),
     );
-    let ingestor = Arc::new(Ingestor::new(
-        registry.clone(),
-        telemetry.clone(),
-        clock.clone(),
-        services.clone(),
-    ));
+    let ingestor = Arc::new(
+        Ingestor::new(
+            registry.clone(),
+            telemetry.clone(),
+            clock.clone(),
+            services.clone(),
+        )
+        .with_parse_options(ParseOptions::default().tag_styles(cfg.ingest.tag_styles)),
+    );
     let reloader = Arc::new(Reloader::new(
         config_path,
         cfg.clone(),

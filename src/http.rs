@@ -30,6 +30,7 @@ use crate::expose::signals::BreakerJson;
 use crate::expose::{json, openmetrics, text};
 use crate::ingest::{Ingestor, Worker};
 use crate::mapping::Glob;
+use crate::parse::ParseOptions;
 use crate::reload::Reloader;
 use crate::service::limits::ceil_secs;
 use crate::telemetry::Transport;
@@ -193,19 +194,22 @@ async fn ingest(State(st): State<AppState>, headers: HeaderMap, body: Bytes) -> 
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|c| c.starts_with("application/json"));
-    let text: Vec<u8> = if is_json {
+    // JSON samples carry their tags in a field of their own, rendered as
+    // DogStatsD tags (and names free of name-tag delimiters): read them
+    // whatever `[ingest] tag_styles` says about statsd text.
+    let (text, opts): (Vec<u8>, ParseOptions) = if is_json {
         match json::samples_to_lines(&body) {
-            Ok(t) => t,
+            Ok(t) => (t, ParseOptions::default()),
             Err(e) => return api_error(StatusCode::BAD_REQUEST, e),
         }
     } else {
-        body.to_vec()
+        (body.to_vec(), st.ingestor.parse_options())
     };
     let ing = &st.ingestor;
     let mut w = Worker::default();
     w.counts.packets = 1;
     let now = ing.now();
-    let first = ing.ingest(&text, now, &mut w);
+    let first = ing.ingest_with(&text, opts, now, &mut w);
     let accepted = w.counts.lines + w.counts.dropped_by_mapping;
     let refused = w.counts.refused.iter().sum::<u64>();
     ing.flush(Transport::Http, &mut w);
@@ -230,13 +234,19 @@ async fn ingest(State(st): State<AppState>, headers: HeaderMap, body: Bytes) -> 
 }
 
 async fn reload(State(st): State<AppState>) -> Response {
-    match st.reloader.reload() {
-        Ok(()) => (StatusCode::OK, "config reloaded\n").into_response(),
-        Err(e) => (
+    // Reading the file and re-planning every series is blocking work.
+    let reloader = st.reloader.clone();
+    match tokio::task::spawn_blocking(move || reloader.reload()).await {
+        Ok(Ok(())) => (StatusCode::OK, "config reloaded\n").into_response(),
+        Ok(Err(e)) => (
             StatusCode::BAD_REQUEST,
             format!("{e}\nthe previous config stays in force\n"),
         )
             .into_response(),
+        Err(e) => api_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("the reload task failed: {e}"),
+        ),
     }
 }
 

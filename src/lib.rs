@@ -43,7 +43,7 @@
 //!   closed/open/half-open states.
 //! * [`sketch`]: the mergeable sketches inside buckets (DDSketch quantiles,
 //!   exact-then-HyperLogLog distinct counts).
-//! * [`mapping`]: globs with captures and templates for mapping rules.
+//! * [`mapping`]: globs and anchored regexes with captures, and templates, for mapping rules.
 //! * [`series`]: the sharded, bounded registry from statsd samples to
 //!   per-series windows.
 //!

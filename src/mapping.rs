@@ -1,6 +1,7 @@
-//! Mapping rules on statsd names: globs with captures, and templates that use
-//! them. Pure functions; the series registry applies them once, when a series
-//! is created, never per line.
+//! Mapping rules on statsd names: globs or regular expressions with
+//! captures, and templates that use them. Pure functions; the series registry
+//! applies them once, when a series is created (and again for live series
+//! after a config reload), never per line.
 //!
 //! Glob syntax (statsd_exporter users will recognise it):
 //! * `*` matches any run of characters except `.` (one name component, or part of it);
@@ -8,6 +9,16 @@
 //! * every other character matches itself.
 //!
 //! Each `*` or `**` is a capture, `$1`, `$2`... (or `${1}`) in templates.
+//!
+//! A [`NameRegex`] is the `regex` crate's syntax, **anchored to the whole
+//! name** (`api\.(\w+)` matches `api.users`, not `xapi.users.count`): it is
+//! compiled as `^(?:pattern)$`. Its groups are `$1`, `$2`... in templates, and
+//! a named group `(?P<route>...)` is also `${route}`. The crate guarantees
+//! matching in time linear in the name (no backtracking), so a hostile name
+//! cannot make a rule slow. [`Matcher`] is either kind.
+//!
+//! In templates `$$` is a literal `$`; a group that took no part in the match
+//! renders as the empty string.
 
 use std::fmt;
 
@@ -139,6 +150,105 @@ impl fmt::Debug for Glob {
     }
 }
 
+/// A compiled regular expression on statsd names, anchored to the whole name.
+#[derive(Clone)]
+pub struct NameRegex {
+    source: String,
+    re: regex::Regex,
+}
+
+impl NameRegex {
+    /// Compiles `pattern` (the `regex` crate's syntax), anchored at both
+    /// ends. The error is the crate's message about `pattern` as written.
+    pub fn new(pattern: &str) -> Result<NameRegex, String> {
+        if pattern.is_empty() {
+            return Err("an empty regex matches no name; use \".+\" to match every name".into());
+        }
+        // Compiled alone first, so that an error points into the text the
+        // user wrote rather than into the anchored form.
+        regex::Regex::new(pattern).map_err(|e| e.to_string())?;
+        let re = regex::Regex::new(&format!("^(?:{pattern})$")).map_err(|e| e.to_string())?;
+        Ok(NameRegex {
+            source: pattern.to_string(),
+            re,
+        })
+    }
+
+    /// Number of groups (`$1`..`$n`), named ones included.
+    #[must_use]
+    pub fn captures(&self) -> usize {
+        self.re.captures_len() - 1
+    }
+
+    /// The number (1-based) of the group named `name`.
+    #[must_use]
+    pub fn group_index(&self, name: &str) -> Option<usize> {
+        self.re.capture_names().position(|n| n == Some(name))
+    }
+
+    /// The pattern as written (not anchored).
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        &self.source
+    }
+
+    /// Whether `name` matches as a whole; on success `caps` holds groups 1..n
+    /// (`""` for a group that did not take part).
+    pub fn matches<'n>(&self, name: &'n str, caps: &mut Vec<&'n str>) -> bool {
+        caps.clear();
+        let Some(c) = self.re.captures(name) else {
+            return false;
+        };
+        caps.extend(c.iter().skip(1).map(|m| m.map_or("", |m| m.as_str())));
+        true
+    }
+}
+
+impl fmt::Debug for NameRegex {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "NameRegex({:?})", self.source)
+    }
+}
+
+/// What a mapping rule matches names with: a glob or an anchored regex.
+#[derive(Clone, Debug)]
+pub enum Matcher {
+    /// `match = "api.*.requests"`.
+    Glob(Glob),
+    /// `match_regex = "api\\.(\\w+)\\.requests"`.
+    Regex(NameRegex),
+}
+
+impl Matcher {
+    /// Whether `name` matches; on success `caps` holds the captures.
+    pub fn matches<'n>(&self, name: &'n str, caps: &mut Vec<&'n str>) -> bool {
+        match self {
+            Matcher::Glob(g) => g.matches(name, caps),
+            Matcher::Regex(r) => r.matches(name, caps),
+        }
+    }
+
+    /// The pattern as written.
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        match self {
+            Matcher::Glob(g) => g.as_str(),
+            Matcher::Regex(r) => r.as_str(),
+        }
+    }
+
+    /// Compiles a template against this matcher's captures (numbered, and
+    /// named for a regex).
+    pub fn template(&self, s: &str) -> Result<Template, String> {
+        match self {
+            Matcher::Glob(g) => Template::new(s, g.captures()),
+            Matcher::Regex(r) => {
+                Template::compile(s, r.captures(), "regex", |name| r.group_index(name))
+            }
+        }
+    }
+}
+
 /// A string with capture references (`$1`, `${2}`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Template {
@@ -152,15 +262,31 @@ enum Piece {
 }
 
 impl Template {
-    /// Compiles `s`; references beyond `captures` are errors.
+    /// Compiles `s` for a glob with `captures` wildcards; references beyond
+    /// them are errors.
     pub fn new(s: &str, captures: usize) -> Result<Template, String> {
+        Template::compile(s, captures, "glob", |_| None)
+    }
+
+    /// Compiles `s` for a pattern (`what`: "glob" or "regex", for messages)
+    /// with `captures` numbered captures; `named` gives the number of a named
+    /// capture, for `${name}`.
+    pub fn compile(
+        s: &str,
+        captures: usize,
+        what: &str,
+        named: impl Fn(&str) -> Option<usize>,
+    ) -> Result<Template, String> {
         let mut pieces = Vec::new();
         let mut text = String::new();
         let b = s.as_bytes();
         let mut i = 0;
         while i < b.len() {
-            if b[i] == b'$' {
-                let (num, next) = if b.get(i + 1) == Some(&b'{') {
+            if b[i] == b'$' && b.get(i + 1) == Some(&b'$') {
+                text.push('$');
+                i += 2;
+            } else if b[i] == b'$' {
+                let (reference, next) = if b.get(i + 1) == Some(&b'{') {
                     match s[i + 2..].find('}') {
                         Some(close) => (&s[i + 2..i + 2 + close], i + 3 + close),
                         None => return Err(format!("`{s}`: unclosed `${{`")),
@@ -169,14 +295,20 @@ impl Template {
                     let len = b[i + 1..].iter().take_while(|c| c.is_ascii_digit()).count();
                     (&s[i + 1..i + 1 + len], i + 1 + len)
                 };
-                let n: usize = num
-                    .parse()
-                    .map_err(|_| format!("`{s}`: `$` must be followed by a capture number, e.g. $1 (write $$ for a literal $)"))?;
-                if n == 0 || n > captures {
-                    return Err(format!(
-                        "`{s}` uses ${n} but the glob has {captures} capture(s)"
-                    ));
-                }
+                let n = match reference.parse::<usize>() {
+                    Ok(n) if n == 0 || n > captures => {
+                        return Err(format!(
+                            "`{s}` uses ${n} but the {what} has {captures} capture(s)"
+                        ))
+                    }
+                    Ok(n) => n,
+                    Err(_) if reference.is_empty() => return Err(format!(
+                        "`{s}`: `$` must be followed by a capture number, e.g. $1 (write $$ for a literal $)"
+                    )),
+                    Err(_) => named(reference).ok_or_else(|| {
+                        format!("`{s}` uses ${{{reference}}} but the {what} has no capture named `{reference}`")
+                    })?,
+                };
                 if !text.is_empty() {
                     pieces.push(Piece::Text(std::mem::take(&mut text)));
                 }
@@ -246,6 +378,77 @@ mod tests {
         assert!(Template::new("x_$2", 1).unwrap_err().contains("1 capture"));
         assert!(Template::new("x_$", 1).is_err());
         assert!(Template::new("x_${1", 1).is_err());
+    }
+
+    fn regex_caps(re: &str, name: &str) -> Option<Vec<String>> {
+        let r = NameRegex::new(re).unwrap();
+        let mut c = Vec::new();
+        r.matches(name, &mut c)
+            .then(|| c.iter().map(|s| s.to_string()).collect())
+    }
+
+    #[test]
+    fn regexes_match_the_whole_name_and_capture_groups() {
+        assert_eq!(
+            regex_caps(r"api\.(\w+)\.latency", "api.users.latency"),
+            Some(vec!["users".into()])
+        );
+        // Anchored at both ends: no match inside a longer name.
+        assert_eq!(regex_caps(r"api\.(\w+)", "xapi.users"), None);
+        assert_eq!(regex_caps(r"api\.(\w+)", "api.users.count"), None);
+        assert_eq!(regex_caps(r"api\.\w+|db\.\w+", "api.x"), Some(vec![]));
+        // An alternation is anchored as a whole, not only its first branch.
+        assert_eq!(regex_caps(r"api\.\w+|db\.\w+", "db.x.y"), None);
+        // A group that took no part renders as "".
+        assert_eq!(
+            regex_caps(r"(a)?b(\d+)", "b12"),
+            Some(vec!["".into(), "12".into()])
+        );
+        // Multibyte names are matched as text.
+        assert_eq!(
+            regex_caps(r"caf(.)\.(.+)", "caf\u{e9}.\u{65e5}"),
+            Some(vec!["\u{e9}".into(), "\u{65e5}".into()])
+        );
+        // Explicit anchors are harmless.
+        assert_eq!(regex_caps(r"^a\.b$", "a.b"), Some(vec![]));
+    }
+
+    #[test]
+    fn named_and_numbered_regex_groups_feed_templates_like_glob_captures() {
+        let m =
+            Matcher::Regex(NameRegex::new(r"(?P<svc>[a-z]+)\.(\w+)\.(?<stat>count|time)").unwrap());
+        let mut caps = Vec::new();
+        assert!(m.matches("checkout.pay.time", &mut caps));
+        let t = m.template("${svc}_$2.${stat}").unwrap();
+        assert_eq!(t.render(&caps), "checkout_pay.time");
+        // ${1} and ${svc} are the same group.
+        assert_eq!(
+            m.template("${1}-$1-${svc}").unwrap().render(&caps),
+            "checkout-checkout-checkout"
+        );
+        assert_eq!(m.template("cost $$5").unwrap().render(&caps), "cost $5");
+        let e = m.template("${nope}").unwrap_err();
+        assert!(e.contains("no capture named `nope`"), "{e}");
+        let e = m.template("$4").unwrap_err();
+        assert!(e.contains("the regex has 3 capture(s)"), "{e}");
+        // A glob has no named captures.
+        let g = Matcher::Glob(Glob::new("a.*").unwrap());
+        assert!(g
+            .template("${svc}")
+            .unwrap_err()
+            .contains("glob has no capture named"));
+        assert_eq!(g.template("x_$1").unwrap().render(&["y"]), "x_y");
+    }
+
+    #[test]
+    fn bad_regexes_keep_the_crate_message_about_the_text_as_written() {
+        let e = NameRegex::new("api.(unclosed").unwrap_err();
+        assert!(e.contains("unclosed group"), "{e}");
+        // The caret diagram shows the user's pattern, not the anchored form.
+        assert!(e.contains("api.(unclosed"), "{e}");
+        assert!(!e.contains("(?:"), "{e}");
+        assert!(NameRegex::new("").unwrap_err().contains("empty regex"));
+        assert!(NameRegex::new(r"a\").is_err());
     }
 
     #[test]

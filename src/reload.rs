@@ -2,10 +2,13 @@
 //! config in force, says why, and sets the last-reload-success gauge to 0.
 //!
 //! What a reload changes: windows, mappings, quantiles, histogram buckets,
-//! TTL and the series cap, for series created afterwards (existing series
-//! keep their windows and names until they expire). Listeners and ingest
-//! limits are read at start only; changing them needs a restart, and the
-//! reload log says so.
+//! TTL and the series cap for series created afterwards, and windows and
+//! mappings for existing series too: after a good reload every live series
+//! is re-planned ([`Registry::replan`]): kept, given its new windows, or
+//! removed if the new rules drop, rename or relabel it (its next line starts
+//! it fresh). Existing series keep their histogram bounds. `[listen]` and
+//! `[ingest]` (limits and `tag_styles`) are read at start only; changing
+//! them needs a restart, and the reload log says so.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -76,7 +79,7 @@ impl Reloader {
                 self.services.replace(services);
                 let mut cur = self.current.lock();
                 if cfg.listen != cur.listen || cfg.ingest != cur.ingest {
-                    tracing::warn!(path = %path.display(), "[listen] and [ingest] changes take effect only after a restart.");
+                    tracing::warn!(path = %path.display(), "[listen] and [ingest] changes (tag_styles included) take effect only after a restart.");
                 }
                 if cfg.redis != cur.redis {
                     tracing::warn!(path = %path.display(), "[redis] changes take effect only after a restart.");
@@ -85,7 +88,16 @@ impl Reloader {
                 *cur = cfg;
                 self.telemetry.reloads.with_label_values(&["ok"]).inc();
                 self.telemetry.last_reload_success.set(1);
-                tracing::info!(path = %path.display(), "Config reloaded; new series follow it.");
+                // New series follow the new plan from here; existing ones
+                // are moved onto it shard by shard.
+                let r = self.registry.replan(self.clock.now());
+                tracing::info!(
+                    path = %path.display(),
+                    kept = r.kept,
+                    rewindowed = r.rewindowed,
+                    removed = r.removed,
+                    "Config reloaded and applied to existing series: unchanged ones kept, those with other windows rewindowed (cumulative values kept), those the new rules drop, rename or relabel removed (they start fresh on their next line)."
+                );
                 Ok(())
             }
             Err(e) => {

@@ -10,7 +10,7 @@ use prometheus::proto::{Counter, Gauge, LabelPair, Metric, MetricFamily, MetricT
 use prometheus::{Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts, Registry};
 
 use crate::parse::{ParseError, SkipKind};
-use crate::series::{Refusal, Registry as SeriesRegistry};
+use crate::series::{Refusal, Registry as SeriesRegistry, Replanned};
 
 /// Where lines come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -316,11 +316,17 @@ pub fn registry_families(series: &SeriesRegistry) -> Vec<MetricFamily> {
         .zip(&c.refused)
         .map(|(r, n)| counter_metric(n.load(Relaxed) as f64, Some(("reason", r))))
         .collect();
+    let replanned: Vec<Metric> = Replanned::ALL_OUTCOMES
+        .iter()
+        .zip(&c.replanned)
+        .map(|(o, n)| counter_metric(n.load(Relaxed) as f64, Some(("outcome", o))))
+        .collect();
     vec![
             fam("rollstat_series", "Series held (name + tag set), including drop-rule markers.", MetricType::GAUGE, vec![Metric::from_gauge(g)]),
             fam("rollstat_series_created_total", "Series created.", MetricType::COUNTER, vec![counter_metric(c.created.load(Relaxed) as f64, None)]),
             fam("rollstat_series_expired_total", "Series removed after their TTL without writes.", MetricType::COUNTER, vec![counter_metric(c.expired.load(Relaxed) as f64, None)]),
             fam("rollstat_series_tags_dropped_total", "Tags left out of a new series' labels because another tag on the line sanitised to the same label name (e.g. content-type and content_type).", MetricType::COUNTER, vec![counter_metric(c.tags_dropped.load(Relaxed) as f64, None)]),
         fam("rollstat_series_refused_total", "Lines refused by the series registry, by reason (series_cap, type_conflict, label_collision).", MetricType::COUNTER, refused),
+        fam("rollstat_series_replanned_total", "Existing series (and drop-rule markers) re-planned by config reloads, by outcome: kept (unchanged), rewindowed (new windows, cumulative values kept), removed (dropped, renamed or relabelled by the new rules).", MetricType::COUNTER, replanned),
         ]
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use rollstat::config::Config;
 use rollstat::ingest::{Ingestor, Worker};
+use rollstat::parse::{ParseOptions, TagStyles};
 use rollstat::series::{Plan, Registry};
 use rollstat::service::{ServiceHandle, Services};
 use rollstat::telemetry::Telemetry;
@@ -57,4 +58,26 @@ failures_metric = "api.failures"
     let allocs = ALLOCS.with(|c| c.replace(None));
     assert_eq!(w.counts.lines, 6 * 1003);
     assert_eq!(allocs, Some(0), "ingest allocated on existing series");
+
+    // The same with tag styles turned off (the switches are a Copy value
+    // read per line, nothing built): every style off, and only DogStatsD.
+    let none = ParseOptions::default().tag_styles(TagStyles::NONE);
+    let dog = ParseOptions::default().tag_styles(TagStyles::DOGSTATSD);
+    let named = b"api.requests,route=/x:1|c\napi.requests#route=/y:1|c|#code:200\n\
+        api.latency[route=/x]:3|ms\n";
+    for opts in [none, dog] {
+        for d in [&dgram[..], &named[..]] {
+            ing.ingest_with(d, opts, clock.now(), &mut w);
+        }
+    }
+    ALLOCS.with(|c| c.set(Some(0)));
+    for _ in 0..500 {
+        for opts in [none, dog] {
+            for d in [&dgram[..], &named[..]] {
+                ing.ingest_with(d, opts, clock.now(), &mut w);
+            }
+        }
+    }
+    let allocs = ALLOCS.with(|c| c.replace(None));
+    assert_eq!(allocs, Some(0), "ingest allocated with tag styles off");
 }

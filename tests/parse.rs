@@ -2,7 +2,10 @@
 //! panics, what it renders it reads back, and bad lines never cost good ones.
 
 use proptest::prelude::*;
-use rollstat::parse::{parse_datagram, parse_line, GaugeOp, Line, MetricKind, ParseError};
+use rollstat::parse::{
+    parse_datagram, parse_datagram_with, parse_line, parse_line_with, GaugeOp, Line, MetricKind,
+    ParseError, ParseOptions, TagStyles,
+};
 
 /// What one line of a datagram should come out as.
 #[derive(Debug, PartialEq)]
@@ -173,7 +176,8 @@ fn parsing_and_reading_a_datagram_allocates_nothing() {
         bad:NaN|c\n\xff:1|c\na:1|c|@0\n\n";
     let mut sink = 0.0;
     ALLOCS.with(|c| c.set(Some(0)));
-    for r in parse_datagram(dgram) {
+    // Every combination of tag styles, the default (all) included.
+    for r in (0..16u8).flat_map(|m| parse_datagram_with(dgram, opts(m))) {
         match r {
             Ok(Line::Sample(s)) => {
                 sink += s
@@ -195,6 +199,33 @@ fn parsing_and_reading_a_datagram_allocates_nothing() {
 }
 
 // ---- property tests ----
+
+/// Parse options with the tag styles of the bits of `mask` (1 DogStatsD,
+/// 2 InfluxDB, 4 Librato, 8 SignalFx).
+fn opts(mask: u8) -> ParseOptions {
+    let styles = TagStyles::NAMED
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| mask & (1 << i) != 0)
+        .fold(TagStyles::NONE, |acc, (_, (_, s))| acc.with(*s));
+    ParseOptions::default().tag_styles(styles)
+}
+
+/// The name-tag style a generated sample's `name_style` renders.
+fn style_of(name_style: u8) -> TagStyles {
+    match name_style {
+        0 => TagStyles::INFLUXDB,
+        1 => TagStyles::LIBRATO,
+        _ => TagStyles::SIGNALFX,
+    }
+}
+
+/// Whether `c` opens name tags of a style that is on.
+fn opens_name_tags(c: u8, styles: TagStyles) -> bool {
+    (c == b',' && styles.contains(TagStyles::INFLUXDB))
+        || (c == b'#' && styles.contains(TagStyles::LIBRATO))
+        || (c == b'[' && styles.contains(TagStyles::SIGNALFX))
+}
 
 fn known_reason(e: ParseError) -> bool {
     ParseError::ALL_REASONS.contains(&e.reason())
@@ -357,8 +388,129 @@ const BAD_LINES: &[&str] = &[
     "a:1|c|#:v",
 ];
 
+/// The [`BAD_LINES`] that stay bad whatever tag styles are on (a malformed
+/// InfluxDB tag is name text without InfluxDB; a malformed DogStatsD tag is
+/// an ignored field without DogStatsD).
+fn bad_whatever_the_styles() -> Vec<&'static str> {
+    BAD_LINES
+        .iter()
+        .copied()
+        .filter(|l| !["a,k:1|c", "a:1|c|#:v"].contains(l))
+        .collect()
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn arbitrary_bytes_never_panic_whatever_tag_styles_are_on(
+        buf in statsd_ish_bytes(),
+        mask in 0u8..16,
+    ) {
+        let o = opts(mask);
+        let n_lines = buf.split(|&b| b == b'\n').count();
+        let mut items = 0;
+        for r in parse_datagram_with(&buf, o) {
+            items += 1;
+            match r {
+                Ok(Line::Sample(s)) => {
+                    prop_assert!(!s.name.is_empty());
+                    prop_assert!(s.name.len() <= rollstat::parse::MAX_NAME_LEN);
+                    for (k, _) in s.tags() {
+                        prop_assert!(!k.is_empty());
+                    }
+                    prop_assert_eq!(s.tags().count(), s.tags().len());
+                    if !o.tag_styles.contains(TagStyles::DOGSTATSD) {
+                        // Only name tags: none has a DogStatsD bare form.
+                        prop_assert!(s.tags().count() <= rollstat::parse::MAX_TAGS);
+                    }
+                }
+                Ok(Line::Skipped(_)) => {}
+                Err(e) => prop_assert!(known_reason(e), "unknown reason {}", e.reason()),
+            }
+        }
+        prop_assert!(items <= n_lines);
+        if !buf.contains(&b'\n') {
+            let single = parse_line_with(&buf, o);
+            match parse_datagram_with(&buf, o).next() {
+                Some(r) => prop_assert_eq!(single, r),
+                None => prop_assert_eq!(single, Err(ParseError::MalformedLine)),
+            }
+        }
+        // With every style on, the options change nothing.
+        if mask == 15 {
+            prop_assert!(parse_datagram_with(&buf, o).eq(parse_datagram(&buf)));
+        }
+    }
+
+    #[test]
+    fn a_style_turned_off_keeps_its_text_in_the_name_and_drops_only_its_tags(
+        g in gen_sample(),
+        mask in 0u8..16,
+    ) {
+        let line = g.render();
+        let o = opts(mask);
+        let styles = o.tag_styles;
+        let s = match parse_line_with(line.as_bytes(), o) {
+            Ok(Line::Sample(s)) => s,
+            other => return Err(TestCaseError::fail(format!("{line:?} with {styles:?} -> {other:?}"))),
+        };
+        prop_assert_eq!(s.kind, g.kind);
+        let dog_on = styles.contains(TagStyles::DOGSTATSD);
+        let dog: Vec<(&str, &str)> = g
+            .dog_tags
+            .iter()
+            .filter(|_| dog_on)
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let name_tags: Vec<(&str, &str)> =
+            g.name_tags.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let name_part = &line[..line.find(':').unwrap_or(0)];
+        if g.name_tags.is_empty() || styles.contains(style_of(g.name_style)) {
+            // Its style is on: read as with every style on.
+            prop_assert_eq!(s.name, g.name.as_str());
+            let want: Vec<_> = name_tags.iter().chain(&dog).copied().collect();
+            prop_assert_eq!(s.tags().collect::<Vec<_>>(), want);
+        } else if !name_part.bytes().any(|c| opens_name_tags(c, styles)) {
+            // Off, and no other style on opens tags in its text: all name.
+            prop_assert_eq!(s.name, name_part);
+            prop_assert_eq!(s.tags().collect::<Vec<_>>(), dog);
+        } else {
+            // Off, but a style still on starts at a later delimiter (e.g.
+            // `a#k=v,k2=v2` without Librato is `a#k=v` tagged k2=v2): the
+            // name is a prefix of the text and DogStatsD tags come last.
+            prop_assert!(name_part.starts_with(s.name));
+            let got: Vec<_> = s.tags().collect();
+            prop_assert!(got.ends_with(&dog));
+        }
+        // The rest of the line is read as usual.
+        prop_assert_eq!(s.sample_rate, g.rate.unwrap_or(1.0));
+        prop_assert_eq!(s.timestamp, g.timestamp);
+        if g.kind != MetricKind::Set {
+            prop_assert_eq!(s.values().collect::<Vec<_>>(), g.values.clone());
+        }
+    }
+
+    #[test]
+    fn good_lines_survive_bad_neighbours_whatever_tag_styles_are_on(
+        lines in proptest::collection::vec(
+            prop_oneof![
+                gen_sample().prop_map(|g| (true, g.render())),
+                proptest::sample::select(bad_whatever_the_styles()).prop_map(|b| (false, b.to_string())),
+            ],
+            0..20,
+        ),
+        mask in 0u8..16,
+    ) {
+        let o = opts(mask);
+        let dgram = lines.iter().map(|(_, l)| l.as_str()).collect::<Vec<_>>().join("\n");
+        let got: Vec<_> = parse_datagram_with(dgram.as_bytes(), o).collect();
+        prop_assert_eq!(got.len(), lines.len());
+        for ((good, line), r) in lines.iter().zip(&got) {
+            prop_assert_eq!(*good, r.is_ok(), "{:?} with {:?} -> {:?}", line, o, r);
+            prop_assert_eq!(r, &parse_line_with(line.as_bytes(), o));
+        }
+    }
 
     #[test]
     fn arbitrary_bytes_never_panic_and_reasons_are_known(buf in statsd_ish_bytes()) {

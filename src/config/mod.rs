@@ -21,8 +21,8 @@ pub use signals::{
     BreakerDef, BreakerInputs, BreakerKind, LimitAlgorithm, LimitDef, OutcomeTag, StoreFallback,
 };
 
-use crate::mapping::{Glob, Template};
-use crate::parse::MetricKind;
+use crate::mapping::{Glob, Matcher, NameRegex, Template};
+use crate::parse::{MetricKind, TagStyles};
 use crate::store::{RedisConfig, RedisTarget};
 use crate::window::WindowSpec;
 
@@ -73,6 +73,9 @@ pub struct Ingest {
     pub max_line_bytes: usize,
     /// Largest HTTP ingest body (413 above).
     pub http_max_body_bytes: usize,
+    /// statsd tag syntaxes read on every transport (statsd text; the JSON
+    /// ingest body has tags of its own and ignores this).
+    pub tag_styles: TagStyles,
 }
 
 /// `[series]`.
@@ -110,9 +113,11 @@ pub enum Action {
 /// One `[[mappings]]` rule.
 #[derive(Clone, Debug)]
 pub struct Mapping {
-    /// Glob on the statsd name: `*` matches within one dot-separated
-    /// component, `**` across components; captures are `$1`, `$2`...
-    pub pattern: Glob,
+    /// What the statsd name must match: a glob (`match`: `*` within one
+    /// dot-separated component, `**` across components) or a regex anchored
+    /// to the whole name (`match_regex`); captures are `$1`, `$2`... and, for
+    /// a regex's named groups, `${name}`.
+    pub pattern: Matcher,
     /// Only lines of this statsd type match, if set.
     pub match_type: Option<MetricKind>,
     /// Keep or drop.
@@ -161,11 +166,13 @@ const INGEST_KEYS: &[&str] = &[
     "tcp_max_connections",
     "max_line_bytes",
     "http_max_body_bytes",
+    "tag_styles",
 ];
 const SERIES_KEYS: &[&str] = &["ttl_secs", "max_series", "quantiles", "histogram_buckets"];
 const WINDOW_KEYS: &[&str] = &["name", "buckets", "interval_ms", "ignore_current"];
 const MAPPING_KEYS: &[&str] = &[
     "match",
+    "match_regex",
     "match_type",
     "action",
     "rename",
@@ -208,6 +215,7 @@ impl Default for Ingest {
             tcp_max_connections: 1024,
             max_line_bytes: 64 << 10,
             http_max_body_bytes: 4 << 20,
+            tag_styles: TagStyles::ALL,
         }
     }
 }
@@ -334,6 +342,25 @@ impl Config {
             }
             if let Some(n) = t.int(&mut p, "http_max_body_bytes", 1024, 1 << 30) {
                 i.http_max_body_bytes = n as usize;
+            }
+            if let Some(names) = t.strings(&mut p, "tag_styles") {
+                i.tag_styles = TagStyles::NONE;
+                for (name, off) in names {
+                    match TagStyles::from_name(&name) {
+                        Some(s) => i.tag_styles = i.tag_styles.with(s),
+                        None => {
+                            let known: Vec<&str> = TagStyles::ALL.names().collect();
+                            p.at(
+                                off,
+                                "ingest.tag_styles",
+                                format!(
+                                    "unknown tag style `{name}`; use any of {} ([] reads no tags)",
+                                    known.join(", ")
+                                ),
+                            );
+                        }
+                    }
+                }
             }
             t.finish(&mut p, INGEST_KEYS);
         }
@@ -474,24 +501,41 @@ fn read_mapping(
     redis_configured: bool,
 ) -> Option<Mapping> {
     let start = t.start();
-    let pattern = match t.string(p, "match") {
-        Some((s, off)) => match Glob::new(&s) {
-            Ok(g) => Some(g),
-            Err(e) => {
-                p.at(off, &t.key_path("match"), e);
-                None
-            }
-        },
-        None => {
+    let pattern = match (t.string(p, "match"), t.string(p, "match_regex")) {
+        (Some((s, off)), None) => Glob::new(&s)
+            .map(Matcher::Glob)
+            .map_err(|e| p.at(off, &t.key_path("match"), e))
+            .ok(),
+        (None, Some((s, off))) => NameRegex::new(&s)
+            .map(Matcher::Regex)
+            .map_err(|e| {
+                // The crate's message may draw a caret under the pattern over
+                // several lines: keep them, indented under the problem.
+                let e = e.replace('\n', "\n      ");
+                p.at(
+                    off,
+                    &t.key_path("match_regex"),
+                    format!("invalid regex: {e}"),
+                );
+            })
+            .ok(),
+        (Some(_), Some((_, off))) => {
+            p.at(
+                off,
+                &t.key_path("match_regex"),
+                "give `match` (a glob) or `match_regex` (a regex), not both",
+            );
+            None
+        }
+        (None, None) => {
             p.at(
                 start,
                 &t.key_path("match"),
-                "every mapping needs a `match` glob (e.g. \"api.*.requests\")",
+                "every mapping needs a `match` glob (e.g. \"api.*.requests\") or a `match_regex` (e.g. \"api\\\\.(\\\\w+)\\\\.requests\")",
             );
             None
         }
     };
-    let captures = pattern.as_ref().map(Glob::captures).unwrap_or(0);
     let match_type = t.string(p, "match_type").and_then(|(s, off)| {
         let k = MetricKind::ALL.into_iter().find(|k| k.as_str() == s);
         if k.is_none() {
@@ -517,14 +561,15 @@ fn read_mapping(
             Action::Keep
         }
     };
-    let template =
-        |p: &mut Problems<'_>, key: &str, s: &str, off: usize| match Template::new(s, captures) {
-            Ok(tpl) => Some(tpl),
-            Err(e) => {
-                p.at(off, key, e);
-                None
-            }
+    let template = |p: &mut Problems<'_>, key: &str, s: &str, off: usize| {
+        let compiled = match &pattern {
+            Some(m) => m.template(s),
+            // The pattern's own problem is reported already: check only the
+            // template's syntax, not its captures, to avoid a cascade.
+            None => Template::compile(s, usize::MAX, "pattern", |_| Some(1)),
         };
+        compiled.map_err(|e| p.at(off, key, e)).ok()
+    };
     let rename = t
         .string(p, "rename")
         .and_then(|(s, off)| template(p, &t.key_path("rename"), &s, off));

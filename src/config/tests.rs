@@ -1,6 +1,7 @@
 use std::time::Duration;
 
 use super::*;
+use crate::parse::TagStyles;
 
 #[test]
 fn the_sample_config_loads_and_says_what_it_documents() {
@@ -13,10 +14,15 @@ fn the_sample_config_loads_and_says_what_it_documents() {
     assert_eq!(names, ["10s", "1m"]);
     assert_eq!(cfg.windows[1].spec.length(), Duration::from_secs(60));
     assert!(cfg.windows[1].spec.ignores_current());
-    assert_eq!(cfg.mappings.len(), 2);
+    assert_eq!(cfg.mappings.len(), 3);
     assert_eq!(cfg.mappings[0].action, Action::Drop);
     assert_eq!(cfg.mappings[1].match_type, Some(MetricKind::Timer));
     assert_eq!(cfg.mappings[1].windows, Some(vec![0, 1]));
+    let http = &cfg.mappings[2];
+    assert!(matches!(http.pattern, Matcher::Regex(_)));
+    let mut caps = Vec::new();
+    assert!(http.pattern.matches("http.get.200", &mut caps));
+    assert!(!http.pattern.matches("http.get.200.extra", &mut caps));
 }
 
 #[test]
@@ -157,4 +163,102 @@ overflow = "panic"
         ],
         "{err}"
     );
+}
+
+#[test]
+fn a_mapping_matches_by_glob_or_by_regex_never_both_nor_neither() {
+    let cfg = Config::parse(
+        r#"
+[[mappings]]
+match_regex = 'api\.(?P<svc>\w+)\.(\d+)'
+rename = "api.${svc}"
+labels = { code = "$2" }
+"#,
+    )
+    .unwrap();
+    let m = &cfg.mappings[0];
+    assert!(matches!(m.pattern, Matcher::Regex(_)));
+    assert_eq!(m.pattern.as_str(), r"api\.(?P<svc>\w+)\.(\d+)");
+    let mut caps = Vec::new();
+    assert!(m.pattern.matches("api.users.200", &mut caps));
+    assert_eq!(m.rename.as_ref().unwrap().render(&caps), "api.users");
+    assert_eq!(m.labels[0].1.render(&caps), "200");
+
+    let bad = r#"
+[[mappings]]
+match = "a.*"
+match_regex = "a\\..*"
+
+[[mappings]]
+rename = "x"
+
+[[mappings]]
+match_regex = "api.(unclosed"
+rename = "x_$1"
+
+[[mappings]]
+match_regex = "api"
+rename = "${route}"
+labels = { n = "$1" }
+"#;
+    let err = Config::parse(bad).unwrap_err();
+    let got: Vec<(usize, &str)> = err
+        .problems
+        .iter()
+        .map(|p| (p.line, p.key.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (4, "mappings[0].match_regex"),
+            (6, "mappings[1].match"),
+            (10, "mappings[2].match_regex"),
+            (15, "mappings[3].rename"),
+            (16, "mappings[3].labels.n"),
+        ],
+        "{err}"
+    );
+    let text = err.to_string();
+    assert!(text.contains("not both"), "{text}");
+    assert!(text.contains("`match_regex`"), "{text}");
+    // The regex crate's own words, and no cascade onto the template of the
+    // rule whose regex is broken.
+    assert!(text.contains("invalid regex: regex parse error"), "{text}");
+    assert!(text.contains("unclosed group"), "{text}");
+    assert!(text.contains("no capture named `route`"), "{text}");
+    assert!(text.contains("the regex has 0 capture(s)"), "{text}");
+}
+
+#[test]
+fn tag_styles_are_chosen_by_name_and_unknown_ones_are_problems() {
+    assert_eq!(Config::parse("").unwrap().ingest.tag_styles, TagStyles::ALL);
+    let cfg = Config::parse("[ingest]\ntag_styles = [\"librato\", \"dogstatsd\"]\n").unwrap();
+    assert_eq!(
+        cfg.ingest.tag_styles,
+        TagStyles::DOGSTATSD.with(TagStyles::LIBRATO)
+    );
+    let cfg = Config::parse("[ingest]\ntag_styles = []\n").unwrap();
+    assert_eq!(cfg.ingest.tag_styles, TagStyles::NONE);
+    let err =
+        Config::parse("[ingest]\ntag_styles = [\n  \"dogstatsd\",\n  \"statsite\",\n  3,\n]\n")
+            .unwrap_err();
+    let got: Vec<(usize, &str)> = err
+        .problems
+        .iter()
+        .map(|p| (p.line, p.key.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [(4, "ingest.tag_styles"), (5, "ingest.tag_styles[2]")],
+        "{err}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains(
+            "unknown tag style `statsite`; use any of dogstatsd, influxdb, librato, signalfx"
+        ),
+        "{text}"
+    );
+    let err = Config::parse("[ingest]\ntag_styles = \"dogstatsd\"\n").unwrap_err();
+    assert_eq!(err.problems[0].key, "ingest.tag_styles");
 }

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::clock::{Clock, Timestamp};
-use crate::parse::{parse_datagram, Line, ParseError};
+use crate::parse::{parse_datagram_with, Line, ParseError, ParseOptions};
 use crate::series::{Applied, KeyBuf, Registry};
 use crate::service::ServiceHandle;
 use crate::telemetry::{LocalCounts, Telemetry, Transport};
@@ -29,6 +29,8 @@ pub struct Ingestor {
     pub clock: Arc<dyn Clock>,
     /// Breakers and limits (breakers listen to ingested samples).
     pub services: Arc<ServiceHandle>,
+    /// How statsd text is parsed (`[ingest] tag_styles`), on every transport.
+    parse: ParseOptions,
     /// When a bad line was last logged (Unix nanos), for rate limiting.
     last_logged: AtomicU64,
     /// Bad lines not logged since.
@@ -70,9 +72,24 @@ impl Ingestor {
             telemetry,
             clock,
             services,
+            parse: ParseOptions::default(),
             last_logged: AtomicU64::new(0),
             suppressed: AtomicU64::new(0),
         }
+    }
+
+    /// This ingestor, parsing statsd text with `opts` (default: every tag
+    /// style).
+    #[must_use]
+    pub fn with_parse_options(mut self, opts: ParseOptions) -> Self {
+        self.parse = opts;
+        self
+    }
+
+    /// The options statsd text is parsed with.
+    #[must_use]
+    pub fn parse_options(&self) -> ParseOptions {
+        self.parse
     }
 
     /// Logs a rejected line at most once per 10 s, with how many were not
@@ -113,13 +130,26 @@ impl Ingestor {
         );
     }
 
-    /// Parses `buf` and applies every good line at `now`. Returns the first
-    /// parse error, if any (the other lines are applied regardless).
+    /// Parses `buf` with the configured options and applies every good line
+    /// at `now`. Returns the first parse error, if any (the other lines are
+    /// applied regardless).
     pub fn ingest(&self, buf: &[u8], now: Timestamp, w: &mut Worker) -> Option<FirstError> {
+        self.ingest_with(buf, self.parse, now, w)
+    }
+
+    /// [`ingest`](Self::ingest) with other parse options (the JSON ingest
+    /// body, whose tags are rendered as DogStatsD tags, is read with all).
+    pub fn ingest_with(
+        &self,
+        buf: &[u8],
+        opts: ParseOptions,
+        now: Timestamp,
+        w: &mut Worker,
+    ) -> Option<FirstError> {
         let mut first = None;
         let services = self.services.current();
         let breakers = services.breakers.has_feeds().then_some(&services.breakers);
-        for (i, line) in parse_datagram(buf).enumerate() {
+        for (i, line) in parse_datagram_with(buf, opts).enumerate() {
             match line {
                 Ok(Line::Sample(s)) => {
                     if let Some(b) = breakers {

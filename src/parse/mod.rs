@@ -71,6 +71,16 @@
 //!     contain `:`.
 //!   * Both kinds on one line are merged (name tags first), unlike
 //!     statsd_exporter, which rejects the mix.
+//!   * Each style can be turned off ([`TagStyles`], passed in a
+//!     [`ParseOptions`] to [`parse_datagram_with`] / [`parse_line_with`]; the
+//!     daemon's `[ingest] tag_styles`). A turned-off **name** style's
+//!     delimiter (`,`, `#`, `[`) is ordinary name text, as with
+//!     statsd_exporter's `--no-statsd.parse-*-tags`: `a,k=v:1|c` without
+//!     InfluxDB is the metric `a,k=v` with no tags (the first delimiter of a
+//!     style still on picks the style). A turned-off **DogStatsD** style makes
+//!     the `|#...` field an unknown field: ignored, unchecked, never an error.
+//!     Either way the line is otherwise parsed as usual and no neighbour is
+//!     affected. [`parse_datagram`] and [`parse_line`] read every style.
 //!   * Empty entries (`a,,b`, a trailing `,`) are skipped; an empty key or a
 //!     control character is `malformed_tag`. Duplicate keys are kept.
 //! * **Other fields**: `|T<unix seconds>` is parsed into [`Sample::timestamp`]
@@ -100,7 +110,9 @@ mod error;
 mod statsd;
 
 pub use error::ParseError;
-pub use statsd::{parse_line, GaugeOp, Line, MetricKind, Sample, SkipKind, Tags, Values};
+pub use statsd::{
+    parse_line, parse_line_with, GaugeOp, Line, MetricKind, Sample, SkipKind, Tags, Values,
+};
 
 /// Longest metric name accepted, in bytes, after name-embedded tags are removed.
 pub const MAX_NAME_LEN: usize = 256;
@@ -115,17 +127,116 @@ pub const MAX_VALUES: usize = 1024;
 /// Smallest sample rate accepted; the largest weight is therefore `1e6`.
 pub const MIN_SAMPLE_RATE: f64 = 1e-6;
 
-/// Splits a datagram into lines and parses each one. See the [module
-/// docs](self) for the grammar.
+/// The tag syntaxes the parser reads: a set of four flags in one byte.
+///
+/// ```
+/// use rollstat::parse::{parse_line_with, Line, ParseOptions, TagStyles};
+///
+/// let opts = ParseOptions::default().tag_styles(TagStyles::ALL.without(TagStyles::INFLUXDB));
+/// let Ok(Line::Sample(s)) = parse_line_with(b"a,k=v:1|c|#x:y", opts) else { panic!() };
+/// assert_eq!(s.name, "a,k=v");
+/// assert_eq!(s.tags().collect::<Vec<_>>(), [("x", "y")]);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TagStyles(u8);
+
+impl TagStyles {
+    /// DogStatsD `|#k:v,bare`.
+    pub const DOGSTATSD: TagStyles = TagStyles(1);
+    /// InfluxDB `name,k=v:`.
+    pub const INFLUXDB: TagStyles = TagStyles(2);
+    /// Librato `name#k=v:`.
+    pub const LIBRATO: TagStyles = TagStyles(4);
+    /// SignalFx `name[k=v]:` / `[k=v]name:`.
+    pub const SIGNALFX: TagStyles = TagStyles(8);
+    /// No tags at all.
+    pub const NONE: TagStyles = TagStyles(0);
+    /// Every style (the default).
+    pub const ALL: TagStyles = TagStyles(15);
+    /// Each style with its config name, in documentation order.
+    pub const NAMED: [(&'static str, TagStyles); 4] = [
+        ("dogstatsd", TagStyles::DOGSTATSD),
+        ("influxdb", TagStyles::INFLUXDB),
+        ("librato", TagStyles::LIBRATO),
+        ("signalfx", TagStyles::SIGNALFX),
+    ];
+
+    /// The style called `name` in the config (`"dogstatsd"`, ...).
+    #[must_use]
+    pub fn from_name(name: &str) -> Option<TagStyles> {
+        TagStyles::NAMED
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, s)| *s)
+    }
+
+    /// Whether every style of `other` is on.
+    #[must_use]
+    pub const fn contains(self, other: TagStyles) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// These styles and those of `other`.
+    #[must_use]
+    pub const fn with(self, other: TagStyles) -> TagStyles {
+        TagStyles(self.0 | other.0)
+    }
+
+    /// These styles less those of `other`.
+    #[must_use]
+    pub const fn without(self, other: TagStyles) -> TagStyles {
+        TagStyles(self.0 & !other.0)
+    }
+
+    /// The config names of the styles that are on.
+    pub fn names(self) -> impl Iterator<Item = &'static str> {
+        TagStyles::NAMED
+            .into_iter()
+            .filter(move |(_, s)| self.contains(*s))
+            .map(|(n, _)| n)
+    }
+}
+
+impl Default for TagStyles {
+    fn default() -> Self {
+        TagStyles::ALL
+    }
+}
+
+/// How the parser reads lines; a small `Copy` value passed by value.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ParseOptions {
+    /// The tag syntaxes read (default: all).
+    pub tag_styles: TagStyles,
+}
+
+impl ParseOptions {
+    /// These options with `styles` as the tag styles.
+    #[must_use]
+    pub const fn tag_styles(mut self, styles: TagStyles) -> ParseOptions {
+        self.tag_styles = styles;
+        self
+    }
+}
+
+/// Splits a datagram into lines and parses each one, reading every tag
+/// style. See the [module docs](self) for the grammar.
 #[must_use]
 pub fn parse_datagram(buf: &[u8]) -> Lines<'_> {
-    Lines { rest: buf }
+    parse_datagram_with(buf, ParseOptions::default())
+}
+
+/// [`parse_datagram`] with options (which tag styles to read).
+#[must_use]
+pub fn parse_datagram_with(buf: &[u8], opts: ParseOptions) -> Lines<'_> {
+    Lines { rest: buf, opts }
 }
 
 /// Iterator over the lines of a datagram: one item per non-empty line.
 #[derive(Clone, Debug)]
 pub struct Lines<'a> {
     rest: &'a [u8],
+    opts: ParseOptions,
 }
 
 impl<'a> Iterator for Lines<'a> {
@@ -144,7 +255,7 @@ impl<'a> Iterator for Lines<'a> {
             self.rest = rest.get(1..).unwrap_or(rest);
             let line = statsd::trim(line);
             if !line.is_empty() {
-                return Some(statsd::parse_trimmed(line));
+                return Some(statsd::parse_trimmed(line, self.opts));
             }
         }
     }

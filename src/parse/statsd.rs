@@ -10,13 +10,18 @@
 //! dtag     = key [ ":" value ]             ; split on the first ':' only
 //! ```
 //!
+//! The name-tag forms of `name-part` and the `#` field exist only for the
+//! [`TagStyles`] that are on; otherwise their text is name text, or an
+//! ignored field.
+//!
 //! Everything here borrows from the input and allocates nothing. A line is
 //! validated completely before a [`Sample`] is returned, so a caller never
 //! applies half a line. See the [module docs](super) for the decisions.
 
 use super::error::ParseError;
 use super::{
-    MAX_NAME_LEN, MAX_TAGS, MAX_TAG_KEY_LEN, MAX_TAG_VALUE_LEN, MAX_VALUES, MIN_SAMPLE_RATE,
+    ParseOptions, TagStyles, MAX_NAME_LEN, MAX_TAGS, MAX_TAG_KEY_LEN, MAX_TAG_VALUE_LEN,
+    MAX_VALUES, MIN_SAMPLE_RATE,
 };
 
 /// The statsd metric types rollstat aggregates.
@@ -313,15 +318,21 @@ impl<'a> Iterator for Tags<'a> {
 impl ExactSizeIterator for Tags<'_> {}
 impl std::iter::FusedIterator for Tags<'_> {}
 
-/// Parses one line. Surrounding spaces, tabs, `\r` and `\n` are trimmed, so a
-/// line may keep its terminator. An empty line is [`ParseError::MalformedLine`]
-/// here; [`parse_datagram`](super::parse_datagram) skips empty lines instead.
+/// Parses one line, reading every tag style. Surrounding spaces, tabs, `\r`
+/// and `\n` are trimmed, so a line may keep its terminator. An empty line is
+/// [`ParseError::MalformedLine`] here; [`parse_datagram`](super::parse_datagram)
+/// skips empty lines instead.
 pub fn parse_line(line: &[u8]) -> Result<Line<'_>, ParseError> {
+    parse_line_with(line, ParseOptions::default())
+}
+
+/// [`parse_line`] with options (which tag styles to read).
+pub fn parse_line_with(line: &[u8], opts: ParseOptions) -> Result<Line<'_>, ParseError> {
     let line = trim(line);
     if line.is_empty() {
         return Err(ParseError::MalformedLine);
     }
-    parse_trimmed(line)
+    parse_trimmed(line, opts)
 }
 
 /// Strips ASCII spaces, tabs, `\r` and `\n` from both ends.
@@ -336,14 +347,14 @@ pub(super) fn trim(mut s: &[u8]) -> &[u8] {
 }
 
 /// Parses a non-empty, trimmed line.
-pub(super) fn parse_trimmed(line: &[u8]) -> Result<Line<'_>, ParseError> {
+pub(super) fn parse_trimmed(line: &[u8], opts: ParseOptions) -> Result<Line<'_>, ParseError> {
     match line {
         [b'_', b'e', b'{', ..] => return Ok(Line::Skipped(SkipKind::Event)),
         [b'_', b's', b'c', b'|', ..] => return Ok(Line::Skipped(SkipKind::ServiceCheck)),
         _ => {}
     }
     let line = std::str::from_utf8(line).map_err(|_| ParseError::InvalidUtf8)?;
-    parse_sample(line).map(Line::Sample)
+    parse_sample(line, opts.tag_styles).map(Line::Sample)
 }
 
 /// `s.split_once(b)` for an ASCII byte, without the general char searcher
@@ -374,7 +385,7 @@ fn has_control(s: &str) -> bool {
     s.bytes().any(is_control)
 }
 
-fn parse_sample(line: &str) -> Result<Sample<'_>, ParseError> {
+fn parse_sample(line: &str, styles: TagStyles) -> Result<Sample<'_>, ParseError> {
     let (head, fields) = match split2(line, b'|') {
         Some((h, f)) => (h, Some(f)),
         None => (line, None),
@@ -387,7 +398,11 @@ fn parse_sample(line: &str) -> Result<Sample<'_>, ParseError> {
     }
     let kind = MetricKind::from_type(type_field.as_bytes()).ok_or(ParseError::UnknownType)?;
 
-    let (name, name_tags) = split_name(name_part)?;
+    let (name, name_tags) = if styles.contains(NAME_STYLES) {
+        split_name(name_part)?
+    } else {
+        split_name_with(name_part, styles)?
+    };
     if name.is_empty() {
         return Err(ParseError::EmptyName);
     }
@@ -457,7 +472,7 @@ fn parse_sample(line: &str) -> Result<Sample<'_>, ParseError> {
                 }
                 sample_rate = Some(parse_rate(&f[1..])?);
             }
-            Some(b'#') => {
+            Some(b'#') if styles.contains(TagStyles::DOGSTATSD) => {
                 if dog_tags.is_some() {
                     return Err(ParseError::DuplicateField);
                 }
@@ -470,7 +485,8 @@ fn parse_sample(line: &str) -> Result<Sample<'_>, ParseError> {
                 timestamp = Some(parse_timestamp(&f[1..])?);
             }
             // Empty fields, container id `c:...`, external data `e:...`,
-            // cardinality `card:...` and anything newer: ignored.
+            // cardinality `card:...`, DogStatsD tags when that style is off,
+            // and anything newer: ignored.
             _ => {}
         }
     }
@@ -498,13 +514,48 @@ fn parse_sample(line: &str) -> Result<Sample<'_>, ParseError> {
     })
 }
 
-/// Splits name-embedded tags off the name. Returns `(name, tags)` where `tags`
-/// is a `,`-separated list of `k=v`.
+/// The styles embedded in the name.
+const NAME_STYLES: TagStyles = TagStyles::INFLUXDB
+    .with(TagStyles::LIBRATO)
+    .with(TagStyles::SIGNALFX);
+
+/// Whether `c` starts name-embedded tags of a style that is on.
+#[inline]
+fn starts_name_tags(c: u8, styles: TagStyles) -> bool {
+    match c {
+        b',' => styles.contains(TagStyles::INFLUXDB),
+        b'#' => styles.contains(TagStyles::LIBRATO),
+        b'[' => styles.contains(TagStyles::SIGNALFX),
+        _ => false,
+    }
+}
+
+/// Splits name-embedded tags off the name, every name style on. Returns
+/// `(name, tags)` where `tags` is a `,`-separated list of `k=v`.
+#[inline]
 fn split_name(part: &str) -> Result<(&str, &str), ParseError> {
     let b = part.as_bytes();
     let Some(i) = b.iter().position(|&c| matches!(c, b',' | b'#' | b'[')) else {
         return Ok((part, ""));
     };
+    split_name_at(part, i)
+}
+
+/// [`split_name`] with some name styles off: the delimiter of a style that
+/// is off is name text. Out of line, so that the default path keeps the
+/// code it had before styles could be turned off.
+#[inline(never)]
+fn split_name_with(part: &str, styles: TagStyles) -> Result<(&str, &str), ParseError> {
+    let Some(i) = part.bytes().position(|c| starts_name_tags(c, styles)) else {
+        return Ok((part, ""));
+    };
+    split_name_at(part, i)
+}
+
+/// Splits at `i`, the first delimiter of a name style that is on.
+#[inline]
+fn split_name_at(part: &str, i: usize) -> Result<(&str, &str), ParseError> {
+    let b = part.as_bytes();
     match b[i] {
         // InfluxDB `name,k=v` and Librato `name#k=v`.
         b',' | b'#' => Ok((&part[..i], &part[i + 1..])),
@@ -1272,6 +1323,121 @@ mod tests {
         ] {
             assert_eq!(reject(line), reason, "{:?}", String::from_utf8_lossy(line));
         }
+    }
+
+    fn with(line: &str, styles: TagStyles) -> Result<Line<'_>, ParseError> {
+        parse_line_with(line.as_bytes(), ParseOptions::default().tag_styles(styles))
+    }
+
+    fn named(line: &str, styles: TagStyles) -> (String, Vec<(String, String)>) {
+        match with(line, styles) {
+            Ok(Line::Sample(s)) => (
+                s.name.to_string(),
+                s.tags()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            ),
+            other => panic!("{line:?} with {styles:?}: {other:?}"),
+        }
+    }
+
+    fn tags(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn a_style_turned_off_reads_its_tags_as_name_text_or_an_unknown_field() {
+        let all = TagStyles::ALL;
+        // InfluxDB off: the text stays in the name (statsd_exporter's rule).
+        let no_influx = all.without(TagStyles::INFLUXDB);
+        assert_eq!(
+            named("a,k=v:1|c|#x:y", no_influx),
+            ("a,k=v".into(), tags(&[("x", "y")]))
+        );
+        // Librato off.
+        let no_librato = all.without(TagStyles::LIBRATO);
+        assert_eq!(named("a#k=v:1|c", no_librato), ("a#k=v".into(), tags(&[])));
+        // SignalFx off: brackets anywhere are name text, never malformed_tag.
+        let no_sfx = all.without(TagStyles::SIGNALFX);
+        assert_eq!(named("a[k=v]:1|c", no_sfx), ("a[k=v]".into(), tags(&[])));
+        assert_eq!(named("[k=v]a:1|c", no_sfx), ("[k=v]a".into(), tags(&[])));
+        assert_eq!(named("a[k=v]b:1|c", no_sfx), ("a[k=v]b".into(), tags(&[])));
+        assert_eq!(with("a[k=v]b:1|c", all), Err(ParseError::MalformedTag));
+        // The first delimiter of a style still on picks the style.
+        assert_eq!(
+            named("a,b#k=v:1|c", no_influx),
+            ("a,b".into(), tags(&[("k", "v")]))
+        );
+        assert_eq!(
+            named("a#b,k=v:1|c", no_librato),
+            ("a#b".into(), tags(&[("k", "v")]))
+        );
+        assert_eq!(
+            named("a,b[k=v]:1|c", no_influx),
+            ("a,b".into(), tags(&[("k", "v")]))
+        );
+        // Text that would be a malformed name tag is fine as name text.
+        assert_eq!(
+            named("a,novalue:1|c", no_influx),
+            ("a,novalue".into(), tags(&[]))
+        );
+        // DogStatsD off: the `|#` field is ignored like an unknown field,
+        // whatever it holds, even twice.
+        let no_dog = all.without(TagStyles::DOGSTATSD);
+        assert_eq!(
+            named("a,k=v:1|c|#x:y", no_dog),
+            ("a".into(), tags(&[("k", "v")]))
+        );
+        assert_eq!(named("a:1|c|#:bad|#again", no_dog), ("a".into(), tags(&[])));
+        assert_eq!(with("a:1|c|#:bad", all), Err(ParseError::MalformedTag));
+        let s = match with("a:2|c|@0.5|#x:y|T12", no_dog) {
+            Ok(Line::Sample(s)) => s,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            (s.weight(), s.timestamp, s.tags().len()),
+            (2.0, Some(12), 0)
+        );
+        // Nothing on: names keep every delimiter, no tags at all.
+        assert_eq!(
+            named("a,k=v#x[y]:1|c|#t:u", TagStyles::NONE),
+            ("a,k=v#x[y]".into(), tags(&[]))
+        );
+        // Other errors are unchanged by the switches.
+        for styles in [TagStyles::NONE, no_dog, no_influx, all] {
+            assert_eq!(with("a,k=v:x|c", styles), Err(ParseError::MalformedValue));
+            assert_eq!(
+                with(",k=v:1|c", styles).is_err(),
+                styles.contains(TagStyles::INFLUXDB)
+            );
+        }
+        // A name made longer by tag text kept in it is still bounded.
+        let long = format!("{},k=v:1|c", "n".repeat(MAX_NAME_LEN - 3));
+        assert!(with(&long, all).is_ok());
+        assert_eq!(with(&long, no_influx), Err(ParseError::NameTooLong));
+    }
+
+    #[test]
+    fn tag_style_names_and_sets() {
+        assert_eq!(TagStyles::default(), TagStyles::ALL);
+        assert_eq!(TagStyles::from_name("influxdb"), Some(TagStyles::INFLUXDB));
+        assert_eq!(TagStyles::from_name("InfluxDB"), None);
+        let names: Vec<_> = TagStyles::ALL.names().collect();
+        assert_eq!(names, ["dogstatsd", "influxdb", "librato", "signalfx"]);
+        let some = TagStyles::NONE
+            .with(TagStyles::LIBRATO)
+            .with(TagStyles::DOGSTATSD);
+        assert_eq!(some.names().collect::<Vec<_>>(), ["dogstatsd", "librato"]);
+        assert!(some.contains(TagStyles::LIBRATO) && !some.contains(TagStyles::SIGNALFX));
+        assert_eq!(
+            TagStyles::NAMED
+                .iter()
+                .fold(TagStyles::NONE, |a, (_, s)| a.with(*s)),
+            TagStyles::ALL
+        );
     }
 
     #[test]

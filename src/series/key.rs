@@ -71,6 +71,30 @@ pub fn sorted_unique<'s, 'a>(tags: &'s mut [(&'a str, &'a str)]) -> &'s [(&'a st
     &tags[..kept]
 }
 
+/// The name and tags (sorted by key, unique) of a raw key written by
+/// [`KeyBuf::build`]; `None` if `key` is not one. For reloads, which
+/// re-resolve existing series from their keys.
+#[must_use]
+pub fn decode(key: &[u8]) -> Option<(&str, Vec<(&str, &str)>)> {
+    let mut rest = key;
+    let name = take_part(&mut rest)?;
+    let mut tags = Vec::new();
+    while !rest.is_empty() {
+        let k = take_part(&mut rest)?;
+        let v = take_part(&mut rest)?;
+        tags.push((k, v));
+    }
+    Some((name, tags))
+}
+
+fn take_part<'k>(rest: &mut &'k [u8]) -> Option<&'k str> {
+    let (len, tail) = rest.split_first_chunk::<4>()?;
+    let n = usize::try_from(u32::from_le_bytes(*len)).ok()?;
+    let part = tail.get(..n)?;
+    *rest = &tail[n..];
+    std::str::from_utf8(part).ok()
+}
+
 fn push_part(buf: &mut Vec<u8>, s: &str) {
     // Parts are bounded by the parser (names 256 bytes, tags 256 bytes).
     buf.extend_from_slice(&(s.len() as u32).to_le_bytes());
@@ -97,5 +121,22 @@ mod tests {
         assert_ne!(key("a:1|c|#x:1"), key("a:1|c"));
         // Length prefixes keep "ab"+"c" apart from "a"+"bc".
         assert_ne!(key("a:1|c|#ab:c"), key("a:1|c|#a:bc"));
+    }
+
+    #[test]
+    fn a_key_decodes_to_its_name_and_sorted_unique_tags() {
+        let k = key("caf\u{e9},z=1:1|c|#a:x:y,bare,a:2");
+        assert_eq!(
+            decode(&k),
+            Some(("caf\u{e9}", vec![("a", "x:y"), ("bare", ""), ("z", "1")]))
+        );
+        assert_eq!(decode(&key("n:1|c")), Some(("n", vec![])));
+        // Truncated or odd keys are refused, not misread.
+        assert_eq!(decode(&k[..k.len() - 1]), None);
+        assert_eq!(decode(&[1, 0, 0]), None);
+        assert_eq!(decode(&[1, 0, 0, 0, 0xff]), None);
+        let mut odd = key("n:1|c");
+        odd.extend_from_slice(&[1, 0, 0, 0, b'k']);
+        assert_eq!(decode(&odd), None);
     }
 }

@@ -21,6 +21,14 @@
 //! * **Bounds.** At most `max_series` entries (lines for new series beyond it
 //!   are refused as `series_cap`); a series not written for `ttl` is removed
 //!   by [`Registry::sweep`]. Both are counted.
+//! * **Reload.** [`Registry::set_plan`] swaps the plan new series follow;
+//!   [`Registry::replan`] then re-resolves every existing entry against it,
+//!   one shard at a time (copy the keys under the lock, decide without it,
+//!   apply under it again): same identity and windows, untouched; same
+//!   identity, other windows, its windows are rebuilt (a window whose name
+//!   and shape are unchanged keeps its history) and its cumulative values
+//!   kept; dropped, renamed or relabelled, removed, so that its next line
+//!   starts it fresh under the new rules. Each outcome is counted.
 
 pub mod key;
 pub mod state;
@@ -76,8 +84,59 @@ pub enum Applied {
     DroppedByMapping,
 }
 
-/// The published identity and settings of a series, fixed at birth.
-#[derive(Debug)]
+/// What a reload did to one existing entry ([`Registry::replan`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Replanned {
+    /// Same identity and windows under the new plan: left untouched.
+    Kept,
+    /// Same identity, other windows: the changed windows start empty, the
+    /// cumulative values are kept.
+    Rewindowed,
+    /// Dropped, renamed or relabelled by the new rules: removed (its next
+    /// line starts it fresh under the new plan).
+    Removed,
+}
+
+impl Replanned {
+    /// Every outcome label.
+    pub const ALL_OUTCOMES: [&'static str; 3] = ["kept", "rewindowed", "removed"];
+
+    /// Stable label for the replan counter.
+    #[must_use]
+    pub const fn outcome(self) -> &'static str {
+        match self {
+            Replanned::Kept => "kept",
+            Replanned::Rewindowed => "rewindowed",
+            Replanned::Removed => "removed",
+        }
+    }
+}
+
+/// What one [`Registry::replan`] did, by outcome (drop-rule markers
+/// included).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReplanReport {
+    /// Entries left untouched.
+    pub kept: usize,
+    /// Series whose windows were rebuilt.
+    pub rewindowed: usize,
+    /// Entries removed.
+    pub removed: usize,
+}
+
+impl ReplanReport {
+    fn add(&mut self, r: Replanned) {
+        match r {
+            Replanned::Kept => self.kept += 1,
+            Replanned::Rewindowed => self.rewindowed += 1,
+            Replanned::Removed => self.removed += 1,
+        }
+    }
+}
+
+/// The published identity and settings of a series, decided at birth and
+/// again by a reload ([`Registry::replan`]).
+#[derive(Clone, Debug)]
 pub struct SeriesMeta {
     /// statsd type.
     pub kind: MetricKind,
@@ -117,7 +176,8 @@ fn identity_of(prom_name: &str, labels: &[(String, String)]) -> String {
     identity
 }
 
-/// The settings a registry applies to new series; swapped on reload.
+/// The settings a registry applies to new series, and to existing ones on
+/// [`Registry::replan`]; swapped on reload.
 #[derive(Debug)]
 pub struct Plan {
     windows: Vec<NamedWindow>,
@@ -132,7 +192,85 @@ pub struct Plan {
     max_series: usize,
 }
 
+/// What a plan makes of a series: its published identity and windows.
+struct Resolved {
+    metric: String,
+    prom_name: String,
+    labels: Vec<(String, String)>,
+    window_ids: Vec<usize>,
+    shared: bool,
+}
+
 impl Plan {
+    /// Runs the mapping rules on a series named `name` of `kind` with
+    /// `tags` (sorted by key, unique): `None` if a rule drops it. Tags left
+    /// out because another sanitised to the same label are added to
+    /// `tags_dropped`.
+    fn resolve(
+        &self,
+        name: &str,
+        kind: MetricKind,
+        tags: &[(&str, &str)],
+        tags_dropped: &mut u64,
+    ) -> Option<Resolved> {
+        let mut caps = Vec::new();
+        let rule = self
+            .mappings
+            .iter()
+            .find(|m| m.match_type.is_none_or(|k| k == kind) && m.pattern.matches(name, &mut caps));
+        if rule.is_some_and(|m| m.action == Action::Drop) {
+            return None;
+        }
+        let metric = match rule.and_then(|m| m.rename.as_ref()) {
+            Some(t) => t.render(&caps),
+            None => name.to_string(),
+        };
+        let mut prom_name = names::metric_name(&metric);
+        if prom_name.starts_with("rollstat_") {
+            // Our own families own that prefix.
+            prom_name.insert_str(0, "statsd_");
+        }
+        let mut labels: Vec<(String, String)> = Vec::with_capacity(tags.len());
+        for (k, v) in tags {
+            let name = names::label_name(k);
+            if labels.iter().any(|(l, _)| *l == name) {
+                // `content-type` and `content_type` on one line: the first
+                // (in key order) keeps the label; the other is counted.
+                *tags_dropped += 1;
+            } else {
+                labels.push((name, v.to_string()));
+            }
+        }
+        if let Some(m) = rule {
+            for (k, tpl) in &m.labels {
+                let v = tpl.render(&caps);
+                match labels.iter_mut().find(|(l, _)| l == k) {
+                    Some(slot) => slot.1 = v,
+                    None => labels.push((names::label_name(k), v)),
+                }
+            }
+        }
+        labels.sort();
+        Some(Resolved {
+            metric,
+            prom_name,
+            labels,
+            window_ids: rule
+                .and_then(|m| m.windows.clone())
+                .unwrap_or_else(|| self.default_windows.clone()),
+            shared: rule.is_some_and(|m| m.shared),
+        })
+    }
+
+    /// The names of windows `ids` (shared by every series on the defaults).
+    fn window_names(&self, ids: &[usize]) -> Arc<[String]> {
+        if ids == self.default_windows {
+            self.default_window_names.clone()
+        } else {
+            ids.iter().map(|&i| self.windows[i].name.clone()).collect()
+        }
+    }
+
     /// The plan of a validated config.
     #[must_use]
     pub fn from_config(cfg: &Config) -> Plan {
@@ -154,7 +292,23 @@ enum Body {
         meta: Arc<SeriesMeta>,
         state: SeriesState,
     },
-    Dropped,
+    /// A drop rule matched the first line, of this type.
+    Dropped { kind: MetricKind },
+}
+
+/// An entry as [`Registry::replan`] found it.
+enum Was {
+    Live(Arc<SeriesMeta>),
+    Dropped(MetricKind),
+}
+
+/// What [`Registry::replan`] does to an entry.
+enum Decision {
+    /// A marker the new rules still drop.
+    Keep,
+    /// Same identity: compare its windows under the lock.
+    Check(Resolved),
+    Remove,
 }
 
 /// Shard index bits start here (below hashbrown's 7 tag bits, above the slot
@@ -193,6 +347,9 @@ pub struct RegistryCounters {
     /// Tags left out of a new series' labels because another tag of the same
     /// line sanitised to the same label name.
     pub tags_dropped: AtomicU64,
+    /// Entries re-planned by reloads, by [`Replanned`] in `ALL_OUTCOMES`
+    /// order.
+    pub replanned: [AtomicU64; 3],
 }
 
 /// The sharded series registry.
@@ -201,6 +358,8 @@ pub struct Registry {
     hasher: foldhash::fast::RandomState,
     catalog: Mutex<Catalog>,
     plan: RwLock<Arc<Plan>>,
+    /// One replan at a time.
+    replanning: Mutex<()>,
     len: AtomicUsize,
     /// Self-metrics.
     pub counters: RegistryCounters,
@@ -216,6 +375,7 @@ impl Registry {
             hasher: foldhash::fast::RandomState::default(),
             catalog: Mutex::new(Catalog::default()),
             plan: RwLock::new(Arc::new(plan)),
+            replanning: Mutex::new(()),
             len: AtomicUsize::new(0),
             counters: RegistryCounters::default(),
         }
@@ -227,8 +387,8 @@ impl Registry {
         self.plan.read().clone()
     }
 
-    /// Replaces the plan. Existing series keep their windows and names until
-    /// they expire; new series follow the new plan.
+    /// Replaces the plan new series follow. Existing series keep theirs
+    /// until [`replan`](Self::replan) applies it to them.
     pub fn set_plan(&self, plan: Plan) {
         *self.plan.write() = Arc::new(plan);
     }
@@ -261,7 +421,7 @@ impl Registry {
         if let Some(e) = map.find_mut(hash, |e| *e.key == *key) {
             e.last_seen = now;
             return match &mut e.body {
-                Body::Dropped => Ok(Applied::DroppedByMapping),
+                Body::Dropped { .. } => Ok(Applied::DroppedByMapping),
                 Body::Live { meta, state } => {
                     if meta.kind != s.kind {
                         return Err(self.refuse(Refusal::TypeConflict));
@@ -290,11 +450,11 @@ impl Registry {
                     state,
                 }
             }
-            Ok(None) => Body::Dropped,
+            Ok(None) => Body::Dropped { kind: s.kind },
             Err(r) => return Err(self.refuse(r)),
         };
         let applied = match body {
-            Body::Dropped => Applied::DroppedByMapping,
+            Body::Dropped { .. } => Applied::DroppedByMapping,
             Body::Live { .. } => Applied::Stored,
         };
         map.insert_unique(
@@ -323,54 +483,29 @@ impl Registry {
 
     /// Decides the published identity of a new series; `None` = dropped.
     fn birth(&self, s: &Sample<'_>, plan: &Plan) -> Result<Option<Born>, Refusal> {
-        let mut caps = Vec::new();
-        let rule = plan.mappings.iter().find(|m| {
-            m.match_type.is_none_or(|k| k == s.kind) && m.pattern.matches(s.name, &mut caps)
-        });
-        if rule.is_some_and(|m| m.action == Action::Drop) {
-            return Ok(None);
-        }
-        let metric = match rule.and_then(|m| m.rename.as_ref()) {
-            Some(t) => t.render(&caps),
-            None => s.name.to_string(),
-        };
-        let mut prom_name = names::metric_name(&metric);
-        if prom_name.starts_with("rollstat_") {
-            // Our own families own that prefix.
-            prom_name.insert_str(0, "statsd_");
-        }
         let mut tags: [(&str, &str); MAX_TAGS] = [("", ""); MAX_TAGS];
         let mut n = 0;
         for t in s.tags().take(MAX_TAGS) {
             tags[n] = t;
             n += 1;
         }
-        let mut labels: Vec<(String, String)> = Vec::with_capacity(n);
-        for (k, v) in key::sorted_unique(&mut tags[..n]) {
-            let name = names::label_name(k);
-            if labels.iter().any(|(l, _)| *l == name) {
-                // `content-type` and `content_type` on one line: the first
-                // (in key order) keeps the label; the other is counted.
-                self.counters.tags_dropped.fetch_add(1, Ordering::Relaxed);
-            } else {
-                labels.push((name, v.to_string()));
-            }
+        let mut tags_dropped = 0;
+        let resolved = plan.resolve(
+            s.name,
+            s.kind,
+            key::sorted_unique(&mut tags[..n]),
+            &mut tags_dropped,
+        );
+        if tags_dropped > 0 {
+            self.counters
+                .tags_dropped
+                .fetch_add(tags_dropped, Ordering::Relaxed);
         }
-        if let Some(m) = rule {
-            for (k, tpl) in &m.labels {
-                let v = tpl.render(&caps);
-                match labels.iter_mut().find(|(l, _)| l == k) {
-                    Some(slot) => slot.1 = v,
-                    None => labels.push((names::label_name(k), v)),
-                }
-            }
-        }
-        labels.sort();
-        let window_ids = rule
-            .and_then(|m| m.windows.clone())
-            .unwrap_or_else(|| plan.default_windows.clone());
-        let prom_name: Arc<str> = prom_name.into();
-        let identity = identity_of(&prom_name, &labels);
+        let Some(r) = resolved else {
+            return Ok(None);
+        };
+        let prom_name: Arc<str> = r.prom_name.into();
+        let identity = identity_of(&prom_name, &r.labels);
         {
             let exposed = names::exposed_names(s.kind, &prom_name);
             let mut cat = self.catalog.lock();
@@ -394,21 +529,134 @@ impl Registry {
         }
         let meta = SeriesMeta {
             kind: s.kind,
-            metric,
+            metric: r.metric,
             prom_name,
-            labels,
-            windows: if window_ids == plan.default_windows {
-                plan.default_window_names.clone()
-            } else {
-                window_ids
-                    .iter()
-                    .map(|&i| plan.windows[i].name.clone())
-                    .collect()
-            },
+            labels: r.labels,
+            windows: plan.window_names(&r.window_ids),
             histogram_buckets: plan.histogram_buckets.clone(),
-            shared: rule.is_some_and(|m| m.shared),
+            shared: r.shared,
         };
-        Ok(Some((Arc::new(meta), window_ids)))
+        Ok(Some((Arc::new(meta), r.window_ids)))
+    }
+
+    /// Gives back the published identities and family counts of series that
+    /// are gone.
+    fn release(&self, gone: Vec<Arc<SeriesMeta>>) {
+        if gone.is_empty() {
+            return;
+        }
+        let mut cat = self.catalog.lock();
+        for m in gone {
+            cat.identities.remove(&m.identity());
+            for n in names::exposed_names(m.kind, &m.prom_name) {
+                if let Some(f) = cat.families.get_mut(&n) {
+                    f.2 -= 1;
+                    if f.2 == 0 {
+                        cat.families.remove(&n);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Applies the current plan to the entries that exist (call it after
+    /// [`set_plan`](Self::set_plan)), one shard at a time so that ingest
+    /// waits at most for one shard's copy and update, never for the rules:
+    ///
+    /// * same published identity (metric, name, labels) and windows: kept
+    ///   untouched (a change of `shared` only is applied to it);
+    /// * same identity, other windows: rebuilt on the new windows; a window
+    ///   whose name and shape are unchanged keeps its history, the others
+    ///   start empty on the epoch grid at `now`; cumulative values (counter
+    ///   total, gauge value, histogram, set samples) are kept, and so are the
+    ///   series' histogram bounds, which cannot be re-bucketed;
+    /// * dropped, renamed or relabelled: removed, its identity freed; its
+    ///   next line starts it fresh under the new rules;
+    /// * a drop-rule marker is kept while the rules still drop it, else
+    ///   removed.
+    ///
+    /// An entry that changed between the copy and the update (expired and
+    /// born again, already under the new plan) is left alone. Returns and
+    /// counts what happened.
+    pub fn replan(&self, now: Timestamp) -> ReplanReport {
+        let _one_at_a_time = self.replanning.lock();
+        let plan = self.plan();
+        let mut report = ReplanReport::default();
+        for shard in self.shards.iter() {
+            // 1. What the shard holds, copied under its lock.
+            let held: Vec<(u64, Box<[u8]>, Was)> = shard
+                .lock()
+                .iter()
+                .map(|e| {
+                    let was = match &e.body {
+                        Body::Live { meta, .. } => Was::Live(meta.clone()),
+                        Body::Dropped { kind } => Was::Dropped(*kind),
+                    };
+                    (e.hash, e.key.clone(), was)
+                })
+                .collect();
+            if held.is_empty() {
+                continue;
+            }
+            // 2. What the new rules make of each, without the lock.
+            let decided: Vec<_> = held
+                .into_iter()
+                .map(|(hash, key, was)| {
+                    let d = decide(&plan, &key, &was);
+                    (hash, key, was, d)
+                })
+                .collect();
+            // 3. Applied under the lock again.
+            let mut gone = Vec::new();
+            let mut removed = 0;
+            {
+                let mut map = shard.lock();
+                for (hash, key, was, decision) in decided {
+                    let Ok(entry) = map.find_entry(hash, |e| *e.key == *key) else {
+                        continue;
+                    };
+                    let unchanged = match (&entry.get().body, &was) {
+                        (Body::Live { meta, .. }, Was::Live(m)) => Arc::ptr_eq(meta, m),
+                        (Body::Dropped { .. }, Was::Dropped(_)) => true,
+                        _ => false,
+                    };
+                    if !unchanged {
+                        continue;
+                    }
+                    let outcome = match decision {
+                        Decision::Keep => Replanned::Kept,
+                        Decision::Remove => {
+                            if let (
+                                Entry {
+                                    body: Body::Live { meta, .. },
+                                    ..
+                                },
+                                _,
+                            ) = entry.remove()
+                            {
+                                gone.push(meta);
+                            }
+                            removed += 1;
+                            Replanned::Removed
+                        }
+                        Decision::Check(r) => match &mut entry.into_mut().body {
+                            Body::Live { meta, state } => rewindow(&plan, meta, state, r, now),
+                            Body::Dropped { .. } => Replanned::Kept,
+                        },
+                    };
+                    report.add(outcome);
+                }
+            }
+            self.len.fetch_sub(removed, Ordering::Relaxed);
+            self.release(gone);
+        }
+        for (n, c) in [report.kept, report.rewindowed, report.removed]
+            .into_iter()
+            .zip(&self.counters.replanned)
+        {
+            c.fetch_add(n as u64, Ordering::Relaxed);
+        }
+        report
     }
 
     /// Removes series not written for the TTL; returns how many.
@@ -427,20 +675,7 @@ impl Registry {
                 }
                 keep
             });
-            if !gone.is_empty() {
-                let mut cat = self.catalog.lock();
-                for m in gone {
-                    cat.identities.remove(&m.identity());
-                    for n in names::exposed_names(m.kind, &m.prom_name) {
-                        if let Some(f) = cat.families.get_mut(&n) {
-                            f.2 -= 1;
-                            if f.2 == 0 {
-                                cat.families.remove(&n);
-                            }
-                        }
-                    }
-                }
-            }
+            self.release(gone);
         }
         self.len.fetch_sub(removed, Ordering::Relaxed);
         self.counters
@@ -475,6 +710,66 @@ impl Registry {
             }
         }
     }
+}
+
+/// What the plan makes of an existing entry (no lock held).
+fn decide(plan: &Plan, key: &[u8], was: &Was) -> Decision {
+    let Some((name, tags)) = key::decode(key) else {
+        // Not a key this registry wrote; leave it be.
+        return Decision::Keep;
+    };
+    let kind = match was {
+        Was::Live(m) => m.kind,
+        Was::Dropped(k) => *k,
+    };
+    // Dropped tags were counted when the series was born.
+    let mut tags_dropped = 0;
+    match (plan.resolve(name, kind, &tags, &mut tags_dropped), was) {
+        (None, Was::Dropped(_)) => Decision::Keep,
+        (None, Was::Live(_)) | (Some(_), Was::Dropped(_)) => Decision::Remove,
+        (Some(r), Was::Live(m)) => {
+            if r.metric == m.metric && *r.prom_name == *m.prom_name && r.labels == m.labels {
+                Decision::Check(r)
+            } else {
+                Decision::Remove
+            }
+        }
+    }
+}
+
+/// Puts a series whose identity the new plan keeps on the plan's windows.
+fn rewindow(
+    plan: &Plan,
+    meta: &mut Arc<SeriesMeta>,
+    state: &mut SeriesState,
+    r: Resolved,
+    now: Timestamp,
+) -> Replanned {
+    // The window of the series that has window `i`'s name and shape.
+    let same_as = |i: usize| {
+        let w = &plan.windows[i];
+        meta.windows
+            .iter()
+            .enumerate()
+            .position(|(j, name)| *name == w.name && state.window_spec(j) == Some(w.spec))
+    };
+    let reuse: Vec<Option<usize>> = r.window_ids.iter().map(|&i| same_as(i)).collect();
+    let unchanged =
+        reuse.len() == meta.windows.len() && reuse.iter().enumerate().all(|(j, &k)| k == Some(j));
+    if unchanged {
+        if meta.shared != r.shared {
+            let mut m = SeriesMeta::clone(meta);
+            m.shared = r.shared;
+            *meta = Arc::new(m);
+        }
+        return Replanned::Kept;
+    }
+    state.rewindow(&plan.windows, &r.window_ids, &reuse, now);
+    let mut m = SeriesMeta::clone(meta);
+    m.windows = plan.window_names(&r.window_ids);
+    m.shared = r.shared;
+    *meta = Arc::new(m);
+    Replanned::Rewindowed
 }
 
 #[cfg(test)]

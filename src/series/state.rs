@@ -82,7 +82,59 @@ fn windows_for<B: crate::window::bucket::Bucket>(
         .collect()
 }
 
+/// The windows for `ids`: `reuse[k]`, if set, is the index of an existing
+/// window moved into place `k` (its history kept); the others are new.
+fn rebuild<B: crate::window::bucket::Bucket>(
+    windows: &mut Vec<RollingWindow<B>>,
+    defs: &[NamedWindow],
+    ids: &[usize],
+    reuse: &[Option<usize>],
+    now: Timestamp,
+) {
+    let mut old: Vec<Option<RollingWindow<B>>> = windows.drain(..).map(Some).collect();
+    *windows = ids
+        .iter()
+        .zip(reuse.iter().chain(std::iter::repeat(&None)))
+        .map(|(&i, r)| {
+            r.and_then(|j| old.get_mut(j)?.take())
+                .unwrap_or_else(|| RollingWindow::epoch_aligned(defs[i].spec, now))
+        })
+        .collect();
+}
+
 impl SeriesState {
+    /// Replaces the windows by those of `ids` in `defs` (a reload changed
+    /// them), keeping every cumulative value. `reuse[k]` names an existing
+    /// window to keep, with its history, as the new window `k`; the other
+    /// windows start empty at `now`.
+    pub fn rewindow(
+        &mut self,
+        defs: &[NamedWindow],
+        ids: &[usize],
+        reuse: &[Option<usize>],
+        now: Timestamp,
+    ) {
+        match self {
+            SeriesState::Counter { windows, .. } | SeriesState::Gauge { windows, .. } => {
+                rebuild(windows, defs, ids, reuse, now);
+            }
+            SeriesState::Distribution { windows, .. } => rebuild(windows, defs, ids, reuse, now),
+            SeriesState::Set { windows, .. } => rebuild(windows, defs, ids, reuse, now),
+        }
+    }
+
+    /// The shape of window `i`, if there is one.
+    #[must_use]
+    pub fn window_spec(&self, i: usize) -> Option<crate::window::WindowSpec> {
+        match self {
+            SeriesState::Counter { windows, .. } | SeriesState::Gauge { windows, .. } => {
+                windows.get(i).map(RollingWindow::spec)
+            }
+            SeriesState::Distribution { windows, .. } => windows.get(i).map(RollingWindow::spec),
+            SeriesState::Set { windows, .. } => windows.get(i).map(RollingWindow::spec),
+        }
+    }
+
     /// Empty state for a new series of `kind`.
     #[must_use]
     pub fn new(

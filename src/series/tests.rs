@@ -196,3 +196,326 @@ fn gauges_timers_and_sets_publish_what_statsd_users_expect() {
     let p50 = t.quantiles[0].1.unwrap();
     assert!((p50 - 0.25).abs() <= 0.0026, "{p50}");
 }
+
+#[test]
+fn regex_mappings_rename_and_relabel_at_birth_like_globs() {
+    let r = registry(
+        r#"
+[[mappings]]
+match_regex = 'http\.(?P<method>get|post)\.(\d{3})'
+rename = "http.requests"
+labels = { method = "${method}", code = "$2" }
+[[mappings]]
+match_regex = 'tmp\..*'
+action = "drop"
+"#,
+    );
+    let out = feed(
+        &r,
+        T0,
+        "http.get.200:1|c\nhttp.post.500:2|c|#az:b\nhttp.get.200x:1|c\ntmp.a.b:1|c",
+    );
+    assert_eq!(out[3], Ok(Applied::DroppedByMapping));
+    let v = views(&r, T0);
+    let got: Vec<(&str, &[(String, String)])> =
+        v.iter().map(|x| (x.0.as_str(), &x.1[..])).collect();
+    let l = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    assert_eq!(got.len(), 3);
+    // Anchored: `http.get.200x` does not match `\d{3}` to the end.
+    assert_eq!(got[0], ("http.get.200x", &l(&[])[..]));
+    assert_eq!(
+        got[1],
+        (
+            "http.requests",
+            &l(&[("az", "b"), ("code", "500"), ("method", "post")])[..]
+        )
+    );
+    assert_eq!(
+        got[2],
+        (
+            "http.requests",
+            &l(&[("code", "200"), ("method", "get")])[..]
+        )
+    );
+}
+
+// ---- reloads re-plan existing series ----
+
+const TWO_WINDOWS: &str = r#"
+[[windows]]
+name = "10s"
+buckets = 10
+interval_ms = 1000
+[[windows]]
+name = "1m"
+buckets = 60
+interval_ms = 1000
+"#;
+
+fn reload(r: &Registry, cfg: &str, now: Timestamp) -> ReplanReport {
+    r.set_plan(Plan::from_config(&Config::parse(cfg).unwrap()));
+    r.replan(now)
+}
+
+/// Everything published about one series: metric, labels, window names,
+/// (samples, sum) per window, the cumulative value, and its meta's address.
+#[derive(Debug, PartialEq)]
+struct Seen {
+    metric: String,
+    labels: Vec<(String, String)>,
+    windows: Vec<String>,
+    per_window: Vec<(f64, f64)>,
+    cumulative: f64,
+    meta_at: usize,
+}
+
+fn seen(r: &Registry, now: Timestamp) -> Vec<Seen> {
+    let mut out = Vec::new();
+    r.visit(|m, s| {
+        let cumulative = match s {
+            SeriesState::Counter { total, .. } => *total,
+            SeriesState::Gauge { value, .. } => *value,
+            SeriesState::Distribution { histogram, .. } => histogram.count,
+            SeriesState::Set { samples, .. } => *samples as f64,
+        };
+        out.push(Seen {
+            metric: m.metric.clone(),
+            labels: m.labels.clone(),
+            windows: m.windows.to_vec(),
+            per_window: (0..m.windows.len())
+                .map(|i| {
+                    let v = s.window_view(i, now, &[]);
+                    (v.samples, v.sum)
+                })
+                .collect(),
+            cumulative,
+            meta_at: Arc::as_ptr(m) as usize,
+        });
+    });
+    out.sort_by(|a, b| (&a.metric, &a.labels).cmp(&(&b.metric, &b.labels)));
+    out
+}
+
+fn replanned(r: &Registry) -> [u64; 3] {
+    r.counters
+        .replanned
+        .each_ref()
+        .map(|c| c.load(Ordering::Relaxed))
+}
+
+#[test]
+fn a_reload_that_changes_nothing_leaves_every_series_untouched() {
+    let r = registry(TWO_WINDOWS);
+    feed(&r, T0, "a:3|c\nb:7|g|#k:v\nt:5|ms\ns:x|s");
+    let t1 = T0 + Duration::from_secs(1);
+    let before = seen(&r, t1);
+    let report = reload(&r, TWO_WINDOWS, t1);
+    assert_eq!(
+        report,
+        ReplanReport {
+            kept: 4,
+            rewindowed: 0,
+            removed: 0
+        }
+    );
+    // Same state, same meta (not even rebuilt).
+    assert_eq!(seen(&r, t1), before);
+    assert_eq!(replanned(&r), [4, 0, 0]);
+    // Sharing turned on for every series: kept, with the flag applied.
+    let shared = format!(
+        "{TWO_WINDOWS}\n[redis]\nurl = \"redis://127.0.0.1:1\"\n[[mappings]]\nmatch = \"**\"\nshared = true\n"
+    );
+    assert_eq!(reload(&r, &shared, t1).kept, 4);
+    let mut all_shared = true;
+    r.visit(|m, _| all_shared &= m.shared);
+    assert!(all_shared);
+    let after: Vec<_> = seen(&r, t1).into_iter().map(|s| s.per_window).collect();
+    let was: Vec<_> = before.into_iter().map(|s| s.per_window).collect();
+    assert_eq!(after, was);
+}
+
+#[test]
+fn a_reload_that_changes_windows_rebuilds_only_those_and_keeps_cumulative_values() {
+    let r = registry(TWO_WINDOWS);
+    feed(&r, T0, "a:3|c\nt:5|ms\nt:7|ms");
+    let t2 = T0 + Duration::from_secs(2);
+    // "10s" as it was; "1m" reshaped under the same name; "5m" new; timers
+    // keep only "10s".
+    let changed = r#"
+[[windows]]
+name = "10s"
+buckets = 10
+interval_ms = 1000
+[[windows]]
+name = "1m"
+buckets = 30
+interval_ms = 2000
+[[windows]]
+name = "5m"
+buckets = 60
+interval_ms = 5000
+[[mappings]]
+match = "t"
+windows = ["10s"]
+"#;
+    let report = reload(&r, changed, t2);
+    assert_eq!(
+        report,
+        ReplanReport {
+            kept: 0,
+            rewindowed: 2,
+            removed: 0
+        }
+    );
+    assert_eq!(replanned(&r), [0, 2, 0]);
+    let v = seen(&r, t2);
+    assert_eq!(
+        (v[0].metric.as_str(), &v[0].windows[..]),
+        ("a", &["10s".to_string(), "1m".into(), "5m".into()][..])
+    );
+    // "10s" kept its history; the reshaped and the new window start empty;
+    // the counter's total is kept.
+    assert_eq!(v[0].per_window, [(1.0, 3.0), (0.0, 0.0), (0.0, 0.0)]);
+    assert_eq!(v[0].cumulative, 3.0);
+    assert_eq!(
+        (v[1].metric.as_str(), &v[1].windows[..]),
+        ("t", &["10s".to_string()][..])
+    );
+    assert_eq!(v[1].per_window, [(2.0, 0.012)]);
+    assert_eq!(v[1].cumulative, 2.0);
+    r.visit(|m, s| {
+        if m.metric == "a" {
+            let spec = s.window_spec(1).unwrap();
+            assert_eq!((spec.size(), spec.interval()), (30, Duration::from_secs(2)));
+        }
+    });
+    // New lines go to every window of the new plan.
+    feed(&r, t2, "a:1|c");
+    let v = seen(&r, t2);
+    assert_eq!(v[0].per_window, [(2.0, 4.0), (1.0, 1.0), (1.0, 1.0)]);
+    assert_eq!(v[0].cumulative, 4.0);
+}
+
+#[test]
+fn a_reload_removes_series_the_new_rules_drop_rename_or_relabel() {
+    let r = registry("");
+    feed(&r, T0, "old.x:1|c\ngone.y:1|c\nlab.z:1|c\nstay:1|c");
+    let new_rules = r#"
+[[mappings]]
+match = "old.*"
+rename = "new.$1"
+[[mappings]]
+match_regex = 'gone\..+'
+action = "drop"
+[[mappings]]
+match = "lab.*"
+labels = { team = "a" }
+[[mappings]]
+match = "alias.x"
+rename = "old.x"
+"#;
+    let report = reload(&r, new_rules, T0);
+    assert_eq!(
+        report,
+        ReplanReport {
+            kept: 1,
+            rewindowed: 0,
+            removed: 3
+        }
+    );
+    assert_eq!(r.len(), 1);
+    assert_eq!(replanned(&r), [1, 0, 3]);
+    // Their next lines start them fresh under the new rules; the identity
+    // `old.x` was freed, so another name may now take it.
+    let out = feed(&r, T0, "old.x:1|c\ngone.y:1|c\nlab.z:1|c\nalias.x:1|c");
+    assert_eq!(
+        out,
+        [
+            Ok(Applied::Stored),
+            Ok(Applied::DroppedByMapping),
+            Ok(Applied::Stored),
+            Ok(Applied::Stored)
+        ]
+    );
+    let v = seen(&r, T0);
+    let got: Vec<(&str, usize, f64)> = v
+        .iter()
+        .map(|s| (s.metric.as_str(), s.labels.len(), s.cumulative))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("lab.z", 1, 1.0),
+            ("new.x", 0, 1.0),
+            ("old.x", 0, 1.0),
+            ("stay", 0, 1.0)
+        ]
+    );
+    // created = expired + removed + held.
+    let created = r.counters.created.load(Ordering::Relaxed);
+    assert_eq!(created, 3 + r.len() as u64);
+}
+
+#[test]
+fn drop_rule_markers_follow_the_new_rules_too() {
+    let r = registry("[[mappings]]\nmatch = \"debug.**\"\naction = \"drop\"\n");
+    feed(&r, T0, "debug.a:1|c\ndebug.b:1|g");
+    assert_eq!(r.len(), 2);
+    let report = reload(
+        &r,
+        "[[mappings]]\nmatch = \"debug.**\"\nmatch_type = \"gauge\"\naction = \"drop\"\n",
+        T0,
+    );
+    assert_eq!((report.kept, report.removed), (1, 1));
+    assert_eq!(
+        feed(&r, T0, "debug.a:1|c\ndebug.b:1|g"),
+        [Ok(Applied::Stored), Ok(Applied::DroppedByMapping)]
+    );
+}
+
+#[test]
+fn reloads_racing_ingest_keep_the_registry_consistent() {
+    let r = Arc::new(registry(TWO_WINDOWS));
+    let renamed = format!(
+        "{TWO_WINDOWS}\n[[mappings]]\nmatch = \"n*\"\nmatch_type = \"counter\"\nrename = \"m$1\"\n[[mappings]]\nmatch = \"d*\"\naction = \"drop\"\n"
+    );
+    let one_window = "[[windows]]\nname = \"10s\"\nbuckets = 10\ninterval_ms = 1000\n";
+    let dgram: String = (0..20)
+        .map(|i| format!("n{i}:1|c\nd{i}:1|c\ng{i}:1|g|#k:{}\n", i % 3))
+        .collect();
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            let (r, dgram) = (&r, &dgram);
+            s.spawn(move || {
+                for _ in 0..300 {
+                    for out in feed(r, T0, dgram) {
+                        assert!(out.is_ok(), "{out:?}");
+                    }
+                }
+            });
+        }
+        for i in 0..60 {
+            let cfg = [TWO_WINDOWS, renamed.as_str(), one_window][i % 3];
+            reload(&r, cfg, T0);
+        }
+    });
+    // Every series either lives, expired or was removed by a replan.
+    let c = &r.counters;
+    let removed = c.replanned[2].load(Ordering::Relaxed);
+    assert_eq!(
+        c.created.load(Ordering::Relaxed),
+        removed + r.len() as u64,
+        "created = removed + held"
+    );
+    // Once everything has expired, every identity and family is free again:
+    // the same lines are all born again, none refused.
+    r.sweep(T0 + Duration::from_secs(86_400));
+    assert_eq!(r.len(), 0);
+    assert!(feed(&r, T0, &dgram).iter().all(Result::is_ok));
+    assert_eq!(r.catalog.lock().identities.len(), 60);
+}

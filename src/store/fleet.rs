@@ -184,6 +184,23 @@ impl FleetWindows {
                         slots: HashMap::new(),
                         seen: generation,
                     });
+                    if t.interval != interval
+                        || t.size != spec.size() as u64
+                        || t.ignore_current != spec.ignores_current()
+                    {
+                        // A reload gave the window another shape: what was
+                        // pushed on the old grid stays in Redis until it
+                        // expires; this one starts from nothing pushed, as
+                        // its local buckets do (no negative deltas).
+                        *t = Tracked {
+                            interval,
+                            size: spec.size() as u64,
+                            ignore_current: spec.ignores_current(),
+                            length_ms: u64::try_from(spec.length().as_millis()).unwrap_or(u64::MAX),
+                            slots: HashMap::new(),
+                            seen: generation,
+                        };
+                    }
                     t.seen = generation;
                     state.visit_slot_totals(i, now, |start, sum, count| {
                         let slot = t.slots.entry(start.as_nanos() / interval).or_default();

@@ -21,7 +21,7 @@ fn check_config_accepts_the_sample_config() {
     );
     assert!(out.status.success(), "{}{}", out.stdout, out.stderr);
     assert!(
-        out.stdout.contains("ok (2 window(s), 2 mapping rule(s))"),
+        out.stdout.contains("ok (2 window(s), 3 mapping rule(s))"),
         "{}",
         out.stdout
     );
@@ -272,4 +272,56 @@ fn the_readme_check_works_on_the_sample_config() {
         s.value("rollstat_ingest_dropped_by_mapping_total", &[]) == Some(1.0)
     });
     assert_eq!(s.value("debug_noise_total", &[]), None);
+}
+
+#[test]
+fn a_reload_moves_existing_series_onto_the_new_windows_and_rules() {
+    let d = Daemon::start();
+    d.send_udp(b"replan.me:1|c\nreplan.old:1|c\n");
+    let s = d.wait_lines("udp", 2.0, Duration::from_secs(10));
+    let samples = |s: &crate::support::Scrape, metric: &str, window: &str| {
+        s.value(
+            "rollstat_window_samples",
+            &[("metric", metric), ("window", window)],
+        )
+    };
+    assert_eq!(samples(&s, "replan.me", "2s"), Some(1.0));
+
+    // "2s" becomes "10s"; replan.old is renamed by a new rule.
+    let cfg = format!(
+        "{}\n[[mappings]]\nmatch = \"replan.old\"\nrename = \"replan.new\"\n",
+        TEST_CONFIG.replace("name = \"2s\"\nbuckets = 2", "name = \"10s\"\nbuckets = 10")
+    );
+    std::fs::write(&d.config, cfg).unwrap();
+    let r = d.post("/-/reload", "text/plain", b"");
+    assert_eq!(r.status, 200, "{}", r.text());
+
+    // No new line: the existing series shows the new window at once, keeps
+    // the history of the unchanged "5s" window and its cumulative total.
+    let s = d.scrape();
+    assert_eq!(
+        samples(&s, "replan.me", "10s"),
+        Some(0.0),
+        "{:?}",
+        s.by_label("rollstat_window_samples", "window")
+    );
+    assert_eq!(samples(&s, "replan.me", "2s"), None);
+    assert_eq!(samples(&s, "replan.me", "5s"), Some(1.0));
+    assert_eq!(s.must("replan_me_total", &[]), 1.0);
+    // The renamed series is gone until its next line, which starts it fresh.
+    assert_eq!(samples(&s, "replan.old", "5s"), None);
+    assert_eq!(s.value("replan_old_total", &[]), None);
+    for (outcome, n) in [("rewindowed", 1.0), ("removed", 1.0)] {
+        assert_eq!(
+            s.must("rollstat_series_replanned_total", &[("outcome", outcome)]),
+            n,
+            "{outcome}"
+        );
+    }
+    d.send_udp(b"replan.me:1|c\nreplan.old:1|c\n");
+    let s = d.wait_lines("udp", 4.0, Duration::from_secs(10));
+    assert_eq!(samples(&s, "replan.me", "10s"), Some(1.0));
+    assert_eq!(s.must("replan_me_total", &[]), 2.0);
+    assert_eq!(samples(&s, "replan.new", "10s"), Some(1.0));
+    assert_eq!(s.must("replan_new_total", &[]), 1.0);
 }

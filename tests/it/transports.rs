@@ -69,3 +69,63 @@ fn the_same_lines_count_the_same_over_udp_tcp_unix_and_http() {
         );
     }
 }
+
+#[test]
+fn tag_styles_from_the_config_reach_the_parser_on_every_transport() {
+    let sock_dir = TempDir::new("unix-styles");
+    let sock = sock_dir.path().join("statsd.sock");
+    let cfg = TEST_CONFIG
+        .replace(
+            "http = \"127.0.0.1:0\"",
+            &format!(
+                "http = \"127.0.0.1:0\"\nstatsd_unix = \"{}\"",
+                sock.display()
+            ),
+        )
+        .replace(
+            "http_max_body_bytes = 4096",
+            "http_max_body_bytes = 4096\ntag_styles = [\"librato\"]",
+        );
+    let d = Daemon::start_with(&cfg);
+    // InfluxDB off: its text stays in the name. Librato on. DogStatsD off:
+    // the `|#` field is ignored.
+    let lines: &[u8] = b"s.inf,k=v:1|c\ns.lib#k=v:1|c\ns.dog:1|c|#k:v\n";
+
+    d.send_udp(lines);
+    let mut tcp = std::net::TcpStream::connect(d.tcp).unwrap();
+    tcp.write_all(lines).unwrap();
+    drop(tcp);
+    UnixDatagram::unbound()
+        .unwrap()
+        .send_to(lines, &sock)
+        .expect("send to the Unix socket");
+    let r = d.post("/api/v1/ingest", "text/plain", lines);
+    assert_eq!(r.status, 200, "{}", r.text());
+    // A JSON body's tags are its own field: read whatever the styles.
+    let r = d.post(
+        "/api/v1/ingest",
+        "application/json",
+        br#"[{"name":"s.json","type":"c","value":1,"tags":{"k":"v"}}]"#,
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+
+    let s = d.wait_scrape(Duration::from_secs(10), "3 lines on each transport", |s| {
+        ["udp", "tcp", "unix"]
+            .iter()
+            .all(|t| s.value("rollstat_ingest_lines_total", &[("transport", t)]) == Some(3.0))
+            && s.value("rollstat_ingest_lines_total", &[("transport", "http")]) == Some(4.0)
+    });
+    assert_eq!(s.must("s_inf_k_v_total", &[]), 4.0);
+    assert_eq!(
+        s.must(
+            "rollstat_window_samples",
+            &[("metric", "s.inf,k=v"), ("window", "5s")]
+        ),
+        4.0
+    );
+    assert_eq!(s.must("s_lib_total", &[("k", "v")]), 4.0);
+    assert_eq!(s.must("s_dog_total", &[]), 4.0);
+    assert_eq!(s.value("s_dog_total", &[("k", "v")]), None);
+    assert_eq!(s.must("s_json_total", &[("k", "v")]), 1.0);
+    assert_eq!(s.sum("rollstat_ingest_rejected_lines_total"), 0.0);
+}
