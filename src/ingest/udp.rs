@@ -7,12 +7,13 @@
 
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use nix::sys::socket::{setsockopt, sockopt};
+use nix::sys::socket::{recv, setsockopt, sockopt, MsgFlags};
 use socket2::{Domain, Protocol, Socket, Type};
 
 use super::{Ingestor, Worker};
@@ -107,6 +108,7 @@ pub fn spawn(
 }
 
 fn reader(sock: UdpSocket, ing: &Ingestor, stop: &AtomicBool) {
+    let fd = sock.as_raw_fd();
     let mut buf = vec![0u8; MAX_DATAGRAM];
     let mut w = Worker::default();
     while !stop.load(Ordering::Relaxed) {
@@ -133,19 +135,19 @@ fn reader(sock: UdpSocket, ing: &Ingestor, stop: &AtomicBool) {
         w.counts.packets += 1;
         let first = ing.ingest(&buf[..n], now, &mut w);
         ing.note_bad_line(Transport::Udp, first, &buf[..n], now);
-        // Then drain what is already queued without blocking.
-        if sock.set_nonblocking(true).is_ok() {
-            for _ in 1..BATCH {
-                match sock.recv(&mut buf) {
-                    Ok(n) => {
-                        w.counts.packets += 1;
-                        let first = ing.ingest(&buf[..n], now, &mut w);
-                        ing.note_bad_line(Transport::Udp, first, &buf[..n], now);
-                    }
-                    Err(_) => break,
+        // Then drain what is already queued: MSG_DONTWAIT per call, where
+        // toggling O_NONBLOCK around the drain cost two fcntl per batch.
+        let mut taken = 1;
+        while taken < BATCH {
+            match recv(fd, &mut buf, MsgFlags::MSG_DONTWAIT) {
+                Ok(n) => {
+                    taken += 1;
+                    w.counts.packets += 1;
+                    let first = ing.ingest(&buf[..n], now, &mut w);
+                    ing.note_bad_line(Transport::Udp, first, &buf[..n], now);
                 }
+                Err(_) => break,
             }
-            let _ = sock.set_nonblocking(false);
         }
         ing.flush(Transport::Udp, &mut w);
     }
