@@ -89,6 +89,20 @@ struct Tracked {
     seen: u64,
 }
 
+impl Tracked {
+    /// A window of shape `spec` with nothing pushed yet.
+    fn new(spec: crate::window::WindowSpec, generation: u64) -> Tracked {
+        Tracked {
+            interval: duration_nanos(spec.interval()).max(1),
+            size: spec.size() as u64,
+            ignore_current: spec.ignores_current(),
+            length_ms: u64::try_from(spec.length().as_millis()).unwrap_or(u64::MAX),
+            slots: HashMap::new(),
+            seen: generation,
+        }
+    }
+}
+
 #[derive(Default)]
 struct SyncState {
     keys: HashMap<String, Tracked>,
@@ -176,14 +190,9 @@ impl FleetWindows {
                     let (spec, _) = state.window_shape(i, now);
                     let interval = duration_nanos(spec.interval()).max(1);
                     let key = window_key(&self.prefix, &id, wname);
-                    let t = keys.entry(key).or_insert_with(|| Tracked {
-                        interval,
-                        size: spec.size() as u64,
-                        ignore_current: spec.ignores_current(),
-                        length_ms: u64::try_from(spec.length().as_millis()).unwrap_or(u64::MAX),
-                        slots: HashMap::new(),
-                        seen: generation,
-                    });
+                    let t = keys
+                        .entry(key)
+                        .or_insert_with(|| Tracked::new(spec, generation));
                     if t.interval != interval
                         || t.size != spec.size() as u64
                         || t.ignore_current != spec.ignores_current()
@@ -192,14 +201,7 @@ impl FleetWindows {
                         // pushed on the old grid stays in Redis until it
                         // expires; this one starts from nothing pushed, as
                         // its local buckets do (no negative deltas).
-                        *t = Tracked {
-                            interval,
-                            size: spec.size() as u64,
-                            ignore_current: spec.ignores_current(),
-                            length_ms: u64::try_from(spec.length().as_millis()).unwrap_or(u64::MAX),
-                            slots: HashMap::new(),
-                            seen: generation,
-                        };
+                        *t = Tracked::new(spec, generation);
                     }
                     t.seen = generation;
                     state.visit_slot_totals(i, now, |start, sum, count| {
