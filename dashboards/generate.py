@@ -323,9 +323,10 @@ def overview():
                 targets(
                     (f"sum(rate(rollstat_series_created_total{{{I}}}{RI}))", "created"),
                     (f"sum(rate(rollstat_series_expired_total{{{I}}}{RI}))", "expired"),
+                    (f"sum by (outcome) (rate(rollstat_series_replanned_total{{{I}}}{RI}))", "reload: {{outcome}}"),
                 ),
                 unit="ops",
-                desc="Series created and expired (series.ttl_secs without writes) per second.",
+                desc="Series created and expired (series.ttl_secs without writes) per second, and existing series re-planned by config reloads (kept, rewindowed, removed).",
                 w=12,
             ),
             row("Scrape and config"),
