@@ -10,8 +10,8 @@ secs=${1:-10}
 conns=${2:-32}
 command -v wrk >/dev/null || { echo "needs wrk: apt-get install wrk" >&2; exit 1; }
 cargo build --release --quiet
-cfg=$(mktemp)
-cat > "$cfg" <<CFG
+. benches/daemon.sh
+start_daemon "$(cat <<CFG
 [listen]
 statsd_udp = ""
 statsd_tcp = ""
@@ -22,12 +22,8 @@ algorithm = "exact"
 rules = [{ max = 100, window_ms = 1000 }]
 max_keys = 100000
 CFG
-out=$(mktemp)
-./target/release/rollstat --config "$cfg" --log warn > "$out" &
-pid=$!
-trap 'kill $pid 2>/dev/null; rm -f "$cfg" "$out"' EXIT
-for _ in $(seq 50); do grep -q http= "$out" && break; sleep 0.1; done
-addr=$(sed -n 's/.*http=\([0-9.:]*\).*/\1/p' "$out")
+)"
+addr=$(bound http)
 echo "== baseline: GET /healthz ($secs s, $conns connections, 1 wrk thread)"
 wrk -t1 -c"$conns" -d"${secs}s" --latency "http://$addr/healthz" | grep -E "Requests/sec|50%|99%|Latency  "
 echo "== POST /api/v1/limits/api/acquire, 10k keys, exact sliding log 100/s per key"

@@ -10,8 +10,8 @@ cd "$(dirname "$0")/../.."
 n=${1:-100000}
 k=${2:-11}
 cargo build --release --quiet
-cfg=$(mktemp)
-cat > "$cfg" <<CFG
+. benches/daemon.sh
+start_daemon "$(cat <<CFG
 [listen]
 statsd_udp = "127.0.0.1:0"
 statsd_tcp = ""
@@ -20,13 +20,9 @@ http = "127.0.0.1:0"
 max_series = $((n + 1000))
 ttl_secs = 3600
 CFG
-out=$(mktemp)
-./target/release/rollstat --config "$cfg" --log warn > "$out" &
-pid=$!
-trap 'kill $pid 2>/dev/null; rm -f "$cfg" "$out"' EXIT
-for _ in $(seq 50); do grep -q http= "$out" && break; sleep 0.1; done
-http=$(sed -n 's/.*http=\([0-9.:]*\).*/\1/p' "$out")
-udp=$(sed -n 's/.*statsd_udp=\([0-9.:]*\).*/\1/p' "$out")
+)"
+http=$(bound http)
+udp=$(bound statsd_udp)
 series() { curl -s "http://$http/metrics" | sed -n 's/^rollstat_series \([0-9]*\).*/\1/p'; }
 for _ in 1 2 3 4 5; do
   ./target/release/rollstat blast --udp "$udp" --http "$http" --names "$n" \
