@@ -67,6 +67,10 @@ pub struct BlastArgs {
     /// With --spawn: UDP reader threads of the daemon.
     #[arg(long, default_value_t = 2)]
     pub daemon_readers: usize,
+    /// With --spawn: ingest workers of the daemon (`[ingest] udp_workers`;
+    /// 0 = the readers parse themselves).
+    #[arg(long, default_value_t = 2)]
+    pub daemon_workers: usize,
     /// Distinct metric names (= series, tags are fixed per name).
     #[arg(long, default_value_t = 10_000)]
     pub names: usize,
@@ -438,14 +442,14 @@ impl Drop for Spawned {
     }
 }
 
-fn spawn_daemon(readers: usize, names: usize) -> io::Result<Spawned> {
+fn spawn_daemon(readers: usize, workers: usize, names: usize) -> io::Result<Spawned> {
     let exe = std::env::current_exe()?;
     let config = std::env::temp_dir().join(format!("rollstat-blast-{}.toml", std::process::id()));
     std::fs::write(
         &config,
         format!(
             "[listen]\nstatsd_udp = \"127.0.0.1:0\"\nstatsd_tcp = \"\"\nhttp = \"127.0.0.1:0\"\n\
-             [ingest]\nudp_readers = {readers}\n\
+             [ingest]\nudp_readers = {readers}\nudp_workers = {workers}\n\
              [series]\nmax_series = {}\n",
             (names + 1000).max(100_000)
         ),
@@ -589,7 +593,7 @@ pub fn run(a: &BlastArgs) -> io::Result<Report> {
     let duration = Duration::from_secs_f64(a.duration_secs.max(0.0)).min(MAX_DURATION);
     let drain = Duration::from_secs_f64(a.drain_secs.max(0.0)).min(MAX_DRAIN);
     let spawned = if a.spawn {
-        Some(spawn_daemon(a.daemon_readers, a.names)?)
+        Some(spawn_daemon(a.daemon_readers, a.daemon_workers, a.names)?)
     } else {
         None
     };

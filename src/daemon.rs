@@ -213,7 +213,12 @@ pub async fn run(
         } else {
             tracing::info!(granted = u.recv_buffer, "UDP receive buffer set.");
         }
-        threads.extend(udp::spawn(u.sockets, ingestor.clone(), stop.clone())?);
+        threads.extend(udp::spawn(
+            u.sockets,
+            ingestor.clone(),
+            stop.clone(),
+            cfg.ingest.udp_workers,
+        )?);
     }
     if let Some((sock, _)) = listeners.unix {
         threads.push(unix::spawn(sock, ingestor.clone(), stop.clone())?);

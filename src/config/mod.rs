@@ -65,6 +65,9 @@ pub struct Listen {
 pub struct Ingest {
     /// UDP reader tasks sharing the port through SO_REUSEPORT.
     pub udp_readers: usize,
+    /// Ingest workers the UDP readers route lines to by metric name; 0 =
+    /// the readers parse and apply what they receive themselves.
+    pub udp_workers: usize,
     /// SO_RCVBUF asked for each UDP socket (the kernel may grant less; logged).
     pub udp_recv_buffer_bytes: usize,
     /// Open TCP connections at most; more wait to be accepted.
@@ -162,6 +165,7 @@ impl std::error::Error for ConfigError {}
 const LISTEN_KEYS: &[&str] = &["statsd_udp", "statsd_tcp", "statsd_unix", "http"];
 const INGEST_KEYS: &[&str] = &[
     "udp_readers",
+    "udp_workers",
     "udp_recv_buffer_bytes",
     "tcp_max_connections",
     "max_line_bytes",
@@ -211,6 +215,7 @@ impl Default for Ingest {
     fn default() -> Self {
         Ingest {
             udp_readers: 2,
+            udp_workers: 2,
             udp_recv_buffer_bytes: 8 << 20,
             tcp_max_connections: 1024,
             max_line_bytes: 64 << 10,
@@ -330,6 +335,9 @@ impl Config {
             let i = &mut cfg.ingest;
             if let Some(n) = t.int(&mut p, "udp_readers", 1, 64) {
                 i.udp_readers = n as usize;
+            }
+            if let Some(n) = t.int(&mut p, "udp_workers", 0, 64) {
+                i.udp_workers = n as usize;
             }
             if let Some(n) = t.int(&mut p, "udp_recv_buffer_bytes", 4096, 1 << 30) {
                 i.udp_recv_buffer_bytes = n as usize;

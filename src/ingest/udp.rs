@@ -7,15 +7,18 @@
 
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use nix::errno::Errno;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::socket::{recv, setsockopt, sockopt, MsgFlags};
 use socket2::{Domain, Protocol, Socket, Type};
 
+use super::route::{self, Router};
 use super::{Ingestor, Worker};
 use crate::telemetry::Transport;
 
@@ -87,27 +90,90 @@ pub fn bind(addr: SocketAddr, readers: usize, recv_buffer: usize) -> io::Result<
     })
 }
 
-/// Starts one reader thread per socket. They stop when `stop` is set, after
-/// processing what they already received.
+/// Starts one reader thread per socket and, with `workers > 0`, that many
+/// ingest workers the readers route lines to ([`route`](super::route));
+/// with `workers == 0` each reader parses and applies what it receives. The
+/// threads stop when `stop` is set, after processing what they already
+/// received.
 pub fn spawn(
     sockets: Vec<UdpSocket>,
     ingestor: Arc<Ingestor>,
     stop: Arc<AtomicBool>,
+    workers: usize,
 ) -> io::Result<Vec<JoinHandle<()>>> {
-    sockets
-        .into_iter()
-        .enumerate()
-        .map(|(i, sock)| {
-            let ing = ingestor.clone();
-            let stop = stop.clone();
+    let (pool, mut handles) = if workers > 0 {
+        let (pool, handles) = route::spawn_workers(workers, &ingestor)?;
+        (Some(pool), handles)
+    } else {
+        (None, Vec::new())
+    };
+    for (i, sock) in sockets.into_iter().enumerate() {
+        let ing = ingestor.clone();
+        let stop = stop.clone();
+        let router = pool.clone().map(Router::new);
+        handles.push(
             std::thread::Builder::new()
                 .name(format!("rollstat-udp-{i}"))
-                .spawn(move || reader(sock, &ing, &stop))
-        })
-        .collect()
+                .spawn(move || match router {
+                    Some(r) => route_reader(&sock, &ing, &stop, r),
+                    None => reader(&sock, &ing, &stop),
+                })?,
+        );
+    }
+    Ok(handles)
 }
 
-fn reader(sock: UdpSocket, ing: &Ingestor, stop: &AtomicBool) {
+/// Receives in batches and routes the lines to the workers. Waits on
+/// `poll` rather than a blocking `recv` so that a quiet socket hands over
+/// what is pending after [`route::MAX_AGE`].
+fn route_reader(sock: &UdpSocket, ing: &Ingestor, stop: &AtomicBool, mut r: Router) {
+    let mut buf = vec![0u8; MAX_DATAGRAM];
+    let mut w = Worker::default();
+    let idle = PollTimeout::try_from(POLL).unwrap_or(PollTimeout::MAX);
+    let pending = PollTimeout::try_from(route::MAX_AGE).unwrap_or(PollTimeout::MAX);
+    while !stop.load(Ordering::Relaxed) {
+        let timeout = if r.has_pending() { pending } else { idle };
+        let mut fds = [PollFd::new(sock.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, timeout) {
+            Ok(0) => {
+                // Quiet for the timeout: nothing pending is kept longer.
+                r.hand_over_all();
+                continue;
+            }
+            Ok(_) => {}
+            Err(Errno::EINTR) => continue,
+            Err(e) => {
+                tracing::warn!(error = %e, "Waiting on the UDP socket failed; retrying.");
+                std::thread::sleep(POLL);
+                continue;
+            }
+        }
+        let now = ing.now();
+        let mut taken = 0;
+        while taken < BATCH {
+            match recv(sock.as_raw_fd(), &mut buf, MsgFlags::MSG_DONTWAIT) {
+                Ok(n) => {
+                    taken += 1;
+                    r.route(&buf[..n], now);
+                }
+                Err(_) => break,
+            }
+        }
+        w.counts.packets += taken as u64;
+        ing.flush(Transport::Udp, &mut w);
+        r.hand_over_older(now);
+    }
+    // Shutting down: route what the kernel already queued; dropping the
+    // router hands everything over, and the workers finish it.
+    let now = ing.now();
+    while let Ok(n) = recv(sock.as_raw_fd(), &mut buf, MsgFlags::MSG_DONTWAIT) {
+        w.counts.packets += 1;
+        r.route(&buf[..n], now);
+    }
+    ing.flush(Transport::Udp, &mut w);
+}
+
+fn reader(sock: &UdpSocket, ing: &Ingestor, stop: &AtomicBool) {
     let fd = sock.as_raw_fd();
     let mut buf = vec![0u8; MAX_DATAGRAM];
     let mut w = Worker::default();

@@ -1,0 +1,317 @@
+//! Hand-off from UDP readers to ingest workers, routed by metric name.
+//!
+//! The kernel spreads UDP traffic over the readers' `SO_REUSEPORT` sockets by
+//! flow, so one busy client (or a statsd relay) lands on one reader: without
+//! a hand-off, that one thread parses and applies every line while the other
+//! cores idle, and when it falls behind the kernel drops datagrams. With
+//! workers, a reader only receives and routes:
+//!
+//! * each line goes to worker `hash(name) % workers`, where the name is the
+//!   bytes before the line's first `:` (so the tags of InfluxDB, Librato and
+//!   SignalFx names count as part of it, and DogStatsD tags do not). Every
+//!   line of one series therefore goes through one worker, in the order one
+//!   reader received it: a gauge set and the deltas after it are applied in
+//!   the order they were sent, as without workers;
+//! * lines are copied into one pending batch per worker, stamped with the
+//!   clock reading of the first datagram in it. A batch is handed over when
+//!   it holds [`BATCH_BYTES`], when it is [`MAX_AGE`] old, or when the socket
+//!   has been quiet for [`MAX_AGE`]; so a line is applied at most about 1 ms
+//!   after it arrived, and its time is the time it was received;
+//! * the queues are bounded ([`QUEUE_DEPTH`] batches per worker): when the
+//!   workers are behind, a reader waits, its socket's receive buffer fills,
+//!   and the kernel drops and counts what does not fit
+//!   (`rollstat_udp_kernel_drops`). Memory stays bounded.
+//!
+//! Workers exit once every reader has dropped its [`Router`] and their queue
+//! is empty, so a graceful stop processes everything the readers received.
+
+use std::hash::BuildHasher;
+use std::io;
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+use super::{Ingestor, Worker};
+use crate::clock::Timestamp;
+use crate::telemetry::Transport;
+
+/// A pending batch is handed over once it holds this many bytes of lines.
+pub const BATCH_BYTES: usize = 32 * 1024;
+/// ... or once its first line is this old.
+pub const MAX_AGE: Duration = Duration::from_millis(1);
+/// Batches queued per worker before readers wait.
+pub const QUEUE_DEPTH: usize = 16;
+/// Spare batch buffers kept for reuse, per worker.
+const SPARE_PER_WORKER: usize = QUEUE_DEPTH + 4;
+
+/// Lines for one worker, all received at or after `now`.
+struct Batch {
+    /// Newline-terminated statsd lines.
+    lines: Vec<u8>,
+    /// Clock reading of the first datagram these lines came from.
+    now: Timestamp,
+}
+
+/// Buffers handed back by workers, for readers to fill again.
+#[derive(Default)]
+struct Spares {
+    bufs: Mutex<Vec<Vec<u8>>>,
+    keep: usize,
+}
+
+impl Spares {
+    fn take(&self) -> Vec<u8> {
+        self.bufs
+            .lock()
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(BATCH_BYTES + 2048))
+    }
+
+    fn give(&self, mut buf: Vec<u8>) {
+        // A batch that grew for one huge line does not keep its size.
+        if buf.capacity() > 4 * BATCH_BYTES {
+            return;
+        }
+        buf.clear();
+        let mut bufs = self.bufs.lock();
+        if bufs.len() < self.keep {
+            bufs.push(buf);
+        }
+    }
+}
+
+/// The workers' side: their queues, for readers to route into.
+#[derive(Clone)]
+pub struct Workers {
+    queues: Vec<SyncSender<Batch>>,
+    spares: Arc<Spares>,
+}
+
+/// Starts `n` worker threads (at least one) applying routed lines through
+/// `ing`. They stop when every [`Workers`] and [`Router`] is dropped and
+/// their queues are empty.
+pub fn spawn_workers(n: usize, ing: &Arc<Ingestor>) -> io::Result<(Workers, Vec<JoinHandle<()>>)> {
+    let n = n.max(1);
+    let spares = Arc::new(Spares {
+        bufs: Mutex::new(Vec::new()),
+        keep: n * SPARE_PER_WORKER,
+    });
+    let mut queues = Vec::with_capacity(n);
+    let mut handles = Vec::with_capacity(n);
+    for i in 0..n {
+        let (tx, rx) = sync_channel(QUEUE_DEPTH);
+        let (ing, spares) = (ing.clone(), spares.clone());
+        handles.push(
+            std::thread::Builder::new()
+                .name(format!("rollstat-ingest-{i}"))
+                .spawn(move || work(&rx, &ing, &spares))?,
+        );
+        queues.push(tx);
+    }
+    Ok((Workers { queues, spares }, handles))
+}
+
+fn work(rx: &Receiver<Batch>, ing: &Ingestor, spares: &Spares) {
+    let mut w = Worker::default();
+    // Ends when every sender is gone and the queue is empty.
+    while let Ok(b) = rx.recv() {
+        let first = ing.ingest(&b.lines, b.now, &mut w);
+        ing.note_bad_line(Transport::Udp, first, &b.lines, b.now);
+        ing.flush(Transport::Udp, &mut w);
+        spares.give(b.lines);
+    }
+}
+
+/// One reader's pending batches, one per worker.
+pub struct Router {
+    workers: Workers,
+    pending: Vec<Option<Batch>>,
+    hasher: foldhash::fast::FixedState,
+}
+
+impl Router {
+    /// A router into `workers`, with nothing pending.
+    #[must_use]
+    pub fn new(workers: Workers) -> Router {
+        Router {
+            pending: workers.queues.iter().map(|_| None).collect(),
+            workers,
+            hasher: foldhash::fast::FixedState::default(),
+        }
+    }
+
+    /// Copies the lines of `datagram`, received at `now`, into the batches
+    /// of their workers; hands over batches that are full.
+    pub fn route(&mut self, datagram: &[u8], now: Timestamp) {
+        let n = self.pending.len();
+        for line in datagram.split(|&b| b == b'\n') {
+            if line.is_empty() {
+                continue;
+            }
+            let i = if n == 1 {
+                0
+            } else {
+                let name = line.split(|&b| b == b':').next().unwrap_or(line);
+                // High bits: foldhash mixes them best.
+                ((self.hasher.hash_one(name) >> 32) as usize) % n
+            };
+            let b = self.pending[i].get_or_insert_with(|| Batch {
+                lines: self.workers.spares.take(),
+                now,
+            });
+            b.lines.extend_from_slice(line);
+            b.lines.push(b'\n');
+            if b.lines.len() >= BATCH_BYTES {
+                self.hand_over(i);
+            }
+        }
+    }
+
+    /// Whether any batch is waiting to be handed over.
+    #[must_use]
+    pub fn has_pending(&self) -> bool {
+        self.pending.iter().any(Option::is_some)
+    }
+
+    /// Hands over the batches whose first line is [`MAX_AGE`] old at `now`.
+    pub fn hand_over_older(&mut self, now: Timestamp) {
+        for i in 0..self.pending.len() {
+            if self.pending[i]
+                .as_ref()
+                .is_some_and(|b| b.now + MAX_AGE <= now)
+            {
+                self.hand_over(i);
+            }
+        }
+    }
+
+    /// Hands over every pending batch.
+    pub fn hand_over_all(&mut self) {
+        for i in 0..self.pending.len() {
+            self.hand_over(i);
+        }
+    }
+
+    fn hand_over(&mut self, i: usize) {
+        if let Some(b) = self.pending[i].take() {
+            // Blocks while the worker's queue is full: backpressure onto the
+            // socket. Fails only if the worker is gone (it panicked); the
+            // lines are then lost, and the thread's panic was logged.
+            let _ = self.workers.queues[i].send(b);
+        }
+    }
+}
+
+impl Drop for Router {
+    fn drop(&mut self) {
+        self.hand_over_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::{Clock, ManualClock};
+    use crate::config::Config;
+    use crate::series::{Plan, Registry, SeriesState};
+    use crate::service::{ServiceHandle, Services};
+    use crate::telemetry::Telemetry;
+
+    fn ingestor() -> Arc<Ingestor> {
+        let cfg = Config::parse("").unwrap();
+        let clock = ManualClock::new();
+        let services = Services::new(&cfg, clock.now(), None).unwrap();
+        Arc::new(Ingestor::new(
+            Arc::new(Registry::new(Plan::from_config(&cfg), 4)),
+            Arc::new(Telemetry::new().unwrap()),
+            Arc::new(clock),
+            Arc::new(ServiceHandle::new(services)),
+        ))
+    }
+
+    #[test]
+    fn every_line_reaches_a_worker_and_a_graceful_stop_loses_none() {
+        let ing = ingestor();
+        let (workers, handles) = spawn_workers(3, &ing).unwrap();
+        let mut r = Router::new(workers);
+        let now = ing.now();
+        let mut sent = 0;
+        for d in 0..500 {
+            let mut dgram = String::new();
+            for l in 0..40 {
+                dgram.push_str(&format!("m{}:1|c|#k:v\r\n\n", (d * 40 + l) % 97));
+                sent += 1;
+            }
+            r.route(dgram.as_bytes(), now);
+        }
+        drop(r);
+        for h in handles {
+            h.join().unwrap();
+        }
+        assert_eq!(ing.telemetry.lines(Transport::Udp), sent);
+        assert_eq!(ing.registry.len(), 97);
+    }
+
+    #[test]
+    fn one_series_keeps_its_order_through_the_workers() {
+        // A gauge set, then deltas, then a set again, many times over, with
+        // other names in between: with lines of one name on one worker the
+        // last value is the last one sent.
+        let ing = ingestor();
+        let (workers, handles) = spawn_workers(4, &ing).unwrap();
+        let mut r = Router::new(workers);
+        let now = ing.now();
+        for i in 0..2000 {
+            let line = format!("g:{i}|g\nother{}:1|c\ng:+1|g\nx{}:{i}|g\n", i % 50, i % 7);
+            r.route(line.as_bytes(), now);
+            if i % 100 == 0 {
+                r.hand_over_all();
+            }
+        }
+        drop(r);
+        for h in handles {
+            h.join().unwrap();
+        }
+        let mut last = None;
+        ing.registry.visit(|meta, state| {
+            if let (true, SeriesState::Gauge { value, .. }) = (meta.metric == "g", state) {
+                last = Some(*value);
+            }
+        });
+        assert_eq!(last, Some(2000.0));
+    }
+
+    #[test]
+    fn a_batch_is_stamped_with_its_first_datagram_and_handed_over_when_old() {
+        let ing = ingestor();
+        let (workers, _handles) = spawn_workers(1, &ing).unwrap();
+        let mut r = Router::new(workers);
+        let t0 = ing.now();
+        r.route(b"a:1|c", t0);
+        r.route(b"a:1|c", t0 + Duration::from_micros(500));
+        assert!(r.has_pending());
+        assert_eq!(r.pending[0].as_ref().map(|b| b.now), Some(t0));
+        r.hand_over_older(t0 + Duration::from_micros(999));
+        assert!(r.has_pending());
+        r.hand_over_older(t0 + MAX_AGE);
+        assert!(!r.has_pending());
+    }
+
+    #[test]
+    fn a_full_batch_is_handed_over_at_once() {
+        let ing = ingestor();
+        let (workers, _handles) = spawn_workers(1, &ing).unwrap();
+        let mut r = Router::new(workers);
+        let now = ing.now();
+        let line = format!("{}:1|c\n", "n".repeat(200));
+        let mut routed = 0;
+        while routed < BATCH_BYTES {
+            r.route(line.as_bytes(), now);
+            routed += line.len();
+        }
+        assert!(!r.has_pending());
+    }
+}
