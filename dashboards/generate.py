@@ -300,8 +300,9 @@ def overview():
                 "UDP kernel drops",
                 targets(
                     (f"sum by (instance) (delta(rollstat_udp_kernel_drops{{{I}}}{RI}))", "dropped {{instance}}"),
+                    (f"sum by (instance) (increase(rollstat_udp_worker_queue_full_total{{{I}}}{RI}))", "workers behind {{instance}}"),
                 ),
-                desc="Datagrams the kernel dropped because rollstat's receive queue was full, per rate interval (from /proc/net/udp). Anything above 0 means lost metrics: add udp_readers or raise net.core.rmem_max.",
+                desc="Datagrams the kernel dropped because rollstat's receive queue was full, per rate interval (from /proc/net/udp), and the times a UDP reader waited for a full ingest-worker queue. Drops above 0 mean lost metrics: with 'workers behind' rising too, add CPU or udp_workers; otherwise raise net.core.rmem_max (or run with CAP_NET_ADMIN) so the buffer covers the stalls.",
                 w=12,
             ),
             timeseries(

@@ -126,6 +126,9 @@ pub struct Telemetry {
     pub udp_kernel_drops: IntGauge,
     /// Receive buffer the kernel granted per UDP socket.
     pub udp_recv_buffer: IntGauge,
+    /// Hand-overs that found an ingest worker's queue full (the reader
+    /// waited).
+    pub udp_worker_queue_full: IntCounter,
 }
 
 fn counter_vec(
@@ -221,6 +224,11 @@ impl Telemetry {
             "Receive buffer the kernel granted each statsd UDP socket.",
         )?;
         r.register(Box::new(udp_recv_buffer.clone()))?;
+        let udp_worker_queue_full = IntCounter::new(
+            "rollstat_udp_worker_queue_full_total",
+            "Times a UDP reader found an ingest worker's queue full and waited for it: the workers are behind, the socket's receive buffer absorbs the wait, and what does not fit is counted in rollstat_udp_kernel_drops.",
+        )?;
+        r.register(Box::new(udp_worker_queue_full.clone()))?;
         let build = IntGauge::with_opts(
             Opts::new("rollstat_build_info", "Build information; always 1.")
                 .const_label("version", env!("CARGO_PKG_VERSION")),
@@ -240,6 +248,7 @@ impl Telemetry {
             scrape_duration,
             udp_kernel_drops,
             udp_recv_buffer,
+            udp_worker_queue_full,
         })
     }
 

@@ -27,12 +27,13 @@
 
 use std::hash::BuildHasher;
 use std::io;
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use parking_lot::Mutex;
+use prometheus::IntCounter;
 
 use super::{Ingestor, Worker};
 use crate::clock::Timestamp;
@@ -88,6 +89,8 @@ impl Spares {
 pub struct Workers {
     queues: Vec<SyncSender<Batch>>,
     spares: Arc<Spares>,
+    /// `rollstat_udp_worker_queue_full_total`.
+    queue_full: IntCounter,
 }
 
 /// Starts `n` worker threads (at least one) applying routed lines through
@@ -111,7 +114,15 @@ pub fn spawn_workers(n: usize, ing: &Arc<Ingestor>) -> io::Result<(Workers, Vec<
         );
         queues.push(tx);
     }
-    Ok((Workers { queues, spares }, handles))
+    let queue_full = ing.telemetry.udp_worker_queue_full.clone();
+    Ok((
+        Workers {
+            queues,
+            spares,
+            queue_full,
+        },
+        handles,
+    ))
 }
 
 fn work(rx: &Receiver<Batch>, ing: &Ingestor, spares: &Spares) {
@@ -196,12 +207,18 @@ impl Router {
     }
 
     fn hand_over(&mut self, i: usize) {
-        if let Some(b) = self.pending[i].take() {
-            // Blocks while the worker's queue is full: backpressure onto the
-            // socket. Fails only if the worker is gone (it panicked); the
-            // lines are then lost, and the thread's panic was logged.
-            let _ = self.workers.queues[i].send(b);
+        let Some(b) = self.pending[i].take() else {
+            return;
+        };
+        let q = &self.workers.queues[i];
+        if let Err(TrySendError::Full(b)) = q.try_send(b) {
+            // The worker is behind: wait for it (backpressure onto the
+            // socket) and count the wait.
+            self.workers.queue_full.inc();
+            let _ = q.send(b);
         }
+        // A disconnected queue means the worker is gone (it panicked, and
+        // the panic was logged): the batch is lost.
     }
 }
 

@@ -37,10 +37,21 @@ clash:1|c|#content-type:a,content_type:b\n";
 fn daemon_with_every_type() -> (Daemon, Scrape) {
     let d = Daemon::start();
     d.send_udp(EVERY_TYPE);
+    // Every line ends accepted or refused (the datagram's lines are applied
+    // by the ingest workers after the reader counted the packet).
+    let lines = EVERY_TYPE
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .count() as f64;
     let s = d.wait_scrape(
         Duration::from_secs(10),
-        "the datagram to be processed",
-        |s| s.value("rollstat_ingest_packets_total", &[("transport", "udp")]) == Some(1.0),
+        "every line to be accepted or refused",
+        |s| {
+            s.value("rollstat_ingest_lines_total", &[("transport", "udp")])
+                .unwrap_or(0.0)
+                + s.sum("rollstat_series_refused_total")
+                == lines
+        },
     );
     (d, s)
 }

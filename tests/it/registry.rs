@@ -17,10 +17,20 @@ fn with_series(settings: &str) -> String {
 #[test]
 fn lines_beyond_the_series_cap_are_refused_and_existing_series_keep_counting() {
     let d = Daemon::start_with(&with_series("max_series = 3"));
-    d.send_udp(b"cap.a:1|c\ncap.b:1|c\ncap.c:1|c\ncap.d:1|c\ncap.e:1|c|#k:v\ncap.a:1|c");
-    let s = d.wait_scrape(Duration::from_secs(10), "the datagram", |s| {
-        s.value("rollstat_ingest_packets_total", &[("transport", "udp")]) == Some(1.0)
-    });
+    // Lines of different names may be applied in any order (they go to
+    // ingest workers by name): fill the cap first, then overflow it.
+    d.send_udp(b"cap.a:1|c\ncap.b:1|c\ncap.c:1|c");
+    d.wait_lines("udp", 3.0, Duration::from_secs(10));
+    d.send_udp(b"cap.d:1|c\ncap.e:1|c|#k:v\ncap.a:1|c");
+    let s = d.wait_scrape(
+        Duration::from_secs(10),
+        "every line applied or refused",
+        |s| {
+            s.value("rollstat_ingest_lines_total", &[("transport", "udp")]) == Some(4.0)
+                && s.value("rollstat_series_refused_total", &[("reason", "series_cap")])
+                    == Some(2.0)
+        },
+    );
     assert_eq!(
         s.must("rollstat_series_refused_total", &[("reason", "series_cap")]),
         2.0
