@@ -129,6 +129,9 @@ pub struct Telemetry {
     /// Hand-overs that found an ingest worker's queue full (the reader
     /// waited).
     pub udp_worker_queue_full: IntCounter,
+    /// Datagrams UDP readers routed to the ingest workers (they were
+    /// behind) rather than applied themselves.
+    pub udp_routed_datagrams: IntCounter,
 }
 
 fn counter_vec(
@@ -229,6 +232,11 @@ impl Telemetry {
             "Times a UDP reader found an ingest worker's queue full and waited for it: the workers are behind, the socket's receive buffer absorbs the wait, and what does not fit is counted in rollstat_udp_kernel_drops.",
         )?;
         r.register(Box::new(udp_worker_queue_full.clone()))?;
+        let udp_routed_datagrams = IntCounter::new(
+            "rollstat_udp_routed_datagrams_total",
+            "Datagrams a UDP reader routed to the ingest workers because it was behind (a drain round found 64 datagrams queued), rather than parsing them itself.",
+        )?;
+        r.register(Box::new(udp_routed_datagrams.clone()))?;
         let build = IntGauge::with_opts(
             Opts::new("rollstat_build_info", "Build information; always 1.")
                 .const_label("version", env!("CARGO_PKG_VERSION")),
@@ -249,6 +257,7 @@ impl Telemetry {
             udp_kernel_drops,
             udp_recv_buffer,
             udp_worker_queue_full,
+            udp_routed_datagrams,
         })
     }
 

@@ -1,25 +1,29 @@
 //! Hand-off from UDP readers to ingest workers, routed by metric name.
 //!
 //! The kernel spreads UDP traffic over the readers' `SO_REUSEPORT` sockets by
-//! flow, so one busy client (or a statsd relay) lands on one reader: without
-//! a hand-off, that one thread parses and applies every line while the other
-//! cores idle, and when it falls behind the kernel drops datagrams. With
-//! workers, a reader only receives and routes:
+//! flow, so one busy client (or a statsd relay) lands on one reader. While
+//! that reader keeps up it parses and applies each datagram itself; when it
+//! falls behind ([`reader`](super::reader) decides), it routes instead, and
+//! every worker helps with the backlog while the reader only copies lines:
 //!
 //! * each line goes to worker `hash(name) % workers`, where the name is the
 //!   bytes before the line's first `:` (so the tags of InfluxDB, Librato and
 //!   SignalFx names count as part of it, and DogStatsD tags do not). Every
-//!   line of one series therefore goes through one worker, in the order one
-//!   reader received it: a gauge set and the deltas after it are applied in
-//!   the order they were sent, as without workers;
+//!   routed line of one series therefore goes through one worker, in the
+//!   order one reader received it; and the reader applies nothing itself
+//!   while any line it routed is pending or queued ([`Router::busy`]). So a
+//!   gauge set and the deltas after it are applied in the order they were
+//!   sent, as without workers;
 //! * lines are copied into one pending batch per worker, stamped with the
 //!   clock reading of the first datagram in it. A batch is handed over when
 //!   it holds [`BATCH_BYTES`], when it is [`MAX_AGE`] old, or when the socket
-//!   has been quiet for [`MAX_AGE`]; so a line is applied at most about 1 ms
-//!   after it arrived, and its time is the time it was received;
+//!   has been quiet for [`MAX_AGE`]; so a routed line is applied about 1 ms
+//!   after it arrived at most (while the workers keep up), at the time its
+//!   batch's first datagram arrived;
 //! * the queues are bounded ([`QUEUE_DEPTH`] batches per worker): when the
-//!   workers are behind, a reader waits, its socket's receive buffer fills,
-//!   and the kernel drops and counts what does not fit
+//!   workers are behind too, a reader waits (counted in
+//!   `rollstat_udp_worker_queue_full_total`), its socket's receive buffer
+//!   fills, and the kernel drops and counts what does not fit
 //!   (`rollstat_udp_kernel_drops`). Memory stays bounded.
 //!
 //! Workers exit once every reader has dropped its [`Router`] and their queue
@@ -27,6 +31,7 @@
 
 use std::hash::BuildHasher;
 use std::io;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -44,7 +49,7 @@ pub const BATCH_BYTES: usize = 32 * 1024;
 /// ... or once its first line is this old.
 pub const MAX_AGE: Duration = Duration::from_millis(1);
 /// Batches queued per worker before readers wait.
-pub const QUEUE_DEPTH: usize = 16;
+pub const QUEUE_DEPTH: usize = 64;
 /// Spare batch buffers kept for reuse, per worker.
 const SPARE_PER_WORKER: usize = QUEUE_DEPTH + 4;
 
@@ -54,6 +59,8 @@ struct Batch {
     lines: Vec<u8>,
     /// Clock reading of the first datagram these lines came from.
     now: Timestamp,
+    /// The sending router's count of batches not yet applied.
+    in_flight: Arc<AtomicUsize>,
 }
 
 /// Buffers handed back by workers, for readers to fill again.
@@ -132,6 +139,8 @@ fn work(rx: &Receiver<Batch>, ing: &Ingestor, spares: &Spares) {
         let first = ing.ingest(&b.lines, b.now, &mut w);
         ing.note_bad_line(Transport::Udp, first, &b.lines, b.now);
         ing.flush(Transport::Udp, &mut w);
+        // Release: a reader that reads 0 sees every line applied.
+        b.in_flight.fetch_sub(1, Ordering::Release);
         spares.give(b.lines);
     }
 }
@@ -140,6 +149,8 @@ fn work(rx: &Receiver<Batch>, ing: &Ingestor, spares: &Spares) {
 pub struct Router {
     workers: Workers,
     pending: Vec<Option<Batch>>,
+    /// Batches handed over and not yet applied.
+    in_flight: Arc<AtomicUsize>,
     hasher: foldhash::fast::FixedState,
 }
 
@@ -150,6 +161,7 @@ impl Router {
         Router {
             pending: workers.queues.iter().map(|_| None).collect(),
             workers,
+            in_flight: Arc::new(AtomicUsize::new(0)),
             hasher: foldhash::fast::FixedState::default(),
         }
     }
@@ -157,21 +169,28 @@ impl Router {
     /// Copies the lines of `datagram`, received at `now`, into the batches
     /// of their workers; hands over batches that are full.
     pub fn route(&mut self, datagram: &[u8], now: Timestamp) {
-        let n = self.pending.len();
-        for line in datagram.split(|&b| b == b'\n') {
+        let n = self.pending.len() as u64;
+        let mut start = 0;
+        while start < datagram.len() {
+            let end =
+                memchr::memchr(b'\n', &datagram[start..]).map_or(datagram.len(), |i| start + i);
+            let line = &datagram[start..end];
+            start = end + 1;
             if line.is_empty() {
                 continue;
             }
             let i = if n == 1 {
                 0
             } else {
-                let name = line.split(|&b| b == b':').next().unwrap_or(line);
-                // High bits: foldhash mixes them best.
-                ((self.hasher.hash_one(name) >> 32) as usize) % n
+                let name = memchr::memchr(b':', line).map_or(line, |i| &line[..i]);
+                // The hash's high 32 bits scaled to [0, n) by a multiply
+                // (a division cost a sixth of this function).
+                (((self.hasher.hash_one(name) >> 32) * n) >> 32) as usize
             };
             let b = self.pending[i].get_or_insert_with(|| Batch {
                 lines: self.workers.spares.take(),
                 now,
+                in_flight: self.in_flight.clone(),
             });
             b.lines.extend_from_slice(line);
             b.lines.push(b'\n');
@@ -185,6 +204,21 @@ impl Router {
     #[must_use]
     pub fn has_pending(&self) -> bool {
         self.pending.iter().any(Option::is_some)
+    }
+
+    /// Whether lines routed by this router are still pending or with the
+    /// workers. While it is, the reader must keep routing: a line it
+    /// applied itself could overtake an earlier line of its series.
+    #[must_use]
+    pub fn busy(&self) -> bool {
+        self.has_pending() || self.in_flight.load(Ordering::Acquire) > 0
+    }
+
+    /// The count of handed-over batches not yet applied, for tests that
+    /// wait for the workers.
+    #[cfg(test)]
+    pub(crate) fn in_flight(&self) -> Arc<AtomicUsize> {
+        self.in_flight.clone()
     }
 
     /// Hands over the batches whose first line is [`MAX_AGE`] old at `now`.
@@ -210,6 +244,7 @@ impl Router {
         let Some(b) = self.pending[i].take() else {
             return;
         };
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
         let q = &self.workers.queues[i];
         if let Err(TrySendError::Full(b)) = q.try_send(b) {
             // The worker is behind: wait for it (backpressure onto the
@@ -218,7 +253,8 @@ impl Router {
             let _ = q.send(b);
         }
         // A disconnected queue means the worker is gone (it panicked, and
-        // the panic was logged): the batch is lost.
+        // the panic was logged): the batch is lost, and the router stays
+        // busy, so the reader keeps routing rather than overtake it.
     }
 }
 
@@ -229,7 +265,7 @@ impl Drop for Router {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::clock::{Clock, ManualClock};
     use crate::config::Config;
@@ -237,7 +273,7 @@ mod tests {
     use crate::service::{ServiceHandle, Services};
     use crate::telemetry::Telemetry;
 
-    fn ingestor() -> Arc<Ingestor> {
+    pub(crate) fn ingestor() -> Arc<Ingestor> {
         let cfg = Config::parse("").unwrap();
         let clock = ManualClock::new();
         let services = Services::new(&cfg, clock.now(), None).unwrap();

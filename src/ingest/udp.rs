@@ -8,7 +8,7 @@
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::{AsFd, AsRawFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -18,16 +18,12 @@ use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::socket::{recv, setsockopt, sockopt, MsgFlags};
 use socket2::{Domain, Protocol, Socket, Type};
 
+use super::reader::{self, Source, POLL};
 use super::route::{self, Router};
-use super::{Ingestor, Worker};
-use crate::telemetry::Transport;
+use super::Ingestor;
 
 /// Largest datagram accepted (the IPv4 UDP payload limit).
 pub const MAX_DATAGRAM: usize = 65_507;
-/// Datagrams drained per batch before the clock is read again.
-pub const BATCH: usize = 64;
-/// How often an idle reader checks for shutdown.
-const POLL: Duration = Duration::from_millis(100);
 
 /// Bound UDP sockets sharing one port.
 pub struct UdpSockets {
@@ -114,118 +110,50 @@ pub fn spawn(
         handles.push(
             std::thread::Builder::new()
                 .name(format!("rollstat-udp-{i}"))
-                .spawn(move || match router {
-                    Some(r) => route_reader(&sock, &ing, &stop, r),
-                    None => reader(&sock, &ing, &stop),
+                .spawn(move || {
+                    reader::run(&mut Reading(&sock), &ing, &stop, router);
                 })?,
         );
     }
     Ok(handles)
 }
 
-/// Receives in batches and routes the lines to the workers. Waits on
-/// `poll` rather than a blocking `recv` so that a quiet socket hands over
-/// what is pending after [`route::MAX_AGE`].
-fn route_reader(sock: &UdpSocket, ing: &Ingestor, stop: &AtomicBool, mut r: Router) {
-    let mut buf = vec![0u8; MAX_DATAGRAM];
-    let mut w = Worker::default();
-    let idle = PollTimeout::try_from(POLL).unwrap_or(PollTimeout::MAX);
-    let pending = PollTimeout::try_from(route::MAX_AGE).unwrap_or(PollTimeout::MAX);
-    while !stop.load(Ordering::Relaxed) {
-        let timeout = if r.has_pending() { pending } else { idle };
-        let mut fds = [PollFd::new(sock.as_fd(), PollFlags::POLLIN)];
-        match poll(&mut fds, timeout) {
-            Ok(0) => {
-                // Quiet for the timeout: nothing pending is kept longer.
-                r.hand_over_all();
-                continue;
-            }
-            Ok(_) => {}
-            Err(Errno::EINTR) => continue,
-            Err(e) => {
-                tracing::warn!(error = %e, "Waiting on the UDP socket failed; retrying.");
-                std::thread::sleep(POLL);
-                continue;
-            }
-        }
-        let now = ing.now();
-        let mut taken = 0;
-        while taken < BATCH {
-            match recv(sock.as_raw_fd(), &mut buf, MsgFlags::MSG_DONTWAIT) {
-                Ok(n) => {
-                    taken += 1;
-                    r.route(&buf[..n], now);
-                }
-                Err(_) => break,
-            }
-        }
-        w.counts.packets += taken as u64;
-        ing.flush(Transport::Udp, &mut w);
-        r.hand_over_older(now);
-    }
-    // Shutting down: route what the kernel already queued; dropping the
-    // router hands everything over, and the workers finish it.
-    let now = ing.now();
-    while let Ok(n) = recv(sock.as_raw_fd(), &mut buf, MsgFlags::MSG_DONTWAIT) {
-        w.counts.packets += 1;
-        r.route(&buf[..n], now);
-    }
-    ing.flush(Transport::Udp, &mut w);
-}
+/// A UDP socket as a reader's [`Source`]. Its read timeout is [`POLL`]; a
+/// shorter wait (a reader with lines pending for the workers) polls first.
+struct Reading<'a>(&'a UdpSocket);
 
-fn reader(sock: &UdpSocket, ing: &Ingestor, stop: &AtomicBool) {
-    let fd = sock.as_raw_fd();
-    let mut buf = vec![0u8; MAX_DATAGRAM];
-    let mut w = Worker::default();
-    while !stop.load(Ordering::Relaxed) {
-        // Block for the first datagram of a batch.
-        let n = match sock.recv(&mut buf) {
-            Ok(n) => n,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock
-                        | io::ErrorKind::TimedOut
-                        | io::ErrorKind::Interrupted
-                ) =>
-            {
-                continue
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "UDP receive failed; retrying.");
-                std::thread::sleep(POLL);
-                continue;
-            }
+impl Source for Reading<'_> {
+    fn recv(&mut self, buf: &mut [u8], wait: Option<Duration>) -> io::Result<Option<usize>> {
+        let quiet = |e: &io::Error| {
+            matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+            )
         };
-        let now = ing.now();
-        w.counts.packets += 1;
-        let first = ing.ingest(&buf[..n], now, &mut w);
-        ing.note_bad_line(Transport::Udp, first, &buf[..n], now);
-        // Then drain what is already queued: MSG_DONTWAIT per call, where
-        // toggling O_NONBLOCK around the drain cost two fcntl per batch.
-        let mut taken = 1;
-        while taken < BATCH {
-            match recv(fd, &mut buf, MsgFlags::MSG_DONTWAIT) {
-                Ok(n) => {
-                    taken += 1;
-                    w.counts.packets += 1;
-                    let first = ing.ingest(&buf[..n], now, &mut w);
-                    ing.note_bad_line(Transport::Udp, first, &buf[..n], now);
+        match wait {
+            Some(t) if t >= POLL => match self.0.recv(buf) {
+                Ok(n) => Ok(Some(n)),
+                Err(e) if quiet(&e) => Ok(None),
+                Err(e) => Err(e),
+            },
+            Some(t) => {
+                let t = PollTimeout::try_from(t).unwrap_or(PollTimeout::MAX);
+                let mut fds = [PollFd::new(self.0.as_fd(), PollFlags::POLLIN)];
+                match poll(&mut fds, t) {
+                    Ok(0) | Err(Errno::EINTR) => Ok(None),
+                    Ok(_) => self.recv(buf, None),
+                    Err(e) => Err(e.into()),
                 }
-                Err(_) => break,
             }
-        }
-        ing.flush(Transport::Udp, &mut w);
-    }
-    // Shutting down: process what the kernel already queued, then stop.
-    if sock.set_nonblocking(true).is_ok() {
-        let now = ing.now();
-        while let Ok(n) = sock.recv(&mut buf) {
-            w.counts.packets += 1;
-            ing.ingest(&buf[..n], now, &mut w);
+            // MSG_DONTWAIT per call: toggling O_NONBLOCK around a drain cost
+            // two fcntl per round.
+            None => match recv(self.0.as_raw_fd(), buf, MsgFlags::MSG_DONTWAIT) {
+                Ok(n) => Ok(Some(n)),
+                Err(Errno::EAGAIN | Errno::EINTR) => Ok(None),
+                Err(e) => Err(e.into()),
+            },
         }
     }
-    ing.flush(Transport::Udp, &mut w);
 }
 
 /// Datagrams the kernel dropped on sockets bound to `port`, summed over

@@ -1,0 +1,350 @@
+//! The datagram reader loop, shared by every UDP reader thread: drain the
+//! socket in rounds, and apply each round itself or route it to the ingest
+//! workers.
+//!
+//! A round is one waited-for datagram plus up to [`BATCH`]` - 1` more that are
+//! already queued, all at one clock reading. The reader applies a round
+//! itself (parse and apply on its own thread: no copy, no hand-off) while it
+//! keeps up. [`BEHIND_ROUNDS`] full rounds in a row mean a backlog of that
+//! many batches that keeps growing or does not shrink: the reader is behind,
+//! so the next rounds are routed to the workers by metric name ([`Router`]),
+//! which spreads the backlog over every worker while the reader only copies
+//! lines. Once a routed round is short (the reader has caught up) it hands
+//! everything over, and it goes back to applying rounds itself when every
+//! routed line has been applied ([`Router::busy`]), so a line never
+//! overtakes an earlier line of its series. A burst shorter than
+//! [`BEHIND_ROUNDS`] full rounds (a client flushing its buffer, a sender's
+//! timer firing late) is absorbed by the socket's buffer without a hand-off.
+//!
+//! The socket sits behind [`Source`], so the loop and its switching are
+//! tested with scripted rounds and no socket.
+
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use super::route::{Router, MAX_AGE};
+use super::{Ingestor, Worker};
+use crate::telemetry::Transport;
+
+/// Datagrams drained per round before the clock is read again; a round this
+/// full means the reader is behind.
+pub const BATCH: usize = 64;
+/// Full rounds in a row after which a reader routes to the workers.
+pub const BEHIND_ROUNDS: u32 = 4;
+/// How long a reader with nothing pending waits before checking for
+/// shutdown.
+pub const POLL: Duration = Duration::from_millis(100);
+
+/// Where a reader's datagrams come from.
+pub trait Source {
+    /// Receives one datagram into `buf`: waiting up to `wait` for it, or
+    /// not at all with `None`. `Ok(None)`: nothing arrived.
+    fn recv(&mut self, buf: &mut [u8], wait: Option<Duration>) -> io::Result<Option<usize>>;
+}
+
+/// What one reader did, for its self-metrics and tests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReadCounts {
+    /// Datagrams received.
+    pub datagrams: u64,
+    /// ... of which routed to the workers.
+    pub routed: u64,
+}
+
+/// Reads `src` until `stop` is set, then applies or hands over what is
+/// already queued. With `router: None` every round is applied on this
+/// thread (`[ingest] udp_workers = 0`).
+pub fn run<S: Source>(
+    src: &mut S,
+    ing: &Ingestor,
+    stop: &AtomicBool,
+    mut router: Option<Router>,
+) -> ReadCounts {
+    let mut buf = vec![0u8; super::udp::MAX_DATAGRAM];
+    let mut w = Worker::default();
+    let mut counts = ReadCounts::default();
+    // Full rounds in a row.
+    let mut full = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let pending = router.as_ref().is_some_and(Router::has_pending);
+        let first = match src.recv(&mut buf, Some(if pending { MAX_AGE } else { POLL })) {
+            Ok(Some(n)) => n,
+            Ok(None) => {
+                // Quiet: caught up, and nothing pending is kept longer.
+                full = 0;
+                if let Some(r) = &mut router {
+                    r.hand_over_all();
+                }
+                continue;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "UDP receive failed; retrying.");
+                std::thread::sleep(POLL);
+                continue;
+            }
+        };
+        let now = ing.now();
+        let mut routing = match &mut router {
+            Some(r) if full >= BEHIND_ROUNDS || r.busy() => Some(r),
+            _ => None,
+        };
+        let mut n = first;
+        let mut taken = 0;
+        loop {
+            taken += 1;
+            let d = &buf[..n];
+            match &mut routing {
+                Some(r) => r.route(d, now),
+                None => {
+                    let e = ing.ingest(d, now, &mut w);
+                    ing.note_bad_line(Transport::Udp, e, d, now);
+                }
+            }
+            if taken == BATCH {
+                break;
+            }
+            match src.recv(&mut buf, None) {
+                Ok(Some(m)) => n = m,
+                _ => break,
+            }
+        }
+        full = if taken == BATCH { full + 1 } else { 0 };
+        counts.datagrams += taken as u64;
+        w.counts.packets += taken as u64;
+        if let Some(r) = routing {
+            counts.routed += taken as u64;
+            ing.telemetry.udp_routed_datagrams.inc_by(taken as u64);
+            if full == 0 {
+                // Caught up: hand everything over, so that the workers can
+                // finish and the reader go back to applying rounds itself.
+                r.hand_over_all();
+            } else {
+                r.hand_over_older(now);
+            }
+        }
+        ing.flush(Transport::Udp, &mut w);
+    }
+    // Shutting down: what the kernel already queued, applied here or (while
+    // routed lines are still in flight) routed; dropping the router hands
+    // everything over, and the workers finish it.
+    let now = ing.now();
+    while let Ok(Some(n)) = src.recv(&mut buf, None) {
+        counts.datagrams += 1;
+        w.counts.packets += 1;
+        match &mut router {
+            Some(r) if r.busy() => {
+                counts.routed += 1;
+                ing.telemetry.udp_routed_datagrams.inc();
+                r.route(&buf[..n], now);
+            }
+            _ => {
+                ing.ingest(&buf[..n], now, &mut w);
+            }
+        }
+    }
+    ing.flush(Transport::Udp, &mut w);
+    counts
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::ingest::route::{self, spawn_workers};
+    use crate::series::SeriesState;
+
+    /// A scripted socket: datagrams, and gaps where a receive finds nothing.
+    enum Step {
+        Datagram(Vec<u8>),
+        /// Nothing queued (ends a round).
+        Gap,
+        /// Nothing queued, once every routed line has been applied.
+        Settle,
+    }
+
+    struct Script {
+        steps: VecDeque<Step>,
+        stop: Arc<AtomicBool>,
+        in_flight: Option<Arc<std::sync::atomic::AtomicUsize>>,
+        settle_next: bool,
+    }
+
+    impl Source for Script {
+        fn recv(&mut self, buf: &mut [u8], wait: Option<Duration>) -> io::Result<Option<usize>> {
+            // A gap ends a drain; the reader's next wait consumes it (and
+            // hands over what is pending, as on a quiet socket).
+            if wait.is_none() && matches!(self.steps.front(), Some(Step::Gap | Step::Settle)) {
+                return Ok(None);
+            }
+            if wait.is_some() && std::mem::take(&mut self.settle_next) {
+                // The workers catch up before the next datagram arrives.
+                if let Some(f) = &self.in_flight {
+                    while f.load(Ordering::Acquire) > 0 {
+                        std::thread::yield_now();
+                    }
+                }
+            }
+            match self.steps.pop_front() {
+                Some(Step::Datagram(d)) => {
+                    buf[..d.len()].copy_from_slice(&d);
+                    Ok(Some(d.len()))
+                }
+                Some(Step::Gap) => Ok(None),
+                Some(Step::Settle) => {
+                    self.settle_next = true;
+                    Ok(None)
+                }
+                None => {
+                    self.stop.store(true, Ordering::Relaxed);
+                    Ok(None)
+                }
+            }
+        }
+    }
+
+    /// A gauge set and a delta per datagram, with other names around them;
+    /// `full` rounds of 64 datagrams (the reader falls behind) and short
+    /// rounds, and settle points where the workers catch up.
+    fn script(rounds: &[(usize, bool)]) -> (VecDeque<Step>, f64, u64) {
+        let mut steps = VecDeque::new();
+        let mut i = 0u64;
+        let mut lines = 0;
+        for &(len, settle) in rounds {
+            for _ in 0..len {
+                i += 1;
+                let d = format!("g:{i}|g\nc{}:1|c\ng:+1|g\nh{}:{i}|ms\n", i % 13, i % 5);
+                steps.push_back(Step::Datagram(d.into_bytes()));
+                lines += 4;
+            }
+            steps.push_back(if settle { Step::Settle } else { Step::Gap });
+        }
+        (steps, i as f64 + 1.0, lines)
+    }
+
+    fn read(rounds: &[(usize, bool)], workers: usize) -> (ReadCounts, f64, u64, Arc<Ingestor>) {
+        let ing = route::tests::ingestor();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (steps, want_gauge, lines) = script(rounds);
+        let (router, handles) = if workers > 0 {
+            let (w, h) = spawn_workers(workers, &ing).unwrap();
+            (Some(Router::new(w)), h)
+        } else {
+            (None, Vec::new())
+        };
+        let mut src = Script {
+            steps,
+            stop: stop.clone(),
+            in_flight: router.as_ref().map(Router::in_flight),
+            settle_next: false,
+        };
+        let counts = run(&mut src, &ing, &stop, router);
+        for h in handles {
+            h.join().unwrap();
+        }
+        let mut gauge = None;
+        ing.registry.visit(|meta, state| {
+            if let (true, SeriesState::Gauge { value, .. }) = (meta.metric == "g", state) {
+                gauge = Some(*value);
+            }
+        });
+        assert_eq!(gauge, Some(want_gauge), "the last gauge value sent wins");
+        (counts, want_gauge, lines, ing)
+    }
+
+    /// Datagrams in `n` full rounds.
+    const fn full(n: u32) -> usize {
+        BATCH * n as usize
+    }
+
+    #[test]
+    fn a_reader_that_keeps_up_applies_every_round_itself() {
+        // Bursts of up to BEHIND_ROUNDS - 1 full rounds do not route.
+        let rounds = [
+            (3, false),
+            (63, false),
+            (full(BEHIND_ROUNDS - 1) + 1, false),
+            (1, false),
+        ];
+        let (counts, _, lines, ing) = read(&rounds, 2);
+        let sent = 3 + 63 + full(BEHIND_ROUNDS - 1) as u64 + 1 + 1;
+        assert_eq!(
+            counts,
+            ReadCounts {
+                datagrams: sent,
+                routed: 0
+            }
+        );
+        assert_eq!(ing.telemetry.lines(Transport::Udp), lines);
+    }
+
+    #[test]
+    fn a_backlog_routes_until_the_workers_have_applied_everything() {
+        // (datagrams, whether the workers catch up after them)
+        let rounds = [
+            (full(BEHIND_ROUNDS) + 5, false), // inline, inline, ..., then 5 routed
+            (2, true),                        // routed if the workers are still busy
+            (3, false),                       // inline: they caught up
+            (full(BEHIND_ROUNDS) + 10, true), // inline ..., then 10 routed
+            (7, false),                       // inline
+        ];
+        let (counts, _, lines, ing) = read(&rounds, 2);
+        assert_eq!(counts.datagrams, 2 * full(BEHIND_ROUNDS) as u64 + 27);
+        assert!((15..=17).contains(&counts.routed), "{counts:?}");
+        assert_eq!(ing.telemetry.lines(Transport::Udp), lines);
+        assert_eq!(
+            ing.telemetry.udp_routed_datagrams.get(),
+            counts.routed,
+            "self-metric"
+        );
+    }
+
+    #[test]
+    fn routing_is_exercised_hard_and_the_order_still_holds() {
+        // Long backlogs with few settles: many lines go through the workers,
+        // racing the reader.
+        let rounds: Vec<(usize, bool)> = (0..30)
+            .map(|i| {
+                (
+                    if i % 3 == 0 {
+                        full(BEHIND_ROUNDS) + 40
+                    } else {
+                        20
+                    },
+                    i % 10 == 9,
+                )
+            })
+            .collect();
+        let (counts, _, lines, ing) = read(&rounds, 3);
+        assert!(counts.routed >= 10 * 40, "{counts:?}");
+        assert_eq!(ing.telemetry.lines(Transport::Udp), lines);
+    }
+
+    #[test]
+    fn a_short_round_right_after_routed_ones_does_not_overtake_them() {
+        // Routed lines are still with the workers when the next, short,
+        // round arrives: applying it on the reader would let its gauge set
+        // land before the earlier ones (read() checks the last value wins).
+        for _ in 0..20 {
+            let (counts, _, _, _) = read(&[(full(BEHIND_ROUNDS) + 5, false), (1, false)], 2);
+            assert!(counts.routed >= 5, "{counts:?}");
+        }
+    }
+
+    #[test]
+    fn without_workers_every_round_is_applied_inline() {
+        let rounds = [(full(BEHIND_ROUNDS + 2) + 9, false), (3, false)];
+        let (counts, _, lines, ing) = read(&rounds, 0);
+        let sent = full(BEHIND_ROUNDS + 2) as u64 + 12;
+        assert_eq!(
+            counts,
+            ReadCounts {
+                datagrams: sent,
+                routed: 0
+            }
+        );
+        assert_eq!(ing.telemetry.lines(Transport::Udp), lines);
+    }
+}
