@@ -15,6 +15,7 @@
 //! | `POST /api/v1/limits/{name}/acquire` | `?key=..&n=..` or `{"key": .., "n": ..}`: 200 or 429 with RateLimit headers; `"source"` says who decided (`local`, `redis`, `fallback`) |
 
 use std::sync::Arc;
+use std::task::Poll;
 
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
@@ -85,46 +86,71 @@ async fn metrics(State(st): State<AppState>, headers: HeaderMap) -> Response {
         .and_then(|v| v.to_str().ok())
         .is_some_and(|a| a.contains("application/openmetrics-text"));
     // Rendering is CPU work proportional to the series count: keep it off
-    // the reactor.
-    let rendered = tokio::task::spawn_blocking(move || render_metrics(&st, open)).await;
-    match rendered {
-        Ok(Ok(pieces)) => {
-            let ct = if open {
-                openmetrics::CONTENT_TYPE
-            } else {
-                "text/plain; version=0.0.4; charset=utf-8"
-            };
-            // The pieces go out as they are: at 100k series they are ~54 MB
-            // that a single buffer would copy once more.
-            // Each piece's buffer returns to the pool once sent.
-            let chunks = pieces
-                .into_iter()
-                .filter(|p| !p.is_empty())
-                .map(|p| Ok::<_, std::convert::Infallible>(Bytes::from_owner(p)));
-            let body = axum::body::Body::from_stream(futures_util::stream::iter(chunks));
-            ([(header::CONTENT_TYPE, ct)], body).into_response()
-        }
-        Ok(Err(e)) => {
+    // the reactor. Pieces come through a channel as they are final, so the
+    // response starts while the cumulative families are still being
+    // gathered; the channel only holds pointers to buffers the render has
+    // already filled (unbounded: a slow client does not stall the render).
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Result<text::Piece, String>>();
+    tokio::task::spawn_blocking(move || {
+        let emit = |p: text::Piece| {
+            if !p.is_empty() {
+                // The receiver is gone only if the client went away.
+                let _ = tx.send(Ok(p));
+            }
+        };
+        if let Err(e) = render_metrics(&st, open, emit) {
             tracing::error!(error = %e, "Rendering /metrics failed.");
-            (
+            let _ = tx.send(Err(format!("rendering /metrics failed: {e}\n")));
+        }
+    });
+    // The first piece (the self-metrics) or the error that came instead.
+    let first = match rx.recv().await {
+        Some(Ok(p)) => p,
+        Some(Err(msg)) => return (StatusCode::INTERNAL_SERVER_ERROR, msg).into_response(),
+        None => {
+            return (
                 StatusCode::INTERNAL_SERVER_ERROR,
-                format!("rendering /metrics failed: {e}\n"),
+                "rendering /metrics failed: the render task stopped\n",
             )
                 .into_response()
         }
-        Err(e) => (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("rendering /metrics failed: {e}\n"),
-        )
-            .into_response(),
-    }
+    };
+    let ct = if open {
+        openmetrics::CONTENT_TYPE
+    } else {
+        "text/plain; version=0.0.4; charset=utf-8"
+    };
+    // The pieces go out as they are: at 100k series they are ~54 MB that a
+    // single buffer would copy once more. Each piece's buffer returns to the
+    // pool once sent. Pieces are only sent after the head encoded, so a
+    // later error cannot happen (render_metrics fails only on the head).
+    // A poll_fn stream may be polled again after it ended (the compression
+    // layer does): the closed channel keeps answering None.
+    let mut first = Some(first);
+    let chunks = futures_util::stream::poll_fn(move |cx| {
+        if let Some(p) = first.take() {
+            return Poll::Ready(Some(Ok::<_, std::convert::Infallible>(Bytes::from_owner(
+                p,
+            ))));
+        }
+        rx.poll_recv(cx).map(|p| match p {
+            Some(Ok(p)) => Some(Ok(Bytes::from_owner(p))),
+            _ => None,
+        })
+    });
+    let body = axum::body::Body::from_stream(chunks);
+    ([(header::CONTENT_TYPE, ct)], body).into_response()
 }
 
-/// Renders the whole exposition, in pieces to send in order: the
+/// Renders the whole exposition, handing `emit` the pieces to send in order: the
 /// self-metrics, breakers, limits and fleet view through the `prometheus`
 /// crate, then every series written by [`text::render`], all as of one
 /// clock reading.
-pub fn render_metrics(st: &AppState, openmetrics: bool) -> prometheus::Result<Vec<text::Piece>> {
+pub fn render_metrics(
+    st: &AppState,
+    openmetrics: bool,
+    mut emit: impl FnMut(text::Piece),
+) -> prometheus::Result<()> {
     let tel = &st.ingestor.telemetry;
     let timer = tel.scrape_duration.start_timer();
     if let Some(port) = st.udp_port {
@@ -147,21 +173,20 @@ pub fn render_metrics(st: &AppState, openmetrics: bool) -> prometheus::Result<Ve
     // Half the cores at most: the other half keeps receiving statsd.
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| (n.get() / 2).clamp(1, MAX_RENDER_THREADS));
-    let series = text::render(
+    emit(text::Piece::owned(head.into_bytes()));
+    text::render_each(
         &st.ingestor.registry,
         now,
         format,
         threads,
         &st.metrics_buffers,
+        &mut emit,
     );
-    let mut pieces = Vec::with_capacity(series.pieces.len() + 2);
-    pieces.push(text::Piece::owned(head.into_bytes()));
-    pieces.extend(series.pieces);
     if openmetrics {
-        pieces.push(text::Piece::owned(b"# EOF\n".to_vec()));
+        emit(text::Piece::owned(b"# EOF\n".to_vec()));
     }
     timer.observe_duration();
-    Ok(pieces)
+    Ok(())
 }
 
 /// Threads that write a large `/metrics` at most (one per two cores up to

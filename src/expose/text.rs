@@ -171,7 +171,32 @@ pub fn render(
     threads: usize,
     pool: &Arc<ChunkPool>,
 ) -> SeriesText {
-    render_with(registry, now, format, threads, pool, PARALLEL_MIN_SERIES)
+    let mut pieces = Vec::new();
+    let series = render_each(registry, now, format, threads, pool, |p| pieces.push(p));
+    SeriesText { pieces, series }
+}
+
+/// [`render`], handing each piece to `emit` as soon as it is final: the
+/// windowed families right after the walk, while the cumulative families
+/// are still being gathered, so that a response can start sending them.
+/// Returns the number of series written.
+pub fn render_each(
+    registry: &Registry,
+    now: Timestamp,
+    format: Format,
+    threads: usize,
+    pool: &Arc<ChunkPool>,
+    emit: impl FnMut(Piece),
+) -> usize {
+    render_with(
+        registry,
+        now,
+        format,
+        threads,
+        pool,
+        PARALLEL_MIN_SERIES,
+        emit,
+    )
 }
 
 fn render_with(
@@ -181,7 +206,8 @@ fn render_with(
     threads: usize,
     pool: &Arc<ChunkPool>,
     parallel_min_series: usize,
-) -> SeriesText {
+    mut emit: impl FnMut(Piece),
+) -> usize {
     let plan = registry.plan();
     let shards = registry.shard_count();
     let threads = if registry.len() < parallel_min_series {
@@ -209,10 +235,13 @@ fn render_with(
             parts
         })
     };
-    let text = assemble(parts, format, pool);
-    let used = text.pieces.iter().filter(|p| p.pool.is_some()).count();
+    let mut used = 0;
+    let series = assemble(parts, format, pool, |p| {
+        used += usize::from(p.pool.is_some());
+        emit(p);
+    });
     pool.keep.store(used, Ordering::Relaxed);
-    text
+    series
 }
 
 /// Append-only text in chunks from the pool: a full chunk is never copied
@@ -493,11 +522,13 @@ fn family_name<'a>(parts: &'a [CumulativePart], r: &Record) -> &'a [u8] {
 /// windowed families are the threads' chunks in turn; the cumulative
 /// families (one per statsd name, often of one line each) are gathered by
 /// sorting the records and copied into new chunks.
-fn assemble(parts: Vec<Partial>, format: Format, pool: &Arc<ChunkPool>) -> SeriesText {
-    let mut text = SeriesText {
-        series: parts.iter().map(|p| p.series).sum(),
-        ..SeriesText::default()
-    };
+fn assemble(
+    parts: Vec<Partial>,
+    format: Format,
+    pool: &Arc<ChunkPool>,
+    mut emit: impl FnMut(Piece),
+) -> usize {
+    let series = parts.iter().map(|p| p.series).sum();
     let mut windowed: [Vec<Chunks>; 8] = Default::default();
     let mut records = Vec::with_capacity(parts.iter().map(|p| p.records.len()).sum());
     let mut cumulative = Vec::with_capacity(parts.len());
@@ -529,9 +560,9 @@ fn assemble(parts: Vec<Partial>, format: Format, pool: &Arc<ChunkPool>) -> Serie
                 b"",
                 "",
             );
-            text.pieces.push(Piece::owned(h));
+            emit(Piece::owned(h));
             for c in chunks {
-                text.pieces.extend(c.into_pieces(pool));
+                c.into_pieces(pool).for_each(&mut emit);
             }
         }
     }
@@ -579,7 +610,7 @@ fn assemble(parts: Vec<Partial>, format: Format, pool: &Arc<ChunkPool>) -> Serie
                 .extend_from_slice(parts[r.part as usize].lines(r));
         }
     }
-    text.pieces.extend(out.into_pieces(pool));
+    out.into_pieces(pool).for_each(&mut emit);
     for part in cumulative {
         for buf in part
             .chunks
@@ -590,7 +621,7 @@ fn assemble(parts: Vec<Partial>, format: Format, pool: &Arc<ChunkPool>) -> Serie
             pool.put(buf);
         }
     }
-    text
+    series
 }
 
 /// Appends a family's `# HELP` and `# TYPE` lines, in the order and with the
@@ -816,9 +847,13 @@ labels = { endpoint = "$1" }
         let want = crate_text(&r, now, open);
         let pool = ChunkPool::new();
         // Twice: the second scrape writes into the first one's buffers.
-        drop(render_with(&r, now, format, threads, &pool, 0));
+        let mut first = Vec::new();
+        render_with(&r, now, format, threads, &pool, 0, |p| first.push(p));
+        drop(first);
         assert!(pool.held() > 0, "buffers come back to the pool");
-        let got = render_with(&r, now, format, threads, &pool, 0);
+        let mut pieces = Vec::new();
+        let series = render_with(&r, now, format, threads, &pool, 0, |p| pieces.push(p));
+        let got = SeriesText { pieces, series };
         assert_eq!(got.series, 16);
         let got = String::from_utf8(got.concat()).unwrap();
         assert_eq!(
