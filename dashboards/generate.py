@@ -300,9 +300,10 @@ def overview():
                 "UDP kernel drops",
                 targets(
                     (f"sum by (instance) (delta(rollstat_udp_kernel_drops{{{I}}}{RI}))", "dropped {{instance}}"),
+                    (f"sum by (instance) (increase(rollstat_udp_routed_datagrams_total{{{I}}}{RI}))", "routed to workers {{instance}}"),
                     (f"sum by (instance) (increase(rollstat_udp_worker_queue_full_total{{{I}}}{RI}))", "workers behind {{instance}}"),
                 ),
-                desc="Datagrams the kernel dropped because rollstat's receive queue was full, per rate interval (from /proc/net/udp), and the times a UDP reader waited for a full ingest-worker queue. Drops above 0 mean lost metrics: with 'workers behind' rising too, add CPU or udp_workers; otherwise raise net.core.rmem_max (or run with CAP_NET_ADMIN) so the buffer covers the stalls.",
+                desc="Per rate interval: datagrams the kernel dropped because rollstat's receive queue was full (from /proc/net/udp); datagrams a UDP reader that fell behind routed to the ingest workers; the times a reader waited for a full ingest-worker queue. Drops above 0 mean lost metrics: with 'workers behind' rising too, add CPU or udp_workers; otherwise raise net.core.rmem_max (or run with CAP_NET_ADMIN) so the buffer covers the stalls. Routing without drops is the hand-off doing its job.",
                 w=12,
             ),
             timeseries(
