@@ -12,3 +12,31 @@ start_daemon() {
   for _ in $(seq 50); do grep -q http= "$daemon_log" && break; sleep 0.1; done
 }
 bound() { sed -n "s/.*$1=\([0-9.:]*\).*/\1/p" "$daemon_log"; }
+
+# start_series_daemon N: the release daemon on free ports with room for N
+# counter series (one 10 x 1 s window, the default; a TTL of an hour), then
+# N series created with `rollstat blast` (one line per name, repeated until
+# the daemon holds them all). Sets $http and $udp.
+start_series_daemon() {
+  local n=$1
+  start_daemon "$(cat <<CFG
+[listen]
+statsd_udp = "127.0.0.1:0"
+statsd_tcp = ""
+http = "127.0.0.1:0"
+[series]
+max_series = $((n + 1000))
+ttl_secs = 3600
+CFG
+)"
+  http=$(bound http)
+  udp=$(bound statsd_udp)
+  for _ in 1 2 3 4 5; do
+    ./target/release/rollstat blast --udp "$udp" --http "$http" --names "$n" \
+      --lines-per-datagram 80 --rate 2000000 --max-datagrams $(( (n + 79) / 80 )) \
+      --duration-secs 10 --drain-secs 2 > /dev/null
+    [ "$(held_series)" -ge "$n" ] && break
+  done
+  echo "series held: $(held_series)"
+}
+held_series() { curl -s "http://$http/metrics" | sed -n 's/^rollstat_series \([0-9]*\).*/\1/p'; }

@@ -172,8 +172,8 @@ pub fn render_metrics(
     };
     // One writer per core, up to MAX_RENDER_THREADS (below 20k series one
     // writer does it all).
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get().clamp(1, MAX_RENDER_THREADS));
+    let threads =
+        std::thread::available_parallelism().map_or(1, |n| n.get().clamp(1, MAX_RENDER_THREADS));
     emit(text::Piece::owned(head.into_bytes()));
     text::render_each(
         &st.ingestor.registry,

@@ -11,26 +11,7 @@ n=${1:-100000}
 k=${2:-11}
 cargo build --release --quiet
 . benches/daemon.sh
-start_daemon "$(cat <<CFG
-[listen]
-statsd_udp = "127.0.0.1:0"
-statsd_tcp = ""
-http = "127.0.0.1:0"
-[series]
-max_series = $((n + 1000))
-ttl_secs = 3600
-CFG
-)"
-http=$(bound http)
-udp=$(bound statsd_udp)
-series() { curl -s "http://$http/metrics" | sed -n 's/^rollstat_series \([0-9]*\).*/\1/p'; }
-for _ in 1 2 3 4 5; do
-  ./target/release/rollstat blast --udp "$udp" --http "$http" --names "$n" \
-    --lines-per-datagram 80 --rate 2000000 --max-datagrams $(( (n + 79) / 80 )) \
-    --duration-secs 10 --drain-secs 2 > /dev/null
-  [ "$(series)" -ge "$n" ] && break
-done
-echo "series held: $(series)"
+start_series_daemon "$n"
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 for mode in plain gzip; do
   flag=()

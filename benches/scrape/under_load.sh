@@ -11,21 +11,7 @@ n=${1:-100000}
 rate=${2:-3000000}
 cargo build --release --quiet
 . benches/daemon.sh
-start_daemon "$(cat <<CFG
-[listen]
-statsd_udp = "127.0.0.1:0"
-statsd_tcp = ""
-http = "127.0.0.1:0"
-[series]
-max_series = $((n + 1000))
-ttl_secs = 3600
-CFG
-)"
-http=$(bound http)
-udp=$(bound statsd_udp)
-./target/release/rollstat blast --udp "$udp" --http "$http" --names "$n" \
-  --lines-per-datagram 80 --rate 2000000 --max-datagrams $(( (n + 79) / 80 )) \
-  --duration-secs 10 --drain-secs 2 > /dev/null
+start_series_daemon "$n"
 times=$(mktemp)
 ( for _ in $(seq 20); do
     sleep 0.5

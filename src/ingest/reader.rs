@@ -268,8 +268,14 @@ mod tests {
             (full(BEHIND_ROUNDS - 1) + 1, false),
             (1, false),
         ];
-        let (counts, _, lines, ing) = read(&rounds, 2);
         let sent = 3 + 63 + full(BEHIND_ROUNDS - 1) as u64 + 1 + 1;
+        all_inline(&rounds, 2, sent);
+    }
+
+    /// Reads `rounds` and checks that all `sent` datagrams were applied by
+    /// the reader itself.
+    fn all_inline(rounds: &[(usize, bool)], workers: usize, sent: u64) {
+        let (counts, _, lines, ing) = read(rounds, workers);
         assert_eq!(
             counts,
             ReadCounts {
@@ -336,15 +342,6 @@ mod tests {
     #[test]
     fn without_workers_every_round_is_applied_inline() {
         let rounds = [(full(BEHIND_ROUNDS + 2) + 9, false), (3, false)];
-        let (counts, _, lines, ing) = read(&rounds, 0);
-        let sent = full(BEHIND_ROUNDS + 2) as u64 + 12;
-        assert_eq!(
-            counts,
-            ReadCounts {
-                datagrams: sent,
-                routed: 0
-            }
-        );
-        assert_eq!(ing.telemetry.lines(Transport::Udp), lines);
+        all_inline(&rounds, 0, full(BEHIND_ROUNDS + 2) as u64 + 12);
     }
 }
