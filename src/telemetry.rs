@@ -234,7 +234,7 @@ impl Telemetry {
         r.register(Box::new(udp_worker_queue_full.clone()))?;
         let udp_routed_datagrams = IntCounter::new(
             "rollstat_udp_routed_datagrams_total",
-            "Datagrams a UDP reader routed to the ingest workers because it was behind (a drain round found 64 datagrams queued), rather than parsing them itself.",
+            "Datagrams a UDP reader routed to the ingest workers, rather than parsing them itself, because it had fallen behind (4 full drain rounds of 64 datagrams in a row) or lines it routed were not yet applied.",
         )?;
         r.register(Box::new(udp_routed_datagrams.clone()))?;
         let build = IntGauge::with_opts(
