@@ -20,7 +20,12 @@
 //!   its threshold → open again with `opened_at = now`; otherwise closed, with
 //!   a fresh, empty window. Outcomes after that are handled by the new state
 //!   (ignored if open, counted in the fresh window if closed), also when they
-//!   arrive in the same batch as the last trials.
+//!   arrive in the same batch as the last trials. With `half_open_max_wait`
+//!   set, the first `allow`, `record*` or `poll` strictly after that long in
+//!   half-open, with trial outcomes still missing, opens the breaker again
+//!   (`opened_at = now`): trials whose outcomes never arrive (a client that
+//!   crashed, statsd lines lost on UDP) cannot hold it half-open, shedding
+//!   everything but the trials, for ever.
 //!
 //! Batches ([`record_n`](ErrorRateBreaker::record_n)) give exactly the result
 //! of recording their calls one by one (a property test checks it): within a
@@ -47,7 +52,7 @@
 //! | outcomes in half-open | the first P recorded are the trials, permit or not; later ones belong to the verdict's state | calls admitted by a permit (and in-flight calls finishing) fill the half-open window | the trial's own outcome | ours: the daemon's outcome feed is not gated |
 //! | outcomes while open | ignored | recorded into the stale closed metrics, no effect | no effect | equivalent |
 //! | closing | fresh window | fresh metrics | health counts reset | both |
-//! | stuck half-open | waits for P outcomes indefinitely | `maxWaitDurationInHalfOpenState` 0 = indefinitely | — | resilience4j default |
+//! | stuck half-open | `half_open_max_wait`: open again strictly after it; unset (default) = wait indefinitely | `maxWaitDurationInHalfOpenState`: open again after it; 0 (default) = indefinitely | — | resilience4j |
 //!
 //! Defaults: 10 s window in 10 buckets, `min_calls` 20 (Hystrix; resilience4j's
 //! 100 suits its count-based window), failure threshold 0.5 (both), no slow-call
@@ -89,6 +94,9 @@ pub struct ErrorRateConfig {
     pub open_duration: Duration,
     /// Trial calls in half-open (default 10, >= 1).
     pub half_open_trials: u32,
+    /// Longest time in half-open waiting for the trial outcomes before the
+    /// breaker opens again (default: none, wait indefinitely).
+    pub half_open_max_wait: Option<Duration>,
 }
 
 impl Default for ErrorRateConfig {
@@ -101,6 +109,7 @@ impl Default for ErrorRateConfig {
             slow_call: None,
             open_duration: Duration::from_secs(5),
             half_open_trials: 10,
+            half_open_max_wait: None,
         }
     }
 }
@@ -248,6 +257,8 @@ enum Phase {
     HalfOpen {
         permits_left: u32,
         trials: CallCounts,
+        /// When half-open began.
+        since: Timestamp,
     },
 }
 
@@ -331,15 +342,27 @@ impl ErrorRateBreaker {
         self.transitions.record(from, self.state());
     }
 
-    /// Open → half-open once `now` is strictly after the open duration.
+    /// Open → half-open once `now` is strictly after the open duration;
+    /// half-open → open once `now` is strictly after `half_open_max_wait`
+    /// (if set) without all trial outcomes.
     pub fn poll(&mut self, now: Timestamp) {
-        if let Phase::Open { opened_at } = self.phase {
-            if now > opened_at + self.config.open_duration {
+        match self.phase {
+            Phase::Open { opened_at } if now > opened_at + self.config.open_duration => {
                 self.go(Phase::HalfOpen {
                     permits_left: self.config.half_open_trials,
                     trials: CallCounts::default(),
+                    since: now,
                 });
             }
+            Phase::HalfOpen { since, .. }
+                if self
+                    .config
+                    .half_open_max_wait
+                    .is_some_and(|w| now > since + w) =>
+            {
+                self.go(Phase::Open { opened_at: now });
+            }
+            _ => {}
         }
     }
 
@@ -405,6 +428,7 @@ impl ErrorRateBreaker {
             Phase::HalfOpen {
                 permits_left,
                 mut trials,
+                since,
             } => {
                 let p = u64::from(self.config.half_open_trials);
                 let take = count.min(p.saturating_sub(trials.calls));
@@ -413,6 +437,7 @@ impl ErrorRateBreaker {
                     self.phase = Phase::HalfOpen {
                         permits_left,
                         trials,
+                        since,
                     };
                     return;
                 }
@@ -486,6 +511,7 @@ impl ErrorRateBreaker {
             Phase::HalfOpen {
                 permits_left,
                 trials,
+                ..
             } => (trials, if permits_left > 0 { 0.0 } else { 1.0 }),
         };
         Signals {
@@ -567,6 +593,50 @@ mod tests {
         assert_eq!(b.allow(t), Verdict::Allow);
         assert_eq!(b.state(), HalfOpen);
         (b, t)
+    }
+
+    #[test]
+    fn half_open_waits_for_its_trials_indefinitely_by_default() {
+        let (mut b, t) = half_open();
+        b.record(Outcome::Success, t);
+        // Two outcomes missing, a day later: still half-open, shedding.
+        let later = t + Duration::from_secs(86_400);
+        assert_eq!(b.allow(later), Verdict::Allow);
+        assert_eq!(b.allow(later), Verdict::Allow);
+        assert_eq!(b.allow(later), Verdict::Shed);
+        assert_eq!(b.state(), HalfOpen);
+    }
+
+    #[test]
+    fn half_open_opens_again_strictly_after_the_max_wait_without_its_trials() {
+        let mut b = breaker(ErrorRateConfig {
+            half_open_max_wait: Some(ms(2000)),
+            ..config()
+        });
+        b.record_n(Outcome::Failure, 10, T0);
+        let t = T0 + ms(5001);
+        assert_eq!(b.allow(t), Verdict::Allow);
+        b.record(Outcome::Success, t + ms(10));
+        // Exactly the max wait: still half-open (the one permit left).
+        assert_eq!(b.allow(t + ms(2000)), Verdict::Allow);
+        assert_eq!(b.allow(t + ms(2000)), Verdict::Allow);
+        assert_eq!(b.state(), HalfOpen);
+        // Strictly after, with two outcomes missing: open at that instant.
+        b.poll(t + ms(2001));
+        assert_eq!(b.state(), Open);
+        assert_eq!(b.opened_at(), Some(t + ms(2001)));
+        // A late trial outcome is ignored by the open breaker.
+        b.record(Outcome::Success, t + ms(2002));
+        assert_eq!(b.state(), Open);
+        assert_eq!(b.transitions().get(HalfOpen, Open), 1);
+        // A new open period, then fresh trials that complete in time close it.
+        let t2 = t + ms(2001) + ms(5001);
+        for _ in 0..3 {
+            assert_eq!(b.allow(t2), Verdict::Allow);
+        }
+        assert_eq!(b.trial_counts(), Some(CallCounts::default()));
+        b.record_n(Outcome::Success, 3, t2 + ms(1999));
+        assert_eq!(b.state(), Closed);
     }
 
     #[test]

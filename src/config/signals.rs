@@ -127,6 +127,7 @@ pub(super) const BREAKER_KEYS: &[&str] = &[
     "failure_rate_threshold",
     "open_duration_ms",
     "half_open_trials",
+    "half_open_max_wait_ms",
 ];
 
 pub(super) const LIMIT_KEYS: &[&str] = &[
@@ -227,6 +228,7 @@ pub(super) fn read_breaker(
                 "failure_rate_threshold",
                 "open_duration_ms",
                 "half_open_trials",
+                "half_open_max_wait_ms",
                 "slow_call_rate_threshold",
             ] {
                 if let Some(v) = t.raw(k) {
@@ -264,6 +266,9 @@ pub(super) fn read_breaker(
             }
             if let Some(n) = t.int(p, "half_open_trials", 1, 1_000_000) {
                 c.half_open_trials = n as u32;
+            }
+            if let Some(d) = ms(t, p, "half_open_max_wait_ms") {
+                c.half_open_max_wait = Some(d);
             }
             if let Some(d) = slow_ms {
                 c.slow_call = Some(SlowCallConfig {

@@ -120,7 +120,10 @@ fn breakers_and_limits_are_read_and_validated() {
     let cfg = Config::load(&path).unwrap();
     assert_eq!(cfg.breakers.len(), 1);
     assert_eq!(cfg.breakers[0].name, "checkout");
-    assert!(matches!(cfg.breakers[0].kind, BreakerKind::ErrorRate(_)));
+    let BreakerKind::ErrorRate(c) = &cfg.breakers[0].kind else {
+        panic!("the sample breaker is error_rate")
+    };
+    assert_eq!(c.half_open_max_wait, Some(Duration::from_secs(30)));
     assert_eq!(cfg.limits.len(), 1);
     assert_eq!(
         cfg.limits[0].rules,
@@ -136,6 +139,7 @@ name = "a"
 kind = "sre"
 k = 0.5
 min_calls = 3
+half_open_max_wait_ms = 1000
 
 [[breakers]]
 name = "a"
@@ -154,6 +158,7 @@ overflow = "panic"
         [
             "breakers[0].k",
             "breakers[0].min_calls",
+            "breakers[0].half_open_max_wait_ms",
             "breakers[1].name",
             "breakers[1].kind",
             "limits[0].name",
