@@ -332,6 +332,9 @@ pub async fn run(
         udp_port,
         max_body: cfg.ingest.http_max_body_bytes,
         metrics_buffers: crate::expose::text::ChunkPool::new(),
+        scrape_slots: Arc::new(tokio::sync::Semaphore::new(
+            crate::http::MAX_CONCURRENT_SCRAPES,
+        )),
         state_families,
     };
     let http = tokio::net::TcpListener::from_std(listeners.http)?;

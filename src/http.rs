@@ -52,7 +52,16 @@ pub struct AppState {
     /// `/metrics` families other than the series and the self-metrics:
     /// registry statistics, breakers, limits, the fleet view.
     pub state_families: Arc<SeriesCollector>,
+    /// Renders of `/metrics` allowed at once ([`MAX_CONCURRENT_SCRAPES`]).
+    pub scrape_slots: Arc<tokio::sync::Semaphore>,
 }
+
+/// `/metrics` renders at once; more scrapes get 503 with `Retry-After: 1`
+/// (counted in `rollstat_scrapes_rejected_total`). A render takes a core and
+/// a body's worth of buffers (54 MB at 100k series) for its duration, so a
+/// burst of scrapers must not multiply both; two Prometheus servers of an HA
+/// pair and a person with curl fit.
+pub const MAX_CONCURRENT_SCRAPES: usize = 4;
 
 /// The router.
 pub fn router(state: AppState) -> Router {
@@ -85,6 +94,17 @@ async fn metrics(State(st): State<AppState>, headers: HeaderMap) -> Response {
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|a| a.contains("application/openmetrics-text"));
+    let Ok(slot) = st.scrape_slots.clone().try_acquire_owned() else {
+        st.ingestor.telemetry.scrapes_rejected.inc();
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(header::RETRY_AFTER, "1")],
+            format!(
+                "{MAX_CONCURRENT_SCRAPES} /metrics scrapes are already rendering; retry in a second\n"
+            ),
+        )
+            .into_response();
+    };
     // Rendering is CPU work proportional to the series count: keep it off
     // the reactor. Pieces come through a channel as they are final, so the
     // response starts while the cumulative families are still being
@@ -92,6 +112,8 @@ async fn metrics(State(st): State<AppState>, headers: HeaderMap) -> Response {
     // already filled (unbounded: a slow client does not stall the render).
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Result<text::Piece, String>>();
     tokio::task::spawn_blocking(move || {
+        // Held until the render is done (the pieces may still be sending).
+        let _slot = slot;
         let emit = |p: text::Piece| {
             if !p.is_empty() {
                 // The receiver is gone only if the client went away.

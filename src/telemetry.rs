@@ -122,6 +122,8 @@ pub struct Telemetry {
     pub last_reload_success: IntGauge,
     /// Time to render /metrics.
     pub scrape_duration: Histogram,
+    /// Scrapes answered 503 because too many were rendering.
+    pub scrapes_rejected: IntCounter,
     /// Kernel receive-queue drops on our UDP sockets (from /proc/net/udp).
     pub udp_kernel_drops: IntGauge,
     /// Receive buffer the kernel granted per UDP socket.
@@ -220,6 +222,11 @@ impl Telemetry {
             ]),
         )?;
         r.register(Box::new(scrape_duration.clone()))?;
+        let scrapes_rejected = IntCounter::new(
+            "rollstat_scrapes_rejected_total",
+            "/metrics requests answered 503 because the most scrapes allowed at once were already rendering.",
+        )?;
+        r.register(Box::new(scrapes_rejected.clone()))?;
         let udp_kernel_drops = IntGauge::new("rollstat_udp_kernel_drops", "Datagrams the kernel dropped on rollstat's UDP sockets because their receive queue was full (from /proc/net/udp).")?;
         r.register(Box::new(udp_kernel_drops.clone()))?;
         let udp_recv_buffer = IntGauge::new(
@@ -254,6 +261,7 @@ impl Telemetry {
             reloads,
             last_reload_success,
             scrape_duration,
+            scrapes_rejected,
             udp_kernel_drops,
             udp_recv_buffer,
             udp_worker_queue_full,

@@ -251,3 +251,47 @@ fn the_series_api_filters_by_glob_and_rejects_a_bad_one() {
     assert_eq!(bad.status, 400, "{}", bad.text());
     assert!(bad.json()["error"].as_str().unwrap().contains("glob"));
 }
+
+/// More scrapes at once than the daemon renders get 503 with Retry-After,
+/// each counted; the others get the whole exposition.
+#[test]
+fn scrapes_beyond_the_concurrency_cap_get_503_and_are_counted() {
+    let d = Daemon::start();
+    // Enough series that a render takes a while (a debug build here).
+    const SERIES: usize = 20_000;
+    let sender = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    for chunk in (0..SERIES).collect::<Vec<_>>().chunks(50) {
+        let dgram: String = chunk.iter().map(|i| format!("cap.m{i}:1|c\n")).collect();
+        sender.send_to(dgram.as_bytes(), d.udp).unwrap();
+    }
+    d.wait_lines("udp", SERIES as f64, Duration::from_secs(60));
+    let statuses: Vec<(u16, Option<String>, usize)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..16)
+            .map(|_| {
+                s.spawn(|| {
+                    let r = d.get("/metrics", &[]);
+                    let retry = r.header("retry-after").map(str::to_string);
+                    (r.status, retry, r.body.len())
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let rejected = statuses.iter().filter(|(st, _, _)| *st == 503).count();
+    assert!(
+        rejected > 0,
+        "16 scrapes at once, none rejected: {statuses:?}"
+    );
+    for (status, retry, len) in &statuses {
+        match status {
+            200 => assert!(*len > SERIES * 100, "a whole exposition: {len} bytes"),
+            503 => assert_eq!(retry.as_deref(), Some("1")),
+            other => panic!("status {other}"),
+        }
+    }
+    let s = d.scrape();
+    assert_eq!(
+        s.must("rollstat_scrapes_rejected_total", &[]),
+        rejected as f64
+    );
+}
