@@ -233,7 +233,12 @@ async fn series(State(st): State<AppState>, Query(q): Query<SeriesQuery>) -> Res
         Err(e) => return api_error(StatusCode::BAD_REQUEST, format!("bad `match` glob: {e}")),
     };
     let now = st.ingestor.now();
-    let body = json::series(&st.ingestor.registry, now, glob.as_ref());
+    let body = json::series(
+        &st.ingestor.registry,
+        now,
+        glob.as_ref(),
+        st.state_families.fleet(),
+    );
     Json(body).into_response()
 }
 

@@ -9,6 +9,7 @@ use crate::clock::Timestamp;
 use crate::mapping::Glob;
 use crate::parse::MetricKind;
 use crate::series::Registry;
+use crate::store::fleet::{fleet_id, FleetWindows};
 
 /// One series in `GET /api/v1/series`.
 #[derive(Serialize, Debug)]
@@ -45,17 +46,43 @@ pub struct WindowJson {
     /// Distinct members, for sets.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unique: Option<u64>,
+    /// The same window over every instance sharing the series through
+    /// Redis (mapping `shared = true`), while the fleet view is fresh.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<FleetJson>,
 }
 
-/// Every series whose statsd name matches `glob` (all if `None`), sorted.
+/// One window over the fleet: what `rollstat_fleet_window_*` publish.
+#[derive(Serialize, Debug, PartialEq)]
+pub struct FleetJson {
+    /// Weighted samples over every instance.
+    pub samples: f64,
+    /// Weighted sum over every instance.
+    pub sum: f64,
+    /// Per second over the time this instance's window covers.
+    pub rate: f64,
+    /// Average, if any samples.
+    pub avg: Option<f64>,
+}
+
+/// Every series whose statsd name matches `glob` (all if `None`), sorted;
+/// shared series with their fleet view from `fleet`.
 #[must_use]
-pub fn series(registry: &Registry, now: Timestamp, glob: Option<&Glob>) -> Vec<SeriesJson> {
+pub fn series(
+    registry: &Registry,
+    now: Timestamp,
+    glob: Option<&Glob>,
+    fleet: Option<&FleetWindows>,
+) -> Vec<SeriesJson> {
     let plan = registry.plan();
     let mut out = Vec::new();
     registry.visit(|meta, state| {
         if glob.is_some_and(|g| !g.is_match(&meta.metric)) {
             return;
         }
+        let fleet_id = fleet
+            .filter(|_| meta.shared && meta.kind != MetricKind::Set)
+            .map(|f| (f, fleet_id(meta)));
         let windows = meta
             .windows
             .iter()
@@ -78,6 +105,20 @@ pub fn series(registry: &Registry, now: Timestamp, glob: Option<&Glob>) -> Vec<S
                             .map(|(q, x)| (q.to_string(), finite(*x)))
                             .collect(),
                         unique: v.unique,
+                        fleet: fleet_id.as_ref().and_then(|(f, id)| {
+                            let t = f.totals(id, name, now)?;
+                            let per = if meta.kind == MetricKind::Counter {
+                                t.sum
+                            } else {
+                                t.count
+                            };
+                            Some(FleetJson {
+                                samples: t.count,
+                                sum: t.sum,
+                                rate: crate::stats::per_second(per, state.window_shape(i, now).1),
+                                avg: (t.count > 0.0).then(|| t.sum / t.count),
+                            })
+                        }),
                     },
                 )
             })

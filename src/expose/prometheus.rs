@@ -367,6 +367,12 @@ impl Collector for SeriesCollector {
 }
 
 impl SeriesCollector {
+    /// The fleet view of shared windows, if Redis sharing is on.
+    #[must_use]
+    pub fn fleet(&self) -> Option<&crate::store::FleetWindows> {
+        self.fleet.as_deref()
+    }
+
     /// The clock reading a scrape should use for everything it publishes.
     #[must_use]
     pub fn now(&self) -> crate::Timestamp {

@@ -247,6 +247,8 @@ fn the_series_api_filters_by_glob_and_rejects_a_bad_one() {
     assert_eq!(orders["windows"]["5s"]["samples"], 3.0);
     assert_eq!(orders["windows"]["5s"]["sum"], 5.0);
     assert_eq!(orders["labels"]["route"], "/buy");
+    // Not shared through Redis: no fleet view.
+    assert!(orders["windows"]["5s"].get("fleet").is_none(), "{orders}");
     let bad = d.get("/api/v1/series?match=a***", &[]);
     assert_eq!(bad.status, 400, "{}", bad.text());
     assert!(bad.json()["error"].as_str().unwrap().contains("glob"));

@@ -618,6 +618,17 @@ fn two_daemons_publish_the_fleet_wide_rate(redis_section: &str) {
         (fleet_rate / local_rate - 3.0).abs() < 1e-9,
         "{fleet_rate} vs {local_rate}"
     );
+    // The JSON API shows the same fleet view next to the local window.
+    for (d, local) in [(&a, 300.0), (&b, 600.0)] {
+        let all = d.series("api.*");
+        let w = &all[0]["windows"]["w"];
+        assert_eq!(w["samples"], local, "{all}");
+        assert_eq!(w["fleet"]["samples"], 900.0, "{all}");
+        assert_eq!(w["fleet"]["sum"], 900.0, "{all}");
+        assert_eq!(w["fleet"]["avg"], 1.0, "{all}");
+        let ratio = w["fleet"]["rate"].as_f64().unwrap() / w["rate"].as_f64().unwrap();
+        assert!((ratio - 900.0 / local).abs() < 1e-9, "{all}");
+    }
     println!(
         "fleet view 900 = 300 + 600 on both daemons after {:?}; rate {fleet_rate:.2}/s fleet, {local_rate:.2}/s local",
         started.elapsed()
