@@ -125,21 +125,37 @@ fn main() -> ExitCode {
     }
 }
 
-/// Ctrl-C or SIGTERM.
+/// Ctrl-C or SIGTERM. A second one while the graceful stop is still
+/// running (it waits up to 5 s for open HTTP connections, and for the
+/// receivers to drain) exits at once, with status 1.
 async fn shutdown_signal() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            tracing::warn!(error = %e, "Cannot listen for SIGTERM; only Ctrl-C stops rollstat.");
+            None
+        }
+    };
+    stop_requested(&mut term).await;
+    tokio::spawn(async move {
+        stop_requested(&mut term).await;
+        tracing::warn!("A second stop signal: exiting now, without finishing the graceful stop.");
+        std::process::exit(1);
+    });
+}
+
+/// The next Ctrl-C or SIGTERM.
+async fn stop_requested(term: &mut Option<tokio::signal::unix::Signal>) {
+    let sigterm = async {
+        match term {
+            Some(s) => {
                 s.recv().await;
             }
-            Err(e) => {
-                tracing::warn!(error = %e, "Cannot listen for SIGTERM; only Ctrl-C stops rollstat.");
-                std::future::pending::<()>().await;
-            }
+            None => std::future::pending::<()>().await,
         }
     };
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
-        _ = term => {}
+        _ = sigterm => {}
     }
 }

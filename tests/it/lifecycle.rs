@@ -325,3 +325,33 @@ fn a_reload_moves_existing_series_onto_the_new_windows_and_rules() {
     assert_eq!(samples(&s, "replan.new", "10s"), Some(1.0));
     assert_eq!(s.must("replan_new_total", &[]), 1.0);
 }
+
+/// A second SIGTERM while the graceful stop waits (here for a client that
+/// does not read its /metrics body) exits at once with status 1.
+#[test]
+fn a_second_sigterm_during_the_graceful_stop_exits_at_once() {
+    let mut d = Daemon::start();
+    // A body far larger than the socket buffers.
+    const SERIES: usize = 20_000;
+    let sender = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    for chunk in (0..SERIES).collect::<Vec<_>>().chunks(50) {
+        let dgram: String = chunk.iter().map(|i| format!("slow.m{i}:1|c\n")).collect();
+        sender.send_to(dgram.as_bytes(), d.udp).unwrap();
+    }
+    d.wait_lines("udp", SERIES as f64, Duration::from_secs(60));
+    let mut stuck = std::net::TcpStream::connect(d.http).unwrap();
+    std::io::Write::write_all(&mut stuck, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut first = [0u8; 64];
+    std::io::Read::read_exact(&mut stuck, &mut first).unwrap();
+    d.signal("TERM");
+    // The graceful stop waits up to 5 s for that response.
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(d.alive(), "stopped before the second signal:\n{}", d.log());
+    let t = std::time::Instant::now();
+    d.signal("TERM");
+    let st = d.wait_exit(Duration::from_secs(10));
+    assert_eq!(st.code(), Some(1), "exit status {st}; log:\n{}", d.log());
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    assert!(d.log().contains("second stop signal"), "{}", d.log());
+    drop(stuck);
+}
