@@ -70,6 +70,7 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/api/v1/series", get(series))
+        .route("/api/v1/metrics", get(metric_names))
         .route(
             "/api/v1/ingest",
             post(ingest).layer(DefaultBodyLimit::max(max_body)),
@@ -240,6 +241,10 @@ async fn series(State(st): State<AppState>, Query(q): Query<SeriesQuery>) -> Res
         st.state_families.fleet(),
     );
     Json(body).into_response()
+}
+
+async fn metric_names(State(st): State<AppState>) -> Response {
+    Json(json::metrics(&st.ingestor.registry)).into_response()
 }
 
 fn api_error(code: StatusCode, msg: String) -> Response {

@@ -249,6 +249,25 @@ fn the_series_api_filters_by_glob_and_rejects_a_bad_one() {
     assert_eq!(orders["labels"]["route"], "/buy");
     // Not shared through Redis: no fleet view.
     assert!(orders["windows"]["5s"].get("fleet").is_none(), "{orders}");
+    // The names alone, for a metric picker: one entry per name.
+    let list = d.get("/api/v1/metrics", &[]).json();
+    let metrics = list["metrics"].as_array().unwrap();
+    let entry = |m: &str| metrics.iter().find(|x| x["metric"] == m).cloned();
+    assert_eq!(
+        entry("shop.orders"),
+        Some(serde_json::json!({"metric": "shop.orders", "type": "counter", "series": 1}))
+    );
+    // Tag order does not make a second series.
+    assert_eq!(entry("ord").map(|e| e["series"].clone()), Some(1.into()));
+    assert_eq!(
+        entry("shop.users").map(|e| e["type"].clone()),
+        Some("set".into())
+    );
+    assert_eq!(
+        metrics.len(),
+        names("**").iter().collect::<BTreeSet<_>>().len()
+    );
+    assert_eq!(list["windows"], serde_json::json!(["2s", "5s"]));
     let bad = d.get("/api/v1/series?match=a***", &[]);
     assert_eq!(bad.status, 400, "{}", bad.text());
     assert!(bad.json()["error"].as_str().unwrap().contains("glob"));

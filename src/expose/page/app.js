@@ -130,18 +130,12 @@
   // === metric list ===
 
   async function loadList() {
-    const all = await getJSON('/api/v1/series?match=**');
-    const by = new Map();
-    const windows = new Set();
-    for (const s of all) {
-      const e = by.get(s.metric) || { metric: s.metric, type: s.type, series: 0 };
-      e.series++;
-      by.set(s.metric, e);
-      for (const w of Object.keys(s.windows)) windows.add(w);
-    }
-    names = [...by.values()];
+    // Names, types and series counts only: the statistics of the picked
+    // metrics are fetched one metric at a time.
+    const list = await getJSON('/api/v1/metrics');
+    names = list.metrics;
     const sel = $('window');
-    const ws = [...windows];
+    const ws = list.windows;
     if (sel.options.length !== ws.length) {
       sel.innerHTML = ws.map((w) => '<option>' + esc(w) + '</option>').join('');
       if (!ws.includes(windowName)) windowName = ws[0] || '';
