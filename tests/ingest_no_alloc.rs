@@ -1,6 +1,8 @@
 //! The whole ingest path (parse, key, registry lookup, window and cumulative
 //! updates, breaker feeds, counts) allocates nothing per line once a series
-//! exists. Its own test binary, because it installs a counting allocator.
+//! exists, and routing lines to the ingest workers allocates nothing once
+//! their buffers are warm. Its own test binary, because it installs a
+//! counting allocator.
 
 use std::sync::Arc;
 
@@ -80,4 +82,55 @@ failures_metric = "api.failures"
     }
     let allocs = ALLOCS.with(|c| c.replace(None));
     assert_eq!(allocs, Some(0), "ingest allocated with tag styles off");
+}
+
+#[test]
+fn routing_lines_to_the_ingest_workers_allocates_nothing_once_warm() {
+    use rollstat::ingest::route::{spawn_workers, Router};
+
+    let cfg = Config::parse("").unwrap();
+    let clock = ManualClock::new();
+    let services = Arc::new(ServiceHandle::new(
+        Services::new(&cfg, clock.now(), None).unwrap(),
+    ));
+    let ing = Arc::new(Ingestor::new(
+        Arc::new(Registry::new(Plan::from_config(&cfg), 16)),
+        Arc::new(Telemetry::new().unwrap()),
+        Arc::new(clock.clone()),
+        services,
+    ));
+    let (workers, handles) = spawn_workers(2, &ing).unwrap();
+    let mut r = Router::new(workers);
+    let dgram = b"api.requests:1|c|#route:/x\nqueue.depth:+3|g\napi.latency:12.5|ms\n\
+        db.rows:1:2:3|d\nusers:alice|s\n";
+    // One round: route, hand over, wait until the workers have applied it
+    // (and given the buffers back).
+    let round = |r: &mut Router| {
+        for _ in 0..20 {
+            r.route(dgram, clock.now());
+        }
+        r.hand_over_all();
+        while r.busy() {
+            std::thread::yield_now();
+        }
+    };
+    for _ in 0..3 {
+        round(&mut r);
+    }
+    // Only this thread's allocations are counted (the workers' are the
+    // ingest path's, tested above).
+    ALLOCS.with(|c| c.set(Some(0)));
+    for _ in 0..200 {
+        round(&mut r);
+    }
+    let allocs = ALLOCS.with(|c| c.replace(None));
+    assert_eq!(allocs, Some(0), "routing allocated once warm");
+    drop(r);
+    for h in handles {
+        h.join().unwrap();
+    }
+    assert_eq!(
+        ing.telemetry.lines(rollstat::telemetry::Transport::Udp),
+        203 * 20 * 5
+    );
 }

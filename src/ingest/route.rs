@@ -139,9 +139,11 @@ fn work(rx: &Receiver<Batch>, ing: &Ingestor, spares: &Spares) {
         let first = ing.ingest(&b.lines, b.now, &mut w);
         ing.note_bad_line(Transport::Udp, first, &b.lines, b.now);
         ing.flush(Transport::Udp, &mut w);
+        // The buffer goes back first, so that a router that sees nothing in
+        // flight also finds it among the spares.
+        spares.give(b.lines);
         // Release: a reader that reads 0 sees every line applied.
         b.in_flight.fetch_sub(1, Ordering::Release);
-        spares.give(b.lines);
     }
 }
 
