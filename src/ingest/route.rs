@@ -6,10 +6,11 @@
 //! falls behind ([`reader`](super::reader) decides), it routes instead, and
 //! every worker helps with the backlog while the reader only copies lines:
 //!
-//! * each line goes to worker `hash(name) % workers`, where the name is the
-//!   bytes before the line's first `:` (so the tags of InfluxDB, Librato and
-//!   SignalFx names count as part of it, and DogStatsD tags do not). Every
-//!   routed line of one series therefore goes through one worker, in the
+//! * each line goes to worker `hash(key) % workers`, where the key is the
+//!   bare metric name ([`route_key`](crate::parse::route_key): before the
+//!   first `:` and any name-embedded tags, past a SignalFx `[...]` prefix),
+//!   the same for every spelling of one series. Every routed line of one
+//!   series therefore goes through one worker, in the
 //!   order one reader received it; and the reader applies nothing itself
 //!   while any line it routed is pending or queued ([`Router::busy`]). So a
 //!   gauge set and the deltas after it are applied in the order they were
@@ -184,10 +185,12 @@ impl Router {
             let i = if n == 1 {
                 0
             } else {
-                let name = memchr::memchr(b':', line).map_or(line, |i| &line[..i]);
+                // Every spelling of one series has one key, so all its
+                // lines go to one worker.
+                let key = crate::parse::route_key(line);
                 // The hash's high 32 bits scaled to [0, n) by a multiply
                 // (a division cost a sixth of this function).
-                (((self.hasher.hash_one(name) >> 32) * n) >> 32) as usize
+                (((self.hasher.hash_one(key) >> 32) * n) >> 32) as usize
             };
             let b = self.pending[i].get_or_insert_with(|| Batch {
                 lines: self.workers.spares.take(),

@@ -232,6 +232,28 @@ pub fn parse_datagram_with(buf: &[u8], opts: ParseOptions) -> Lines<'_> {
     Lines { rest: buf, opts }
 }
 
+/// A coarse key of the series a raw line belongs to, without parsing it:
+/// the name part (before the first `:`, after leading blanks), past a
+/// leading SignalFx `[...]` group, cut at the first `,`, `#` or `[`. Every
+/// spelling of one series has the same key, under any [`ParseOptions`]:
+/// `cpu,host=a:…`, `cpu#host=a:…`, `cpu[host=a]:…`, `[host=a]cpu:…` and
+/// `cpu:…|#host:a` all give `cpu` (the parsed name never holds a delimiter
+/// of a style that is on, and a style that is off leaves its delimiter in
+/// the name, where the cut only makes the key coarser). Different series
+/// may share a key. The UDP hand-off routes lines by it, so that the lines
+/// of one series keep their order.
+#[must_use]
+pub fn route_key(line: &[u8]) -> &[u8] {
+    let line = statsd::trim(line);
+    let mut name = memchr::memchr(b':', line).map_or(line, |i| &line[..i]);
+    if let [b'[', rest @ ..] = name {
+        if let Some(close) = memchr::memchr(b']', rest) {
+            name = &rest[close + 1..];
+        }
+    }
+    memchr::memchr3(b',', b'#', b'[', name).map_or(name, |i| &name[..i])
+}
+
 /// Iterator over the lines of a datagram: one item per non-empty line.
 #[derive(Clone, Debug)]
 pub struct Lines<'a> {
@@ -262,3 +284,78 @@ impl<'a> Iterator for Lines<'a> {
 }
 
 impl std::iter::FusedIterator for Lines<'_> {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_spelling_of_a_series_has_one_route_key() {
+        for line in [
+            &b"cpu,host=a:5|g"[..],
+            b"cpu#host=a:5|g",
+            b"cpu[host=a]:5|g",
+            b"[host=a]cpu:5|g",
+            b"cpu:+1|g|#host:a",
+            b"  cpu,dc=x,host=a:1|c\r",
+            b"cpu",
+        ] {
+            assert_eq!(route_key(line), b"cpu", "{}", String::from_utf8_lossy(line));
+        }
+        assert_eq!(route_key(b"a.b:1|c"), b"a.b");
+        assert_ne!(route_key(b"a.b:1|c"), route_key(b"a.c:1|c"));
+    }
+
+    /// Under every combination of tag styles, two lines that the parser
+    /// makes one series (same name, same sorted tags) have the same key.
+    #[test]
+    fn lines_of_one_parsed_series_share_the_route_key_under_every_tag_style() {
+        let spellings: &[&[u8]] = &[
+            b"cpu,host=a,dc=x:5|g",
+            b"cpu,dc=x,host=a:+1|g",
+            b"cpu#host=a,dc=x:1|g",
+            b"cpu[dc=x,host=a]:2|g",
+            b"[host=a,dc=x]cpu:3|g",
+            b"cpu:4|g|#host:a,dc:x",
+            b"cpu,host=a:4|g|#dc:x",
+            b"  cpu:4|g|#dc:x,host:a",
+            b"cpu,x:1|g",
+            b"cpu,x:2|g|#k:v",
+            b"[a]b,c#d:1|g",
+            b"[a]b,c#d:2|g|#k:v",
+            b"[a]b,c:2|g|#d",
+        ];
+        for bits in 0..16u8 {
+            let styles = TagStyles::NAMED
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| bits & (1 << i) != 0)
+                .fold(TagStyles::NONE, |acc, (_, (_, s))| acc.with(*s));
+            let opts = ParseOptions::default().tag_styles(styles);
+            let mut seen: Vec<((String, Vec<(String, String)>), &[u8])> = Vec::new();
+            for line in spellings {
+                let Some(Ok(Line::Sample(s))) = parse_datagram_with(line, opts).next() else {
+                    continue;
+                };
+                let mut tags: Vec<(String, String)> = s
+                    .tags()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect();
+                tags.sort();
+                tags.dedup_by(|a, b| a.0 == b.0);
+                let id = (s.name.to_string(), tags);
+                for (other, key) in &seen {
+                    if *other == id {
+                        assert_eq!(
+                            route_key(line),
+                            *key,
+                            "styles {bits:04b}: {} and a line of the same series",
+                            String::from_utf8_lossy(line)
+                        );
+                    }
+                }
+                seen.push((id, route_key(line)));
+            }
+        }
+    }
+}
