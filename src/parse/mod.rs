@@ -332,7 +332,9 @@ mod tests {
                 .filter(|(i, _)| bits & (1 << i) != 0)
                 .fold(TagStyles::NONE, |acc, (_, (_, s))| acc.with(*s));
             let opts = ParseOptions::default().tag_styles(styles);
-            let mut seen: Vec<((String, Vec<(String, String)>), &[u8])> = Vec::new();
+            // (name, sorted tags) of each line parsed so far, with its key.
+            type Series = (String, Vec<(String, String)>);
+            let mut seen: Vec<(Series, &[u8])> = Vec::new();
             for line in spellings {
                 let Some(Ok(Line::Sample(s))) = parse_datagram_with(line, opts).next() else {
                     continue;
