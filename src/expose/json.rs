@@ -76,11 +76,14 @@ pub fn series(
 ) -> Vec<SeriesJson> {
     let plan = registry.plan();
     let mut out = Vec::new();
+    // Read before the walk locks any shard (see FleetWindows::view).
+    let fleet = fleet.and_then(|f| f.view(now));
     registry.visit(|meta, state| {
         if glob.is_some_and(|g| !g.is_match(&meta.metric)) {
             return;
         }
         let fleet_id = fleet
+            .as_ref()
             .filter(|_| meta.shared && meta.kind != MetricKind::Set)
             .map(|f| (f, fleet_id(meta)));
         let windows = meta
@@ -106,7 +109,7 @@ pub fn series(
                             .collect(),
                         unique: v.unique,
                         fleet: fleet_id.as_ref().and_then(|(f, id)| {
-                            let t = f.totals(id, name, now)?;
+                            let t = f.totals(id, name)?;
                             let per = if meta.kind == MetricKind::Counter {
                                 t.sum
                             } else {

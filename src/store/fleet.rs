@@ -52,7 +52,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use parking_lot::{Mutex, RwLock};
+use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 use prometheus::proto::{MetricFamily, MetricType};
 
 use super::redis::{RedisConfig, RedisStore, SyncOutcome};
@@ -325,18 +325,21 @@ impl FleetWindows {
         report
     }
 
-    /// The fleet totals of the series `id` (see [`fleet_id`]) in `window`,
-    /// if fresh at `now`.
+    /// The fleet view as of `now`, if fresh: hold it across a registry walk
+    /// and look series up in it. Take it *before* walking the registry,
+    /// never while a shard is locked: [`families`](Self::families) reads the
+    /// view and then locks shards, and the sync waits to replace the view,
+    /// so the other order could deadlock.
     #[must_use]
-    pub fn totals(&self, id: &str, window: &str, now: Timestamp) -> Option<FleetTotals> {
+    pub fn view(&self, now: Timestamp) -> Option<FleetView<'_>> {
         let at = self.refreshed.load(Ordering::Acquire);
         if now.as_nanos().saturating_sub(at) > self.stale_after {
             return None;
         }
-        self.view
-            .read()
-            .get(&window_key(&self.prefix, id, window))
-            .copied()
+        Some(FleetView {
+            prefix: &self.prefix,
+            totals: self.view.read(),
+        })
     }
 
     /// The `rollstat_fleet_window_*` families at `now`.
@@ -380,6 +383,22 @@ impl FleetWindows {
             .filter(|(_, m)| !m.is_empty())
             .map(|((name, help), m)| family(name.to_string(), help, MetricType::GAUGE, m))
             .collect()
+    }
+}
+
+/// A read hold on the fleet view (see [`FleetWindows::view`]).
+pub struct FleetView<'a> {
+    prefix: &'a str,
+    totals: RwLockReadGuard<'a, HashMap<String, FleetTotals>>,
+}
+
+impl FleetView<'_> {
+    /// The fleet totals of the series `id` (see [`fleet_id`]) in `window`.
+    #[must_use]
+    pub fn totals(&self, id: &str, window: &str) -> Option<FleetTotals> {
+        self.totals
+            .get(&window_key(self.prefix, id, window))
+            .copied()
     }
 }
 
