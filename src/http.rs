@@ -56,11 +56,14 @@ pub struct AppState {
     pub scrape_slots: Arc<tokio::sync::Semaphore>,
 }
 
-/// `/metrics` renders at once; more scrapes get 503 with `Retry-After: 1`
-/// (counted in `rollstat_scrapes_rejected_total`). A render takes a core and
-/// a body's worth of buffers (54 MB at 100k series) for its duration, so a
-/// burst of scrapers must not multiply both; two Prometheus servers of an HA
-/// pair and a person with curl fit.
+/// `/metrics` scrapes at once; more get 503 with `Retry-After: 1` (counted
+/// in `rollstat_scrapes_rejected_total`). A scrape holds its slot while it
+/// renders (a core) and until its body is sent or its connection closed (a
+/// body's worth of buffers, 54 MB at 100k series), so a burst of scrapers,
+/// or clients that stop reading, cannot multiply either; two Prometheus
+/// servers of an HA pair and a person with curl fit. A client that stops
+/// reading holds its slot until its connection closes (Prometheus closes it
+/// at its scrape timeout).
 pub const MAX_CONCURRENT_SCRAPES: usize = 4;
 
 /// The router.
@@ -111,25 +114,33 @@ async fn metrics(State(st): State<AppState>, headers: HeaderMap) -> Response {
     // response starts while the cumulative families are still being
     // gathered; the channel only holds pointers to buffers the render has
     // already filled (unbounded: a slow client does not stall the render).
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Result<text::Piece, String>>();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Rendered>();
     tokio::task::spawn_blocking(move || {
-        // Held until the render is done (the pieces may still be sending).
-        let _slot = slot;
         let emit = |p: text::Piece| {
             if !p.is_empty() {
                 // The receiver is gone only if the client went away.
-                let _ = tx.send(Ok(p));
+                let _ = tx.send(Rendered::Piece(p));
             }
         };
-        if let Err(e) = render_metrics(&st, open, emit) {
-            tracing::error!(error = %e, "Rendering /metrics failed.");
-            let _ = tx.send(Err(format!("rendering /metrics failed: {e}\n")));
+        match render_metrics(&st, open, emit) {
+            Ok(()) => {
+                let _ = tx.send(Rendered::Done);
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "Rendering /metrics failed.");
+                let _ = tx.send(Rendered::Failed(format!(
+                    "rendering /metrics failed: {e}\n"
+                )));
+            }
         }
     });
     // The first piece (the self-metrics) or the error that came instead.
     let first = match rx.recv().await {
-        Some(Ok(p)) => p,
-        Some(Err(msg)) => return (StatusCode::INTERNAL_SERVER_ERROR, msg).into_response(),
+        Some(Rendered::Piece(p)) => Some(p),
+        Some(Rendered::Done) => None,
+        Some(Rendered::Failed(msg)) => {
+            return (StatusCode::INTERNAL_SERVER_ERROR, msg).into_response()
+        }
         None => {
             return (
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -145,24 +156,62 @@ async fn metrics(State(st): State<AppState>, headers: HeaderMap) -> Response {
     };
     // The pieces go out as they are: at 100k series they are ~54 MB that a
     // single buffer would copy once more. Each piece's buffer returns to the
-    // pool once sent. Pieces are only sent after the head encoded, so a
-    // later error cannot happen (render_metrics fails only on the head).
-    // A poll_fn stream may be polled again after it ended (the compression
-    // layer does): the closed channel keeps answering None.
-    let mut first = Some(first);
-    let chunks = futures_util::stream::poll_fn(move |cx| {
-        if let Some(p) = first.take() {
-            return Poll::Ready(Some(Ok::<_, std::convert::Infallible>(Bytes::from_owner(
-                p,
-            ))));
-        }
-        rx.poll_recv(cx).map(|p| match p {
-            Some(Ok(p)) => Some(Ok(Bytes::from_owner(p))),
-            _ => None,
-        })
-    });
+    // pool once sent. The body ends cleanly only after the render said it is
+    // done: a render that stops half way (a panic) makes the body fail, so
+    // the client sees a broken response rather than a valid partial scrape.
+    // The scrape's slot is held until the body is sent or dropped, so that
+    // at most MAX_CONCURRENT_SCRAPES bodies are in memory at once. A poll_fn
+    // stream may be polled again after it ended (the compression layer does).
+    let chunks = body_stream(first, rx, slot);
     let body = axum::body::Body::from_stream(chunks);
     ([(header::CONTENT_TYPE, ct)], body).into_response()
+}
+
+/// The `/metrics` body: `first`, then the pieces from `rx` until the render
+/// says [`Rendered::Done`]; an error if it fails or stops without saying so.
+/// `hold` (the scrape's slot) lives as long as the body.
+fn body_stream(
+    mut first: Option<text::Piece>,
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<Rendered>,
+    hold: impl Send + 'static,
+) -> impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static {
+    let mut finished = false;
+    futures_util::stream::poll_fn(move |cx| {
+        let _held = &hold;
+        if let Some(p) = first.take() {
+            return Poll::Ready(Some(Ok(Bytes::from_owner(p))));
+        }
+        if finished {
+            return Poll::Ready(None);
+        }
+        rx.poll_recv(cx).map(|m| match m {
+            Some(Rendered::Piece(p)) => Some(Ok(Bytes::from_owner(p))),
+            Some(Rendered::Done) => {
+                finished = true;
+                None
+            }
+            Some(Rendered::Failed(msg)) => {
+                finished = true;
+                Some(Err(std::io::Error::other(msg)))
+            }
+            None => {
+                finished = true;
+                Some(Err(std::io::Error::other(
+                    "rendering /metrics stopped before the end",
+                )))
+            }
+        })
+    })
+}
+
+/// What the render task hands the `/metrics` response.
+enum Rendered {
+    /// The next piece of the body.
+    Piece(text::Piece),
+    /// The render finished; the body is complete.
+    Done,
+    /// The render failed (only the head can, before any piece).
+    Failed(String),
 }
 
 /// Renders the whole exposition, handing `emit` the pieces to send in order: the
@@ -563,4 +612,50 @@ struct AcquireResponse {
     /// Why the shared store could not decide, if it could not.
     #[serde(skip_serializing_if = "Option::is_none")]
     store_error: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use futures_util::StreamExt;
+
+    use super::*;
+
+    fn run(first: &[u8], then: Vec<Rendered>) -> Vec<Result<Bytes, String>> {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        for m in then {
+            let _ = tx.send(m);
+        }
+        drop(tx);
+        let body = body_stream(Some(text::Piece::owned(first.to_vec())), rx, ());
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(body.map(|r| r.map_err(|e| e.to_string())).collect())
+    }
+
+    #[test]
+    fn a_finished_render_ends_the_body_cleanly() {
+        let got = run(
+            b"head",
+            vec![
+                Rendered::Piece(text::Piece::owned(b"a".to_vec())),
+                Rendered::Done,
+            ],
+        );
+        assert_eq!(got, [Ok(Bytes::from("head")), Ok(Bytes::from("a"))]);
+    }
+
+    #[test]
+    fn a_render_that_stops_half_way_breaks_the_body() {
+        // A panic drops the sender without Done: the body must not end as
+        // if complete (a valid partial scrape would make series vanish).
+        let got = run(
+            b"head",
+            vec![Rendered::Piece(text::Piece::owned(b"a".to_vec()))],
+        );
+        assert_eq!(got.len(), 3);
+        assert!(got[2]
+            .as_ref()
+            .is_err_and(|e| e.contains("stopped before the end")));
+    }
 }
