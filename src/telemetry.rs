@@ -131,6 +131,9 @@ pub struct Telemetry {
     /// Hand-overs that found an ingest worker's queue full (the reader
     /// waited).
     pub udp_worker_queue_full: IntCounter,
+    /// Routed lines lost because their ingest worker had stopped (it
+    /// panicked): never expected.
+    pub udp_worker_lost_lines: IntCounter,
     /// Datagrams UDP readers routed to the ingest workers (they were
     /// behind) rather than applied themselves.
     pub udp_routed_datagrams: IntCounter,
@@ -239,6 +242,11 @@ impl Telemetry {
             "Times a UDP reader found an ingest worker's queue full and waited for it: the workers are behind, the socket's receive buffer absorbs the wait, and what does not fit is counted in rollstat_udp_kernel_drops.",
         )?;
         r.register(Box::new(udp_worker_queue_full.clone()))?;
+        let udp_worker_lost_lines = IntCounter::new(
+            "rollstat_udp_worker_lost_lines_total",
+            "Routed statsd lines lost because their ingest worker had stopped (it panicked; see the log). Never expected: above 0 is a bug to report.",
+        )?;
+        r.register(Box::new(udp_worker_lost_lines.clone()))?;
         let udp_routed_datagrams = IntCounter::new(
             "rollstat_udp_routed_datagrams_total",
             "Datagrams a UDP reader routed to the ingest workers, rather than parsing them itself, because it had fallen behind (4 full drain rounds of 64 datagrams in a row) or lines it routed were not yet applied.",
@@ -265,6 +273,7 @@ impl Telemetry {
             udp_kernel_drops,
             udp_recv_buffer,
             udp_worker_queue_full,
+            udp_worker_lost_lines,
             udp_routed_datagrams,
         })
     }

@@ -129,6 +129,9 @@ pub enum ErrorRateConfigError {
     /// `half_open_trials` was 0.
     #[error("error-rate breaker: `half_open_trials` must be >= 1; got 0")]
     HalfOpenTrials,
+    /// `half_open_max_wait` was zero.
+    #[error("error-rate breaker: `half_open_max_wait` must be above 0 (leave it unset to wait indefinitely)")]
+    HalfOpenMaxWait,
     /// `window` / `buckets` do not make a window.
     #[error("error-rate breaker: `window` {window:?} in `buckets` {buckets} is not a valid window: {source}")]
     Window {
@@ -167,6 +170,9 @@ impl ErrorRateConfig {
         }
         if self.half_open_trials == 0 {
             return Err(ErrorRateConfigError::HalfOpenTrials);
+        }
+        if self.half_open_max_wait == Some(Duration::ZERO) {
+            return Err(ErrorRateConfigError::HalfOpenMaxWait);
         }
         let window_err = |source| ErrorRateConfigError::Window {
             window: self.window,
@@ -656,6 +662,8 @@ mod tests {
         }))
         .contains("`slow_call.rate_threshold`"));
         assert!(bad(|c| c.half_open_trials = 0).contains("`half_open_trials` must be >= 1"));
+        assert!(bad(|c| c.half_open_max_wait = Some(Duration::ZERO))
+            .contains("`half_open_max_wait` must be above 0"));
         assert!(bad(|c| c.buckets = 0).contains("`buckets` 0"));
         assert!(ErrorRateConfig::default().validate().is_ok());
     }

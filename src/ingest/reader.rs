@@ -139,7 +139,8 @@ pub fn run<S: Source>(
                 r.route(&buf[..n], now);
             }
             _ => {
-                ing.ingest(&buf[..n], now, &mut w);
+                let e = ing.ingest(&buf[..n], now, &mut w);
+                ing.note_bad_line(Transport::Udp, e, &buf[..n], now);
             }
         }
     }

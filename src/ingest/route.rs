@@ -99,6 +99,8 @@ pub struct Workers {
     spares: Arc<Spares>,
     /// `rollstat_udp_worker_queue_full_total`.
     queue_full: IntCounter,
+    /// `rollstat_udp_worker_lost_lines_total`.
+    lost_lines: IntCounter,
 }
 
 /// Starts `n` worker threads (at least one) applying routed lines through
@@ -123,11 +125,13 @@ pub fn spawn_workers(n: usize, ing: &Arc<Ingestor>) -> io::Result<(Workers, Vec<
         queues.push(tx);
     }
     let queue_full = ing.telemetry.udp_worker_queue_full.clone();
+    let lost_lines = ing.telemetry.udp_worker_lost_lines.clone();
     Ok((
         Workers {
             queues,
             spares,
             queue_full,
+            lost_lines,
         },
         handles,
     ))
@@ -251,15 +255,26 @@ impl Router {
         };
         self.in_flight.fetch_add(1, Ordering::Relaxed);
         let q = &self.workers.queues[i];
-        if let Err(TrySendError::Full(b)) = q.try_send(b) {
-            // The worker is behind: wait for it (backpressure onto the
-            // socket) and count the wait.
-            self.workers.queue_full.inc();
-            let _ = q.send(b);
-        }
-        // A disconnected queue means the worker is gone (it panicked, and
-        // the panic was logged): the batch is lost, and the router stays
-        // busy, so the reader keeps routing rather than overtake it.
+        let lost = match q.try_send(b) {
+            Ok(()) => return,
+            Err(TrySendError::Full(b)) => {
+                // The worker is behind: wait for it (backpressure onto the
+                // socket) and count the wait.
+                self.workers.queue_full.inc();
+                match q.send(b) {
+                    Ok(()) => return,
+                    Err(e) => e.0,
+                }
+            }
+            Err(TrySendError::Disconnected(b)) => b,
+        };
+        // The worker is gone (it panicked; the panic was logged). Its lines
+        // are lost: counted, and no longer in flight, so that the reader
+        // does not wait for them.
+        let n = memchr::memchr_iter(b'\n', &lost.lines).count() as u64;
+        self.workers.lost_lines.inc_by(n);
+        self.in_flight.fetch_sub(1, Ordering::Release);
+        self.workers.spares.give(lost.lines);
     }
 }
 
@@ -356,6 +371,24 @@ pub(crate) mod tests {
         assert!(r.has_pending());
         r.hand_over_older(t0 + MAX_AGE);
         assert!(!r.has_pending());
+    }
+
+    #[test]
+    fn lines_for_a_worker_that_is_gone_are_counted_and_not_waited_for() {
+        let ing = ingestor();
+        let (tx, rx) = sync_channel(1);
+        drop(rx);
+        let workers = Workers {
+            queues: vec![tx],
+            spares: Arc::new(Spares::default()),
+            queue_full: ing.telemetry.udp_worker_queue_full.clone(),
+            lost_lines: ing.telemetry.udp_worker_lost_lines.clone(),
+        };
+        let mut r = Router::new(workers);
+        r.route(b"a:1|c\nb:2|c\n\nc:3|g", ing.now());
+        r.hand_over_all();
+        assert_eq!(ing.telemetry.udp_worker_lost_lines.get(), 3);
+        assert!(!r.busy(), "the reader must not wait for lost lines");
     }
 
     #[test]

@@ -147,10 +147,15 @@ impl Source for Reading<'_> {
             }
             // MSG_DONTWAIT per call: toggling O_NONBLOCK around a drain cost
             // two fcntl per round.
-            None => match recv(self.0.as_raw_fd(), buf, MsgFlags::MSG_DONTWAIT) {
-                Ok(n) => Ok(Some(n)),
-                Err(Errno::EAGAIN | Errno::EINTR) => Ok(None),
-                Err(e) => Err(e.into()),
+            None => loop {
+                match recv(self.0.as_raw_fd(), buf, MsgFlags::MSG_DONTWAIT) {
+                    Ok(n) => return Ok(Some(n)),
+                    // A signal is not an empty queue (the shutdown drain
+                    // stops at the first `None`).
+                    Err(Errno::EINTR) => continue,
+                    Err(Errno::EAGAIN) => return Ok(None),
+                    Err(e) => return Err(e.into()),
+                }
             },
         }
     }
