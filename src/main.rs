@@ -129,33 +129,41 @@ fn main() -> ExitCode {
 /// running (it waits up to 5 s for open HTTP connections, and for the
 /// receivers to drain) exits at once, with status 1.
 async fn shutdown_signal() {
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+    use tokio::signal::unix::{signal, SignalKind};
+    // Both streams exist from here on, so that a signal between the first
+    // and the watcher below is not missed.
+    let listen = |kind: SignalKind, name: &str| match signal(kind) {
         Ok(s) => Some(s),
         Err(e) => {
-            tracing::warn!(error = %e, "Cannot listen for SIGTERM; only Ctrl-C stops rollstat.");
+            tracing::warn!(error = %e, "Cannot listen for {name}; it will not stop rollstat.");
             None
         }
     };
-    stop_requested(&mut term).await;
+    let mut signals = [
+        listen(SignalKind::terminate(), "SIGTERM"),
+        listen(SignalKind::interrupt(), "SIGINT (Ctrl-C)"),
+    ];
+    stop_requested(&mut signals).await;
     tokio::spawn(async move {
-        stop_requested(&mut term).await;
+        stop_requested(&mut signals).await;
         tracing::warn!("A second stop signal: exiting now, without finishing the graceful stop.");
         std::process::exit(1);
     });
 }
 
-/// The next Ctrl-C or SIGTERM.
-async fn stop_requested(term: &mut Option<tokio::signal::unix::Signal>) {
-    let sigterm = async {
-        match term {
+/// The next SIGTERM or SIGINT.
+async fn stop_requested(signals: &mut [Option<tokio::signal::unix::Signal>; 2]) {
+    async fn next(s: &mut Option<tokio::signal::unix::Signal>) {
+        match s {
             Some(s) => {
                 s.recv().await;
             }
             None => std::future::pending::<()>().await,
         }
-    };
+    }
+    let [term, int] = signals;
     tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = sigterm => {}
+        _ = next(term) => {}
+        _ = next(int) => {}
     }
 }
