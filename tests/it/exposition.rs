@@ -280,12 +280,7 @@ fn scrapes_beyond_the_concurrency_cap_get_503_and_are_counted() {
     let d = Daemon::start();
     // Enough series that a render takes a while (a debug build here).
     const SERIES: usize = 20_000;
-    let sender = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    for chunk in (0..SERIES).collect::<Vec<_>>().chunks(50) {
-        let dgram: String = chunk.iter().map(|i| format!("cap.m{i}:1|c\n")).collect();
-        sender.send_to(dgram.as_bytes(), d.udp).unwrap();
-    }
-    d.wait_lines("udp", SERIES as f64, Duration::from_secs(60));
+    d.create_counters("cap", SERIES);
     let statuses: Vec<(u16, Option<String>, usize)> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..16)
             .map(|_| {

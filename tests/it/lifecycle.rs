@@ -334,12 +334,7 @@ fn a_second_sigterm_during_the_graceful_stop_exits_at_once() {
     let mut d = Daemon::start();
     // A body far larger than the socket buffers.
     const SERIES: usize = 20_000;
-    let sender = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    for chunk in (0..SERIES).collect::<Vec<_>>().chunks(50) {
-        let dgram: String = chunk.iter().map(|i| format!("slow.m{i}:1|c\n")).collect();
-        sender.send_to(dgram.as_bytes(), d.udp).unwrap();
-    }
-    d.wait_lines("udp", SERIES as f64, Duration::from_secs(60));
+    d.create_counters("slow", SERIES);
     let mut stuck = std::net::TcpStream::connect(d.http).unwrap();
     std::io::Write::write_all(&mut stuck, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
     let mut first = [0u8; 64];

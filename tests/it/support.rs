@@ -450,6 +450,20 @@ impl Daemon {
         st
     }
 
+    /// Creates `n` counter series `<prefix>.m0` … over UDP (50 lines per
+    /// datagram) and waits until the daemon has applied them all.
+    pub fn create_counters(&self, prefix: &str, n: usize) {
+        let s = UdpSocket::bind("127.0.0.1:0").expect("bind udp");
+        for chunk in (0..n).collect::<Vec<_>>().chunks(50) {
+            let dgram: String = chunk
+                .iter()
+                .map(|i| format!("{prefix}.m{i}:1|c\n"))
+                .collect();
+            s.send_to(dgram.as_bytes(), self.udp).expect("send udp");
+        }
+        self.wait_lines("udp", n as f64, Duration::from_secs(60));
+    }
+
     /// One datagram to the statsd UDP port.
     pub fn send_udp(&self, datagram: &[u8]) {
         let s = UdpSocket::bind("127.0.0.1:0").expect("bind udp");
