@@ -110,16 +110,11 @@ pub fn series(
                         unique: v.unique,
                         fleet: fleet_id.as_ref().and_then(|(f, id)| {
                             let t = f.totals(id, name)?;
-                            let per = if meta.kind == MetricKind::Counter {
-                                t.sum
-                            } else {
-                                t.count
-                            };
                             Some(FleetJson {
                                 samples: t.count,
                                 sum: t.sum,
-                                rate: crate::stats::per_second(per, state.window_shape(i, now).1),
-                                avg: (t.count > 0.0).then(|| t.sum / t.count),
+                                rate: t.rate(meta.kind, state.window_shape(i, now).1),
+                                avg: t.avg(),
                             })
                         }),
                     },

@@ -93,13 +93,9 @@ pub fn run<S: Source>(
         let mut taken = 0;
         loop {
             taken += 1;
-            let d = &buf[..n];
             match &mut routing {
-                Some(r) => r.route(d, now),
-                None => {
-                    let e = ing.ingest(d, now, &mut w);
-                    ing.note_bad_line(Transport::Udp, e, d, now);
-                }
+                Some(r) => r.route(&buf[..n], now),
+                None => apply(ing, &buf[..n], now, &mut w),
             }
             if taken == BATCH {
                 break;
@@ -138,14 +134,17 @@ pub fn run<S: Source>(
                 ing.telemetry.udp_routed_datagrams.inc();
                 r.route(&buf[..n], now);
             }
-            _ => {
-                let e = ing.ingest(&buf[..n], now, &mut w);
-                ing.note_bad_line(Transport::Udp, e, &buf[..n], now);
-            }
+            _ => apply(ing, &buf[..n], now, &mut w),
         }
     }
     ing.flush(Transport::Udp, &mut w);
     counts
+}
+
+/// Parses and applies one datagram on the reader's own thread.
+fn apply(ing: &Ingestor, datagram: &[u8], now: crate::clock::Timestamp, w: &mut Worker) {
+    let e = ing.ingest(datagram, now, w);
+    ing.note_bad_line(Transport::Udp, e, datagram, now);
 }
 
 #[cfg(test)]

@@ -73,6 +73,27 @@ pub struct FleetTotals {
     pub count: f64,
 }
 
+impl FleetTotals {
+    /// Per second over `covered` (the time the local window covers), as
+    /// `rollstat_window_rate` counts: increments for counters, samples for
+    /// other types.
+    #[must_use]
+    pub fn rate(&self, kind: MetricKind, covered: std::time::Duration) -> f64 {
+        let per = if kind == MetricKind::Counter {
+            self.sum
+        } else {
+            self.count
+        };
+        crate::stats::per_second(per, covered)
+    }
+
+    /// The average value, if there were samples.
+    #[must_use]
+    pub fn avg(&self) -> Option<f64> {
+        (self.count > 0.0).then(|| self.sum / self.count)
+    }
+}
+
 #[derive(Default)]
 struct Slot {
     local: (f64, f64),
@@ -361,19 +382,11 @@ impl FleetWindows {
                 let Some(t) = view.get(&key) else { continue };
                 let (_, covered) = state.window_shape(i, now);
                 let labels = base_labels(meta, wname);
-                let per = if meta.kind == MetricKind::Counter {
-                    t.sum
-                } else {
-                    t.count
-                };
                 out[0].push(gauge(labels.clone(), t.count));
                 out[1].push(gauge(labels.clone(), t.sum));
-                out[2].push(gauge(
-                    labels.clone(),
-                    crate::stats::per_second(per, covered),
-                ));
-                if t.count > 0.0 {
-                    out[3].push(gauge(labels, t.sum / t.count));
+                out[2].push(gauge(labels.clone(), t.rate(meta.kind, covered)));
+                if let Some(avg) = t.avg() {
+                    out[3].push(gauge(labels, avg));
                 }
             }
         });
