@@ -229,8 +229,7 @@ pub async fn run(
             Some(tokio::spawn(tcp::serve(
                 l,
                 ingestor.clone(),
-                cfg.ingest.tcp_max_connections,
-                cfg.ingest.max_line_bytes,
+                tcp::TcpSettings::from_config(&cfg.ingest),
                 stop_rx.clone(),
             )))
         }

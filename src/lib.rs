@@ -58,6 +58,8 @@
 //!   JSON shapes, name sanitising.
 //! * [`telemetry`]: self-metrics. [`http`]: the router. [`reload`]: config
 //!   reloads. [`daemon`]: binding, tasks, shutdown.
+//! * [`fdlimit`]: the open-file limit, raised at start and checked against
+//!   the connection caps.
 //!
 //! ## Quick example
 //!
@@ -98,6 +100,7 @@ pub mod clock;
 pub mod config;
 pub mod daemon;
 pub mod expose;
+pub mod fdlimit;
 pub mod http;
 pub mod ingest;
 pub mod limit;

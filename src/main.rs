@@ -60,6 +60,13 @@ fn main() -> ExitCode {
                     cfg.windows.len(),
                     cfg.mappings.len()
                 );
+                // A warning, not an error: the limit belongs to where the
+                // daemon runs, which may differ from here.
+                match rollstat::fdlimit::check(&cfg) {
+                    Ok(None) => {}
+                    Ok(Some(s)) => eprintln!("{}: warning: {s}", file.display()),
+                    Err(e) => eprintln!("{}: warning: {e}", file.display()),
+                }
                 ExitCode::SUCCESS
             }
             Err(e) => {
@@ -88,6 +95,8 @@ fn main() -> ExitCode {
         },
         None => Config::default(),
     };
+    // Before binding: every connection the caps allow needs a descriptor.
+    rollstat::fdlimit::raise_at_start(&cfg);
     let listeners = match Listeners::bind(&cfg) {
         Ok(l) => l,
         Err(e) => {

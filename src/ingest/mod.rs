@@ -6,6 +6,7 @@
 //! outcome in the worker's [`LocalCounts`]. The transports own sockets and
 //! framing only.
 
+pub mod backoff;
 pub mod reader;
 pub mod route;
 pub mod tcp;

@@ -41,6 +41,8 @@ mod redis;
 mod registry;
 // Breakers and rate limits over HTTP and statsd: exactness, trials, recovery.
 mod signals;
+// statsd TCP idle timeout and connection cap; the open-file limit at start and in check-config.
+mod tcp_limits;
 // The same lines over UDP, TCP, Unix datagrams and HTTP.
 mod transports;
 // Rolling windows on the wall clock: rates and values leaving the window.

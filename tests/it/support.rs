@@ -352,11 +352,27 @@ impl Daemon {
     /// Starts the daemon on `config` (which must bind port 0 everywhere) and
     /// waits, at most 10 s, for its "listening" line.
     pub fn start_with(config: &str) -> Daemon {
+        Daemon::start_wrapped(config, &[])
+    }
+
+    /// [`Daemon::start_with`], the binary run through `wrapper` (a program
+    /// and its first arguments, followed by the binary and its arguments),
+    /// e.g. `["sh", "-c", "ulimit -Sn 256; exec \"$0\" \"$@\""]`.
+    pub fn start_wrapped(config: &str, wrapper: &[&str]) -> Daemon {
         let dir = TempDir::new("daemon");
         let cfg = dir.path().join("rollstat.toml");
         std::fs::write(&cfg, config).expect("write config");
         let log = dir.path().join("stderr.log");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_rollstat"))
+        let bin = env!("CARGO_BIN_EXE_rollstat");
+        let mut cmd = match wrapper.split_first() {
+            Some((program, args)) => {
+                let mut c = Command::new(program);
+                c.args(args).arg(bin);
+                c
+            }
+            None => Command::new(bin),
+        };
+        let mut child = cmd
             .arg("--config")
             .arg(&cfg)
             .arg("--log")
