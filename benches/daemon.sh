@@ -6,7 +6,7 @@ start_daemon() {
   daemon_cfg=$(mktemp)
   daemon_log=$(mktemp)
   printf '%s\n' "$1" > "$daemon_cfg"
-  ./target/release/rollstat --config "$daemon_cfg" --log warn > "$daemon_log" &
+  "${ROLLSTAT_BIN:-./target/release/rollstat}" --config "$daemon_cfg" --log warn > "$daemon_log" &
   daemon_pid=$!
   trap 'kill $daemon_pid 2>/dev/null; rm -f "$daemon_cfg" "$daemon_log"' EXIT
   for _ in $(seq 50); do grep -q http= "$daemon_log" && break; sleep 0.1; done

@@ -325,26 +325,21 @@ pub async fn run(
         })
     };
 
-    let state = AppState {
-        ingestor: ingestor.clone(),
+    let state = AppState::new(
+        ingestor.clone(),
         reloader,
-        udp_port,
-        max_body: cfg.ingest.http_max_body_bytes,
-        metrics_buffers: crate::expose::text::ChunkPool::new(),
-        scrape_slots: Arc::new(tokio::sync::Semaphore::new(
-            crate::http::MAX_CONCURRENT_SCRAPES,
-        )),
         state_families,
-    };
+        udp_port,
+        &cfg,
+    );
     let http = tokio::net::TcpListener::from_std(listeners.http)?;
-    let mut http_rx = stop_rx.clone();
-    let server = tokio::spawn(async move {
-        axum::serve(http, router(state))
-            .with_graceful_shutdown(async move {
-                let _ = http_rx.changed().await;
-            })
-            .await
-    });
+    let server = tokio::spawn(crate::http::serve::serve(
+        http,
+        router(state),
+        cfg.http.clone(),
+        telemetry.clone(),
+        stop_rx.clone(),
+    ));
 
     shutdown.await;
     tracing::info!("Shutting down: processing what was received, then exiting.");
@@ -363,8 +358,7 @@ pub async fn run(
         let _ = t.await;
     }
     match tokio::time::timeout(Duration::from_secs(5), server).await {
-        Ok(Ok(Ok(()))) => {}
-        Ok(Ok(Err(e))) => tracing::warn!(error = %e, "HTTP server stopped with an error."),
+        Ok(Ok(())) => {}
         Ok(Err(e)) => tracing::warn!(error = %e, "HTTP server task failed."),
         Err(_) => tracing::warn!("HTTP connections still open after 5s; exiting anyway."),
     }

@@ -50,6 +50,100 @@ impl Transport {
     }
 }
 
+/// Why the daemon closed or refused a connection, HTTP or TCP statsd
+/// (`rollstat_{http,tcp}_connections_closed_total{reason}`).
+pub mod close_reason {
+    /// A client beyond the open-connection cap, closed at once.
+    pub const CONNECTION_CAP: &str = "connection_cap";
+    /// HTTP: the request head did not arrive within `http.header_timeout_ms`.
+    pub const HEADER_TIMEOUT: &str = "header_timeout";
+    /// HTTP: the request body did not arrive within `http.body_timeout_ms`.
+    pub const BODY_TIMEOUT: &str = "body_timeout";
+    /// No request (HTTP) or no byte (TCP statsd) for the idle timeout.
+    pub const IDLE_TIMEOUT: &str = "idle_timeout";
+    /// HTTP: a write made no progress for `http.write_timeout_ms`.
+    pub const WRITE_TIMEOUT: &str = "write_timeout";
+    /// HTTP: every reason, in label order.
+    pub const HTTP: [&str; 5] = [
+        CONNECTION_CAP,
+        HEADER_TIMEOUT,
+        BODY_TIMEOUT,
+        IDLE_TIMEOUT,
+        WRITE_TIMEOUT,
+    ];
+    /// TCP statsd: every reason, in label order.
+    pub const TCP: [&str; 2] = [CONNECTION_CAP, IDLE_TIMEOUT];
+}
+
+/// Why an HTTP request was refused before its handler ran
+/// (`rollstat_http_requests_refused_total{reason}`).
+pub mod refuse_reason {
+    /// A body (raw or decompressed) above `ingest.http_max_body_bytes`: 413.
+    pub const BODY_TOO_LARGE: &str = "body_too_large";
+    /// A `Content-Encoding` other than gzip or identity: 415.
+    pub const UNSUPPORTED_ENCODING: &str = "unsupported_encoding";
+    /// A gzip body that does not inflate: 400.
+    pub const BAD_ENCODING: &str = "bad_encoding";
+    /// Conflicting `Content-Length` headers, or `Content-Length` with
+    /// `Transfer-Encoding`: 400.
+    pub const AMBIGUOUS_FRAMING: &str = "ambiguous_framing";
+    /// Too many `/api/v1/series` or `/api/v1/metrics` reads at once: 503.
+    pub const API_BUSY: &str = "api_busy";
+    /// A `?match=` glob over the length or wildcard caps, or malformed: 400.
+    pub const BAD_PATTERN: &str = "bad_pattern";
+    /// A request hyper could not parse (it answered 400 itself).
+    pub const MALFORMED_REQUEST: &str = "malformed_request";
+    /// Every reason, in label order.
+    pub const ALL: [&str; 7] = [
+        BODY_TOO_LARGE,
+        UNSUPPORTED_ENCODING,
+        BAD_ENCODING,
+        AMBIGUOUS_FRAMING,
+        API_BUSY,
+        BAD_PATTERN,
+        MALFORMED_REQUEST,
+    ];
+}
+
+/// A labelled counter family with every label value created at zero, and
+/// lookup by label value.
+#[derive(Clone)]
+pub struct ReasonCounters {
+    reasons: &'static [&'static str],
+    counters: Vec<IntCounter>,
+}
+
+impl ReasonCounters {
+    fn register(
+        r: &Registry,
+        name: &str,
+        help: &str,
+        reasons: &'static [&'static str],
+    ) -> prometheus::Result<ReasonCounters> {
+        Ok(ReasonCounters {
+            reasons,
+            counters: counter_vec(r, name, help, "reason", reasons)?,
+        })
+    }
+
+    /// Counts one event under `reason` (one of the family's label values;
+    /// anything else is a bug and is ignored).
+    pub fn inc(&self, reason: &str) {
+        if let Some(i) = self.reasons.iter().position(|r| *r == reason) {
+            self.counters[i].inc();
+        }
+    }
+
+    /// The count under `reason` (0 for an unknown reason).
+    #[must_use]
+    pub fn get(&self, reason: &str) -> u64 {
+        self.reasons
+            .iter()
+            .position(|r| *r == reason)
+            .map_or(0, |i| self.counters[i].get())
+    }
+}
+
 /// Rejections that happen before or around the parser.
 pub const FRAMING_REASONS: [&str; 1] = ["line_too_long"];
 
@@ -137,6 +231,22 @@ pub struct Telemetry {
     /// Datagrams UDP readers routed to the ingest workers (they were
     /// behind) rather than applied themselves.
     pub udp_routed_datagrams: IntCounter,
+    /// Open HTTP connections.
+    pub http_connections: IntGauge,
+    /// HTTP connections closed or refused by the daemon, by reason.
+    pub http_closed: ReasonCounters,
+    /// HTTP requests refused before their handler, by reason.
+    pub http_refused: ReasonCounters,
+    /// Failed accepts on the HTTP listener (e.g. EMFILE), each followed by
+    /// a back-off.
+    pub http_accept_errors: IntCounter,
+    /// Open TCP statsd connections.
+    pub tcp_connections: IntGauge,
+    /// TCP statsd connections closed or refused by the daemon, by reason.
+    pub tcp_closed: ReasonCounters,
+    /// Failed accepts on the TCP statsd listener, each followed by a
+    /// back-off.
+    pub tcp_accept_errors: IntCounter,
 }
 
 fn counter_vec(
@@ -252,6 +362,44 @@ impl Telemetry {
             "Datagrams a UDP reader routed to the ingest workers, rather than parsing them itself, because it had fallen behind (4 full drain rounds of 64 datagrams in a row) or lines it routed were not yet applied.",
         )?;
         r.register(Box::new(udp_routed_datagrams.clone()))?;
+        let http_connections = IntGauge::new(
+            "rollstat_http_connections",
+            "Open connections to the HTTP listener (at most http.max_connections).",
+        )?;
+        r.register(Box::new(http_connections.clone()))?;
+        let http_closed = ReasonCounters::register(
+            &r,
+            "rollstat_http_connections_closed_total",
+            "HTTP connections the daemon closed or refused, by reason: connection_cap (beyond http.max_connections: 503, closed), header_timeout, body_timeout, idle_timeout, write_timeout (the [http] deadlines).",
+            &close_reason::HTTP,
+        )?;
+        let http_refused = ReasonCounters::register(
+            &r,
+            "rollstat_http_requests_refused_total",
+            "HTTP requests refused before their handler ran, by reason: body_too_large (413), unsupported_encoding (415), bad_encoding (400), ambiguous_framing (400), api_busy (503), bad_pattern (400), malformed_request (400). A body that does not arrive in time is counted in rollstat_http_connections_closed_total{reason=\"body_timeout\"}.",
+            &refuse_reason::ALL,
+        )?;
+        let http_accept_errors = IntCounter::new(
+            "rollstat_http_accept_errors_total",
+            "Failed accepts on the HTTP listener (e.g. out of file descriptors), each followed by a back-off of up to 1 s.",
+        )?;
+        r.register(Box::new(http_accept_errors.clone()))?;
+        let tcp_connections = IntGauge::new(
+            "rollstat_tcp_connections",
+            "Open statsd TCP connections (at most ingest.tcp_max_connections).",
+        )?;
+        r.register(Box::new(tcp_connections.clone()))?;
+        let tcp_closed = ReasonCounters::register(
+            &r,
+            "rollstat_tcp_connections_closed_total",
+            "statsd TCP connections the daemon closed or refused, by reason: connection_cap (beyond ingest.tcp_max_connections, closed at once), idle_timeout (nothing sent for ingest.tcp_idle_timeout_secs).",
+            &close_reason::TCP,
+        )?;
+        let tcp_accept_errors = IntCounter::new(
+            "rollstat_tcp_accept_errors_total",
+            "Failed accepts on the statsd TCP listener (e.g. out of file descriptors), each followed by a back-off of up to 1 s.",
+        )?;
+        r.register(Box::new(tcp_accept_errors.clone()))?;
         let build = IntGauge::with_opts(
             Opts::new("rollstat_build_info", "Build information; always 1.")
                 .const_label("version", env!("CARGO_PKG_VERSION")),
@@ -275,6 +423,13 @@ impl Telemetry {
             udp_worker_queue_full,
             udp_worker_lost_lines,
             udp_routed_datagrams,
+            http_connections,
+            http_closed,
+            http_refused,
+            http_accept_errors,
+            tcp_connections,
+            tcp_closed,
+            tcp_accept_errors,
         })
     }
 

@@ -33,6 +33,8 @@ pub struct Config {
     pub listen: Listen,
     /// Ingest limits.
     pub ingest: Ingest,
+    /// HTTP connection deadlines and caps.
+    pub http: HttpLimits,
     /// Series lifetime, cap and published statistics.
     pub series: SeriesConfig,
     /// Default windows kept for every series (at least one).
@@ -70,8 +72,12 @@ pub struct Ingest {
     pub udp_workers: usize,
     /// SO_RCVBUF asked for each UDP socket (the kernel may grant less; logged).
     pub udp_recv_buffer_bytes: usize,
-    /// Open TCP connections at most; more wait to be accepted.
+    /// Open TCP statsd connections at most; a client beyond it is accepted,
+    /// closed at once and counted (`reason="connection_cap"`).
     pub tcp_max_connections: usize,
+    /// A TCP statsd connection that sends nothing for this long is closed
+    /// (its last line applied) and counted (`reason="idle_timeout"`).
+    pub tcp_idle_timeout: Duration,
     /// Longest TCP line accepted; longer lines are rejected as `line_too_long`.
     pub max_line_bytes: usize,
     /// Largest HTTP ingest body (413 above).
@@ -79,6 +85,27 @@ pub struct Ingest {
     /// statsd tag syntaxes read on every transport (statsd text; the JSON
     /// ingest body has tags of its own and ignores this).
     pub tag_styles: TagStyles,
+}
+
+/// `[http]`: deadlines on every phase of an HTTP connection, and caps.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpLimits {
+    /// Open HTTP connections at most; a client beyond it gets `503` and its
+    /// connection closed, counted (`reason="connection_cap"`).
+    pub max_connections: usize,
+    /// From accept (a new connection) or from the first byte of a request
+    /// (a kept-alive one) until the request's head is complete.
+    pub header_timeout: Duration,
+    /// From the end of the head until the whole request body has arrived.
+    pub body_timeout: Duration,
+    /// A kept-alive connection with no request for this long is closed.
+    pub idle_timeout: Duration,
+    /// A response write that makes no progress for this long (the client
+    /// stopped reading) closes the connection.
+    pub write_timeout: Duration,
+    /// `GET /api/v1/series` and `/api/v1/metrics` running at once; more get
+    /// `503` with `Retry-After: 1`.
+    pub max_concurrent_api_reads: usize,
 }
 
 /// `[series]`.
@@ -168,9 +195,18 @@ const INGEST_KEYS: &[&str] = &[
     "udp_workers",
     "udp_recv_buffer_bytes",
     "tcp_max_connections",
+    "tcp_idle_timeout_secs",
     "max_line_bytes",
     "http_max_body_bytes",
     "tag_styles",
+];
+const HTTP_KEYS: &[&str] = &[
+    "max_connections",
+    "header_timeout_ms",
+    "body_timeout_ms",
+    "idle_timeout_ms",
+    "write_timeout_ms",
+    "max_concurrent_api_reads",
 ];
 const SERIES_KEYS: &[&str] = &["ttl_secs", "max_series", "quantiles", "histogram_buckets"];
 const WINDOW_KEYS: &[&str] = &["name", "buckets", "interval_ms", "ignore_current"];
@@ -185,7 +221,7 @@ const MAPPING_KEYS: &[&str] = &[
     "shared",
 ];
 const TOP_KEYS: &[&str] = &[
-    "listen", "ingest", "series", "windows", "mappings", "breakers", "limits", "redis",
+    "listen", "ingest", "http", "series", "windows", "mappings", "breakers", "limits", "redis",
 ];
 const REDIS_KEYS: &[&str] = &[
     "url",
@@ -218,9 +254,23 @@ impl Default for Ingest {
             udp_workers: 2,
             udp_recv_buffer_bytes: 8 << 20,
             tcp_max_connections: 1024,
+            tcp_idle_timeout: Duration::from_secs(600),
             max_line_bytes: 64 << 10,
             http_max_body_bytes: 4 << 20,
             tag_styles: TagStyles::ALL,
+        }
+    }
+}
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        HttpLimits {
+            max_connections: 1024,
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(75),
+            write_timeout: Duration::from_secs(30),
+            max_concurrent_api_reads: 4,
         }
     }
 }
@@ -243,6 +293,7 @@ impl Default for Config {
         Config {
             listen: Listen::default(),
             ingest: Ingest::default(),
+            http: HttpLimits::default(),
             series: SeriesConfig::default(),
             windows: vec![default_window()],
             mappings: Vec::new(),
@@ -345,6 +396,9 @@ impl Config {
             if let Some(n) = t.int(&mut p, "tcp_max_connections", 1, 1_000_000) {
                 i.tcp_max_connections = n as usize;
             }
+            if let Some(n) = t.int(&mut p, "tcp_idle_timeout_secs", 1, 7 * 86_400) {
+                i.tcp_idle_timeout = Duration::from_secs(n);
+            }
             if let Some(n) = t.int(&mut p, "max_line_bytes", 64, 16 << 20) {
                 i.max_line_bytes = n as usize;
             }
@@ -371,6 +425,27 @@ impl Config {
                 }
             }
             t.finish(&mut p, INGEST_KEYS);
+        }
+
+        if let Some(mut t) = top.table(&mut p, "http") {
+            let h = &mut cfg.http;
+            if let Some(n) = t.int(&mut p, "max_connections", 1, 1_000_000) {
+                h.max_connections = n as usize;
+            }
+            for (key, field) in [
+                ("header_timeout_ms", &mut h.header_timeout),
+                ("body_timeout_ms", &mut h.body_timeout),
+                ("idle_timeout_ms", &mut h.idle_timeout),
+                ("write_timeout_ms", &mut h.write_timeout),
+            ] {
+                if let Some(ms) = t.int(&mut p, key, 1, 3_600_000) {
+                    *field = Duration::from_millis(ms);
+                }
+            }
+            if let Some(n) = t.int(&mut p, "max_concurrent_api_reads", 1, 1024) {
+                h.max_concurrent_api_reads = n as usize;
+            }
+            t.finish(&mut p, HTTP_KEYS);
         }
 
         if let Some(mut t) = top.table(&mut p, "series") {

@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
+use super::paging::{Cursor, Page};
 use crate::clock::Timestamp;
-use crate::mapping::Glob;
 use crate::parse::MetricKind;
 use crate::series::Registry;
 use crate::store::fleet::{fleet_id, FleetWindows};
@@ -65,34 +65,55 @@ pub struct FleetJson {
     pub avg: Option<f64>,
 }
 
-/// Every series whose statsd name matches `glob` (all if `None`), sorted;
-/// shared series with their fleet view from `fleet`.
+/// `GET /api/v1/series`: one page of series with their statistics.
+#[derive(Serialize, Debug)]
+pub struct SeriesPageJson {
+    /// The page's series, ordered by `(metric, labels)`.
+    pub series: Vec<SeriesJson>,
+    /// Pass as `?cursor=` to get the next page; `null` on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// The statistics of the series `page` selected, each read under its
+/// shard's lock for that series only; shared series with their fleet view
+/// from `fleet`. A series that went away since it was selected is left out.
 #[must_use]
-pub fn series(
+pub fn series_page(
     registry: &Registry,
     now: Timestamp,
-    glob: Option<&Glob>,
+    page: &Page,
     fleet: Option<&FleetWindows>,
-) -> Vec<SeriesJson> {
+) -> SeriesPageJson {
     let plan = registry.plan();
-    let mut out = Vec::new();
-    // Read before the walk locks any shard (see FleetWindows::view).
+    // Read before any shard is locked (see FleetWindows::view).
     let fleet = fleet.and_then(|f| f.view(now));
-    registry.visit(|meta, state| {
-        if glob.is_some_and(|g| !g.is_match(&meta.metric)) {
-            return;
-        }
+    let mut out = Vec::with_capacity(page.series.len());
+    for r in &page.series {
+        // Under the lock: one series' reduces. Formatting comes after.
+        let Some((meta, views)) = registry.with_series(r, |meta, state| {
+            let views = (0..meta.windows.len())
+                .map(|i| {
+                    (
+                        state.window_view(i, now, &plan.quantiles),
+                        state.window_shape(i, now).1,
+                    )
+                })
+                .collect::<Vec<_>>();
+            (meta.clone(), views)
+        }) else {
+            continue;
+        };
+        let meta = &meta;
         let fleet_id = fleet
             .as_ref()
             .filter(|_| meta.shared && meta.kind != MetricKind::Set)
             .map(|f| (f, fleet_id(meta)));
+        let finite = |x: Option<f64>| x.filter(|f| f.is_finite());
         let windows = meta
             .windows
             .iter()
-            .enumerate()
-            .map(|(i, name)| {
-                let v = state.window_view(i, now, &plan.quantiles);
-                let finite = |x: Option<f64>| x.filter(|f| f.is_finite());
+            .zip(views)
+            .map(|(name, (v, covered))| {
                 (
                     name.clone(),
                     WindowJson {
@@ -113,7 +134,7 @@ pub fn series(
                             Some(FleetJson {
                                 samples: t.count,
                                 sum: t.sum,
-                                rate: t.rate(meta.kind, state.window_shape(i, now).1),
+                                rate: t.rate(meta.kind, covered),
                                 avg: t.avg(),
                             })
                         }),
@@ -127,9 +148,11 @@ pub fn series(
             labels: meta.labels.iter().cloned().collect(),
             windows,
         });
-    });
-    out.sort_by(|a, b| (&a.metric, &a.labels).cmp(&(&b.metric, &b.labels)));
-    out
+    }
+    SeriesPageJson {
+        series: out,
+        next_cursor: page.next.as_ref().map(Cursor::encode),
+    }
 }
 
 /// `GET /api/v1/metrics`: the statsd names held, without their statistics.
@@ -160,7 +183,10 @@ pub struct MetricJson {
 pub fn metrics(registry: &Registry) -> MetricsJson {
     let mut by_name: BTreeMap<String, MetricJson> = BTreeMap::new();
     let mut windows: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
-    registry.visit(|meta, _| {
+    // Snapshots of each shard's metadata: no lock held while aggregating.
+    let metas = (0..registry.shard_count()).flat_map(|i| registry.shard_series(i));
+    for r in metas {
+        let meta = &r.meta;
         match by_name.get_mut(meta.metric.as_str()) {
             Some(m) => m.series += 1,
             None => {
@@ -179,7 +205,7 @@ pub fn metrics(registry: &Registry) -> MetricsJson {
                 windows.insert(w.clone());
             }
         }
-    });
+    }
     MetricsJson {
         metrics: by_name.into_values().collect(),
         windows: windows.into_iter().collect(),

@@ -5,6 +5,7 @@ pub mod json;
 pub mod names;
 pub mod openmetrics;
 pub mod page;
+pub mod paging;
 pub mod prometheus;
 pub mod signals;
 pub mod text;

@@ -1,8 +1,8 @@
 //! The live page at `/`: one HTML file, one script and one stylesheet,
 //! compiled into the binary (no CDN, works offline).
 //!
-//! The page polls the JSON API every second (`/api/v1/series?match=<name>`
-//! for each picked metric, `/api/v1/breakers`, `/api/v1/limits`), keeps the
+//! The page polls the JSON API every second (`/api/v1/series?metric=<name>`
+//! for each picked metric, one after the other, `/api/v1/breakers`, `/api/v1/limits`), keeps the
 //! last two minutes of each statistic in the browser and draws them on
 //! `<canvas>` with its own code. Nothing here reads the registry: the page is
 //! only a client of the public API.

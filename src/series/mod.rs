@@ -302,6 +302,15 @@ enum Was {
     Dropped(MetricKind),
 }
 
+/// A live series found by [`Registry::shard_series`]: its metadata, and
+/// where [`Registry::with_series`] finds its state again.
+#[derive(Clone, Debug)]
+pub struct SeriesRef {
+    hash: u64,
+    /// The series' published identity and windows.
+    pub meta: Arc<SeriesMeta>,
+}
+
 /// What [`Registry::replan`] does to an entry.
 enum Decision {
     /// A marker the new rules still drop.
@@ -691,6 +700,55 @@ impl Registry {
         }
     }
 
+    /// The live series of shard `i` (nothing if `i` is out of range), copied
+    /// under its lock: one pointer copy per series, so that matching,
+    /// sorting and formatting run with no lock held. Read a series' state
+    /// afterwards with [`with_series`](Registry::with_series).
+    #[must_use]
+    pub fn shard_series(&self, i: usize) -> Vec<SeriesRef> {
+        let Some(shard) = self.shards.get(i) else {
+            return Vec::new();
+        };
+        shard
+            .lock()
+            .iter()
+            .filter_map(|e| match &e.body {
+                Body::Live { meta, .. } => Some(SeriesRef {
+                    hash: e.hash,
+                    meta: meta.clone(),
+                }),
+                Body::Dropped { .. } => None,
+            })
+            .collect()
+    }
+
+    /// Calls `f` with the series `r` names (its current metadata and its
+    /// state), holding its shard's lock for that one series; `None` if it
+    /// is gone (expired, or removed by a reload) since `r` was taken. A
+    /// series a reload re-windowed since is still found, with its new
+    /// metadata.
+    pub fn with_series<T>(
+        &self,
+        r: &SeriesRef,
+        f: impl FnOnce(&Arc<SeriesMeta>, &SeriesState) -> T,
+    ) -> Option<T> {
+        let shard = &self.shards[(r.hash >> SHARD_SHIFT) as usize & (self.shards.len() - 1)];
+        let map = shard.lock();
+        // The published identity is unique among live series, so the same
+        // (metric, labels) under the same hash is the same series.
+        let e = map.find(r.hash, |e| match &e.body {
+            Body::Live { meta, .. } => {
+                Arc::ptr_eq(meta, &r.meta)
+                    || (meta.metric == r.meta.metric && meta.labels == r.meta.labels)
+            }
+            Body::Dropped { .. } => false,
+        })?;
+        match &e.body {
+            Body::Live { meta, state } => Some(f(meta, state)),
+            Body::Dropped { .. } => None,
+        }
+    }
+
     /// Number of shards, for callers that split a walk across threads with
     /// [`visit_shard`](Registry::visit_shard).
     #[must_use]
@@ -699,15 +757,14 @@ impl Registry {
     }
 
     /// Calls `f` for every live series of shard `i` (nothing if `i` is out
-    /// of range), holding that shard's lock for the walk.
+    /// of range). The shard's series are copied (pointers) under its lock,
+    /// then each is visited under the lock for that one series only, so a
+    /// long walk (a scrape, a fleet sync) never holds ingest into a shard
+    /// for longer than one series' work. Series born during the walk may be
+    /// missed; series gone since the copy are skipped.
     pub fn visit_shard(&self, i: usize, mut f: impl FnMut(&Arc<SeriesMeta>, &SeriesState)) {
-        let Some(shard) = self.shards.get(i) else {
-            return;
-        };
-        for e in shard.lock().iter() {
-            if let Body::Live { meta, state } = &e.body {
-                f(meta, state);
-            }
+        for r in self.shard_series(i) {
+            self.with_series(&r, |meta, state| f(meta, state));
         }
     }
 }

@@ -29,6 +29,8 @@ mod dashboards;
 mod exposition;
 // Malformed datagrams, HTTP bodies and TCP lines: counted, never costing good lines.
 mod hostile;
+// HTTP deadlines and caps, body rules, linear globs, paginated registry reads.
+mod http_limits;
 // Process lifecycle: check-config, SIGTERM, reloads, the sample config.
 mod lifecycle;
 // The live page at / in headless Chromium: real data, no console errors, a screenshot.

@@ -515,11 +515,14 @@ impl Daemon {
         Scrape::parse(&r.text())
     }
 
-    /// `/api/v1/series?match=glob` as JSON.
+    /// The series of `/api/v1/series?match=glob` (one page: the test
+    /// holds fewer than a page), as a JSON array.
     pub fn series(&self, glob: &str) -> serde_json::Value {
         let r = self.get(&format!("/api/v1/series?match={glob}"), &[]);
         assert_eq!(r.status, 200, "GET /api/v1/series: {}", r.text());
-        serde_json::from_slice(&r.body).expect("series JSON")
+        let mut page: serde_json::Value = serde_json::from_slice(&r.body).expect("series JSON");
+        assert_eq!(page["next_cursor"], serde_json::Value::Null, "more than one page");
+        page["series"].take()
     }
 
     /// Scrapes until `ok` holds for a scrape (at most `limit`), and returns it.

@@ -294,12 +294,19 @@
         listAt = now;
         await loadList();
       }
-      const [series, breakers, limits] = await Promise.all([
-        Promise.all(picked.map((m) => getJSON('/api/v1/series?match=' + encodeURIComponent(m)))),
+      // One picked metric at a time, by its exact name (never read as a
+      // glob, whatever it contains): the server runs at most a few registry
+      // reads at once and answers 503 beyond them.
+      const series = [];
+      for (const m of picked) {
+        const page = await getJSON('/api/v1/series?metric=' + encodeURIComponent(m));
+        series.push(...page.series);
+      }
+      const [breakers, limits] = await Promise.all([
         getJSON('/api/v1/breakers'),
         getJSON('/api/v1/limits'),
       ]);
-      for (const s of series.flat()) record(s, now);
+      for (const s of series) record(s, now);
       for (const [k, h] of hist) if (now - h.seen > KEEP) hist.delete(k);
       renderCards();
       renderBreakers(breakers, now);

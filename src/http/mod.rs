@@ -1,9 +1,20 @@
 //! The HTTP API: a router built from shared state, testable without a socket.
 //!
+//! * [`serve`]: the listener: connection cap, `TCP_NODELAY`, accept
+//!   back-off, hyper's HTTP/1 per connection, graceful shutdown;
+//! * [`conn`]: one connection's header, idle and write deadlines at the
+//!   socket;
+//! * [`body`]: request bodies (framing, encoding, caps, body deadline),
+//!   a middleware on every route;
+//! * [`reads`]: registry reads (`/api/v1/series`, `/api/v1/metrics`) off the
+//!   reactor under a concurrency cap;
+//! * this file: the router and the other handlers.
+//!
 //! | route | what |
 //! |---|---|
 //! | `GET /metrics` | Prometheus text (OpenMetrics if asked), gzip if asked |
-//! | `GET /api/v1/series?match=<glob>` | windowed statistics per series, JSON |
+//! | `GET /api/v1/series?match=<glob>\|metric=<name>&limit=&cursor=` | windowed statistics per series, JSON, paginated |
+//! | `GET /api/v1/metrics` | metric names with type and series count |
 //! | `POST /api/v1/ingest` | statsd lines (text/plain) or a JSON array of samples |
 //! | `POST /-/reload` | reload the config file |
 //! | `GET /healthz` | `ok` |
@@ -26,11 +37,15 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use tower_http::compression::{CompressionLayer, CompressionLevel};
 
+pub mod body;
+pub mod conn;
+pub mod reads;
+pub mod serve;
+
 use crate::expose::prometheus::SeriesCollector;
 use crate::expose::signals::BreakerJson;
 use crate::expose::{json, openmetrics, text};
 use crate::ingest::{Ingestor, Worker};
-use crate::mapping::Glob;
 use crate::parse::ParseOptions;
 use crate::reload::Reloader;
 use crate::service::limits::ceil_secs;
@@ -54,6 +69,38 @@ pub struct AppState {
     pub state_families: Arc<SeriesCollector>,
     /// Renders of `/metrics` allowed at once ([`MAX_CONCURRENT_SCRAPES`]).
     pub scrape_slots: Arc<tokio::sync::Semaphore>,
+    /// Registry reads (`/api/v1/series`, `/api/v1/metrics`) allowed at once.
+    pub api_slots: Arc<tokio::sync::Semaphore>,
+    /// Their number (`http.max_concurrent_api_reads`), for messages.
+    pub api_slots_max: usize,
+    /// `http.body_timeout_ms`.
+    pub body_timeout: std::time::Duration,
+}
+
+impl AppState {
+    /// The state of a daemon with `config`'s HTTP settings.
+    #[must_use]
+    pub fn new(
+        ingestor: Arc<Ingestor>,
+        reloader: Arc<Reloader>,
+        state_families: Arc<SeriesCollector>,
+        udp_port: Option<u16>,
+        config: &crate::config::Config,
+    ) -> AppState {
+        let api = config.http.max_concurrent_api_reads;
+        AppState {
+            ingestor,
+            reloader,
+            udp_port,
+            max_body: config.ingest.http_max_body_bytes,
+            metrics_buffers: text::ChunkPool::new(),
+            state_families,
+            scrape_slots: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_SCRAPES)),
+            api_slots: Arc::new(tokio::sync::Semaphore::new(api)),
+            api_slots_max: api,
+            body_timeout: config.http.body_timeout,
+        }
+    }
 }
 
 /// `/metrics` scrapes at once; more get 503 with `Retry-After: 1` (counted
@@ -69,11 +116,17 @@ pub const MAX_CONCURRENT_SCRAPES: usize = 4;
 /// The router.
 pub fn router(state: AppState) -> Router {
     let max_body = state.max_body;
+    let rules = Arc::new(body::BodyRules {
+        max_ingest: max_body,
+        max_other: body::MAX_SMALL_BODY,
+        timeout: state.body_timeout,
+        telemetry: state.ingestor.telemetry.clone(),
+    });
     Router::new()
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok\n" }))
-        .route("/api/v1/series", get(series))
-        .route("/api/v1/metrics", get(metric_names))
+        .route("/api/v1/series", get(reads::series))
+        .route("/api/v1/metrics", get(reads::metric_names))
         .route(
             "/api/v1/ingest",
             post(ingest).layer(DefaultBodyLimit::max(max_body)),
@@ -86,6 +139,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/limits", get(limits))
         .route("/api/v1/limits/{name}/acquire", post(acquire))
         .merge(crate::expose::page::routes())
+        .layer(axum::middleware::from_fn_with_state(rules, body::guard))
         // Fastest gzip: Prometheus asks for gzip on every scrape, and at 100k
         // series level 1 took 0.17 s where the default level took 0.57 s,
         // for a body 7.5% larger (benches/scrape/run.sh).
@@ -270,31 +324,6 @@ pub fn render_metrics(
 /// 1.72%): a scrape that ends sooner holds the shard locks and a core for
 /// less time.
 const MAX_RENDER_THREADS: usize = 4;
-
-#[derive(Deserialize)]
-struct SeriesQuery {
-    #[serde(rename = "match")]
-    pattern: Option<String>,
-}
-
-async fn series(State(st): State<AppState>, Query(q): Query<SeriesQuery>) -> Response {
-    let glob = match q.pattern.as_deref().map(Glob::new).transpose() {
-        Ok(g) => g,
-        Err(e) => return api_error(StatusCode::BAD_REQUEST, format!("bad `match` glob: {e}")),
-    };
-    let now = st.ingestor.now();
-    let body = json::series(
-        &st.ingestor.registry,
-        now,
-        glob.as_ref(),
-        st.state_families.fleet(),
-    );
-    Json(body).into_response()
-}
-
-async fn metric_names(State(st): State<AppState>) -> Response {
-    Json(json::metrics(&st.ingestor.registry)).into_response()
-}
 
 fn api_error(code: StatusCode, msg: String) -> Response {
     (code, Json(serde_json::json!({ "error": msg }))).into_response()

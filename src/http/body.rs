@@ -1,0 +1,328 @@
+//! Request bodies, read as the HTTP RFCs and careful servers read them,
+//! before any handler sees them ([`guard`], a middleware on every route):
+//!
+//! * ambiguous framing (two different `Content-Length` values, or a
+//!   `Content-Length` next to `Transfer-Encoding`, as seen in the raw head
+//!   by [`super::conn`]) is `400` and the connection is closed;
+//! * a `Content-Encoding` other than `gzip` or `identity` is `415`;
+//! * a declared `Content-Length` above the route's cap is `413` at once,
+//!   without reading the body, so an `Expect: 100-continue` client is told
+//!   before it sends (hyper sends `100 Continue` only when a body is read);
+//! * the body is read within `http.body_timeout_ms` (`408` and close, counted
+//!   as `body_timeout`) and under the cap (`413`);
+//! * a gzip body is inflated under the **same** cap: its decompressed size
+//!   counts, never a 1 GiB inflate from a 1 MB upload.
+//!
+//! Handlers then get the whole (decoded) body. Every refusal is counted in
+//! `rollstat_http_requests_refused_total{reason}`.
+
+use std::io::Read;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::body::Bytes;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use http_body_util::BodyExt;
+
+use super::serve::RawHead;
+use crate::telemetry::{close_reason, refuse_reason, Telemetry};
+
+/// The cap on bodies of routes other than `POST /api/v1/ingest` (breaker
+/// outcomes, limit acquires: a few dozen bytes each).
+pub const MAX_SMALL_BODY: usize = 64 * 1024;
+
+/// The route whose cap is `ingest.http_max_body_bytes`.
+const INGEST_PATH: &str = "/api/v1/ingest";
+
+/// What [`guard`] enforces.
+pub struct BodyRules {
+    /// `ingest.http_max_body_bytes`: raw and decompressed.
+    pub max_ingest: usize,
+    /// Every other route.
+    pub max_other: usize,
+    /// `http.body_timeout_ms`.
+    pub timeout: Duration,
+    /// Where refusals are counted.
+    pub telemetry: Arc<Telemetry>,
+}
+
+/// The middleware: checks framing, encoding and length, reads the body
+/// under its deadline and cap, inflates gzip, and hands the handler a whole
+/// body.
+pub async fn guard(State(rules): State<Arc<BodyRules>>, req: Request, next: Next) -> Response {
+    let tel = &rules.telemetry;
+    if let Some(reason) = req.extensions().get::<RawHead>().and_then(|h| h.framing) {
+        tel.http_refused.inc(reason);
+        return refusal(
+            StatusCode::BAD_REQUEST,
+            "the request frames its body twice (Content-Length with Transfer-Encoding, or two different Content-Length values), a request-smuggling risk; send exactly one of them",
+        );
+    }
+    let headers = req.headers();
+    let declared = match declared_length(headers) {
+        Ok(n) => n,
+        Err(()) => {
+            tel.http_refused.inc(refuse_reason::AMBIGUOUS_FRAMING);
+            return refusal(
+                StatusCode::BAD_REQUEST,
+                "Content-Length is not one non-negative integer",
+            );
+        }
+    };
+    let chunked = headers.contains_key(header::TRANSFER_ENCODING);
+    if declared.unwrap_or(0) == 0 && !chunked {
+        return next.run(req).await;
+    }
+    let cap = if req.uri().path() == INGEST_PATH {
+        rules.max_ingest
+    } else {
+        rules.max_other
+    };
+    let encoding = match Encoding::of(headers) {
+        Ok(e) => e,
+        Err(name) => {
+            tel.http_refused.inc(refuse_reason::UNSUPPORTED_ENCODING);
+            return refusal(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                &format!("Content-Encoding `{name}` is not supported; send the body as is or gzip-compressed (Content-Encoding: gzip)"),
+            );
+        }
+    };
+    if let Some(n) = declared.filter(|n| *n > cap as u64) {
+        tel.http_refused.inc(refuse_reason::BODY_TOO_LARGE);
+        return refusal(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &too_large(n, cap, INGEST_PATH == req.uri().path()),
+        );
+    }
+    let (mut parts, body) = req.into_parts();
+    let is_ingest = parts.uri.path() == INGEST_PATH;
+    let raw = match read_capped(body, cap, rules.timeout).await {
+        Ok(b) => b,
+        Err(ReadError::TimedOut) => {
+            tel.http_closed.inc(close_reason::BODY_TIMEOUT);
+            return refusal(
+                StatusCode::REQUEST_TIMEOUT,
+                &format!(
+                    "the body did not arrive within {} ms (http.body_timeout_ms)",
+                    rules.timeout.as_millis()
+                ),
+            );
+        }
+        Err(ReadError::TooLarge) => {
+            tel.http_refused.inc(refuse_reason::BODY_TOO_LARGE);
+            return refusal(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                &too_large(cap as u64 + 1, cap, is_ingest),
+            );
+        }
+        Err(ReadError::Broken(e)) => {
+            return refusal(
+                StatusCode::BAD_REQUEST,
+                &format!("the body could not be read: {e}"),
+            );
+        }
+    };
+    let body = match encoding {
+        Encoding::Identity => raw,
+        Encoding::Gzip => match inflate_capped(&raw, cap) {
+            Ok(b) => Bytes::from(b),
+            Err(InflateError::TooLarge) => {
+                tel.http_refused.inc(refuse_reason::BODY_TOO_LARGE);
+                return refusal(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    &format!("the gzip body inflates to more than {cap} bytes, the cap on decompressed bodies too{}", cap_key(is_ingest)),
+                );
+            }
+            Err(InflateError::Corrupt(e)) => {
+                tel.http_refused.inc(refuse_reason::BAD_ENCODING);
+                return refusal(
+                    StatusCode::BAD_REQUEST,
+                    &format!("the body says Content-Encoding: gzip but does not inflate: {e}"),
+                );
+            }
+        },
+    };
+    parts.headers.remove(header::CONTENT_ENCODING);
+    parts.headers.remove(header::TRANSFER_ENCODING);
+    parts
+        .headers
+        .insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+    next.run(Request::from_parts(parts, Body::from(body))).await
+}
+
+fn cap_key(is_ingest: bool) -> &'static str {
+    if is_ingest {
+        " (ingest.http_max_body_bytes)"
+    } else {
+        ""
+    }
+}
+
+fn too_large(n: u64, cap: usize, is_ingest: bool) -> String {
+    format!(
+        "the body is {n} bytes; at most {cap} are accepted{}",
+        cap_key(is_ingest)
+    )
+}
+
+/// An error answer that also closes the connection: the body may not have
+/// been read, so the connection cannot carry another request.
+fn refusal(code: StatusCode, msg: &str) -> Response {
+    let mut r = (code, axum::Json(serde_json::json!({ "error": msg }))).into_response();
+    r.headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    r
+}
+
+/// The declared `Content-Length`: `None` if absent, an error if not one
+/// integer (repeated equal values are one).
+fn declared_length(headers: &axum::http::HeaderMap) -> Result<Option<u64>, ()> {
+    let mut out = None;
+    for v in headers.get_all(header::CONTENT_LENGTH) {
+        let n: u64 = v
+            .to_str()
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .ok_or(())?;
+        if out.is_some_and(|prev| prev != n) {
+            return Err(());
+        }
+        out = Some(n);
+    }
+    Ok(out)
+}
+
+/// Body codings we read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Encoding {
+    Identity,
+    Gzip,
+}
+
+impl Encoding {
+    /// From `Content-Encoding`; the unsupported coding's name otherwise.
+    fn of(headers: &axum::http::HeaderMap) -> Result<Encoding, String> {
+        let mut out = Encoding::Identity;
+        for v in headers.get_all(header::CONTENT_ENCODING) {
+            let s = v.to_str().map_err(|_| "(not text)".to_string())?;
+            for coding in s.split(',').map(str::trim).filter(|c| !c.is_empty()) {
+                match coding.to_ascii_lowercase().as_str() {
+                    "identity" => {}
+                    "gzip" | "x-gzip" if out == Encoding::Identity => out = Encoding::Gzip,
+                    // Twice gzip, or anything else: not what we read.
+                    _ => return Err(coding.to_string()),
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+enum ReadError {
+    TimedOut,
+    TooLarge,
+    Broken(axum::Error),
+}
+
+/// Reads `body` whole within `timeout`, failing as soon as it exceeds `cap`.
+async fn read_capped(mut body: Body, cap: usize, timeout: Duration) -> Result<Bytes, ReadError> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut buf: Vec<u8> = Vec::new();
+    loop {
+        let frame = match tokio::time::timeout_at(deadline, body.frame()).await {
+            Err(_) => return Err(ReadError::TimedOut),
+            Ok(None) => return Ok(Bytes::from(buf)),
+            Ok(Some(Err(e))) => return Err(ReadError::Broken(e)),
+            Ok(Some(Ok(f))) => f,
+        };
+        if let Ok(data) = frame.into_data() {
+            if buf.len() + data.len() > cap {
+                return Err(ReadError::TooLarge);
+            }
+            buf.extend_from_slice(&data);
+        }
+    }
+}
+
+/// Why a gzip body was not inflated.
+#[derive(Debug)]
+pub enum InflateError {
+    /// It inflates to more than the cap.
+    TooLarge,
+    /// It is not gzip.
+    Corrupt(std::io::Error),
+}
+
+/// Inflates a gzip body (one or more members), never holding more than
+/// `cap + 1` bytes of output.
+pub fn inflate_capped(data: &[u8], cap: usize) -> Result<Vec<u8>, InflateError> {
+    let mut out = Vec::new();
+    let limit = u64::try_from(cap).unwrap_or(u64::MAX).saturating_add(1);
+    flate2::read::MultiGzDecoder::new(data)
+        .take(limit)
+        .read_to_end(&mut out)
+        .map_err(InflateError::Corrupt)?;
+    if out.len() > cap {
+        return Err(InflateError::TooLarge);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+
+    fn gzip(data: &[u8]) -> Vec<u8> {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        e.write_all(data).unwrap();
+        e.finish().unwrap()
+    }
+
+    #[test]
+    fn a_gzip_bomb_stops_at_the_cap() {
+        // 64 MiB of zeros in ~64 KiB; the cap is 1 MiB.
+        let bomb = gzip(&vec![0u8; 64 << 20]);
+        assert!(bomb.len() < 1 << 20, "{}", bomb.len());
+        assert!(matches!(
+            inflate_capped(&bomb, 1 << 20),
+            Err(InflateError::TooLarge)
+        ));
+        // Exactly at the cap is fine.
+        let at_cap = gzip(&vec![b'a'; 1000]);
+        assert_eq!(inflate_capped(&at_cap, 1000).unwrap().len(), 1000);
+        assert!(matches!(
+            inflate_capped(&at_cap, 999),
+            Err(InflateError::TooLarge)
+        ));
+        assert!(matches!(
+            inflate_capped(b"not gzip", 1000),
+            Err(InflateError::Corrupt(_))
+        ));
+    }
+
+    #[test]
+    fn encodings_and_lengths() {
+        let mut h = axum::http::HeaderMap::new();
+        assert_eq!(Encoding::of(&h), Ok(Encoding::Identity));
+        h.insert(header::CONTENT_ENCODING, "GZIP".parse().unwrap());
+        assert_eq!(Encoding::of(&h), Ok(Encoding::Gzip));
+        h.insert(header::CONTENT_ENCODING, "br".parse().unwrap());
+        assert_eq!(Encoding::of(&h), Err("br".to_string()));
+        h.insert(header::CONTENT_ENCODING, "gzip, gzip".parse().unwrap());
+        assert!(Encoding::of(&h).is_err());
+        let mut h = axum::http::HeaderMap::new();
+        assert_eq!(declared_length(&h), Ok(None));
+        h.append(header::CONTENT_LENGTH, "5".parse().unwrap());
+        h.append(header::CONTENT_LENGTH, "5".parse().unwrap());
+        assert_eq!(declared_length(&h), Ok(Some(5)));
+        h.append(header::CONTENT_LENGTH, "6".parse().unwrap());
+        assert_eq!(declared_length(&h), Err(()));
+    }
+}
