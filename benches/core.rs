@@ -6,6 +6,7 @@ use criterion::{criterion_group, criterion_main};
 
 mod breaker;
 mod daemon;
+mod glob;
 mod limit;
 mod parse;
 mod window;
@@ -16,6 +17,7 @@ criterion_group!(
     parse::benches,
     breaker::benches,
     limit::benches,
-    daemon::benches
+    daemon::benches,
+    glob::benches
 );
 criterion_main!(benches);

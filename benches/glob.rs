@@ -1,0 +1,199 @@
+//! Glob matching (`?match=` over the registry, mapping rules at series
+//! birth): rollstat's linear-time matcher ("after") against the recursive
+//! backtracking matcher it replaced ("before", copied below), in the same
+//! run. Throughput is in names.
+
+use std::hint::black_box;
+
+use criterion::{BenchmarkId, Criterion, Throughput};
+use rollstat::mapping::Glob;
+
+/// 100k names shaped like a statsd fleet: 10% `api.route<i>` (one level
+/// under `api.`), 10% `api.v1.route<i>.latency`, the rest
+/// `svc<i%50>.endpoint<j>.<stat>`.
+fn names() -> Vec<String> {
+    (0..100_000usize)
+        .map(|i| match i % 10 {
+            0 => format!("api.route{}", i % 1_000),
+            1 => format!("api.v1.route{}.latency", i % 1_000),
+            _ => {
+                let stat = ["requests", "latency_ms", "errors"][i % 3];
+                format!("svc{}.endpoint{}.{stat}", i % 50, (i / 50) % 200)
+            }
+        })
+        .collect()
+}
+
+/// The `glob/*` benchmarks.
+pub fn benches(c: &mut Criterion) {
+    let names = names();
+    let mut g = c.benchmark_group("glob/is_match_100k");
+    g.throughput(Throughput::Elements(names.len() as u64));
+    g.sample_size(20);
+    for pattern in ["api.*", "svc1*.**.requests", "**"] {
+        let after = Glob::new(pattern).unwrap();
+        let before = Before::new(pattern);
+        let hits = names.iter().filter(|n| after.is_match(n)).count();
+        assert_eq!(hits, names.iter().filter(|n| before.is_match(n)).count());
+        g.bench_function(BenchmarkId::new("after", pattern), |b| {
+            b.iter(|| {
+                names
+                    .iter()
+                    .filter(|n| after.is_match(black_box(n)))
+                    .count()
+            })
+        });
+        g.bench_function(BenchmarkId::new("before", pattern), |b| {
+            b.iter(|| {
+                names
+                    .iter()
+                    .filter(|n| before.is_match(black_box(n)))
+                    .count()
+            })
+        });
+    }
+    g.finish();
+
+    // Mapping rules capture: the same walk plus the greedy capture pass.
+    let mut g = c.benchmark_group("glob/matches_100k");
+    g.throughput(Throughput::Elements(names.len() as u64));
+    g.sample_size(20);
+    let pattern = "svc1*.**.requests";
+    let after = Glob::new(pattern).unwrap();
+    let before = Before::new(pattern);
+    g.bench_function(BenchmarkId::new("after", pattern), |b| {
+        let mut caps = Vec::new();
+        b.iter(|| {
+            names
+                .iter()
+                .filter(|n| after.matches(black_box(n), &mut caps))
+                .count()
+        })
+    });
+    g.bench_function(BenchmarkId::new("before", pattern), |b| {
+        let mut caps = Vec::new();
+        b.iter(|| {
+            names
+                .iter()
+                .filter(|n| before.matches(black_box(n), &mut caps))
+                .count()
+        })
+    });
+    g.finish();
+
+    // The pattern of issue #12 on one name. "dotted" is the backtracking
+    // matcher's worst case (the suffix `b` matches, the middle cannot since
+    // no `*` crosses the dot); "all_a" is rejected by the suffix check;
+    // "matching" (`a…ab`) fills every row of the dynamic programme. The
+    // baseline only runs on 24 characters: it tries every way to place the
+    // eight `a`s, and at 200 characters it would not finish.
+    let mut g = c.benchmark_group("glob/pathological");
+    g.throughput(Throughput::Elements(1));
+    g.sample_size(10);
+    let pattern = "*a*a*a*a*a*a*a*a*b";
+    let after = Glob::new(pattern).unwrap();
+    let before = Before::new(pattern);
+    for len in [24, 200, 65_536] {
+        let dotted = format!("{}.b", "a".repeat(len - 2));
+        let all_a = "a".repeat(len);
+        let matching = format!("{}b", "a".repeat(len - 1));
+        g.bench_function(BenchmarkId::new("after/dotted", len), |b| {
+            b.iter(|| after.is_match(black_box(&dotted)))
+        });
+        g.bench_function(BenchmarkId::new("after/all_a", len), |b| {
+            b.iter(|| after.is_match(black_box(&all_a)))
+        });
+        g.bench_function(BenchmarkId::new("after/matching", len), |b| {
+            b.iter(|| after.is_match(black_box(&matching)))
+        });
+        if len == 24 {
+            g.bench_function(BenchmarkId::new("before/dotted", len), |b| {
+                b.iter(|| before.is_match(black_box(&dotted)))
+            });
+            g.bench_function(BenchmarkId::new("before/all_a", len), |b| {
+                b.iter(|| before.is_match(black_box(&all_a)))
+            });
+        }
+    }
+    g.finish();
+}
+
+/// The matcher before issue #12, as it was in `src/mapping.rs`: each
+/// wildcard tries every end, longest first, recursively. Exponential in the
+/// number of wildcards on names that almost match.
+struct Before {
+    parts: Vec<Part>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Part {
+    Literal(String),
+    Star,
+    DoubleStar,
+}
+
+impl Before {
+    fn new(pattern: &str) -> Before {
+        let mut parts = Vec::new();
+        let mut lit = String::new();
+        let mut chars = pattern.chars().peekable();
+        while let Some(c) = chars.next() {
+            if c == '*' {
+                if !lit.is_empty() {
+                    parts.push(Part::Literal(std::mem::take(&mut lit)));
+                }
+                if chars.peek() == Some(&'*') {
+                    chars.next();
+                    parts.push(Part::DoubleStar);
+                } else {
+                    parts.push(Part::Star);
+                }
+            } else {
+                lit.push(c);
+            }
+        }
+        if !lit.is_empty() {
+            parts.push(Part::Literal(lit));
+        }
+        Before { parts }
+    }
+
+    fn matches<'n>(&self, name: &'n str, caps: &mut Vec<&'n str>) -> bool {
+        caps.clear();
+        match_from(&self.parts, name, caps)
+    }
+
+    fn is_match(&self, name: &str) -> bool {
+        let mut caps = Vec::new();
+        self.matches(name, &mut caps)
+    }
+}
+
+fn match_from<'n>(parts: &[Part], name: &'n str, caps: &mut Vec<&'n str>) -> bool {
+    let Some((first, rest)) = parts.split_first() else {
+        return name.is_empty();
+    };
+    match first {
+        Part::Literal(l) => name
+            .strip_prefix(l.as_str())
+            .is_some_and(|tail| match_from(rest, tail, caps)),
+        Part::Star | Part::DoubleStar => {
+            let limit = if *first == Part::Star {
+                name.find('.').unwrap_or(name.len())
+            } else {
+                name.len()
+            };
+            // Longest match first (greedy), backtracking on failure.
+            let mut ends: Vec<usize> = name[..limit].char_indices().map(|(i, _)| i).collect();
+            ends.push(limit);
+            for &end in ends.iter().rev() {
+                caps.push(&name[..end]);
+                if match_from(rest, &name[end..], caps) {
+                    return true;
+                }
+                caps.pop();
+            }
+            false
+        }
+    }
+}

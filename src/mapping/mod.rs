@@ -1,0 +1,112 @@
+//! Mapping rules on statsd names: globs or regular expressions with
+//! captures, and templates that use them. Pure functions; the series registry
+//! applies them once, when a series is created (and again for live series
+//! after a config reload), never per line.
+//!
+//! Glob syntax (statsd_exporter users will recognise it):
+//! * `*` matches any run of characters except `.` (one name component, or part of it);
+//! * `**` matches any run of characters, dots included;
+//! * every other character matches itself.
+//!
+//! Each `*` or `**` is a capture, `$1`, `$2`... (or `${1}`) in templates.
+//! A [`Glob`] is matched in time linear in the name's length (no
+//! backtracking; [`Glob`] describes the algorithm and
+//! [`Glob::step_bound`] its bound), and is at most [`MAX_GLOB_BYTES`] long with at most
+//! [`MAX_GLOB_WILDCARDS`] wildcards, so neither a hostile name nor a hostile
+//! `?match=` pattern can make matching slow.
+//!
+//! A [`NameRegex`] is the `regex` crate's syntax, **anchored to the whole
+//! name** (`api\.(\w+)` matches `api.users`, not `xapi.users.count`): it is
+//! compiled as `^(?:pattern)$`. Its groups are `$1`, `$2`... in templates, and
+//! a named group `(?P<route>...)` is also `${route}`. The crate guarantees
+//! matching in time linear in the name (no backtracking), so a hostile name
+//! cannot make a rule slow. [`Matcher`] is either kind.
+//!
+//! In templates `$$` is a literal `$`; a group that took no part in the match
+//! renders as the empty string.
+//!
+//! # Layout
+//!
+//! * `glob.rs`: [`Glob`], its validation and its linear-time matcher;
+//! * `regex.rs`: [`NameRegex`];
+//! * `template.rs`: [`Template`];
+//! * this file: [`Matcher`], either kind of pattern, as a mapping rule holds it.
+
+mod glob;
+mod regex;
+mod template;
+
+pub use self::glob::{Glob, MAX_GLOB_BYTES, MAX_GLOB_WILDCARDS};
+pub use self::regex::NameRegex;
+pub use self::template::Template;
+
+/// What a mapping rule matches names with: a glob or an anchored regex.
+#[derive(Clone, Debug)]
+pub enum Matcher {
+    /// `match = "api.*.requests"`.
+    Glob(Glob),
+    /// `match_regex = "api\\.(\\w+)\\.requests"`.
+    Regex(NameRegex),
+}
+
+impl Matcher {
+    /// Whether `name` matches; on success `caps` holds the captures.
+    pub fn matches<'n>(&self, name: &'n str, caps: &mut Vec<&'n str>) -> bool {
+        match self {
+            Matcher::Glob(g) => g.matches(name, caps),
+            Matcher::Regex(r) => r.matches(name, caps),
+        }
+    }
+
+    /// The pattern as written.
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        match self {
+            Matcher::Glob(g) => g.as_str(),
+            Matcher::Regex(r) => r.as_str(),
+        }
+    }
+
+    /// Compiles a template against this matcher's captures (numbered, and
+    /// named for a regex).
+    pub fn template(&self, s: &str) -> Result<Template, String> {
+        match self {
+            Matcher::Glob(g) => Template::new(s, g.captures()),
+            Matcher::Regex(r) => {
+                Template::compile(s, r.captures(), "regex", |name| r.group_index(name))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn named_and_numbered_regex_groups_feed_templates_like_glob_captures() {
+        let m =
+            Matcher::Regex(NameRegex::new(r"(?P<svc>[a-z]+)\.(\w+)\.(?<stat>count|time)").unwrap());
+        let mut caps = Vec::new();
+        assert!(m.matches("checkout.pay.time", &mut caps));
+        let t = m.template("${svc}_$2.${stat}").unwrap();
+        assert_eq!(t.render(&caps), "checkout_pay.time");
+        // ${1} and ${svc} are the same group.
+        assert_eq!(
+            m.template("${1}-$1-${svc}").unwrap().render(&caps),
+            "checkout-checkout-checkout"
+        );
+        assert_eq!(m.template("cost $$5").unwrap().render(&caps), "cost $5");
+        let e = m.template("${nope}").unwrap_err();
+        assert!(e.contains("no capture named `nope`"), "{e}");
+        let e = m.template("$4").unwrap_err();
+        assert!(e.contains("the regex has 3 capture(s)"), "{e}");
+        // A glob has no named captures.
+        let g = Matcher::Glob(Glob::new("a.*").unwrap());
+        assert!(g
+            .template("${svc}")
+            .unwrap_err()
+            .contains("glob has no capture named"));
+        assert_eq!(g.template("x_$1").unwrap().render(&["y"]), "x_y");
+    }
+}
