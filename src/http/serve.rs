@@ -36,6 +36,7 @@ use tokio::time::Instant;
 
 use super::conn::{ConnState, DeadlineIo, Deadlines, MAX_SNIFFED_HEAD};
 use crate::config::HttpLimits;
+use crate::ingest::backoff::{AcceptBackoff, Failure, Report};
 use crate::telemetry::{close_reason, refuse_reason, Telemetry};
 
 /// Refusals (`503` then close) being written at once; beyond, a client over
@@ -69,7 +70,7 @@ pub async fn serve(
         write: limits.write_timeout,
     };
     let mut connections = JoinSet::new();
-    let mut backoff = Backoff::default();
+    let mut backoff = AcceptBackoff::new();
     loop {
         while connections.try_join_next().is_some() {}
         let accepted = tokio::select! {
@@ -77,22 +78,26 @@ pub async fn serve(
             _ = shutdown.changed() => break,
         };
         let stream = match accepted {
-            Ok((s, _)) => {
-                backoff.reset();
-                s
-            }
+            Ok((s, _)) => s,
             Err(e) => {
+                // Typically EMFILE: retrying at once would spin on the same
+                // error, so wait (10 ms doubling to 1 s), unless stopping.
                 telemetry.http_accept_errors.inc();
-                let wait = backoff.next();
-                if backoff.should_log() {
-                    tracing::warn!(error = %e, errors = backoff.errors, wait_ms = wait.as_millis() as u64, "Accepting an HTTP connection failed; backing off (out of file descriptors? see http.max_connections and the open-file limit).");
-                }
+                let failure = backoff.failed();
+                log_accept_failure(failure, &e);
                 tokio::select! {
-                    _ = tokio::time::sleep(wait) => continue,
+                    () = tokio::time::sleep(failure.delay) => continue,
                     _ = shutdown.changed() => break,
                 }
             }
         };
+        let failed = backoff.succeeded();
+        if failed > 0 {
+            tracing::info!(
+                failed_accepts = failed,
+                "Accepting HTTP connections again."
+            );
+        }
         let Ok(permit) = permits.clone().try_acquire_owned() else {
             telemetry.http_closed.inc(close_reason::CONNECTION_CAP);
             if let Ok(slot) = refusals.clone().try_acquire_owned() {
@@ -231,34 +236,23 @@ impl http_body::Body for Tracked {
     }
 }
 
-/// Accept-error back-off: 10 ms doubling to 1 s; logs the first error and
-/// then once per full-length wait.
-#[derive(Default)]
-struct Backoff {
-    errors: u64,
-    wait: Duration,
-}
-
-impl Backoff {
-    const FIRST: Duration = Duration::from_millis(10);
-    const MAX: Duration = Duration::from_secs(1);
-
-    fn next(&mut self) -> Duration {
-        self.errors += 1;
-        self.wait = if self.wait.is_zero() {
-            Self::FIRST
-        } else {
-            (self.wait * 2).min(Self::MAX)
-        };
-        self.wait
-    }
-
-    fn should_log(&self) -> bool {
-        self.errors == 1 || self.wait == Self::MAX
-    }
-
-    fn reset(&mut self) {
-        *self = Backoff::default();
+fn log_accept_failure(failure: Failure, e: &std::io::Error) {
+    match failure.log {
+        Some(Report::First) => tracing::warn!(
+            error = %e,
+            retry_in = ?failure.delay,
+            "Accepting an HTTP connection failed; retrying with a back-off of up to 1 s. \
+             If the error is 'Too many open files', raise the open-file limit \
+             (ulimit -n, systemd LimitNOFILE=) or lower the connection caps \
+             (http.max_connections, ingest.tcp_max_connections).",
+        ),
+        Some(Report::Continuing { failures, over }) => tracing::warn!(
+            error = %e,
+            failures,
+            over = ?over,
+            "Accepting HTTP connections still fails (see rollstat_http_accept_errors_total).",
+        ),
+        None => {}
     }
 }
 
@@ -277,14 +271,5 @@ mod tests {
             .parse()
             .unwrap();
         assert_eq!(body.len(), len);
-    }
-
-    #[test]
-    fn accept_errors_back_off_to_a_second() {
-        let mut b = Backoff::default();
-        let waits: Vec<u128> = (0..10).map(|_| b.next().as_millis()).collect();
-        assert_eq!(waits, [10, 20, 40, 80, 160, 320, 640, 1000, 1000, 1000]);
-        b.reset();
-        assert_eq!(b.next().as_millis(), 10);
     }
 }
