@@ -118,82 +118,30 @@ pub fn benches(c: &mut Criterion) {
     g.finish();
 }
 
-/// The matcher before issue #12, as it was in `src/mapping.rs`: each
-/// wildcard tries every end, longest first, recursively. Exponential in the
-/// number of wildcards on names that almost match.
-struct Before {
-    parts: Vec<Part>,
-}
+/// The matcher this bench compares against: the old backtracking one, in
+/// tests/reference/ (also the property test's model).
+#[path = "../tests/reference/glob_backtracking.rs"]
+mod reference;
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Part {
-    Literal(String),
-    Star,
-    DoubleStar,
+/// The old matcher on one pattern.
+struct Before {
+    toks: Vec<reference::Tok>,
 }
 
 impl Before {
     fn new(pattern: &str) -> Before {
-        let mut parts = Vec::new();
-        let mut lit = String::new();
-        let mut chars = pattern.chars().peekable();
-        while let Some(c) = chars.next() {
-            if c == '*' {
-                if !lit.is_empty() {
-                    parts.push(Part::Literal(std::mem::take(&mut lit)));
-                }
-                if chars.peek() == Some(&'*') {
-                    chars.next();
-                    parts.push(Part::DoubleStar);
-                } else {
-                    parts.push(Part::Star);
-                }
-            } else {
-                lit.push(c);
-            }
+        Before {
+            toks: reference::tokens(pattern),
         }
-        if !lit.is_empty() {
-            parts.push(Part::Literal(lit));
-        }
-        Before { parts }
     }
 
     fn matches<'n>(&self, name: &'n str, caps: &mut Vec<&'n str>) -> bool {
         caps.clear();
-        match_from(&self.parts, name, caps)
+        reference::matches(&self.toks, name, caps)
     }
 
     fn is_match(&self, name: &str) -> bool {
         let mut caps = Vec::new();
         self.matches(name, &mut caps)
-    }
-}
-
-fn match_from<'n>(parts: &[Part], name: &'n str, caps: &mut Vec<&'n str>) -> bool {
-    let Some((first, rest)) = parts.split_first() else {
-        return name.is_empty();
-    };
-    match first {
-        Part::Literal(l) => name
-            .strip_prefix(l.as_str())
-            .is_some_and(|tail| match_from(rest, tail, caps)),
-        Part::Star | Part::DoubleStar => {
-            let limit = if *first == Part::Star {
-                name.find('.').unwrap_or(name.len())
-            } else {
-                name.len()
-            };
-            // Longest match first (greedy), backtracking on failure.
-            let mut ends: Vec<usize> = name[..limit].char_indices().map(|(i, _)| i).collect();
-            ends.push(limit);
-            for &end in ends.iter().rev() {
-                caps.push(&name[..end]);
-                if match_from(rest, &name[end..], caps) {
-                    return true;
-                }
-                caps.pop();
-            }
-            false
-        }
     }
 }

@@ -10,13 +10,9 @@
 use proptest::prelude::*;
 use rollstat::mapping::{Glob, MAX_GLOB_WILDCARDS};
 
-/// One token of a generated glob.
-#[derive(Clone, Debug)]
-enum Tok {
-    Lit(String),
-    Star,
-    DoubleStar,
-}
+#[path = "reference/glob_backtracking.rs"]
+mod model;
+use model::Tok;
 
 fn source(toks: &[Tok]) -> String {
     toks.iter()
@@ -30,31 +26,7 @@ fn source(toks: &[Tok]) -> String {
 
 /// The old matcher: try every end of each wildcard, longest first.
 fn reference<'n>(toks: &[Tok], name: &'n str, caps: &mut Vec<&'n str>) -> bool {
-    let Some((first, rest)) = toks.split_first() else {
-        return name.is_empty();
-    };
-    match first {
-        Tok::Lit(l) => name
-            .strip_prefix(l.as_str())
-            .is_some_and(|tail| reference(rest, tail, caps)),
-        Tok::Star | Tok::DoubleStar => {
-            let limit = if matches!(first, Tok::Star) {
-                name.find('.').unwrap_or(name.len())
-            } else {
-                name.len()
-            };
-            let mut ends: Vec<usize> = name[..limit].char_indices().map(|(i, _)| i).collect();
-            ends.push(limit);
-            for &end in ends.iter().rev() {
-                caps.push(&name[..end]);
-                if reference(rest, &name[end..], caps) {
-                    return true;
-                }
-                caps.pop();
-            }
-            false
-        }
-    }
+    model::matches(toks, name, caps)
 }
 
 /// Where each capture sits in `name`, as byte ranges: equal captures at
