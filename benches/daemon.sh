@@ -6,9 +6,12 @@ start_daemon() {
   daemon_cfg=$(mktemp)
   daemon_log=$(mktemp)
   printf '%s\n' "$1" > "$daemon_cfg"
-  "${ROLLSTAT_BIN:-./target/release/rollstat}" --config "$daemon_cfg" --log warn > "$daemon_log" &
+  # stderr to a file of its own: a daemon left behind must not hold the
+  # caller's pipe open.
+  "${ROLLSTAT_BIN:-./target/release/rollstat}" --config "$daemon_cfg" --log warn > "$daemon_log" 2> "$daemon_log.err" &
   daemon_pid=$!
-  trap 'kill $daemon_pid 2>/dev/null; rm -f "$daemon_cfg" "$daemon_log"' EXIT
+  # SIGKILL if SIGTERM did not stop it (an older build stuck in a request).
+  trap 'kill $daemon_pid 2>/dev/null; sleep 0.5; kill -9 $daemon_pid 2>/dev/null; rm -f "$daemon_cfg" "$daemon_log" "$daemon_log.err"' EXIT
   for _ in $(seq 50); do grep -q http= "$daemon_log" && break; sleep 0.1; done
 }
 bound() { sed -n "s/.*$1=\([0-9.:]*\).*/\1/p" "$daemon_log"; }

@@ -132,6 +132,8 @@ proptest! {
         prop_assert_eq!(is_match, want_match);
         prop_assert!(steps <= glob.step_bound(name.len()));
         prop_assert_eq!(glob.is_match(&name), want_match);
+        // The cheap pre-check never rejects a name that matches.
+        prop_assert!(!want_match || glob.may_match(&name), "`{}` on {:?}", pattern, name);
         let mut plain = Vec::new();
         prop_assert_eq!(glob.matches(&name, &mut plain), want_match);
         prop_assert_eq!(plain, got);

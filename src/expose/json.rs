@@ -184,7 +184,7 @@ pub fn metrics(registry: &Registry) -> MetricsJson {
     let mut by_name: BTreeMap<String, MetricJson> = BTreeMap::new();
     let mut windows: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
     // Snapshots of each shard's metadata: no lock held while aggregating.
-    let metas = (0..registry.shard_count()).flat_map(|i| registry.shard_series(i));
+    let metas = (0..registry.shard_count()).flat_map(|i| registry.shard_series(i, |_| true));
     for r in metas {
         let meta = &r.meta;
         match by_name.get_mut(meta.metric.as_str()) {

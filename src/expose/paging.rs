@@ -35,6 +35,18 @@ pub enum Selector {
 }
 
 impl Selector {
+    /// A cheap necessary condition for [`selects`](Self::selects), bounded
+    /// by the pattern's literal text: run under a shard lock to avoid
+    /// copying series that cannot be selected.
+    #[must_use]
+    pub fn may_select(&self, metric: &str) -> bool {
+        match self {
+            Selector::All => true,
+            Selector::Glob(g) => g.may_match(metric),
+            Selector::Metric(m) => m == metric,
+        }
+    }
+
     /// Whether a series named `metric` is selected.
     #[must_use]
     pub fn selects(&self, metric: &str) -> bool {
@@ -153,13 +165,14 @@ pub fn select(registry: &Registry, q: &PageQuery) -> Page {
     // tells whether a next page exists.
     let mut heap: BinaryHeap<ByKey> = BinaryHeap::with_capacity(limit + 2);
     for i in 0..registry.shard_count() {
-        for r in registry.shard_series(i) {
-            if let Some(after) = &q.after {
-                let key = (r.meta.metric.as_str(), r.meta.labels.as_slice());
-                if key <= (after.metric.as_str(), after.labels.as_slice()) {
-                    continue;
-                }
-            }
+        // Under the lock only bounded comparisons: the cursor's key and the
+        // pattern's literal ends. The match itself runs after.
+        let after = |m: &SeriesMeta| {
+            q.after.as_ref().is_none_or(|a| {
+                (m.metric.as_str(), m.labels.as_slice()) > (a.metric.as_str(), a.labels.as_slice())
+            })
+        };
+        for r in registry.shard_series(i, |m| after(m) && q.selector.may_select(&m.metric)) {
             if heap.len() > limit {
                 // Full: only a key below the largest kept can enter.
                 let top = heap.peek().map(ByKey::key);

@@ -181,6 +181,25 @@ impl Glob {
         self.run(name, None, &mut Uncounted)
     }
 
+    /// A necessary condition for [`Glob::is_match`], at the cost of at most
+    /// `|prefix| + |suffix|` byte comparisons whatever the name: it starts
+    /// with the glob's leading literal and ends with its trailing one
+    /// (equals the glob, for a glob without wildcards). A name that fails it
+    /// never matches. Cheap enough to run where a lock is held; the full
+    /// match is not.
+    #[must_use]
+    pub fn may_match(&self, name: &str) -> bool {
+        let (b, pre, suf) = (
+            name.as_bytes(),
+            self.prefix.as_bytes(),
+            self.suffix.as_bytes(),
+        );
+        if self.wilds.is_empty() {
+            return b == pre;
+        }
+        b.len() >= pre.len() + suf.len() && b.starts_with(pre) && b.ends_with(suf)
+    }
+
     /// [`Glob::is_match`], also returning the steps taken: at most
     /// `(name.len() + 1) × (pattern cost)`, see [`Glob::step_bound`]. For
     /// tests and benchmarks; the uncounted methods pay nothing for it.

@@ -306,9 +306,34 @@ enum Was {
 /// where [`Registry::with_series`] finds its state again.
 #[derive(Clone, Debug)]
 pub struct SeriesRef {
-    hash: u64,
-    /// The series' published identity and windows.
+    entry: EntryRef,
+    /// The series' published identity and windows (as when it was found; a
+    /// reload may have changed them since, see [`Registry::with_series`]).
     pub meta: Arc<SeriesMeta>,
+}
+
+/// Where an entry is: its hash, and the address of its key, which an entry
+/// keeps from insertion to removal (a reload that re-windows a series keeps
+/// its entry). Holds nothing: a removed entry is simply not found, and an
+/// entry inserted later at the same address under the same 64-bit hash is
+/// the same series born again.
+#[derive(Clone, Copy, Debug)]
+struct EntryRef {
+    hash: u64,
+    key: usize,
+}
+
+impl EntryRef {
+    fn of(e: &Entry) -> EntryRef {
+        EntryRef {
+            hash: e.hash,
+            key: e.key.as_ptr() as usize,
+        }
+    }
+
+    fn is(&self, e: &Entry) -> bool {
+        e.key.as_ptr() as usize == self.key && matches!(e.body, Body::Live { .. })
+    }
 }
 
 /// What [`Registry::replan`] does to an entry.
@@ -700,12 +725,19 @@ impl Registry {
         }
     }
 
-    /// The live series of shard `i` (nothing if `i` is out of range), copied
-    /// under its lock: one pointer copy per series, so that matching,
-    /// sorting and formatting run with no lock held. Read a series' state
-    /// afterwards with [`with_series`](Registry::with_series).
+    /// The live series of shard `i` (nothing if `i` is out of range) that
+    /// `keep` accepts, copied under the shard's lock (one pointer copy each),
+    /// so that matching, sorting and formatting run with no lock held. `keep`
+    /// runs under the lock: give it work bounded by a few hundred bytes per
+    /// series (e.g. [`Glob::may_match`](crate::mapping::Glob::may_match)),
+    /// never a full match. Read a series' state afterwards with
+    /// [`with_series`](Registry::with_series).
     #[must_use]
-    pub fn shard_series(&self, i: usize) -> Vec<SeriesRef> {
+    pub fn shard_series(
+        &self,
+        i: usize,
+        mut keep: impl FnMut(&SeriesMeta) -> bool,
+    ) -> Vec<SeriesRef> {
         let Some(shard) = self.shards.get(i) else {
             return Vec::new();
         };
@@ -713,12 +745,27 @@ impl Registry {
             .lock()
             .iter()
             .filter_map(|e| match &e.body {
-                Body::Live { meta, .. } => Some(SeriesRef {
-                    hash: e.hash,
+                Body::Live { meta, .. } if keep(meta) => Some(SeriesRef {
+                    entry: EntryRef::of(e),
                     meta: meta.clone(),
                 }),
-                Body::Dropped { .. } => None,
+                _ => None,
             })
+            .collect()
+    }
+
+    /// Where the live series of shard `i` are, copied under its lock (two
+    /// words each, nothing dereferenced): for a walk that then visits each
+    /// with [`with_entry`](Registry::with_entry).
+    fn shard_entries(&self, i: usize) -> Vec<EntryRef> {
+        let Some(shard) = self.shards.get(i) else {
+            return Vec::new();
+        };
+        shard
+            .lock()
+            .iter()
+            .filter(|e| matches!(e.body, Body::Live { .. }))
+            .map(EntryRef::of)
             .collect()
     }
 
@@ -732,17 +779,17 @@ impl Registry {
         r: &SeriesRef,
         f: impl FnOnce(&Arc<SeriesMeta>, &SeriesState) -> T,
     ) -> Option<T> {
+        self.with_entry(r.entry, f)
+    }
+
+    fn with_entry<T>(
+        &self,
+        r: EntryRef,
+        f: impl FnOnce(&Arc<SeriesMeta>, &SeriesState) -> T,
+    ) -> Option<T> {
         let shard = &self.shards[(r.hash >> SHARD_SHIFT) as usize & (self.shards.len() - 1)];
         let map = shard.lock();
-        // The published identity is unique among live series, so the same
-        // (metric, labels) under the same hash is the same series.
-        let e = map.find(r.hash, |e| match &e.body {
-            Body::Live { meta, .. } => {
-                Arc::ptr_eq(meta, &r.meta)
-                    || (meta.metric == r.meta.metric && meta.labels == r.meta.labels)
-            }
-            Body::Dropped { .. } => false,
-        })?;
+        let e = map.find(r.hash, |e| r.is(e))?;
         match &e.body {
             Body::Live { meta, state } => Some(f(meta, state)),
             Body::Dropped { .. } => None,
@@ -757,14 +804,14 @@ impl Registry {
     }
 
     /// Calls `f` for every live series of shard `i` (nothing if `i` is out
-    /// of range). The shard's series are copied (pointers) under its lock,
+    /// of range). Where the shard's series are is copied under its lock,
     /// then each is visited under the lock for that one series only, so a
     /// long walk (a scrape, a fleet sync) never holds ingest into a shard
     /// for longer than one series' work. Series born during the walk may be
     /// missed; series gone since the copy are skipped.
     pub fn visit_shard(&self, i: usize, mut f: impl FnMut(&Arc<SeriesMeta>, &SeriesState)) {
-        for r in self.shard_series(i) {
-            self.with_series(&r, |meta, state| f(meta, state));
+        for r in self.shard_entries(i) {
+            self.with_entry(r, |meta, state| f(meta, state));
         }
     }
 }

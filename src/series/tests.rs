@@ -519,3 +519,55 @@ fn reloads_racing_ingest_keep_the_registry_consistent() {
     assert!(feed(&r, T0, &dgram).iter().all(Result::is_ok));
     assert_eq!(r.catalog.lock().identities.len(), 60);
 }
+
+// ---- walks that hold a shard's lock for one series at a time ----
+
+#[test]
+fn a_series_found_before_a_reload_is_found_after_it_with_its_new_windows() {
+    let r = registry(TWO_WINDOWS);
+    feed(&r, T0, "a:1|c\nb:2|c\ngone:1|c");
+    let refs: Vec<SeriesRef> = (0..r.shard_count())
+        .flat_map(|i| r.shard_series(i, |_| true))
+        .collect();
+    assert_eq!(refs.len(), 3);
+    let only_b: Vec<SeriesRef> = (0..r.shard_count())
+        .flat_map(|i| r.shard_series(i, |m| m.metric == "b"))
+        .collect();
+    assert_eq!(only_b.len(), 1);
+    // A reload keeps one window (rewindowed: a new meta, the same entry),
+    // and drops `gone` (removed).
+    let one_window = "[[windows]]\nname = \"10s\"\nbuckets = 10\ninterval_ms = 1000\n[[mappings]]\nmatch = \"gone\"\naction = \"drop\"\n";
+    let report = reload(&r, one_window, T0);
+    assert_eq!((report.rewindowed, report.removed), (2, 1));
+    let mut after: Vec<(String, usize, f64)> = refs
+        .iter()
+        .filter_map(|x| {
+            r.with_series(x, |m, s| {
+                (m.metric.clone(), m.windows.len(), s.window_view(0, T0, &[]).sum)
+            })
+        })
+        .collect();
+    after.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        after,
+        [("a".to_string(), 1, 1.0), ("b".to_string(), 1, 2.0)]
+    );
+    // Gone for good: not found again, even once born anew.
+    let gone = refs.iter().find(|x| x.meta.metric == "gone").unwrap();
+    assert!(r.with_series(gone, |_, _| ()).is_none());
+}
+
+#[test]
+fn a_walk_visits_every_live_series_once_and_skips_expired_ones() {
+    let r = registry("");
+    let lines: String = (0..200).map(|i| format!("s{i}:1|c\n")).collect();
+    feed(&r, T0, &lines);
+    let mut n = 0;
+    r.visit(|_, _| n += 1);
+    assert_eq!(n, 200);
+    // Expire them all, then walk: nothing.
+    r.sweep(T0 + Duration::from_secs(601));
+    let mut n = 0;
+    r.visit(|_, _| n += 1);
+    assert_eq!(n, 0);
+}
