@@ -6,9 +6,10 @@
 //! mappings for existing series too: after a good reload every live series
 //! is re-planned ([`Registry::replan`]): kept, given its new windows, or
 //! removed if the new rules drop, rename or relabel it (its next line starts
-//! it fresh). Existing series keep their histogram bounds. `[listen]` and
-//! `[ingest]` (limits and `tag_styles`) are read at start only; changing
-//! them needs a restart, and the reload log says so.
+//! it fresh). Existing series keep their histogram bounds. `[listen]`,
+//! `[ingest]` (limits and `tag_styles`), `[http]` (deadlines and caps) and
+//! `[redis]` are read at start only; changing them needs a restart, and the
+//! reload log says so.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -80,6 +81,9 @@ impl Reloader {
                 let mut cur = self.current.lock();
                 if cfg.listen != cur.listen || cfg.ingest != cur.ingest {
                     tracing::warn!(path = %path.display(), "[listen] and [ingest] changes (tag_styles included) take effect only after a restart.");
+                }
+                if cfg.http != cur.http {
+                    tracing::warn!(path = %path.display(), "[http] changes (deadlines and caps) take effect only after a restart.");
                 }
                 if cfg.redis != cur.redis {
                     tracing::warn!(path = %path.display(), "[redis] changes take effect only after a restart.");
