@@ -84,17 +84,25 @@ pub mod refuse_reason {
     pub const UNSUPPORTED_ENCODING: &str = "unsupported_encoding";
     /// A gzip body that does not inflate: 400.
     pub const BAD_ENCODING: &str = "bad_encoding";
-    /// Conflicting `Content-Length` headers, or `Content-Length` with
-    /// `Transfer-Encoding`: 400.
+    /// `Content-Length` with `Transfer-Encoding` (a request-smuggling
+    /// sign): 400.
     pub const AMBIGUOUS_FRAMING: &str = "ambiguous_framing";
     /// Too many `/api/v1/series` or `/api/v1/metrics` reads at once: 503.
     pub const API_BUSY: &str = "api_busy";
     /// A `?match=` glob over the length or wildcard caps, or malformed: 400.
     pub const BAD_PATTERN: &str = "bad_pattern";
-    /// A request hyper could not parse (it answered 400 itself).
+    /// A request hyper could not parse and answered 400 (or 431) itself: a
+    /// bad request line, two different `Content-Length` values, headers too
+    /// long; or a body whose chunked framing is broken.
     pub const MALFORMED_REQUEST: &str = "malformed_request";
+    /// More request bodies in flight than their shared memory budget, for
+    /// longer than the body deadline: 503.
+    pub const BODIES_BUSY: &str = "bodies_busy";
+    /// A `limit` or `cursor` of `/api/v1/series` that is out of range or
+    /// not one the server gave out: 400.
+    pub const BAD_QUERY: &str = "bad_query";
     /// Every reason, in label order.
-    pub const ALL: [&str; 7] = [
+    pub const ALL: [&str; 9] = [
         BODY_TOO_LARGE,
         UNSUPPORTED_ENCODING,
         BAD_ENCODING,
@@ -102,6 +110,8 @@ pub mod refuse_reason {
         API_BUSY,
         BAD_PATTERN,
         MALFORMED_REQUEST,
+        BODIES_BUSY,
+        BAD_QUERY,
     ];
 }
 
@@ -376,7 +386,7 @@ impl Telemetry {
         let http_refused = ReasonCounters::register(
             &r,
             "rollstat_http_requests_refused_total",
-            "HTTP requests refused before their handler ran, by reason: body_too_large (413), unsupported_encoding (415), bad_encoding (400), ambiguous_framing (400), api_busy (503), bad_pattern (400), malformed_request (400). A body that does not arrive in time is counted in rollstat_http_connections_closed_total{reason=\"body_timeout\"}.",
+            "HTTP requests refused before their handler ran, by reason: body_too_large (413), unsupported_encoding (415), bad_encoding (400), ambiguous_framing (Content-Length with Transfer-Encoding: 400), api_busy (503), bad_pattern (a ?match= glob: 400), malformed_request (hyper's own 400, e.g. two different Content-Length values, or a broken chunked body), bodies_busy (503), bad_query (a bad limit or cursor: 400). A body that does not arrive in time is counted in rollstat_http_connections_closed_total{reason=\"body_timeout\"}.",
             &refuse_reason::ALL,
         )?;
         let http_accept_errors = IntCounter::new(

@@ -103,6 +103,11 @@ pub struct HttpLimits {
     /// A response write that makes no progress for this long (the client
     /// stopped reading) closes the connection.
     pub write_timeout: Duration,
+    /// A response that holds a slot (a `/metrics` scrape, a registry read)
+    /// is sent within this, or its connection is closed and the slot freed;
+    /// a scrape uses the scraper's own `X-Prometheus-Scrape-Timeout-Seconds`
+    /// when it sends one.
+    pub response_timeout: Duration,
     /// `GET /api/v1/series` and `/api/v1/metrics` running at once; more get
     /// `503` with `Retry-After: 1`.
     pub max_concurrent_api_reads: usize,
@@ -206,6 +211,7 @@ const HTTP_KEYS: &[&str] = &[
     "body_timeout_ms",
     "idle_timeout_ms",
     "write_timeout_ms",
+    "response_timeout_ms",
     "max_concurrent_api_reads",
 ];
 const SERIES_KEYS: &[&str] = &["ttl_secs", "max_series", "quantiles", "histogram_buckets"];
@@ -270,6 +276,7 @@ impl Default for HttpLimits {
             body_timeout: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(75),
             write_timeout: Duration::from_secs(30),
+            response_timeout: Duration::from_secs(60),
             max_concurrent_api_reads: 4,
         }
     }
@@ -437,6 +444,7 @@ impl Config {
                 ("body_timeout_ms", &mut h.body_timeout),
                 ("idle_timeout_ms", &mut h.idle_timeout),
                 ("write_timeout_ms", &mut h.write_timeout),
+                ("response_timeout_ms", &mut h.response_timeout),
             ] {
                 if let Some(ms) = t.int(&mut p, key, 1, 3_600_000) {
                     *field = Duration::from_millis(ms);

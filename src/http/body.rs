@@ -48,6 +48,18 @@ pub struct BodyRules {
     pub timeout: Duration,
     /// Where refusals are counted.
     pub telemetry: Arc<Telemetry>,
+    /// Bytes of request bodies held at once, over every connection (raw,
+    /// and inflated for gzip), in bytes: see [`body_budget`].
+    pub budget: Arc<tokio::sync::Semaphore>,
+}
+
+/// The bytes all request bodies may hold at once: 64 MiB, or room for one
+/// gzip body of the largest size (raw and inflated) if that is more.
+/// Without it, 1024 connections each sending a 4 MiB gzip body within the
+/// body deadline would hold 8 GiB.
+#[must_use]
+pub fn body_budget(max_body: usize) -> usize {
+    (64usize << 20).max(max_body.saturating_mul(2))
 }
 
 /// The middleware: checks framing, encoding and length, reads the body
@@ -101,7 +113,31 @@ pub async fn guard(State(rules): State<Arc<BodyRules>>, req: Request, next: Next
     }
     let (mut parts, body) = req.into_parts();
     let is_ingest = parts.uri.path() == INGEST_PATH;
-    let raw = match read_capped(body, cap, rules.timeout).await {
+    // Room for this body in the shared budget, waited for within the body
+    // deadline: the most it can hold, raw (and inflated).
+    let deadline = tokio::time::Instant::now() + rules.timeout;
+    let raw_need = declared.map_or(cap, |n| n as usize).min(cap);
+    let need = raw_need + if encoding == Encoding::Gzip { cap } else { 0 };
+    let need = u32::try_from(need).unwrap_or(u32::MAX);
+    let _room = match tokio::time::timeout_at(
+        deadline,
+        rules.budget.clone().acquire_many_owned(need),
+    )
+    .await
+    {
+        Ok(Ok(permit)) => permit,
+        _ => {
+            tel.http_refused.inc(refuse_reason::BODIES_BUSY);
+            let mut r = refusal(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "too many request bodies are being read at once; retry in a second",
+            );
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            return r;
+        }
+    };
+    let raw = match read_capped(body, cap, deadline).await {
         Ok(b) => b,
         Err(ReadError::TimedOut) => {
             tel.http_closed.inc(close_reason::BODY_TIMEOUT);
@@ -121,6 +157,7 @@ pub async fn guard(State(rules): State<Arc<BodyRules>>, req: Request, next: Next
             );
         }
         Err(ReadError::Broken(e)) => {
+            tel.http_refused.inc(refuse_reason::MALFORMED_REQUEST);
             return refusal(
                 StatusCode::BAD_REQUEST,
                 &format!("the body could not be read: {e}"),
@@ -129,7 +166,11 @@ pub async fn guard(State(rules): State<Arc<BodyRules>>, req: Request, next: Next
     };
     let body = match encoding {
         Encoding::Identity => raw,
-        Encoding::Gzip => match inflate_capped(&raw, cap) {
+        // Inflating is CPU work up to the cap: off the reactor.
+        Encoding::Gzip => match tokio::task::spawn_blocking(move || inflate_capped(&raw, cap))
+            .await
+            .unwrap_or_else(|e| Err(InflateError::Corrupt(std::io::Error::other(e))))
+        {
             Ok(b) => Bytes::from(b),
             Err(InflateError::TooLarge) => {
                 tel.http_refused.inc(refuse_reason::BODY_TOO_LARGE);
@@ -229,9 +270,12 @@ enum ReadError {
     Broken(axum::Error),
 }
 
-/// Reads `body` whole within `timeout`, failing as soon as it exceeds `cap`.
-async fn read_capped(mut body: Body, cap: usize, timeout: Duration) -> Result<Bytes, ReadError> {
-    let deadline = tokio::time::Instant::now() + timeout;
+/// Reads `body` whole by `deadline`, failing as soon as it exceeds `cap`.
+async fn read_capped(
+    mut body: Body,
+    cap: usize,
+    deadline: tokio::time::Instant,
+) -> Result<Bytes, ReadError> {
     let mut buf: Vec<u8> = Vec::new();
     loop {
         let frame = match tokio::time::timeout_at(deadline, body.frame()).await {

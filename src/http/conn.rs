@@ -74,9 +74,11 @@ struct Inner {
     head_done: bool,
     /// The framing problem found in the last complete head, if any.
     framing: Option<&'static str>,
-    /// The reader that found no deadline while busy: woken when the
-    /// request ends, so that it arms the idle deadline.
+    /// The reader waiting for bytes: woken when the request ends (to arm
+    /// the idle deadline) or the daemon stops (to end a head at once).
     waiting_reader: Option<std::task::Waker>,
+    /// The daemon is stopping: a connection in the head phase is closed.
+    stopping: bool,
 }
 
 /// What the socket wrapper, the service and the response body share about
@@ -97,6 +99,7 @@ impl ConnState {
                 head_done: false,
                 framing: None,
                 waiting_reader: None,
+                stopping: false,
             }),
         })
     }
@@ -112,10 +115,42 @@ impl ConnState {
         } else {
             None
         };
-        g.head.clear();
+        clear_head(&mut g.head);
         g.head_done = false;
         g.framing = framing;
         framing
+    }
+
+    /// Whether no request is being served (waiting for one, or for the
+    /// rest of its head): such a connection can be closed at a stop without
+    /// losing a response.
+    #[must_use]
+    pub fn awaiting_request(&self) -> bool {
+        !matches!(self.inner.lock().phase, Phase::Busy)
+    }
+
+    /// The daemon is stopping: a connection still waiting for a head is
+    /// closed at once (hyper's graceful shutdown closes idle ones and lets a
+    /// busy one finish its response).
+    pub fn stop(&self) {
+        let mut g = self.inner.lock();
+        g.stopping = true;
+        let reader = g.waiting_reader.take();
+        drop(g);
+        if let Some(w) = reader {
+            w.wake();
+        }
+    }
+
+    /// Bytes were written at `now`: a response still going out is not
+    /// idleness, so the idle (or next head's) deadline counts from here. A
+    /// write that makes no progress has its own deadline.
+    fn on_write(&self, now: Instant) {
+        let mut g = self.inner.lock();
+        match &mut g.phase {
+            Phase::Idle { since } | Phase::Head { since } => *since = now,
+            Phase::Busy => {}
+        }
     }
 
     /// The response was written (or dropped) at `now`: idle.
@@ -137,11 +172,23 @@ impl ConnState {
         let mut g = self.inner.lock();
         if let Phase::Idle { .. } = g.phase {
             g.phase = Phase::Head { since: now };
-            g.head.clear();
+            clear_head(&mut g.head);
             g.head_done = false;
         }
         if let Phase::Head { .. } = g.phase {
-            if !g.head_done {
+            // Empty lines before a request line are allowed (RFC 9112
+            // §2.2) and skipped by hyper: skip them here too, or they would
+            // look like a complete head.
+            let bytes = if g.head.is_empty() {
+                let skip = bytes
+                    .iter()
+                    .take_while(|b| matches!(b, b'\r' | b'\n'))
+                    .count();
+                &bytes[skip..]
+            } else {
+                bytes
+            };
+            if !g.head_done && !bytes.is_empty() {
                 let keep = bytes
                     .len()
                     .min(MAX_SNIFFED_HEAD.saturating_sub(g.head.len()));
@@ -166,16 +213,25 @@ impl ConnState {
         waker: Option<&std::task::Waker>,
     ) -> Option<(Instant, &'static str)> {
         let mut g = self.inner.lock();
+        if let Some(w) = waker {
+            g.waiting_reader = Some(w.clone());
+        }
         match g.phase {
+            // Not a timeout: not counted (no such reason in the family).
+            Phase::Head { .. } if g.stopping => Some((Instant::now(), "stopping")),
             Phase::Head { since } => Some((since + d.header, close_reason::HEADER_TIMEOUT)),
             Phase::Idle { since } => Some((since + d.idle, close_reason::IDLE_TIMEOUT)),
-            Phase::Busy => {
-                if let Some(w) = waker {
-                    g.waiting_reader = Some(w.clone());
-                }
-                None
-            }
+            Phase::Busy => None,
         }
+    }
+}
+
+/// Empties a head buffer, giving back the memory of an unusually long one.
+fn clear_head(head: &mut Vec<u8>) {
+    if head.capacity() > 4096 {
+        *head = Vec::new();
+    } else {
+        head.clear();
     }
 }
 
@@ -271,6 +327,18 @@ impl DeadlineIo {
     }
 }
 
+impl DeadlineIo {
+    /// Bytes written count as activity (a flush that had nothing to write
+    /// does not: hyper flushes after every read).
+    fn wrote(&self, r: &Poll<io::Result<usize>>) {
+        if let Poll::Ready(Ok(n)) = r {
+            if *n > 0 {
+                self.state.on_write(Instant::now());
+            }
+        }
+    }
+}
+
 fn timed_out(reason: &'static str) -> io::Error {
     io::Error::new(io::ErrorKind::TimedOut, reason)
 }
@@ -325,6 +393,7 @@ impl AsyncWrite for DeadlineIo {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let r = Pin::new(&mut this.stream).poll_write(cx, buf);
+        this.wrote(&r);
         this.write_done(r, cx)
     }
 
@@ -335,6 +404,7 @@ impl AsyncWrite for DeadlineIo {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let r = Pin::new(&mut this.stream).poll_write_vectored(cx, bufs);
+        this.wrote(&r);
         this.write_done(r, cx)
     }
 
@@ -376,6 +446,44 @@ mod tests {
         assert_eq!(framing_problem(chunked), None);
         // Not a complete head: no verdict.
         assert_eq!(framing_problem(b"POST /x HTTP/1.1\r\nContent-Le"), None);
+    }
+
+    #[test]
+    fn leading_empty_lines_do_not_end_the_sniffed_head() {
+        let t0 = Instant::now();
+        let s = ConnState::new(t0);
+        s.on_read(b"\r\n\r\n", t0);
+        s.on_read(
+            b"POST / HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
+            t0,
+        );
+        assert_eq!(s.request_started(), Some("ambiguous_framing"));
+    }
+
+    #[test]
+    fn a_response_still_being_written_is_not_idleness() {
+        let t0 = Instant::now();
+        let d = Deadlines {
+            header: Duration::from_secs(10),
+            idle: Duration::from_secs(75),
+            write: Duration::from_secs(30),
+        };
+        let s = ConnState::new(t0);
+        s.on_read(b"GET / HTTP/1.1\r\n\r\n", t0);
+        s.request_started();
+        // hyper drops a one-piece body once queued, before it is written.
+        s.request_ended(t0);
+        let t1 = t0 + Duration::from_secs(60);
+        s.on_write(t1);
+        assert_eq!(
+            s.read_deadline(&d, None),
+            Some((t1 + d.idle, close_reason::IDLE_TIMEOUT))
+        );
+        // Stopping ends a head at once, not an idle connection.
+        s.on_read(b"GE", t1);
+        s.stop();
+        let (at, _) = s.read_deadline(&d, None).unwrap();
+        assert!(at <= Instant::now());
     }
 
     #[test]

@@ -39,6 +39,7 @@ use tower_http::compression::{CompressionLayer, CompressionLevel};
 
 pub mod body;
 pub mod conn;
+pub mod held;
 pub mod reads;
 pub mod serve;
 
@@ -75,6 +76,10 @@ pub struct AppState {
     pub api_slots_max: usize,
     /// `http.body_timeout_ms`.
     pub body_timeout: std::time::Duration,
+    /// `http.response_timeout_ms`: the time a response that holds a slot
+    /// (a scrape without the scraper's own timeout, a registry read) may
+    /// take to send ([`held`]).
+    pub response_timeout: std::time::Duration,
 }
 
 impl AppState {
@@ -99,6 +104,7 @@ impl AppState {
             api_slots: Arc::new(tokio::sync::Semaphore::new(api)),
             api_slots_max: api,
             body_timeout: config.http.body_timeout,
+            response_timeout: config.http.response_timeout,
         }
     }
 }
@@ -121,6 +127,7 @@ pub fn router(state: AppState) -> Router {
         max_other: body::MAX_SMALL_BODY,
         timeout: state.body_timeout,
         telemetry: state.ingestor.telemetry.clone(),
+        budget: Arc::new(tokio::sync::Semaphore::new(body::body_budget(max_body))),
     });
     Router::new()
         .route("/metrics", get(metrics))
@@ -163,6 +170,15 @@ async fn metrics(State(st): State<AppState>, headers: HeaderMap) -> Response {
         )
             .into_response();
     };
+    // Sent within the scraper's own timeout (or http.response_timeout_ms): a
+    // client that reads slowly cannot keep the slot for hours.
+    let within = held::scrape_deadline(
+        headers
+            .get("x-prometheus-scrape-timeout-seconds")
+            .and_then(|v| v.to_str().ok()),
+        st.response_timeout,
+    );
+    let closed = st.ingestor.telemetry.http_closed.clone();
     // Rendering is CPU work proportional to the series count: keep it off
     // the reactor. Pieces come through a channel as they are final, so the
     // response starts while the cumulative families are still being
@@ -217,7 +233,12 @@ async fn metrics(State(st): State<AppState>, headers: HeaderMap) -> Response {
     // at most MAX_CONCURRENT_SCRAPES bodies are in memory at once. A poll_fn
     // stream may be polled again after it ended (the compression layer does).
     let chunks = body_stream(first, rx, slot);
-    let body = axum::body::Body::from_stream(chunks);
+    let body = axum::body::Body::new(held::Held::new(
+        axum::body::Body::from_stream(chunks),
+        within,
+        (),
+        closed,
+    ));
     ([(header::CONTENT_TYPE, ct)], body).into_response()
 }
 

@@ -34,25 +34,34 @@ pub struct SeriesParams {
 }
 
 /// Reads the parameters into a page query; the error says what to fix.
-fn page_query(p: SeriesParams) -> Result<PageQuery, String> {
+fn page_query(p: SeriesParams) -> Result<PageQuery, (&'static str, String)> {
+    let query = |e: String| (refuse_reason::BAD_QUERY, e);
     let selector = match (p.pattern, p.metric) {
         (Some(_), Some(_)) => {
-            return Err("give `match` (a glob) or `metric` (one exact name), not both".into())
+            return Err(query(
+                "give `match` (a glob) or `metric` (one exact name), not both".into(),
+            ))
         }
-        (Some(g), None) => {
-            Selector::Glob(Glob::new(&g).map_err(|e| format!("bad `match` glob: {e}"))?)
-        }
+        (Some(g), None) => Selector::Glob(
+            Glob::new(&g)
+                .map_err(|e| (refuse_reason::BAD_PATTERN, format!("bad `match` glob: {e}")))?,
+        ),
         (None, Some(m)) => Selector::Metric(m),
         (None, None) => Selector::All,
     };
     let limit = p.limit.unwrap_or(paging::DEFAULT_PAGE);
     if !(1..=paging::MAX_PAGE).contains(&limit) {
-        return Err(format!(
+        return Err(query(format!(
             "`limit` must be from 1 to {} (got {limit}); walk further pages with `cursor`",
             paging::MAX_PAGE
-        ));
+        )));
     }
-    let after = p.cursor.as_deref().map(Cursor::decode).transpose()?;
+    let after = p
+        .cursor
+        .as_deref()
+        .map(Cursor::decode)
+        .transpose()
+        .map_err(query)?;
     Ok(PageQuery {
         selector,
         limit,
@@ -85,14 +94,25 @@ async fn blocking_json<T: serde::Serialize + Send + 'static>(
     let Ok(slot) = st.api_slots.clone().try_acquire_owned() else {
         return busy(st);
     };
-    let done = tokio::task::spawn_blocking(move || {
-        let _slot = slot;
-        serde_json::to_vec(&f())
-    })
-    .await;
+    // The slot goes with the work (a client that goes away does not free
+    // it while the walk still runs) and then with the answer until it is
+    // sent: at most that many answers are in memory at once.
+    let done = tokio::task::spawn_blocking(move || (serde_json::to_vec(&f()), slot)).await;
     match done {
-        Ok(Ok(body)) => ([(header::CONTENT_TYPE, "application/json")], body).into_response(),
-        Ok(Err(e)) => api_error(
+        Ok((Ok(body), slot)) => {
+            let body = super::held::Held::chunked(
+                body.into(),
+                st.response_timeout,
+                slot,
+                st.ingestor.telemetry.http_closed.clone(),
+            );
+            (
+                [(header::CONTENT_TYPE, "application/json")],
+                axum::body::Body::new(body),
+            )
+                .into_response()
+        }
+        Ok((Err(e), _)) => api_error(
             StatusCode::INTERNAL_SERVER_ERROR,
             format!("encoding the answer failed: {e}"),
         ),
@@ -109,15 +129,12 @@ pub async fn series(
     params: Result<Query<SeriesParams>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
     let q = match params
-        .map_err(|e| e.body_text())
+        .map_err(|e| (refuse_reason::BAD_QUERY, e.body_text()))
         .and_then(|Query(p)| page_query(p))
     {
         Ok(q) => q,
-        Err(e) => {
-            st.ingestor
-                .telemetry
-                .http_refused
-                .inc(refuse_reason::BAD_PATTERN);
+        Err((reason, e)) => {
+            st.ingestor.telemetry.http_refused.inc(reason);
             return api_error(StatusCode::BAD_REQUEST, e);
         }
     };
@@ -151,12 +168,15 @@ mod tests {
 
     #[test]
     fn bad_queries_say_what_to_fix() {
-        let e = page_query(params(Some("a.*"), Some("a.b"), None)).unwrap_err();
-        assert!(e.contains("not both"), "{e}");
-        let e = page_query(params(None, None, Some(0))).unwrap_err();
-        assert!(e.contains("from 1 to 10000"), "{e}");
-        let e = page_query(params(Some("a***"), None, None)).unwrap_err();
-        assert!(e.starts_with("bad `match` glob"), "{e}");
+        let (r, e) = page_query(params(Some("a.*"), Some("a.b"), None)).unwrap_err();
+        assert!(e.contains("not both") && r == "bad_query", "{e}");
+        let (r, e) = page_query(params(None, None, Some(0))).unwrap_err();
+        assert!(e.contains("from 1 to 10000") && r == "bad_query", "{e}");
+        let (r, e) = page_query(params(Some("a***"), None, None)).unwrap_err();
+        assert!(
+            e.starts_with("bad `match` glob") && r == "bad_pattern",
+            "{e}"
+        );
         // An exact name is never a pattern, whatever it contains.
         let q = page_query(params(None, Some("evil***"), None)).unwrap();
         assert!(q.selector.selects("evil***"));

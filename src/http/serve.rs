@@ -93,10 +93,7 @@ pub async fn serve(
         };
         let failed = backoff.succeeded();
         if failed > 0 {
-            tracing::info!(
-                failed_accepts = failed,
-                "Accepting HTTP connections again."
-            );
+            tracing::info!(failed_accepts = failed, "Accepting HTTP connections again.");
         }
         let Ok(permit) = permits.clone().try_acquire_owned() else {
             telemetry.http_closed.inc(close_reason::CONNECTION_CAP);
@@ -116,6 +113,9 @@ pub async fn serve(
             drop(permit);
         });
     }
+    // New clients are refused (connection refused) rather than left in the
+    // accept queue while the open connections finish.
+    drop(listener);
     while connections.join_next().await.is_some() {}
 }
 
@@ -149,6 +149,7 @@ async fn connection(
         deadlines,
         telemetry.http_closed.clone(),
     );
+    let conn_state = state.clone();
     let service = hyper::service::service_fn(move |req: Request<Incoming>| {
         let framing = state.request_started();
         let done = Ended(state.clone());
@@ -173,19 +174,21 @@ async fn connection(
     let result = tokio::select! {
         r = conn.as_mut() => r,
         _ = shutdown.changed() => {
+            // A connection waiting for a request (or for the rest of its
+            // head) is closed at once; a response in progress finishes.
+            conn_state.stop();
+            if conn_state.awaiting_request() {
+                return;
+            }
             conn.as_mut().graceful_shutdown();
             conn.await
         }
     };
     if let Err(e) = result {
         if e.is_parse() {
-            // hyper answered 400 itself (e.g. two Content-Length values).
-            let reason = if e.to_string().contains("content-length") {
-                refuse_reason::AMBIGUOUS_FRAMING
-            } else {
-                refuse_reason::MALFORMED_REQUEST
-            };
-            telemetry.http_refused.inc(reason);
+            // hyper answered 400 (or 431) itself: e.g. a bad request line,
+            // two different Content-Length values, headers too long.
+            telemetry.http_refused.inc(refuse_reason::MALFORMED_REQUEST);
         }
         tracing::debug!(error = %e, "HTTP connection ended with an error.");
     }

@@ -277,7 +277,7 @@ impl Lines {
     /// Applies every line `data` completes; keeps the rest.
     fn feed(&mut self, ing: &Ingestor, mut data: &[u8], w: &mut Worker) {
         if self.discarding {
-            match data.iter().position(|&b| b == b'\n') {
+            match memchr::memchr(b'\n', data) {
                 Some(i) => {
                     self.discarding = false;
                     data = &data[i + 1..];
@@ -285,8 +285,13 @@ impl Lines {
                 None => return,
             }
         }
+        // Only the new bytes can hold a newline: the kept rest has none. A
+        // sender of one byte per segment thus costs one byte of search per
+        // byte, not the whole pending line each time.
+        let kept = self.buf.len();
         self.buf.extend_from_slice(data);
-        if let Some(last_nl) = self.buf.iter().rposition(|&b| b == b'\n') {
+        if let Some(i) = memchr::memrchr(b'\n', &self.buf[kept..]) {
+            let last_nl = kept + i;
             apply(ing, &self.buf[..=last_nl], self.max_line, w);
             self.buf.drain(..=last_nl);
         }

@@ -332,7 +332,12 @@ impl EntryRef {
     }
 
     fn is(&self, e: &Entry) -> bool {
-        e.key.as_ptr() as usize == self.key && matches!(e.body, Body::Live { .. })
+        // hashbrown's probe compares only a 7-bit tag: the full hash must be
+        // checked too, or a series born at a freed key's address in the same
+        // probe group would pass for the one that died.
+        e.hash == self.hash
+            && e.key.as_ptr() as usize == self.key
+            && matches!(e.body, Body::Live { .. })
     }
 }
 

@@ -543,7 +543,11 @@ fn a_series_found_before_a_reload_is_found_after_it_with_its_new_windows() {
         .iter()
         .filter_map(|x| {
             r.with_series(x, |m, s| {
-                (m.metric.clone(), m.windows.len(), s.window_view(0, T0, &[]).sum)
+                (
+                    m.metric.clone(),
+                    m.windows.len(),
+                    s.window_view(0, T0, &[]).sum,
+                )
             })
         })
         .collect();

@@ -382,11 +382,21 @@ fn bodies_are_read_as_the_rfcs_say() {
     assert!(r.starts_with("HTTP/1.1 400"), "{r}");
     let r = raw(d.http, b"POST /api/v1/ingest HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n5\r\nab:1|\r\n0\r\n\r\n");
     assert!(r.starts_with("HTTP/1.1 400"), "{r}");
+    // Empty lines before the request line (allowed) do not hide it.
+    let mut s = connect(d.http);
+    s.write_all(b"\r\n\r\n").unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    s.write_all(b"POST /api/v1/ingest HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab:1|\r\n0\r\n\r\n").unwrap();
+    let (got, _) = read_to_close(&mut s);
+    let r = String::from_utf8_lossy(&got);
+    assert!(r.starts_with("HTTP/1.1 400"), "{r}");
     let s = d.scrape();
     let by = s.by_label("rollstat_http_requests_refused_total", "reason");
     assert!(by["body_too_large"] >= 2.0, "{by:?}");
     assert!(by["unsupported_encoding"] >= 1.0, "{by:?}");
+    // Content-Length with Transfer-Encoding: ours; two lengths: hyper's 400.
     assert!(by["ambiguous_framing"] >= 3.0, "{by:?}");
+    assert!(by["malformed_request"] >= 1.0, "{by:?}");
     // The good line stayed, nothing from the refused bodies got in.
     assert_eq!(s.value("gz_ok_total", &[]), Some(3.0));
     assert_eq!(s.value("ab_total", &[]), None);
@@ -465,9 +475,75 @@ fn registry_reads_beyond_their_cap_get_503_and_are_counted() {
     });
     assert!(answers.iter().any(|a| a.0 == 200), "{answers:?}");
     assert!(
-        answers.iter().any(|a| a.0 == 503 && a.1.as_deref() == Some("1")),
+        answers
+            .iter()
+            .any(|a| a.0 == 503 && a.1.as_deref() == Some("1")),
         "{answers:?}"
     );
     let busy = answers.iter().filter(|a| a.0 == 503).count() as f64;
     assert_eq!(refused(&d, "api_busy"), busy);
+}
+
+#[test]
+fn a_scraper_that_reads_too_slowly_loses_its_slot_at_its_own_timeout() {
+    // No write deadline to speak of: only the scrape's own deadline can
+    // free the slots.
+    let d = Daemon::start_with(&format!(
+        "{TEST_CONFIG}\n[http]\nwrite_timeout_ms = 600000\nheader_timeout_ms = 60000\n"
+    ));
+    d.create_counters("slow", 20_000);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let readers: Vec<_> = (0..4)
+        .map(|_| {
+            let sock =
+                socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+            sock.set_recv_buffer_size(4096).unwrap();
+            sock.connect(&d.http.into()).unwrap();
+            let mut s: TcpStream = sock.into();
+            s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Prometheus-Scrape-Timeout-Seconds: 1\r\n\r\n")
+                .unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+            let stop = stop.clone();
+            // Bounded: reads 1 KB every 20 ms for at most 30 s.
+            std::thread::spawn(move || {
+                let t = Instant::now();
+                let mut buf = [0u8; 1024];
+                while !stop.load(std::sync::atomic::Ordering::Relaxed)
+                    && t.elapsed() < Duration::from_secs(30)
+                {
+                    match s.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(_) => std::thread::sleep(Duration::from_millis(20)),
+                    }
+                }
+            })
+        })
+        .collect();
+    wait_true(Duration::from_secs(30), "a scrape gets 200 again", || {
+        crate::support::try_http(d.http, "GET", "/metrics", &[], b"").is_ok_and(|r| r.status == 200)
+    });
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for r in readers {
+        r.join().unwrap();
+    }
+    assert!(
+        closed(&d, "write_timeout") >= 4.0,
+        "{}",
+        closed(&d, "write_timeout")
+    );
+}
+
+#[test]
+fn a_stop_does_not_wait_for_a_client_that_is_still_sending_its_head() {
+    let mut d = Daemon::start_with(&format!(
+        "{TEST_CONFIG}\n[http]\nheader_timeout_ms = 60000\n"
+    ));
+    let mut partial = connect(d.http);
+    partial.write_all(b"GET /metrics HTTP/1.1\r\nHo").unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    d.signal("TERM");
+    let status = d.wait_exit(Duration::from_secs(20));
+    assert!(status.success(), "{status:?}");
+    let log = d.log();
+    assert!(!log.contains("still open after 5s"), "{log}");
 }

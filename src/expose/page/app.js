@@ -299,8 +299,16 @@
       // reads at once and answers 503 beyond them.
       const series = [];
       for (const m of picked) {
-        const page = await getJSON('/api/v1/series?metric=' + encodeURIComponent(m));
-        series.push(...page.series);
+        // Every tag set of the metric, page by page (at most 10 pages of
+        // 1000: more charts than a page can show).
+        let cursor = null;
+        for (let pages = 0; pages < 10; pages++) {
+          const page = await getJSON('/api/v1/series?metric=' + encodeURIComponent(m) +
+            (cursor ? '&cursor=' + encodeURIComponent(cursor) : ''));
+          series.push(...page.series);
+          cursor = page.next_cursor;
+          if (!cursor) break;
+        }
       }
       const [breakers, limits] = await Promise.all([
         getJSON('/api/v1/breakers'),
