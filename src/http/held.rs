@@ -30,6 +30,8 @@ pub const FRAME: usize = 64 * 1024;
 /// `deadline`.
 pub struct Held<H> {
     body: Body,
+    /// The rest of a frame larger than [`FRAME`], handed out in slices.
+    rest: Bytes,
     deadline: Pin<Box<Sleep>>,
     within: Duration,
     closed: ReasonCounters,
@@ -42,6 +44,7 @@ impl<H: Send + 'static> Held<H> {
     pub fn new(body: Body, within: Duration, hold: H, closed: ReasonCounters) -> Held<H> {
         Held {
             body,
+            rest: Bytes::new(),
             deadline: Box::pin(tokio::time::sleep_until(Instant::now() + within)),
             within,
             closed,
@@ -49,18 +52,9 @@ impl<H: Send + 'static> Held<H> {
         }
     }
 
-    /// `bytes` as a held body in [`FRAME`]-sized frames (no copy).
+    /// `bytes` as a held body (sent in [`FRAME`]-sized frames, no copy).
     pub fn chunked(bytes: Bytes, within: Duration, hold: H, closed: ReasonCounters) -> Held<H> {
-        let frames = (0..bytes.len())
-            .step_by(FRAME)
-            .map(move |at| Ok::<_, std::io::Error>(bytes.slice(at..(at + FRAME).min(bytes.len()))))
-            .collect::<Vec<_>>();
-        Held::new(
-            Body::from_stream(futures_util::stream::iter(frames)),
-            within,
-            hold,
-            closed,
-        )
+        Held::new(Body::from(bytes), within, hold, closed)
     }
 }
 
@@ -84,15 +78,36 @@ impl<H: Unpin> http_body::Body for Held<H> {
                 msg,
             )))));
         }
-        Pin::new(&mut this.body).poll_frame(cx)
+        // Frames of at most FRAME bytes (slices, no copy): hyper takes a
+        // whole frame into its queue and asks for the next only once its
+        // queue is nearly empty, so a 1 MB piece of a scrape would be
+        // checked against the deadline once per megabyte the client reads.
+        if this.rest.is_empty() {
+            match Pin::new(&mut this.body).poll_frame(cx) {
+                Poll::Ready(Some(Ok(f))) => match f.into_data() {
+                    Ok(data) => this.rest = data,
+                    Err(other) => return Poll::Ready(Some(Ok(other))),
+                },
+                other => return other,
+            }
+        }
+        let n = this.rest.len().min(FRAME);
+        Poll::Ready(Some(Ok(Frame::data(this.rest.split_to(n)))))
     }
 
     fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
+        self.rest.is_empty() && self.body.is_end_stream()
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.body.size_hint()
+        let inner = self.body.size_hint();
+        let rest = self.rest.len() as u64;
+        let mut hint = SizeHint::new();
+        hint.set_lower(inner.lower() + rest);
+        if let Some(upper) = inner.upper() {
+            hint.set_upper(upper + rest);
+        }
+        hint
     }
 }
 

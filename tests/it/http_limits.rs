@@ -486,13 +486,15 @@ fn registry_reads_beyond_their_cap_get_503_and_are_counted() {
 
 #[test]
 fn a_scraper_that_reads_too_slowly_loses_its_slot_at_its_own_timeout() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     // No write deadline to speak of: only the scrape's own deadline can
     // free the slots.
     let d = Daemon::start_with(&format!(
         "{TEST_CONFIG}\n[http]\nwrite_timeout_ms = 600000\nheader_timeout_ms = 60000\n"
     ));
     d.create_counters("slow", 20_000);
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let served = std::sync::Arc::new(AtomicUsize::new(0));
     let readers: Vec<_> = (0..4)
         .map(|_| {
             let sock =
@@ -500,37 +502,59 @@ fn a_scraper_that_reads_too_slowly_loses_its_slot_at_its_own_timeout() {
             sock.set_recv_buffer_size(4096).unwrap();
             sock.connect(&d.http.into()).unwrap();
             let mut s: TcpStream = sock.into();
-            s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Prometheus-Scrape-Timeout-Seconds: 1\r\n\r\n")
+            s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Prometheus-Scrape-Timeout-Seconds: 3\r\n\r\n")
                 .unwrap();
             s.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
-            let stop = stop.clone();
+            let (stop, served) = (stop.clone(), served.clone());
             // Bounded: reads 1 KB every 20 ms for at most 30 s.
             std::thread::spawn(move || {
                 let t = Instant::now();
                 let mut buf = [0u8; 1024];
-                while !stop.load(std::sync::atomic::Ordering::Relaxed)
-                    && t.elapsed() < Duration::from_secs(30)
-                {
+                let mut first = true;
+                while !stop.load(Ordering::Relaxed) && t.elapsed() < Duration::from_secs(30) {
                     match s.read(&mut buf) {
                         Ok(0) | Err(_) => break,
-                        Ok(_) => std::thread::sleep(Duration::from_millis(20)),
+                        Ok(n) => {
+                            if first && buf[..n].starts_with(b"HTTP/1.1 200") {
+                                served.fetch_add(1, Ordering::Relaxed);
+                            }
+                            first = false;
+                            std::thread::sleep(Duration::from_millis(20));
+                        }
                     }
                 }
             })
         })
         .collect();
-    wait_true(Duration::from_secs(30), "a scrape gets 200 again", || {
-        crate::support::try_http(d.http, "GET", "/metrics", &[], b"").is_ok_and(|r| r.status == 200)
-    });
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    // The four slow readers are being served: they hold every slot.
+    wait_true(
+        Duration::from_secs(20),
+        "the four slow scrapes start",
+        || served.load(Ordering::Relaxed) == 4,
+    );
+    let status = crate::support::try_http(d.http, "GET", "/metrics", &[], b"").map(|r| r.status);
+    assert_eq!(status, Ok(503), "the slots should be held");
+    // Each is cut at its 3 s deadline and counted; the slots serve again.
+    wait_true(
+        Duration::from_secs(30),
+        "a scrape gets 200 again, after four cut-offs",
+        || {
+            crate::support::try_http(d.http, "GET", "/metrics", &[], b"").is_ok_and(|r| {
+                r.status == 200
+                    && Scrape::parse(&r.text())
+                        .value(
+                            "rollstat_http_connections_closed_total",
+                            &[("reason", "write_timeout")],
+                        )
+                        .unwrap_or(0.0)
+                        >= 4.0
+            })
+        },
+    );
+    stop.store(true, Ordering::Relaxed);
     for r in readers {
         r.join().unwrap();
     }
-    assert!(
-        closed(&d, "write_timeout") >= 4.0,
-        "{}",
-        closed(&d, "write_timeout")
-    );
 }
 
 #[test]
