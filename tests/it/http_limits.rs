@@ -323,16 +323,32 @@ fn a_scraper_that_stops_reading_loses_its_connection_and_its_slot() {
             .unwrap();
         stuck.push(s); // never read
     }
-    // All four scrape slots were taken; the write deadline (800 ms) frees them.
-    wait_true(Duration::from_secs(30), "a scrape gets 200 again", || {
-        crate::support::try_http(d.http, "GET", "/healthz", &[], b"").is_ok()
-            && crate::support::try_http(d.http, "GET", "/metrics", &[], b"")
-                .is_ok_and(|r| r.status == 200)
-    });
-    assert!(
-        closed(&d, "write_timeout") >= 4.0,
-        "{}",
-        closed(&d, "write_timeout")
+    // Each is served (its head has arrived: it holds a slot) before any
+    // probe, so that no probe takes a slot one of them needed.
+    for s in &stuck {
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut head = [0u8; 12];
+        let n = s.peek(&mut head).expect("a response head");
+        assert_eq!(&head[..n], b"HTTP/1.1 200");
+    }
+    let status = crate::support::try_http(d.http, "GET", "/metrics", &[], b"").map(|r| r.status);
+    assert_eq!(status, Ok(503), "the slots should be held");
+    // The write deadline (800 ms) frees them: counted, and served again.
+    wait_true(
+        Duration::from_secs(30),
+        "a scrape gets 200 again, after four cut-offs",
+        || {
+            crate::support::try_http(d.http, "GET", "/metrics", &[], b"").is_ok_and(|r| {
+                r.status == 200
+                    && Scrape::parse(&r.text())
+                        .value(
+                            "rollstat_http_connections_closed_total",
+                            &[("reason", "write_timeout")],
+                        )
+                        .unwrap_or(0.0)
+                        >= 4.0
+            })
+        },
     );
     drop(stuck);
 }
