@@ -115,8 +115,9 @@ impl AppState {
 /// body's worth of buffers, 54 MB at 100k series), so a burst of scrapers,
 /// or clients that stop reading, cannot multiply either; two Prometheus
 /// servers of an HA pair and a person with curl fit. A client that stops
-/// reading holds its slot until its connection closes (Prometheus closes it
-/// at its scrape timeout).
+/// reading loses its connection (and slot) at `http.write_timeout_ms`; one
+/// that reads too slowly at its own scrape timeout or
+/// `http.response_timeout_ms` ([`held`]).
 pub const MAX_CONCURRENT_SCRAPES: usize = 4;
 
 /// The router.
