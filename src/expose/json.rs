@@ -178,7 +178,7 @@ pub struct MetricJson {
 
 /// The metric names held, with their type and series count, and the
 /// window names in use: what a metric picker needs, at a fraction of the
-/// size of [`series`] (one entry per name, no statistics).
+/// size of [`series_page`] (one entry per name, no statistics).
 #[must_use]
 pub fn metrics(registry: &Registry) -> MetricsJson {
     let mut by_name: BTreeMap<String, MetricJson> = BTreeMap::new();
