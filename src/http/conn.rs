@@ -22,7 +22,7 @@
 //! the response and whatever it held (a `/metrics` scrape slot).
 //!
 //! The wrapper also keeps the raw bytes of each request head (up to
-//! [`MAX_SNIFFED_HEAD`]) so that [`ConnState::framing_problem`] can see what
+//! [`MAX_SNIFFED_HEAD`]) so that [`framing_problem`] can see what
 //! hyper folds away: a `Content-Length` next to `Transfer-Encoding`.
 
 use std::future::Future;
