@@ -325,13 +325,7 @@ pub async fn run(
         })
     };
 
-    let state = AppState::new(
-        ingestor.clone(),
-        reloader,
-        state_families,
-        udp_port,
-        &cfg,
-    );
+    let state = AppState::new(ingestor.clone(), reloader, state_families, udp_port, &cfg);
     let http = tokio::net::TcpListener::from_std(listeners.http)?;
     let server = tokio::spawn(crate::http::serve::serve(
         http,

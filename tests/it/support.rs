@@ -521,7 +521,11 @@ impl Daemon {
         let r = self.get(&format!("/api/v1/series?match={glob}"), &[]);
         assert_eq!(r.status, 200, "GET /api/v1/series: {}", r.text());
         let mut page: serde_json::Value = serde_json::from_slice(&r.body).expect("series JSON");
-        assert_eq!(page["next_cursor"], serde_json::Value::Null, "more than one page");
+        assert_eq!(
+            page["next_cursor"],
+            serde_json::Value::Null,
+            "more than one page"
+        );
         page["series"].take()
     }
 
