@@ -460,14 +460,17 @@ mod tests {
         assert_eq!(s.request_started(), Some("ambiguous_framing"));
     }
 
+    /// The `[http]` defaults.
+    const DEFAULTS: Deadlines = Deadlines {
+        header: Duration::from_secs(10),
+        idle: Duration::from_secs(75),
+        write: Duration::from_secs(30),
+    };
+
     #[test]
     fn a_response_still_being_written_is_not_idleness() {
         let t0 = Instant::now();
-        let d = Deadlines {
-            header: Duration::from_secs(10),
-            idle: Duration::from_secs(75),
-            write: Duration::from_secs(30),
-        };
+        let d = DEFAULTS;
         let s = ConnState::new(t0);
         s.on_read(b"GET / HTTP/1.1\r\n\r\n", t0);
         s.request_started();
@@ -489,11 +492,7 @@ mod tests {
     #[test]
     fn phases_follow_the_requests() {
         let t0 = Instant::now();
-        let d = Deadlines {
-            header: Duration::from_secs(10),
-            idle: Duration::from_secs(75),
-            write: Duration::from_secs(30),
-        };
+        let d = DEFAULTS;
         let s = ConnState::new(t0);
         assert_eq!(
             s.read_deadline(&d, None),

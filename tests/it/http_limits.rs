@@ -331,25 +331,8 @@ fn a_scraper_that_stops_reading_loses_its_connection_and_its_slot() {
         let n = s.peek(&mut head).expect("a response head");
         assert_eq!(&head[..n], b"HTTP/1.1 200");
     }
-    let status = crate::support::try_http(d.http, "GET", "/metrics", &[], b"").map(|r| r.status);
-    assert_eq!(status, Ok(503), "the slots should be held");
     // The write deadline (800 ms) frees them: counted, and served again.
-    wait_true(
-        Duration::from_secs(30),
-        "a scrape gets 200 again, after four cut-offs",
-        || {
-            crate::support::try_http(d.http, "GET", "/metrics", &[], b"").is_ok_and(|r| {
-                r.status == 200
-                    && Scrape::parse(&r.text())
-                        .value(
-                            "rollstat_http_connections_closed_total",
-                            &[("reason", "write_timeout")],
-                        )
-                        .unwrap_or(0.0)
-                        >= 4.0
-            })
-        },
-    );
+    slots_held_then_freed(&d);
     drop(stuck);
 }
 
@@ -548,25 +531,8 @@ fn a_scraper_that_reads_too_slowly_loses_its_slot_at_its_own_timeout() {
         "the four slow scrapes start",
         || served.load(Ordering::Relaxed) == 4,
     );
-    let status = crate::support::try_http(d.http, "GET", "/metrics", &[], b"").map(|r| r.status);
-    assert_eq!(status, Ok(503), "the slots should be held");
     // Each is cut at its 3 s deadline and counted; the slots serve again.
-    wait_true(
-        Duration::from_secs(30),
-        "a scrape gets 200 again, after four cut-offs",
-        || {
-            crate::support::try_http(d.http, "GET", "/metrics", &[], b"").is_ok_and(|r| {
-                r.status == 200
-                    && Scrape::parse(&r.text())
-                        .value(
-                            "rollstat_http_connections_closed_total",
-                            &[("reason", "write_timeout")],
-                        )
-                        .unwrap_or(0.0)
-                        >= 4.0
-            })
-        },
-    );
+    slots_held_then_freed(&d);
     stop.store(true, Ordering::Relaxed);
     for r in readers {
         r.join().unwrap();
@@ -586,4 +552,27 @@ fn a_stop_does_not_wait_for_a_client_that_is_still_sending_its_head() {
     assert!(status.success(), "{status:?}");
     let log = d.log();
     assert!(!log.contains("still open after 5s"), "{log}");
+}
+
+/// Every `/metrics` slot is held now (a scrape gets 503); within 30 s four
+/// holders are cut off (`write_timeout`) and a scrape is served again.
+fn slots_held_then_freed(d: &Daemon) {
+    let status = crate::support::try_http(d.http, "GET", "/metrics", &[], b"").map(|r| r.status);
+    assert_eq!(status, Ok(503), "the slots should be held");
+    wait_true(
+        Duration::from_secs(30),
+        "a scrape gets 200 again, after four cut-offs",
+        || {
+            crate::support::try_http(d.http, "GET", "/metrics", &[], b"").is_ok_and(|r| {
+                r.status == 200
+                    && Scrape::parse(&r.text())
+                        .value(
+                            "rollstat_http_connections_closed_total",
+                            &[("reason", "write_timeout")],
+                        )
+                        .unwrap_or(0.0)
+                        >= 4.0
+            })
+        },
+    );
 }
