@@ -8,6 +8,8 @@
 //!   a middleware on every route;
 //! * [`reads`]: registry reads (`/api/v1/series`, `/api/v1/metrics`) off the
 //!   reactor under a concurrency cap;
+//! * [`ingest`]: `POST /api/v1/ingest`;
+//! * [`breakers`]: the breaker routes;
 //! * this file: the router and the other handlers.
 //!
 //! | route | what |
@@ -38,19 +40,18 @@ use serde::Deserialize;
 use tower_http::compression::{CompressionLayer, CompressionLevel};
 
 pub mod body;
+pub mod breakers;
 pub mod conn;
 pub mod held;
+pub mod ingest;
 pub mod reads;
 pub mod serve;
 
 use crate::expose::prometheus::SeriesCollector;
-use crate::expose::signals::BreakerJson;
-use crate::expose::{json, openmetrics, text};
-use crate::ingest::{Ingestor, Worker};
-use crate::parse::ParseOptions;
+use crate::expose::{openmetrics, text};
+use crate::ingest::Ingestor;
 use crate::reload::Reloader;
 use crate::service::limits::ceil_secs;
-use crate::telemetry::Transport;
 
 /// What the handlers share.
 #[derive(Clone)]
@@ -137,13 +138,13 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/metrics", get(reads::metric_names))
         .route(
             "/api/v1/ingest",
-            post(ingest).layer(DefaultBodyLimit::max(max_body)),
+            post(ingest::ingest).layer(DefaultBodyLimit::max(max_body)),
         )
         .route("/-/reload", post(reload))
-        .route("/api/v1/breakers", get(breakers))
-        .route("/api/v1/breakers/{name}", get(breaker))
-        .route("/api/v1/breakers/{name}/decision", get(breaker_decision))
-        .route("/api/v1/breakers/{name}/outcomes", post(breaker_outcomes))
+        .route("/api/v1/breakers", get(breakers::list))
+        .route("/api/v1/breakers/{name}", get(breakers::one))
+        .route("/api/v1/breakers/{name}/decision", get(breakers::decision))
+        .route("/api/v1/breakers/{name}/outcomes", post(breakers::outcomes))
         .route("/api/v1/limits", get(limits))
         .route("/api/v1/limits/{name}/acquire", post(acquire))
         .merge(crate::expose::page::routes())
@@ -347,52 +348,8 @@ pub fn render_metrics(
 /// less time.
 const MAX_RENDER_THREADS: usize = 4;
 
-fn api_error(code: StatusCode, msg: String) -> Response {
+pub(crate) fn api_error(code: StatusCode, msg: String) -> Response {
     (code, Json(serde_json::json!({ "error": msg }))).into_response()
-}
-
-async fn ingest(State(st): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
-    let is_json = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|c| c.starts_with("application/json"));
-    // JSON samples carry their tags in a field of their own, rendered as
-    // DogStatsD tags (and names free of name-tag delimiters): read them
-    // whatever `[ingest] tag_styles` says about statsd text.
-    let (text, opts): (Vec<u8>, ParseOptions) = if is_json {
-        match json::samples_to_lines(&body) {
-            Ok(t) => (t, ParseOptions::default()),
-            Err(e) => return api_error(StatusCode::BAD_REQUEST, e),
-        }
-    } else {
-        (body.to_vec(), st.ingestor.parse_options())
-    };
-    let ing = &st.ingestor;
-    let mut w = Worker::default();
-    w.counts.packets = 1;
-    let now = ing.now();
-    let first = ing.ingest_with(&text, opts, now, &mut w);
-    let accepted = w.counts.lines + w.counts.dropped_by_mapping;
-    let refused = w.counts.refused.iter().sum::<u64>();
-    ing.flush(Transport::Http, &mut w);
-    match first {
-        None => (
-            StatusCode::OK,
-            Json(serde_json::json!({ "accepted": accepted, "refused": refused })),
-        )
-            .into_response(),
-        Some(f) => (
-            StatusCode::BAD_REQUEST,
-            Json(serde_json::json!({
-                "error": format!("line {}: {}", f.line, f.error),
-                "first_bad_line": f.line,
-                "reason": f.error.reason(),
-                "accepted": accepted,
-                "refused": refused,
-            })),
-        )
-            .into_response(),
-    }
 }
 
 async fn reload(State(st): State<AppState>) -> Response {
@@ -412,88 +369,15 @@ async fn reload(State(st): State<AppState>) -> Response {
     }
 }
 
-fn services(st: &AppState) -> std::sync::Arc<crate::service::Services> {
+pub(crate) fn services(st: &AppState) -> std::sync::Arc<crate::service::Services> {
     st.ingestor.services.current()
 }
 
-fn unknown(what: &str, name: &str) -> Response {
+pub(crate) fn unknown(what: &str, name: &str) -> Response {
     api_error(
         StatusCode::NOT_FOUND,
         format!("no {what} named `{name}` in the config"),
     )
-}
-
-async fn breakers(State(st): State<AppState>) -> Response {
-    let now = st.ingestor.now();
-    let s = services(&st);
-    let list: Vec<BreakerJson> = s.breakers.iter().map(|b| BreakerJson::of(b, now)).collect();
-    Json(list).into_response()
-}
-
-async fn breaker(State(st): State<AppState>, Path(name): Path<String>) -> Response {
-    let s = services(&st);
-    match s.breakers.get(&name) {
-        Some(b) => Json(BreakerJson::of(b, st.ingestor.now())).into_response(),
-        None => unknown("breaker", &name),
-    }
-}
-
-async fn breaker_decision(State(st): State<AppState>, Path(name): Path<String>) -> Response {
-    let s = services(&st);
-    let Some(b) = s.breakers.get(&name) else {
-        return unknown("breaker", &name);
-    };
-    let now = st.ingestor.now();
-    let verdict = b.breaker.allow(now);
-    let sig = b.breaker.signals(now);
-    Json(serde_json::json!({
-        "breaker": name,
-        "decision": if verdict.is_allowed() { "allow" } else { "shed" },
-        "state": sig.state.as_str(),
-        "drop_ratio": sig.drop_ratio,
-    }))
-    .into_response()
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Outcomes {
-    #[serde(default)]
-    success: u64,
-    #[serde(default)]
-    failure: u64,
-    /// Of the successes, how many were slow.
-    #[serde(default)]
-    slow: u64,
-}
-
-async fn breaker_outcomes(
-    State(st): State<AppState>,
-    Path(name): Path<String>,
-    body: Bytes,
-) -> Response {
-    let s = services(&st);
-    let Some(b) = s.breakers.get(&name) else {
-        return unknown("breaker", &name);
-    };
-    let o: Outcomes = match serde_json::from_slice(&body) {
-        Ok(o) => o,
-        Err(e) => {
-            return api_error(
-                StatusCode::BAD_REQUEST,
-                format!("expected {{\"success\": n, \"failure\": n, \"slow\": n}} ({e})"),
-            )
-        }
-    };
-    if o.slow > o.success {
-        return api_error(
-            StatusCode::BAD_REQUEST,
-            "`slow` counts slow successes and cannot exceed `success`".into(),
-        );
-    }
-    let now = st.ingestor.now();
-    b.record(o.success, o.failure, o.slow, now);
-    Json(BreakerJson::of(b, now)).into_response()
 }
 
 async fn limits(State(st): State<AppState>) -> Response {
