@@ -144,7 +144,12 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
     let shards = std::thread::available_parallelism().map_or(8, |n| n.get() * 8);
-    let registry = Arc::new(Registry::new(Plan::from_config(&cfg), shards));
+    // Windows are watched from now: their rates divide by the time the
+    // daemon has been up until they are full.
+    let registry = Arc::new(Registry::new(
+        Plan::from_config(&cfg).watched_from(clock.now()),
+        shards,
+    ));
     // The shared store connects lazily: Redis need not be up at start.
     let store = cfg
         .redis

@@ -18,7 +18,7 @@ use parking_lot::Mutex;
 
 use crate::clock::Clock;
 use crate::config::{Config, ConfigError};
-use crate::series::{Plan, Registry};
+use crate::series::Registry;
 use crate::service::{ServiceHandle, Services};
 use crate::telemetry::Telemetry;
 
@@ -88,13 +88,15 @@ impl Reloader {
                 if cfg.redis != cur.redis {
                     tracing::warn!(path = %path.display(), "[redis] changes take effect only after a restart.");
                 }
-                self.registry.set_plan(Plan::from_config(&cfg));
+                let now = self.clock.now();
+                self.registry
+                    .set_plan(self.registry.plan().successor(&cfg, now));
                 *cur = cfg;
                 self.telemetry.reloads.with_label_values(&["ok"]).inc();
                 self.telemetry.last_reload_success.set(1);
                 // New series follow the new plan from here; existing ones
                 // are moved onto it shard by shard.
-                let r = self.registry.replan(self.clock.now());
+                let r = self.registry.replan(now);
                 tracing::info!(
                     path = %path.display(),
                     kept = r.kept,

@@ -174,7 +174,7 @@ pub struct LocalCounts {
     pub dropped_by_mapping: u64,
     /// Lines refused by the registry (Refusal::ALL_REASONS order); the
     /// registry counts these itself (`rollstat_series_refused_total`).
-    pub refused: [u64; 3],
+    pub refused: [u64; Refusal::ALL_REASONS.len()],
 }
 
 impl LocalCounts {
@@ -522,11 +522,12 @@ pub fn registry_families(series: &SeriesRegistry) -> Vec<MetricFamily> {
         .map(|(o, n)| counter_metric(n.load(Relaxed) as f64, Some(("outcome", o))))
         .collect();
     vec![
-            fam("rollstat_series", "Series held (name + tag set), including drop-rule markers.", MetricType::GAUGE, vec![Metric::from_gauge(g)]),
+            fam("rollstat_series", "Series held (name + tag set).", MetricType::GAUGE, vec![Metric::from_gauge(g)]),
             fam("rollstat_series_created_total", "Series created.", MetricType::COUNTER, vec![counter_metric(c.created.load(Relaxed) as f64, None)]),
             fam("rollstat_series_expired_total", "Series removed after their TTL without writes.", MetricType::COUNTER, vec![counter_metric(c.expired.load(Relaxed) as f64, None)]),
             fam("rollstat_series_tags_dropped_total", "Tags left out of a new series' labels because another tag on the line sanitised to the same label name (e.g. content-type and content_type).", MetricType::COUNTER, vec![counter_metric(c.tags_dropped.load(Relaxed) as f64, None)]),
-        fam("rollstat_series_refused_total", "Lines refused by the series registry, by reason (series_cap, type_conflict, label_collision).", MetricType::COUNTER, refused),
-        fam("rollstat_series_replanned_total", "Existing series (and drop-rule markers) re-planned by config reloads, by outcome: kept (unchanged), rewindowed (new windows, cumulative values kept), removed (dropped, renamed or relabelled by the new rules).", MetricType::COUNTER, replanned),
+        fam("rollstat_series_refused_total", "Lines refused by the series registry, by reason: type_conflict (the name belongs to another statsd type), series_cap (series.max_series), label_collision (another raw name or tag set publishes the same series), overflow (the line would make a stored number infinite), labels_too_large (series.max_label_bytes), metric_series_cap (series.max_series_per_metric).", MetricType::COUNTER, refused),
+        fam("rollstat_counter_negative_increments_total", "Counter lines with a negative increment (statsd decrement): folded into the windows (whose sums may go negative), left out of the cumulative _total, which only goes up.", MetricType::COUNTER, vec![counter_metric(c.negative_increments.load(Relaxed) as f64, None)]),
+        fam("rollstat_series_replanned_total", "Existing series re-planned by config reloads, by outcome: kept (unchanged), rewindowed (new windows, cumulative values kept), removed (dropped, renamed or relabelled by the new rules).", MetricType::COUNTER, replanned),
         ]
 }

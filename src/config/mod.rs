@@ -120,6 +120,12 @@ pub struct SeriesConfig {
     pub ttl: Duration,
     /// At most this many series; new ones beyond it are refused and counted.
     pub max_series: usize,
+    /// At most this many series of one published metric name; `None`: only
+    /// `max_series` applies.
+    pub max_series_per_metric: Option<usize>,
+    /// Most bytes of labels (names and values, after mapping) a new series
+    /// may have.
+    pub max_label_bytes: usize,
     /// Quantiles published for timers, histograms and distributions.
     pub quantiles: Vec<f64>,
     /// Upper bounds of the cumulative Prometheus histogram buckets for timers
@@ -214,7 +220,14 @@ const HTTP_KEYS: &[&str] = &[
     "response_timeout_ms",
     "max_concurrent_api_reads",
 ];
-const SERIES_KEYS: &[&str] = &["ttl_secs", "max_series", "quantiles", "histogram_buckets"];
+const SERIES_KEYS: &[&str] = &[
+    "ttl_secs",
+    "max_series",
+    "max_series_per_metric",
+    "max_label_bytes",
+    "quantiles",
+    "histogram_buckets",
+];
 const WINDOW_KEYS: &[&str] = &["name", "buckets", "interval_ms", "ignore_current"];
 const MAPPING_KEYS: &[&str] = &[
     "match",
@@ -287,6 +300,8 @@ impl Default for SeriesConfig {
         SeriesConfig {
             ttl: Duration::from_secs(600),
             max_series: 100_000,
+            max_series_per_metric: None,
+            max_label_bytes: 2048,
             quantiles: vec![0.5, 0.9, 0.99],
             histogram_buckets: DEFAULT_HISTOGRAM_BUCKETS.to_vec(),
         }
@@ -456,13 +471,24 @@ impl Config {
             t.finish(&mut p, HTTP_KEYS);
         }
 
+        // Where `ttl_secs` is, to name it if it is shorter than a window.
+        let mut ttl_at = None;
         if let Some(mut t) = top.table(&mut p, "series") {
             let s = &mut cfg.series;
+            ttl_at = t
+                .raw("ttl_secs")
+                .map(|v| (v.span().start, t.key_path("ttl_secs")));
             if let Some(n) = t.int(&mut p, "ttl_secs", 1, 30 * 86_400) {
                 s.ttl = Duration::from_secs(n);
             }
             if let Some(n) = t.int(&mut p, "max_series", 1, 100_000_000) {
                 s.max_series = n as usize;
+            }
+            if let Some(n) = t.int(&mut p, "max_series_per_metric", 1, 100_000_000) {
+                s.max_series_per_metric = Some(n as usize);
+            }
+            if let Some(n) = t.int(&mut p, "max_label_bytes", 64, 1 << 20) {
+                s.max_label_bytes = n as usize;
             }
             if let Some(qs) = t.floats(&mut p, "quantiles") {
                 let mut ok = Vec::new();
@@ -543,6 +569,26 @@ impl Config {
                     spec: spec.ignore_current(ignore),
                 }),
                 Err(e) => p.at(start, &format!("{path}buckets"), e.to_string()),
+            }
+        }
+
+        // A series that expires while a window still holds its samples
+        // would lose them from that window, and its counter would restart at
+        // 0 while the window still showed its increments.
+        if let Some(longest) = cfg.windows.iter().max_by_key(|w| w.spec.length()) {
+            if cfg.series.ttl < longest.spec.length() {
+                let (off, key) = ttl_at.unwrap_or((0, "series.ttl_secs".to_string()));
+                p.at(
+                    off,
+                    &key,
+                    format!(
+                        "{}s is shorter than window `{}` ({}s): a series would expire while the window still holds its samples; set ttl_secs to at least {}",
+                        cfg.series.ttl.as_secs(),
+                        longest.name,
+                        longest.spec.length().as_secs_f64(),
+                        longest.spec.length().as_secs_f64().ceil(),
+                    ),
+                );
             }
         }
 
@@ -672,6 +718,25 @@ fn read_mapping(
                     off,
                     &lt.key_path(&k),
                     "not a valid Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*)",
+                );
+                continue;
+            }
+            if k.starts_with("__") {
+                p.at(
+                    off,
+                    &lt.key_path(&k),
+                    "label names starting with `__` are reserved for Prometheus' own use; pick another name",
+                );
+                continue;
+            }
+            if crate::expose::names::RESERVED_LABELS.contains(&k.as_str()) {
+                p.at(
+                    off,
+                    &lt.key_path(&k),
+                    format!(
+                        "`{k}` is a label rollstat sets itself ({}); pick another name",
+                        crate::expose::names::RESERVED_LABELS.join(", ")
+                    ),
                 );
                 continue;
             }

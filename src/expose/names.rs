@@ -55,21 +55,30 @@ pub fn label_name(tag: &str) -> String {
     out
 }
 
-/// Every family name a statsd series of `kind` with Prometheus name `prom`
-/// exposes (or reserves): two series may share a name only if their kinds
-/// and base names agree, so a gauge `x_count` cannot clash with a
-/// histogram `x`.
+/// Every name a statsd series of `kind` with Prometheus name `prom` exposes
+/// or reserves, in either text format: the family name itself (OpenMetrics
+/// names a counter family `x` for its `x_total` samples) and every sample
+/// name, `_created` included. Two series may share a name only if their
+/// kinds and base names agree, so the first type seen for a name owns all of
+/// them: a gauge `x` cannot sit beside a counter `x` (one family `x` of two
+/// types in OpenMetrics, and one `metric="x"` of two types in the windowed
+/// families), nor a gauge `x_count` beside a histogram `x`.
 #[must_use]
 pub fn exposed_names(kind: crate::parse::MetricKind, prom: &str) -> Vec<String> {
     use crate::parse::MetricKind as K;
     match kind {
-        K::Counter => vec![format!("{prom}_total")],
+        K::Counter => vec![
+            prom.to_string(),
+            format!("{prom}_total"),
+            format!("{prom}_created"),
+        ],
         K::Gauge => vec![prom.to_string()],
         K::Timer | K::Histogram | K::Distribution => vec![
             prom.to_string(),
             format!("{prom}_bucket"),
             format!("{prom}_sum"),
             format!("{prom}_count"),
+            format!("{prom}_created"),
         ],
         // Sets publish windowed families only, but keep their name so that a
         // later counter or gauge of the same name is refused consistently.

@@ -700,8 +700,23 @@ fn escape(out: &mut Vec<u8>, bytes: &[u8], quote: bool) {
 /// exponent in that range (where two shortest forms exist it may pick the
 /// other last digit than `Display`: the same f64 either way); the rest
 /// through `Display` itself.
+///
+/// Non-finite values are spelled as both text formats require (`+Inf`,
+/// `-Inf`, `NaN`; Rust's `Display` would write `inf`). The registry never
+/// stores one in a cumulative family (a line that would is refused as
+/// `overflow`); this is the spelling should one reach a writer anyway.
 fn number(out: &mut Vec<u8>, x: f64) {
     const PLAIN: std::ops::Range<f64> = 1e-5..1e16;
+    if !x.is_finite() {
+        out.extend_from_slice(if x.is_nan() {
+            b"NaN"
+        } else if x > 0.0 {
+            b"+Inf"
+        } else {
+            b"-Inf"
+        });
+        return;
+    }
     let a = x.abs();
     if x.fract() == 0.0 && a < PLAIN.end && !(x == 0.0 && x.is_sign_negative()) {
         // Exact: an integral f64 below 1e16 fits an i64.
@@ -927,6 +942,13 @@ labels = { endpoint = "$1" }
         ] {
             assert_eq!(num(x), x.to_string(), "{x}");
         }
+    }
+
+    #[test]
+    fn non_finite_values_are_spelled_as_the_formats_require() {
+        assert_eq!(num(f64::INFINITY), "+Inf");
+        assert_eq!(num(f64::NEG_INFINITY), "-Inf");
+        assert_eq!(num(f64::NAN), "NaN");
     }
 
     #[test]

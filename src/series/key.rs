@@ -50,9 +50,24 @@ impl KeyBuf {
 /// Tag lists up to this long use a small scratch array.
 const SMALL_TAGS: usize = 8;
 
-/// Sorts tags by key (stable, so the first value of a repeated key in line
-/// order comes first) and drops repeated keys. Returns the kept prefix.
+/// The value a tag without one is published with: a bare DogStatsD tag
+/// (`|#canary`) or an empty value (`|#canary:`, `name,canary=:`).
+/// Prometheus reads an empty label value as no label at all, so
+/// `x{canary=""}` and `x` would be one series written twice in a scrape;
+/// `true` keeps what the client said (the tag is there) as a value
+/// Prometheus can tell apart, as Telegraf's statsd input does.
+pub const BARE_TAG_VALUE: &str = "true";
+
+/// Gives valueless tags [`BARE_TAG_VALUE`], sorts tags by key (stable, so the
+/// first value of a repeated key in line order comes first) and drops
+/// repeated keys. Returns the kept prefix. So `|#canary`, `|#canary:` and
+/// `|#canary:true` are one series.
 pub fn sorted_unique<'s, 'a>(tags: &'s mut [(&'a str, &'a str)]) -> &'s [(&'a str, &'a str)] {
+    for t in tags.iter_mut() {
+        if t.1.is_empty() {
+            t.1 = BARE_TAG_VALUE;
+        }
+    }
     // Insertion sort: stable, allocation-free, and tag lists are short.
     for i in 1..tags.len() {
         let mut j = i;
@@ -119,6 +134,10 @@ mod tests {
         assert_eq!(key("a:1|c|#x:1,x:2"), key("a:1|c|#x:1"));
         assert_ne!(key("a:1|c|#x:1"), key("a:1|c|#x:2"));
         assert_ne!(key("a:1|c|#x:1"), key("a:1|c"));
+        // A tag without a value is one with the value `true`.
+        assert_eq!(key("a:1|c|#x"), key("a:1|c|#x:true"));
+        assert_eq!(key("a:1|c|#x:"), key("a:1|c|#x"));
+        assert_ne!(key("a:1|c|#x"), key("a:1|c"));
         // Length prefixes keep "ab"+"c" apart from "a"+"bc".
         assert_ne!(key("a:1|c|#ab:c"), key("a:1|c|#a:bc"));
     }
@@ -128,7 +147,10 @@ mod tests {
         let k = key("caf\u{e9},z=1:1|c|#a:x:y,bare,a:2");
         assert_eq!(
             decode(&k),
-            Some(("caf\u{e9}", vec![("a", "x:y"), ("bare", ""), ("z", "1")]))
+            Some((
+                "caf\u{e9}",
+                vec![("a", "x:y"), ("bare", BARE_TAG_VALUE), ("z", "1")]
+            ))
         );
         assert_eq!(decode(&key("n:1|c")), Some(("n", vec![])));
         // Truncated or odd keys are refused, not misread.

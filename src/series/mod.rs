@@ -47,7 +47,7 @@ use crate::config::{Action, Config, Mapping, NamedWindow};
 use crate::expose::names;
 use crate::parse::{MetricKind, Sample, MAX_TAGS};
 pub use key::KeyBuf;
-pub use state::{SeriesState, WindowView};
+pub use state::{Folded, Overflow, SeriesState, WindowView};
 
 /// Why a line was not applied to a series.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -58,11 +58,27 @@ pub enum Refusal {
     SeriesCap,
     /// The published identity is already taken by another raw key.
     LabelCollision,
+    /// Applying it would make a stored number infinite (a counter's total,
+    /// a gauge's value, a histogram's sum, a window bucket's sum).
+    Overflow,
+    /// A new series whose labels (names and values) exceed
+    /// `series.max_label_bytes`.
+    LabelsTooLarge,
+    /// A new series of a metric that already has
+    /// `series.max_series_per_metric` series.
+    MetricSeriesCap,
 }
 
 impl Refusal {
-    /// Every reason label.
-    pub const ALL_REASONS: [&'static str; 3] = ["type_conflict", "series_cap", "label_collision"];
+    /// Every reason label, in the order of [`RegistryCounters::refused`].
+    pub const ALL_REASONS: [&'static str; 6] = [
+        "type_conflict",
+        "series_cap",
+        "label_collision",
+        "overflow",
+        "labels_too_large",
+        "metric_series_cap",
+    ];
 
     /// Stable label for the refusal counters.
     #[must_use]
@@ -71,7 +87,15 @@ impl Refusal {
             Refusal::TypeConflict => "type_conflict",
             Refusal::SeriesCap => "series_cap",
             Refusal::LabelCollision => "label_collision",
+            Refusal::Overflow => "overflow",
+            Refusal::LabelsTooLarge => "labels_too_large",
+            Refusal::MetricSeriesCap => "metric_series_cap",
         }
+    }
+
+    /// Its index in [`ALL_REASONS`](Self::ALL_REASONS).
+    const fn index(self) -> usize {
+        self as usize
     }
 }
 
@@ -181,6 +205,9 @@ fn identity_of(prom_name: &str, labels: &[(String, String)]) -> String {
 #[derive(Debug)]
 pub struct Plan {
     windows: Vec<NamedWindow>,
+    /// When each of `windows` began to be watched: the denominator of its
+    /// rates never reaches further back ([`RollingWindow::watched_from`](crate::window::RollingWindow::watched_from)).
+    watched: Vec<Timestamp>,
     default_windows: Vec<usize>,
     default_window_names: Arc<[String]>,
     mappings: Vec<Mapping>,
@@ -190,6 +217,8 @@ pub struct Plan {
     pub histogram_buckets: Arc<[f64]>,
     ttl: Duration,
     max_series: usize,
+    max_series_per_metric: Option<usize>,
+    max_label_bytes: usize,
 }
 
 /// What a plan makes of a series: its published identity and windows.
@@ -242,11 +271,18 @@ impl Plan {
             }
         }
         if let Some(m) = rule {
+            // Mapping label names are valid and never reserved (the config
+            // checks), so they are their own label names.
             for (k, tpl) in &m.labels {
                 let v = tpl.render(&caps);
+                if v.is_empty() {
+                    // Prometheus reads an empty value as no label at all.
+                    labels.retain(|(l, _)| l != k);
+                    continue;
+                }
                 match labels.iter_mut().find(|(l, _)| l == k) {
                     Some(slot) => slot.1 = v,
-                    None => labels.push((names::label_name(k), v)),
+                    None => labels.push((k.clone(), v)),
                 }
             }
         }
@@ -262,6 +298,30 @@ impl Plan {
         })
     }
 
+    /// This plan with every window watched from `now` (a daemon starting):
+    /// a windowed rate read in the first minute of a `1m` window divides by
+    /// the time since `now`, not by the minute.
+    #[must_use]
+    pub fn watched_from(mut self, now: Timestamp) -> Plan {
+        self.watched.fill(now);
+        self
+    }
+
+    /// The plan of `cfg` replacing `self` on a reload at `now`: a window
+    /// whose name and shape are unchanged keeps the time it was watched
+    /// from (series keep its history, see [`Registry::replan`]); a new or
+    /// changed one is watched from `now`.
+    #[must_use]
+    pub fn successor(&self, cfg: &Config, now: Timestamp) -> Plan {
+        let mut next = Plan::from_config(cfg).watched_from(now);
+        for (w, watched) in next.windows.iter().zip(next.watched.iter_mut()) {
+            if let Some(i) = self.windows.iter().position(|old| old == w) {
+                *watched = self.watched[i];
+            }
+        }
+        next
+    }
+
     /// The names of windows `ids` (shared by every series on the defaults).
     fn window_names(&self, ids: &[usize]) -> Arc<[String]> {
         if ids == self.default_windows {
@@ -271,10 +331,15 @@ impl Plan {
         }
     }
 
-    /// The plan of a validated config.
+    /// The plan of a validated config, whose windows count as watched
+    /// since the epoch (their rates divide by their whole span from the
+    /// first second): for a library user replaying history. A daemon uses
+    /// [`watched_from`](Self::watched_from) at start and
+    /// [`successor`](Self::successor) on reload.
     #[must_use]
     pub fn from_config(cfg: &Config) -> Plan {
         Plan {
+            watched: vec![Timestamp::EPOCH; cfg.windows.len()],
             default_windows: (0..cfg.windows.len()).collect(),
             default_window_names: cfg.windows.iter().map(|w| w.name.clone()).collect(),
             windows: cfg.windows.clone(),
@@ -283,23 +348,10 @@ impl Plan {
             histogram_buckets: cfg.series.histogram_buckets.clone().into(),
             ttl: cfg.series.ttl,
             max_series: cfg.series.max_series,
+            max_series_per_metric: cfg.series.max_series_per_metric,
+            max_label_bytes: cfg.series.max_label_bytes,
         }
     }
-}
-
-enum Body {
-    Live {
-        meta: Arc<SeriesMeta>,
-        state: SeriesState,
-    },
-    /// A drop rule matched the first line, of this type.
-    Dropped { kind: MetricKind },
-}
-
-/// An entry as [`Registry::replan`] found it.
-enum Was {
-    Live(Arc<SeriesMeta>),
-    Dropped(MetricKind),
 }
 
 /// A live series found by [`Registry::shard_series`]: its metadata, and
@@ -335,16 +387,12 @@ impl EntryRef {
         // hashbrown's probe compares only a 7-bit tag: the full hash must be
         // checked too, or a series born at a freed key's address in the same
         // probe group would pass for the one that died.
-        e.hash == self.hash
-            && e.key.as_ptr() as usize == self.key
-            && matches!(e.body, Body::Live { .. })
+        e.hash == self.hash && e.key.as_ptr() as usize == self.key
     }
 }
 
 /// What [`Registry::replan`] does to an entry.
 enum Decision {
-    /// A marker the new rules still drop.
-    Keep,
     /// Same identity: compare its windows under the lock.
     Check(Resolved),
     Remove,
@@ -363,7 +411,8 @@ struct Entry {
     hash: u64,
     key: Box<[u8]>,
     last_seen: Timestamp,
-    body: Body,
+    meta: Arc<SeriesMeta>,
+    state: SeriesState,
 }
 
 #[derive(Default)]
@@ -382,7 +431,10 @@ pub struct RegistryCounters {
     /// Series removed after their TTL.
     pub expired: AtomicU64,
     /// Lines refused, by [`Refusal`] in `ALL_REASONS` order.
-    pub refused: [AtomicU64; 3],
+    pub refused: [AtomicU64; Refusal::ALL_REASONS.len()],
+    /// Counter lines with a negative increment (statsd `decrement`): in the
+    /// windows, left out of the cumulative total.
+    pub negative_increments: AtomicU64,
     /// Tags left out of a new series' labels because another tag of the same
     /// line sanitised to the same label name.
     pub tags_dropped: AtomicU64,
@@ -432,7 +484,7 @@ impl Registry {
         *self.plan.write() = Arc::new(plan);
     }
 
-    /// Number of entries (live series and dropped-by-mapping markers).
+    /// Number of series.
     #[must_use]
     pub fn len(&self) -> usize {
         self.len.load(Ordering::Relaxed)
@@ -445,6 +497,14 @@ impl Registry {
     }
 
     /// Applies one sample at `now`.
+    ///
+    /// A line for a series that exists is folded in (or refused as
+    /// `type_conflict` or `overflow`). A line for a new series runs the
+    /// mapping rules: a drop rule drops it and nothing is kept (the next
+    /// such line runs the rules again, so junk a rule drops never takes a
+    /// place under `max_series`); otherwise the caps are checked
+    /// (`series_cap`, `labels_too_large`, `metric_series_cap`) and so is
+    /// its published identity (`type_conflict`, `label_collision`).
     pub fn ingest(
         &self,
         s: &Sample<'_>,
@@ -458,43 +518,34 @@ impl Registry {
         let shard = &self.shards[(hash >> SHARD_SHIFT) as usize & (self.shards.len() - 1)];
         let mut map = shard.lock();
         if let Some(e) = map.find_mut(hash, |e| *e.key == *key) {
+            if e.meta.kind != s.kind {
+                return Err(self.refuse(Refusal::TypeConflict));
+            }
+            let folded = e
+                .state
+                .apply(s, &e.meta.histogram_buckets, now)
+                .map_err(|_| self.refuse(Refusal::Overflow))?;
             e.last_seen = now;
-            return match &mut e.body {
-                Body::Dropped { .. } => Ok(Applied::DroppedByMapping),
-                Body::Live { meta, state } => {
-                    if meta.kind != s.kind {
-                        return Err(self.refuse(Refusal::TypeConflict));
-                    }
-                    state.apply(s, &meta.histogram_buckets, now);
-                    Ok(Applied::Stored)
-                }
-            };
+            return Ok(self.stored(folded));
         }
         let plan = self.plan();
-        if self.len() >= plan.max_series {
-            return Err(self.refuse(Refusal::SeriesCap));
-        }
-        let body = match self.birth(s, &plan) {
-            Ok(Some(meta)) => {
-                let mut state = SeriesState::new(
-                    s.kind,
-                    &plan.windows,
-                    &meta.1,
-                    plan.histogram_buckets.len(),
-                    now,
-                );
-                state.apply(s, &plan.histogram_buckets, now);
-                Body::Live {
-                    meta: meta.0,
-                    state,
-                }
-            }
-            Ok(None) => Body::Dropped { kind: s.kind },
-            Err(r) => return Err(self.refuse(r)),
+        let Some((meta, window_ids)) = self.birth(s, &plan)? else {
+            return Ok(Applied::DroppedByMapping);
         };
-        let applied = match body {
-            Body::Dropped { .. } => Applied::DroppedByMapping,
-            Body::Live { .. } => Applied::Stored,
+        let mut state = SeriesState::new(
+            s.kind,
+            &plan.windows,
+            &plan.watched,
+            &window_ids,
+            plan.histogram_buckets.len(),
+            now,
+        );
+        let folded = match state.apply(s, &plan.histogram_buckets, now) {
+            Ok(f) => f,
+            Err(_) => {
+                self.release(vec![meta]);
+                return Err(self.refuse(Refusal::Overflow));
+            }
         };
         map.insert_unique(
             hash,
@@ -502,25 +553,32 @@ impl Registry {
                 hash,
                 key: key.into(),
                 last_seen: now,
-                body,
+                meta,
+                state,
             },
             |e| e.hash,
         );
         self.len.fetch_add(1, Ordering::Relaxed);
         self.counters.created.fetch_add(1, Ordering::Relaxed);
-        Ok(applied)
+        Ok(self.stored(folded))
+    }
+
+    fn stored(&self, f: Folded) -> Applied {
+        if f == Folded::NegativeIncrement {
+            self.counters
+                .negative_increments
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        Applied::Stored
     }
 
     fn refuse(&self, r: Refusal) -> Refusal {
-        let i = Refusal::ALL_REASONS
-            .iter()
-            .position(|x| *x == r.reason())
-            .unwrap_or(0);
-        self.counters.refused[i].fetch_add(1, Ordering::Relaxed);
+        self.counters.refused[r.index()].fetch_add(1, Ordering::Relaxed);
         r
     }
 
-    /// Decides the published identity of a new series; `None` = dropped.
+    /// Decides the published identity of a new series and takes it in
+    /// the catalog; `None` = a drop rule matched.
     fn birth(&self, s: &Sample<'_>, plan: &Plan) -> Result<Option<Born>, Refusal> {
         let mut tags: [(&str, &str); MAX_TAGS] = [("", ""); MAX_TAGS];
         let mut n = 0;
@@ -535,14 +593,21 @@ impl Registry {
             key::sorted_unique(&mut tags[..n]),
             &mut tags_dropped,
         );
+        let Some(r) = resolved else {
+            return Ok(None);
+        };
+        if self.len() >= plan.max_series {
+            return Err(self.refuse(Refusal::SeriesCap));
+        }
+        let label_bytes: usize = r.labels.iter().map(|(k, v)| k.len() + v.len()).sum();
+        if label_bytes > plan.max_label_bytes {
+            return Err(self.refuse(Refusal::LabelsTooLarge));
+        }
         if tags_dropped > 0 {
             self.counters
                 .tags_dropped
                 .fetch_add(tags_dropped, Ordering::Relaxed);
         }
-        let Some(r) = resolved else {
-            return Ok(None);
-        };
         let prom_name: Arc<str> = r.prom_name.into();
         let identity = identity_of(&prom_name, &r.labels);
         {
@@ -551,12 +616,21 @@ impl Registry {
             for n in &exposed {
                 if let Some((kind, base, _)) = cat.families.get(n) {
                     if *kind != s.kind || **base != *prom_name {
-                        return Err(Refusal::TypeConflict);
+                        return Err(self.refuse(Refusal::TypeConflict));
                     }
                 }
             }
             if cat.identities.contains(&identity) {
-                return Err(Refusal::LabelCollision);
+                return Err(self.refuse(Refusal::LabelCollision));
+            }
+            // The first exposed name is the base name, which every series
+            // of this published metric holds.
+            let of_metric = cat.families.get(&exposed[0]).map_or(0, |f| f.2);
+            if plan
+                .max_series_per_metric
+                .is_some_and(|cap| of_metric >= cap)
+            {
+                return Err(self.refuse(Refusal::MetricSeriesCap));
             }
             cat.identities.insert(identity);
             for n in exposed {
@@ -623,16 +697,10 @@ impl Registry {
         let mut report = ReplanReport::default();
         for shard in self.shards.iter() {
             // 1. What the shard holds, copied under its lock.
-            let held: Vec<(u64, Box<[u8]>, Was)> = shard
+            let held: Vec<(u64, Box<[u8]>, Arc<SeriesMeta>)> = shard
                 .lock()
                 .iter()
-                .map(|e| {
-                    let was = match &e.body {
-                        Body::Live { meta, .. } => Was::Live(meta.clone()),
-                        Body::Dropped { kind } => Was::Dropped(*kind),
-                    };
-                    (e.hash, e.key.clone(), was)
-                })
+                .map(|e| (e.hash, e.key.clone(), e.meta.clone()))
                 .collect();
             if held.is_empty() {
                 continue;
@@ -654,34 +722,19 @@ impl Registry {
                     let Ok(entry) = map.find_entry(hash, |e| *e.key == *key) else {
                         continue;
                     };
-                    let unchanged = match (&entry.get().body, &was) {
-                        (Body::Live { meta, .. }, Was::Live(m)) => Arc::ptr_eq(meta, m),
-                        (Body::Dropped { .. }, Was::Dropped(_)) => true,
-                        _ => false,
-                    };
-                    if !unchanged {
+                    if !Arc::ptr_eq(&entry.get().meta, &was) {
                         continue;
                     }
                     let outcome = match decision {
-                        Decision::Keep => Replanned::Kept,
                         Decision::Remove => {
-                            if let (
-                                Entry {
-                                    body: Body::Live { meta, .. },
-                                    ..
-                                },
-                                _,
-                            ) = entry.remove()
-                            {
-                                gone.push(meta);
-                            }
+                            gone.push(entry.remove().0.meta);
                             removed += 1;
                             Replanned::Removed
                         }
-                        Decision::Check(r) => match &mut entry.into_mut().body {
-                            Body::Live { meta, state } => rewindow(&plan, meta, state, r, now),
-                            Body::Dropped { .. } => Replanned::Kept,
-                        },
+                        Decision::Check(r) => {
+                            let e = entry.into_mut();
+                            rewindow(&plan, &mut e.meta, &mut e.state, r, now)
+                        }
                     };
                     report.add(outcome);
                 }
@@ -707,9 +760,7 @@ impl Registry {
             shard.lock().retain(|e| {
                 let keep = e.last_seen + ttl > now;
                 if !keep {
-                    if let Body::Live { meta, .. } = &e.body {
-                        gone.push(meta.clone());
-                    }
+                    gone.push(e.meta.clone());
                     removed += 1;
                 }
                 keep
@@ -749,12 +800,10 @@ impl Registry {
         shard
             .lock()
             .iter()
-            .filter_map(|e| match &e.body {
-                Body::Live { meta, .. } if keep(meta) => Some(SeriesRef {
-                    entry: EntryRef::of(e),
-                    meta: meta.clone(),
-                }),
-                _ => None,
+            .filter(|e| keep(&e.meta))
+            .map(|e| SeriesRef {
+                entry: EntryRef::of(e),
+                meta: e.meta.clone(),
             })
             .collect()
     }
@@ -766,12 +815,7 @@ impl Registry {
         let Some(shard) = self.shards.get(i) else {
             return Vec::new();
         };
-        shard
-            .lock()
-            .iter()
-            .filter(|e| matches!(e.body, Body::Live { .. }))
-            .map(EntryRef::of)
-            .collect()
+        shard.lock().iter().map(EntryRef::of).collect()
     }
 
     /// Calls `f` with the series `r` names (its current metadata and its
@@ -795,10 +839,7 @@ impl Registry {
         let shard = &self.shards[(r.hash >> SHARD_SHIFT) as usize & (self.shards.len() - 1)];
         let map = shard.lock();
         let e = map.find(r.hash, |e| r.is(e))?;
-        match &e.body {
-            Body::Live { meta, state } => Some(f(meta, state)),
-            Body::Dropped { .. } => None,
-        }
+        Some(f(&e.meta, &e.state))
     }
 
     /// Number of shards, for callers that split a walk across threads with
@@ -821,28 +862,23 @@ impl Registry {
     }
 }
 
-/// What the plan makes of an existing entry (no lock held).
-fn decide(plan: &Plan, key: &[u8], was: &Was) -> Decision {
+/// What the plan makes of an existing series (no lock held).
+fn decide(plan: &Plan, key: &[u8], was: &SeriesMeta) -> Decision {
     let Some((name, tags)) = key::decode(key) else {
-        // Not a key this registry wrote; leave it be.
-        return Decision::Keep;
-    };
-    let kind = match was {
-        Was::Live(m) => m.kind,
-        Was::Dropped(k) => *k,
+        // Not a key this registry wrote: it cannot be re-resolved.
+        return Decision::Remove;
     };
     // Dropped tags were counted when the series was born.
     let mut tags_dropped = 0;
-    match (plan.resolve(name, kind, &tags, &mut tags_dropped), was) {
-        (None, Was::Dropped(_)) => Decision::Keep,
-        (None, Was::Live(_)) | (Some(_), Was::Dropped(_)) => Decision::Remove,
-        (Some(r), Was::Live(m)) => {
-            if r.metric == m.metric && *r.prom_name == *m.prom_name && r.labels == m.labels {
-                Decision::Check(r)
-            } else {
-                Decision::Remove
-            }
+    match plan.resolve(name, was.kind, &tags, &mut tags_dropped) {
+        Some(r)
+            if r.metric == was.metric
+                && *r.prom_name == *was.prom_name
+                && r.labels == was.labels =>
+        {
+            Decision::Check(r)
         }
+        _ => Decision::Remove,
     }
 }
 

@@ -5,7 +5,7 @@ use crate::clock::Timestamp;
 use crate::config::NamedWindow;
 use crate::parse::{GaugeOp, MetricKind, Sample};
 use crate::sketch::hash_member;
-use crate::stats::WindowStats;
+use crate::stats::{Totals, WindowStats};
 use crate::window::bucket::{Distinct, Distribution, Observation, Summary};
 use crate::window::RollingWindow;
 
@@ -44,6 +44,38 @@ pub enum SeriesState {
     },
 }
 
+/// A sample refused because it would make a stored number infinite.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Overflow;
+
+/// What [`SeriesState::apply`] did with a sample.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Folded {
+    /// Folded in.
+    Stored,
+    /// A counter line with a negative increment: folded into the windows,
+    /// left out of the cumulative total.
+    NegativeIncrement,
+}
+
+/// Whether adding each of `incs` in turn to the bucket each window would
+/// write at `now` keeps its sum finite. Moves the windows to `now` first
+/// (resetting expired buckets, as the add that follows would).
+fn buckets_stay_finite<B: crate::window::bucket::Bucket + Totals>(
+    windows: &mut [RollingWindow<B>],
+    now: Timestamp,
+    incs: impl Iterator<Item = f64> + Clone,
+) -> bool {
+    windows.iter_mut().all(|w| {
+        w.advance(now);
+        let mut sum = w.current_mut().sum();
+        incs.clone().all(|x| {
+            sum += x;
+            sum.is_finite()
+        })
+    })
+}
+
 /// A cumulative histogram with fixed upper bounds (weighted counts).
 #[derive(Clone, Debug)]
 pub struct CumulativeHistogram {
@@ -74,16 +106,18 @@ impl CumulativeHistogram {
 
 fn windows_for<B: crate::window::bucket::Bucket>(
     defs: &[NamedWindow],
+    watched: &[Timestamp],
     ids: &[usize],
     now: Timestamp,
 ) -> Vec<RollingWindow<B>> {
     ids.iter()
-        .map(|&i| RollingWindow::epoch_aligned(defs[i].spec, now))
+        .map(|&i| RollingWindow::epoch_aligned(defs[i].spec, now).watched_from(watched[i]))
         .collect()
 }
 
 /// The windows for `ids`: `reuse[k]`, if set, is the index of an existing
-/// window moved into place `k` (its history kept); the others are new.
+/// window moved into place `k` (its history kept); the others are new, and
+/// watched from `now`.
 fn rebuild<B: crate::window::bucket::Bucket>(
     windows: &mut Vec<RollingWindow<B>>,
     defs: &[NamedWindow],
@@ -96,8 +130,9 @@ fn rebuild<B: crate::window::bucket::Bucket>(
         .iter()
         .zip(reuse.iter().chain(std::iter::repeat(&None)))
         .map(|(&i, r)| {
-            r.and_then(|j| old.get_mut(j)?.take())
-                .unwrap_or_else(|| RollingWindow::epoch_aligned(defs[i].spec, now))
+            r.and_then(|j| old.get_mut(j)?.take()).unwrap_or_else(|| {
+                RollingWindow::epoch_aligned(defs[i].spec, now).watched_from(now)
+            })
         })
         .collect();
 }
@@ -135,76 +170,131 @@ impl SeriesState {
         }
     }
 
-    /// Empty state for a new series of `kind`.
+    /// Empty state for a new series of `kind`, on windows `ids` of `defs`;
+    /// `watched[i]` is when window `defs[i]` began to be watched (the
+    /// daemon's start, or the reload that created it): a series born later
+    /// reads, over the time before its birth, as having had nothing.
     #[must_use]
     pub fn new(
         kind: MetricKind,
         defs: &[NamedWindow],
+        watched: &[Timestamp],
         ids: &[usize],
         buckets: usize,
         now: Timestamp,
     ) -> Self {
         match kind {
             MetricKind::Counter => SeriesState::Counter {
-                windows: windows_for(defs, ids, now),
+                windows: windows_for(defs, watched, ids, now),
                 total: 0.0,
             },
             MetricKind::Gauge => SeriesState::Gauge {
-                windows: windows_for(defs, ids, now),
+                windows: windows_for(defs, watched, ids, now),
                 value: 0.0,
             },
             MetricKind::Timer | MetricKind::Histogram | MetricKind::Distribution => {
                 SeriesState::Distribution {
-                    windows: windows_for(defs, ids, now),
+                    windows: windows_for(defs, watched, ids, now),
                     histogram: Box::new(CumulativeHistogram::new(buckets)),
                 }
             }
             MetricKind::Set => SeriesState::Set {
-                windows: windows_for(defs, ids, now),
+                windows: windows_for(defs, watched, ids, now),
                 samples: 0,
             },
         }
     }
 
     /// Folds one sample in. The sample's kind matches (the registry checks).
-    pub fn apply(&mut self, s: &Sample<'_>, bounds: &[f64], now: Timestamp) {
+    ///
+    /// Checked first, changed only if every check passes:
+    ///
+    /// * a sample that would make a stored number infinite (a counter's
+    ///   total, a gauge's value, a histogram's sum, or the sum of the bucket
+    ///   it lands in) is refused whole ([`Overflow`]); nothing changes;
+    /// * a negative counter increment (statsd's `decrement`) goes into the
+    ///   windows, where a sum may be negative, but never lowers the
+    ///   cumulative total, which Prometheus reads as a counter that only a
+    ///   reset can lower ([`Folded::NegativeIncrement`]).
+    pub fn apply(
+        &mut self,
+        s: &Sample<'_>,
+        bounds: &[f64],
+        now: Timestamp,
+    ) -> Result<Folded, Overflow> {
         let weight = s.weight();
         match self {
             SeriesState::Counter { windows, total } => {
+                let mut t = *total;
+                let mut negative = false;
                 for v in s.values() {
-                    *total += v * weight;
+                    let inc = v * weight;
+                    negative |= inc < 0.0;
+                    t += inc.max(0.0);
+                    if !inc.is_finite() || !t.is_finite() {
+                        return Err(Overflow);
+                    }
+                }
+                if !buckets_stay_finite(windows, now, s.values().map(|v| v * weight)) {
+                    return Err(Overflow);
+                }
+                for v in s.values() {
+                    *total += (v * weight).max(0.0);
                     for w in windows.iter_mut() {
                         w.add(Observation { value: v, weight }, now);
                     }
                 }
+                Ok(if negative {
+                    Folded::NegativeIncrement
+                } else {
+                    Folded::Stored
+                })
             }
             SeriesState::Gauge { windows, value } => {
                 let v = s.first_value();
-                *value = match s.gauge_op() {
+                let next = match s.gauge_op() {
                     Some(GaugeOp::Delta) => *value + v,
                     _ => v,
                 };
-                for w in windows.iter_mut() {
-                    w.add(Observation::new(*value), now);
+                if !next.is_finite() || !buckets_stay_finite(windows, now, std::iter::once(next)) {
+                    return Err(Overflow);
                 }
+                *value = next;
+                for w in windows.iter_mut() {
+                    w.add(Observation::new(next), now);
+                }
+                Ok(Folded::Stored)
             }
             SeriesState::Distribution { windows, histogram } => {
+                let base = |raw: f64| s.kind.to_base_units(raw);
+                let mut sum = histogram.sum;
                 for raw in s.values() {
-                    let v = s.kind.to_base_units(raw);
+                    sum += base(raw) * weight;
+                    if !sum.is_finite() {
+                        return Err(Overflow);
+                    }
+                }
+                if !buckets_stay_finite(windows, now, s.values().map(|v| base(v) * weight)) {
+                    return Err(Overflow);
+                }
+                for raw in s.values() {
+                    let v = base(raw);
                     histogram.observe(bounds, v, weight);
                     for w in windows.iter_mut() {
                         w.add(Observation { value: v, weight }, now);
                     }
                 }
+                Ok(Folded::Stored)
             }
             SeriesState::Set { windows, samples } => {
                 if let Some(m) = s.set_member() {
-                    *samples += 1;
+                    *samples = samples.saturating_add(1);
                     let h = hash_member(m.as_bytes());
                     for w in windows.iter_mut() {
                         w.add(h, now);
                     }
                 }
+                Ok(Folded::Stored)
             }
         }
     }
@@ -218,7 +308,6 @@ impl SeriesState {
         now: Timestamp,
         mut f: impl FnMut(Timestamp, f64, f64),
     ) {
-        use crate::stats::Totals;
         match self {
             SeriesState::Counter { windows, .. } | SeriesState::Gauge { windows, .. } => {
                 windows[i].visit_slots(now, |t, b| f(t, b.sum(), b.count()));

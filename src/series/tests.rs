@@ -462,19 +462,191 @@ rename = "old.x"
 }
 
 #[test]
-fn drop_rule_markers_follow_the_new_rules_too() {
-    let r = registry("[[mappings]]\nmatch = \"debug.**\"\naction = \"drop\"\n");
-    feed(&r, T0, "debug.a:1|c\ndebug.b:1|g");
-    assert_eq!(r.len(), 2);
-    let report = reload(
+fn drop_rules_keep_nothing_and_follow_the_new_rules() {
+    let r = registry(
+        "[series]\nmax_series = 2\n[[mappings]]\nmatch = \"debug.**\"\naction = \"drop\"\n",
+    );
+    // Junk a rule drops takes no place under max_series.
+    let junk: String = (0..50).map(|i| format!("debug.x{i}:1|c\n")).collect();
+    assert!(feed(&r, T0, &junk)
+        .iter()
+        .all(|o| *o == Ok(Applied::DroppedByMapping)));
+    assert_eq!(r.len(), 0);
+    assert_eq!(
+        feed(&r, T0, "a:1|c\nb:1|c\nc:1|c"),
+        [
+            Ok(Applied::Stored),
+            Ok(Applied::Stored),
+            Err(Refusal::SeriesCap)
+        ]
+    );
+    // At the cap, a dropped line is still dropped, not refused.
+    assert_eq!(feed(&r, T0, "debug.y:1|c"), [Ok(Applied::DroppedByMapping)]);
+    reload(
         &r,
-        "[[mappings]]\nmatch = \"debug.**\"\nmatch_type = \"gauge\"\naction = \"drop\"\n",
+        "[series]\nmax_series = 5\n[[mappings]]\nmatch = \"debug.**\"\nmatch_type = \"gauge\"\naction = \"drop\"\n",
         T0,
     );
-    assert_eq!((report.kept, report.removed), (1, 1));
     assert_eq!(
         feed(&r, T0, "debug.a:1|c\ndebug.b:1|g"),
         [Ok(Applied::Stored), Ok(Applied::DroppedByMapping)]
+    );
+}
+
+#[test]
+fn a_name_has_one_type_whatever_the_tags() {
+    // The issue's case: one datagram, two types, other tags: the first wins.
+    let r = registry("");
+    assert_eq!(
+        feed(&r, T0, "tc.x:1|c|#a:1\ntc.x:5|g|#a:2"),
+        [Ok(Applied::Stored), Err(Refusal::TypeConflict)]
+    );
+    // A counter `y` owns `y`, `y_total` and `y_created`.
+    let out = feed(
+        &r,
+        T0,
+        "y:1|c\ny_total:1|g\ny_created:1|g\ny.total:1|c|#k:v",
+    );
+    assert_eq!(
+        out,
+        [
+            Ok(Applied::Stored),
+            Err(Refusal::TypeConflict),
+            Err(Refusal::TypeConflict),
+            Err(Refusal::TypeConflict),
+        ]
+    );
+    assert_eq!(
+        r.counters.refused[Refusal::TypeConflict.index()].load(Ordering::Relaxed),
+        4
+    );
+}
+
+#[test]
+fn bare_tags_read_true_and_empty_mapping_labels_are_left_out() {
+    let r = registry(
+        "[[mappings]]\nmatch = \"m.*\"\nrename = \"m\"\nlabels = { part = \"$1\" }\n[[mappings]]\nmatch = \"n.**\"\nrename = \"n\"\nlabels = { rest = \"$1\" }\n",
+    );
+    feed(
+        &r,
+        T0,
+        "bt.x:1|c|#canary\nbt.x:1|c|#canary:\nbt.x:1|c|#canary:true\nbt.x:1|c",
+    );
+    let v = views(&r, T0);
+    assert_eq!(v.len(), 2);
+    assert_eq!(v[0].1, []);
+    assert_eq!(v[1].1, [("canary".to_string(), "true".to_string())]);
+    assert_eq!(v[1].2.sum, 3.0);
+    // `n.**` renders `rest` empty for `n.`: no label, rather than `rest=""`.
+    let r = registry("[[mappings]]\nmatch = \"n.*\"\nrename = \"n\"\nlabels = { rest = \"$1\" }\n");
+    feed(&r, T0, "n.:1|c|#rest:tag\nn.a:1|c");
+    let v = views(&r, T0);
+    // (sorted: no labels first)
+    assert_eq!(
+        v[0].1,
+        [],
+        "the mapping's empty `rest` removes the tag's too"
+    );
+    assert_eq!(v[1].1, [("rest".to_string(), "a".to_string())]);
+}
+
+#[test]
+fn a_counter_total_never_goes_down_but_its_windows_see_decrements() {
+    let r = registry("");
+    feed(&r, T0, "neg.c:5|c\nneg.c:-3|c\nneg.c:1:-1|c");
+    assert_eq!(r.counters.negative_increments.load(Ordering::Relaxed), 2);
+    let v = &views(&r, T0)[0].2;
+    assert_eq!(v.sum, 2.0);
+    let mut total = None;
+    r.visit(|_, s| {
+        if let SeriesState::Counter { total: t, .. } = s {
+            total = Some(*t);
+        }
+    });
+    assert_eq!(total, Some(6.0));
+}
+
+#[test]
+fn a_line_that_would_make_a_number_infinite_is_refused_whole() {
+    let r = registry("");
+    let overflow = Err(Refusal::Overflow);
+    // 1e305 at @1e-6 is 1e311 for one line.
+    assert_eq!(feed(&r, T0, "ov.c:1e305|c|@0.000001"), [overflow]);
+    assert_eq!(r.len(), 0, "a refused first line creates no series");
+    // A total that would overflow over several lines.
+    assert_eq!(
+        feed(&r, T0, "ov.t:1e308|c\nov.t:1e308|c"),
+        [Ok(Applied::Stored), overflow]
+    );
+    // Gauges: a delta that would overflow; the value stays.
+    assert_eq!(
+        feed(&r, T0, "ov.g:1e308|g\nov.g:+1e308|g"),
+        [Ok(Applied::Stored), overflow]
+    );
+    // A histogram sum; a multi-value line is refused whole.
+    assert_eq!(
+        feed(&r, T0, "ov.h:1e308|h\nov.h:1:1e308|h"),
+        [Ok(Applied::Stored), overflow]
+    );
+    // A window bucket: the total stays finite (negative increments are left
+    // out of it) but the bucket's sum would not.
+    assert_eq!(
+        feed(&r, T0, "ov.w:-1e308|c\nov.w:-1e308|c"),
+        [Ok(Applied::Stored), overflow]
+    );
+    assert_eq!(
+        r.counters.refused[Refusal::Overflow.index()].load(Ordering::Relaxed),
+        5
+    );
+    let mut numbers = Vec::new();
+    r.visit(|_, s| match s {
+        SeriesState::Counter { total, .. } => numbers.push(*total),
+        SeriesState::Gauge { value, .. } => numbers.push(*value),
+        SeriesState::Distribution { histogram, .. } => numbers.push(histogram.sum),
+        SeriesState::Set { .. } => {}
+    });
+    assert_eq!(numbers.len(), 4);
+    assert!(numbers.iter().all(|x| x.is_finite()), "{numbers:?}");
+    for v in views(&r, T0) {
+        assert!(v.2.sum.is_finite(), "{v:?}");
+    }
+}
+
+#[test]
+fn label_bytes_and_series_per_metric_are_capped() {
+    let r = registry("[series]\nmax_label_bytes = 64\nmax_series_per_metric = 2\n");
+    let long = "v".repeat(70);
+    assert_eq!(
+        feed(&r, T0, &format!("big:1|c|#k:{long}\nbig:1|c|#k:short")),
+        [Err(Refusal::LabelsTooLarge), Ok(Applied::Stored)]
+    );
+    let out = feed(
+        &r,
+        T0,
+        "m:1|c|#i:1\nm:1|c|#i:2\nm:1|c|#i:3\nm:1|c|#i:1\nother:1|c|#i:3",
+    );
+    assert_eq!(
+        out,
+        [
+            Ok(Applied::Stored),
+            Ok(Applied::Stored),
+            Err(Refusal::MetricSeriesCap),
+            Ok(Applied::Stored),
+            Ok(Applied::Stored),
+        ]
+    );
+    // `m.x` publishes as `m_x`, a metric of its own; `m` and `m_` differ.
+    for (reason, n) in [(Refusal::LabelsTooLarge, 1), (Refusal::MetricSeriesCap, 1)] {
+        assert_eq!(
+            r.counters.refused[reason.index()].load(Ordering::Relaxed),
+            n
+        );
+    }
+    // A series gone frees its place under the per-metric cap.
+    r.sweep(T0 + Duration::from_secs(3600));
+    assert_eq!(
+        feed(&r, T0 + Duration::from_secs(3601), "m:1|c|#i:3"),
+        [Ok(Applied::Stored)]
     );
 }
 
@@ -574,4 +746,100 @@ fn a_walk_visits_every_live_series_once_and_skips_expired_ones() {
     let mut n = 0;
     r.visit(|_, _| n += 1);
     assert_eq!(n, 0);
+}
+
+/// config.toml's windows: `10s` (10 x 1 s) and `1m` (60 x 1 s, ignore-current).
+const SHIPPED_WINDOWS: &str = r#"
+[[windows]]
+name = "10s"
+buckets = 10
+interval_ms = 1000
+[[windows]]
+name = "1m"
+buckets = 60
+interval_ms = 1000
+ignore_current = true
+"#;
+
+/// (rate on `10s`, rate on `1m`) of the one series named `name`.
+fn rates(r: &Registry, name: &str, now: Timestamp) -> (f64, f64) {
+    let mut out = None;
+    r.visit(|m, s| {
+        if m.metric == name {
+            out = Some((
+                s.window_view(0, now, &[]).rate,
+                s.window_view(1, now, &[]).rate,
+            ));
+        }
+    });
+    out.unwrap()
+}
+
+#[test]
+fn rates_divide_by_the_time_watched_from_the_first_second() {
+    // The daemon starts 300 ms into a slot; 100 increments per second
+    // follow, one every 10 ms.
+    let start = T0 + Duration::from_millis(300);
+    let cfg = Config::parse(SHIPPED_WINDOWS).unwrap();
+    let r = Registry::new(Plan::from_config(&cfg).watched_from(start), 4);
+    let ms = Duration::from_millis;
+    for i in 0..470 {
+        feed(&r, start + ms(10 * i), "rate.c:1|c");
+    }
+    let now = start + ms(4_700);
+    // `10s`: 470 increments over the 4.7 s watched (not over 10 s).
+    let (ten, minute) = rates(&r, "rate.c", now);
+    assert!((ten - 100.0).abs() < 1e-9, "{ten}");
+    // `1m` with ignore-current: the whole slots [start, T0 + 5 s), 4.7 s
+    // holding 470 increments (not 470 / 59 s = 8/s).
+    assert!((minute - 100.0).abs() < 1e-9, "{minute}");
+
+    // A series born 3.7 s after the start reads as what it is: its 100
+    // increments of the last second over the 4.7 s watched.
+    for i in 0..100 {
+        feed(&r, start + ms(3_700 + 10 * i), "late.c:1|c");
+    }
+    let (ten, _) = rates(&r, "late.c", now);
+    assert!((ten - 100.0 / 4.7).abs() < 1e-9, "{ten}");
+
+    // Once a window is full the whole span counts, as before.
+    let later = start + Duration::from_secs(120);
+    for i in 0..6_000 {
+        feed(&r, later + ms(10 * i), "rate.c:1|c");
+    }
+    let (ten, minute) = rates(&r, "rate.c", later + ms(60_000));
+    assert!((ten - 100.0).abs() < 1e-9, "{ten}");
+    assert!((minute - 100.0).abs() < 1e-9, "{minute}");
+}
+
+#[test]
+fn a_window_a_reload_creates_is_watched_from_the_reload() {
+    let start = T0;
+    let one = "[[windows]]\nname = \"10s\"\nbuckets = 10\ninterval_ms = 1000\n";
+    let r = Registry::new(
+        Plan::from_config(&Config::parse(one).unwrap()).watched_from(start),
+        4,
+    );
+    let at = |s: u64| start + Duration::from_secs(s);
+    for s in 0..100 {
+        feed(&r, at(s), "c:10|c");
+    }
+    // At 100 s a reload adds `1m`; `10s` keeps its watch (and history).
+    let next = r
+        .plan()
+        .successor(&Config::parse(SHIPPED_WINDOWS).unwrap(), at(100));
+    r.set_plan(next);
+    assert_eq!(r.replan(at(100)).rewindowed, 1);
+    for s in 100..105 {
+        feed(&r, at(s), "c:10|c");
+    }
+    // 105 s: `10s` full, 10/s; `1m` holds [100, 105) of 5 s watched: 10/s,
+    // not 50 / 59 s.
+    let (ten, minute) = rates(&r, "c", at(105));
+    assert!((ten - 10.0).abs() < 1e-9, "{ten}");
+    assert!((minute - 10.0).abs() < 1e-9, "{minute}");
+    // A series born after the reload on the new window: the same watch.
+    feed(&r, at(105), "d:50|c");
+    let (_, minute) = rates(&r, "d", at(110));
+    assert!((minute - 5.0).abs() < 1e-9, "{minute}");
 }

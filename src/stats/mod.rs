@@ -13,9 +13,12 @@
 //!   ([`RollingWindow::covered`]). Dividing by the full window length instead
 //!   would under-report by up to one bucket's share while the current bucket
 //!   fills; dividing by the visited buckets would make the rate jump when a
-//!   slot is skipped. A series younger than its window reads low until the
-//!   window has passed once, as in go-zero (time before the series existed
-//!   counts as empty).
+//!   slot is skipped. Time before the window was
+//!   [watched from](RollingWindow::watched_from) (the daemon's start, or the
+//!   reload that created the window) is not covered: a window younger than
+//!   its length reads the rate of what it saw, not that rate diluted over
+//!   time nobody watched. A series born later than that reads, over the
+//!   time before its birth, as having had nothing (as in go-zero).
 //! * `min` and `max` of the raw values, when the bucket type keeps them;
 //! * quantiles from the merged DDSketch of a [`Distribution`] window
 //!   ([`quantile`](WindowStats::quantile), 1% relative error);

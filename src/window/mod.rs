@@ -157,6 +157,9 @@ pub struct RollingWindow<B> {
     /// Start of the last-written slot, a grid point (go-zero's `lastTime`).
     last: u64,
     ignore_current: bool,
+    /// Time before this was not watched: [`covered`](Self::covered) never
+    /// counts it (`None`: everything counts, go-zero's view).
+    watched_from: Option<u64>,
 }
 
 // === impl RollingWindow ===
@@ -194,7 +197,20 @@ impl<B: Bucket> RollingWindow<B> {
             offset: 0,
             last,
             ignore_current: spec.ignore_current,
+            watched_from: None,
         }
+    }
+
+    /// Declares that nothing was watched before `t` (e.g. the process that
+    /// holds the window started then): [`covered`](Self::covered), the
+    /// denominator of a windowed rate, leaves out the part of the window
+    /// before `t`, so a window younger than its length reports the rate of
+    /// what it saw rather than that rate diluted over time nobody watched.
+    /// The buckets themselves are unchanged (go-zero's semantics).
+    #[must_use]
+    pub fn watched_from(mut self, t: Timestamp) -> Self {
+        self.watched_from = Some(t.as_nanos());
+        self
     }
 
     /// The window's shape.
@@ -315,21 +331,26 @@ impl<B: Bucket> RollingWindow<B> {
     /// The time the buckets visited by a reduce at `now` cover, the
     /// denominator of a windowed rate: the `size - 1` whole slots before the
     /// slot containing `now`, plus the elapsed part of that slot unless
-    /// ignore-current is on. Slots that expired since the last write (and are
-    /// skipped by the reduce) are empty, and still count as covered time.
+    /// ignore-current is on, less any part of that before the window was
+    /// [watched from](Self::watched_from). Slots that expired since the last
+    /// write (and are skipped by the reduce) are empty, and still count as
+    /// covered time.
     ///
-    /// Zero only for a single-bucket window with ignore-current, which never
-    /// reports anything, or a single bucket at the very start of its slot.
+    /// Zero for a single-bucket window with ignore-current, which never
+    /// reports anything, a single bucket at the very start of its slot, or
+    /// a window watched only since the start of the slot being filled, with
+    /// ignore-current.
     #[must_use]
     pub fn covered(&self, now: Timestamp) -> Duration {
         let now = now.as_nanos().max(self.last);
-        let elapsed_in_slot = (now - self.last) % self.interval;
+        let slot_start = now - (now - self.last) % self.interval;
         let whole = self.interval * (self.buckets.len() as u64 - 1);
-        if self.ignore_current {
-            Duration::from_nanos(whole)
-        } else {
-            Duration::from_nanos(whole + elapsed_in_slot)
-        }
+        let end = if self.ignore_current { slot_start } else { now };
+        let covered = end - slot_start + whole;
+        let watched = self
+            .watched_from
+            .map_or(covered, |from| end.saturating_sub(from));
+        Duration::from_nanos(covered.min(watched))
     }
 }
 
@@ -341,6 +362,7 @@ impl<B: fmt::Debug> fmt::Debug for RollingWindow<B> {
             .field("ignore_current", &self.ignore_current)
             .field("offset", &self.offset)
             .field("last", &self.last)
+            .field("watched_from", &self.watched_from)
             .field("buckets", &self.buckets)
             .finish()
     }

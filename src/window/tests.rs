@@ -265,6 +265,25 @@ fn covered_time_counts_whole_past_slots_and_the_elapsed_part_of_the_current() {
 }
 
 #[test]
+fn covered_time_never_reaches_before_the_window_was_watched() {
+    // 10 x 100 ms, watched from 250 ms (the daemon started then).
+    let w = window(10, 100).watched_from(at_ms(250));
+    assert_eq!(w.covered(at_ms(250)), Duration::ZERO);
+    assert_eq!(w.covered(at_ms(430)), Duration::from_millis(180));
+    // Full once the window's whole span has been watched.
+    assert_eq!(w.covered(at_ms(1_230)), Duration::from_millis(930));
+    assert_eq!(w.covered(at_ms(5_030)), Duration::from_millis(930));
+    // Ignore-current: whole slots only, from the watch on.
+    let on = RollingWindow::<SumCount>::new(spec(10, 100).ignore_current(true), at_ms(0))
+        .watched_from(at_ms(250));
+    assert_eq!(on.covered(at_ms(280)), Duration::ZERO);
+    assert_eq!(on.covered(at_ms(430)), Duration::from_millis(150));
+    assert_eq!(on.covered(at_ms(2_000)), Duration::from_millis(900));
+    // A watch later than `now` (a clock read out of order) covers nothing.
+    assert_eq!(on.covered(at_ms(100)), Duration::ZERO);
+}
+
+#[test]
 fn advance_and_current_mut_write_the_bucket_for_now() {
     let mut w = window(3, 100);
     w.add(1.0, at_ms(0));
