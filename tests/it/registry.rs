@@ -63,7 +63,17 @@ fn a_name_reused_with_another_type_is_refused_as_a_type_conflict() {
 
 #[test]
 fn an_idle_series_expires_after_its_ttl_and_comes_back_fresh() {
-    let d = Daemon::start_with(&with_series("ttl_secs = 1"));
+    // A TTL of 1 s needs windows no longer than that (check-config refuses
+    // a TTL shorter than a window).
+    let cfg = with_series("ttl_secs = 1");
+    let windows = cfg
+        .find("[[windows]]")
+        .expect("TEST_CONFIG ends with its windows");
+    let cfg = format!(
+        "{}[[windows]]\nname = \"1s\"\nbuckets = 1\ninterval_ms = 1000\n",
+        &cfg[..windows]
+    );
+    let d = Daemon::start_with(&cfg);
     d.send_udp(b"idle.a:5|c");
     d.wait_lines("udp", 1.0, Duration::from_secs(10));
     // TTL 1 s; the sweeper runs every 250 ms.
