@@ -216,7 +216,7 @@ fn render_with(
         threads.clamp(1, shards.max(1))
     };
     let walk = |t: usize| {
-        let mut part = Partial::new(&plan.quantiles, pool);
+        let mut part = Partial::new(&plan.quantiles, format, pool);
         for shard in (t..shards).step_by(threads) {
             registry.visit_shard(shard, |meta, state| part.add(meta, state, now));
         }
@@ -307,6 +307,8 @@ impl<'p> Chunks<'p> {
 /// cumulative lines of every series with a record of where each is.
 struct Partial<'q> {
     quantiles: &'q [f64],
+    /// OpenMetrics adds a `_created` sample to counters and histograms.
+    format: Format,
     /// `,q="0.5"}` per configured quantile, written once.
     q_labels: Vec<Vec<u8>>,
     windowed: [Chunks<'q>; 8],
@@ -343,9 +345,10 @@ struct Record {
 }
 
 impl<'q> Partial<'q> {
-    fn new(quantiles: &'q [f64], pool: &'q ChunkPool) -> Partial<'q> {
+    fn new(quantiles: &'q [f64], format: Format, pool: &'q ChunkPool) -> Partial<'q> {
         Partial {
             quantiles,
+            format,
             q_labels: quantiles
                 .iter()
                 .map(|q| format!(",q=\"{}\"}} ", format_q(*q)).into_bytes())
@@ -427,6 +430,18 @@ impl<'q> Partial<'q> {
                 out.push(b'}');
             }
         };
+        // OpenMetrics' `_created`: when the series (and its counts) began,
+        // so that a scraper can tell a reset from a decrease.
+        let created = |out: &mut Vec<u8>| {
+            if self.format == Format::OpenMetrics {
+                out.extend_from_slice(name);
+                out.extend_from_slice(b"_created");
+                braces(out);
+                out.push(b' ');
+                number(out, meta.created.as_secs_f64());
+                out.push(b'\n');
+            }
+        };
         match state {
             SeriesState::Counter { total, .. } => {
                 out.extend_from_slice(name);
@@ -435,6 +450,7 @@ impl<'q> Partial<'q> {
                 out.push(b' ');
                 number(out, *total);
                 out.push(b'\n');
+                created(out);
             }
             SeriesState::Gauge { value, .. } => {
                 out.extend_from_slice(name);
@@ -474,6 +490,7 @@ impl<'q> Partial<'q> {
                 out.push(b' ');
                 integer(out, count);
                 out.push(b'\n');
+                created(out);
             }
             SeriesState::Set { .. } => return,
         }
@@ -871,6 +888,33 @@ labels = { endpoint = "$1" }
         let got = SeriesText { pieces, series };
         assert_eq!(got.series, 16);
         let got = String::from_utf8(got.concat()).unwrap();
+        // The crate's model has no created timestamps: OpenMetrics'
+        // `_created` samples are checked here and left out of the comparison.
+        let is_created = |l: &&str| l.contains("_created{") || l.contains("_created ");
+        let created: Vec<&str> = got.lines().filter(is_created).collect();
+        if open {
+            // Counters (hits) and histograms (size), each series at its
+            // birth (between T0 and `now` in `registry`).
+            assert!(
+                created.iter().any(|l| l.starts_with("hits_created")),
+                "{got}"
+            );
+            assert!(
+                created.iter().any(|l| l.starts_with("size_created")),
+                "{got}"
+            );
+            for l in &created {
+                let t: f64 = l.rsplit(' ').next().unwrap().parse().unwrap();
+                assert!((T0.as_secs_f64()..=now.as_secs_f64()).contains(&t), "{l}");
+            }
+        } else {
+            assert_eq!(created, Vec::<&str>::new(), "no _created in text 0.0.4");
+        }
+        let got: String = got
+            .lines()
+            .filter(|l| !is_created(l))
+            .flat_map(|l| [l, "\n"])
+            .collect();
         assert_eq!(
             families(&got),
             families(&want),

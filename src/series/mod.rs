@@ -178,6 +178,10 @@ pub struct SeriesMeta {
     pub histogram_buckets: Arc<[f64]>,
     /// Whether its windows are shared with the fleet (mapping `shared`).
     pub shared: bool,
+    /// When the series was born: its cumulative values count from here
+    /// (OpenMetrics `_created`). A series that expires and comes back is
+    /// born again, its counter restarting at 0.
+    pub created: Timestamp,
 }
 
 impl SeriesMeta {
@@ -529,7 +533,7 @@ impl Registry {
             return Ok(self.stored(folded));
         }
         let plan = self.plan();
-        let Some((meta, window_ids)) = self.birth(s, &plan)? else {
+        let Some((meta, window_ids)) = self.birth(s, &plan, now)? else {
             return Ok(Applied::DroppedByMapping);
         };
         let mut state = SeriesState::new(
@@ -579,7 +583,7 @@ impl Registry {
 
     /// Decides the published identity of a new series and takes it in
     /// the catalog; `None` = a drop rule matched.
-    fn birth(&self, s: &Sample<'_>, plan: &Plan) -> Result<Option<Born>, Refusal> {
+    fn birth(&self, s: &Sample<'_>, plan: &Plan, now: Timestamp) -> Result<Option<Born>, Refusal> {
         let mut tags: [(&str, &str); MAX_TAGS] = [("", ""); MAX_TAGS];
         let mut n = 0;
         for t in s.tags().take(MAX_TAGS) {
@@ -648,6 +652,7 @@ impl Registry {
             windows: plan.window_names(&r.window_ids),
             histogram_buckets: plan.histogram_buckets.clone(),
             shared: r.shared,
+            created: now,
         };
         Ok(Some((Arc::new(meta), r.window_ids)))
     }

@@ -57,8 +57,14 @@ fn python_statsd_counters_gauges_timers_and_sets_arrive_with_their_weights() {
     let s = d.wait_lines("udp", 19.0, Duration::from_secs(10));
     assert_nothing_rejected(&s);
 
-    // incr x3, incr 5 @0.5 (x2), decr.
-    assert_eq!(s.must("py_req_total", &[]), 12.0);
+    // incr x3, incr 5 @0.5 (x2), decr: the decrement goes into the window
+    // (sum 12) but never lowers the _total (13), which Prometheus would read
+    // as a reset.
+    assert_eq!(s.must("py_req_total", &[]), 13.0);
+    assert_eq!(
+        s.must("rollstat_series_negative_increments_total", &[]),
+        1.0
+    );
     assert_eq!(win(&s, "samples", "py.req", &[]), 6.0);
     assert_eq!(win(&s, "sum_value", "py.req", &[]), 12.0);
     assert_eq!(s.must("py_tagged_total", &[("route", "/x")]), 2.0);
@@ -124,8 +130,8 @@ fn datadog_dogstatsd_metrics_arrive_with_tags_and_events_and_checks_are_skipped(
     assert_eq!(sk.get("service_check"), Some(&1.0), "{sk:?}");
 
     let api = [("env", "test"), ("route", "/api")];
-    // 1 + 1 + 3 @0.5 (x2) - 1.
-    assert_eq!(s.must("dd_req_total", &api), 7.0);
+    // 1 + 1 + 3 @0.5 (x2), and - 1 in the window only.
+    assert_eq!(s.must("dd_req_total", &api), 8.0);
     assert_eq!(win(&s, "samples", "dd.req", &api), 5.0);
     assert_eq!(win(&s, "sum_value", "dd.req", &api), 7.0);
     // `q` is a label rollstat uses itself (quantiles): the tag becomes `tag_q`.
@@ -173,8 +179,8 @@ fn node_hot_shots_metrics_arrive_with_global_tags_and_sample_rates() {
     assert_eq!(sk.get("service_check"), Some(&1.0), "{sk:?}");
 
     let api = [("env", "test"), ("route", "/api")];
-    // 1 + 1 + 2 @0.5 (x2) - 1.
-    assert_eq!(s.must("js_req_total", &api), 5.0);
+    // 1 + 1 + 2 @0.5 (x2), and - 1 in the window only.
+    assert_eq!(s.must("js_req_total", &api), 6.0);
     assert_eq!(win(&s, "samples", "js.req", &api), 5.0);
     assert_eq!(win(&s, "sum_value", "js.req", &api), 5.0);
     // 42, then gaugeDelta -3.
