@@ -7,6 +7,7 @@ use std::sync::Arc;
 use clap::{Parser, Subcommand};
 use rollstat::config::Config;
 use rollstat::daemon::{self, Listeners};
+use rollstat::series::footprint::{self, Footprint};
 use rollstat::SystemClock;
 
 /// Real-time statsd aggregator with rolling windows, breaker signals and
@@ -66,6 +67,28 @@ fn main() -> ExitCode {
                     Ok(None) => {}
                     Ok(Some(s)) => eprintln!("{}: warning: {s}", file.display()),
                     Err(e) => eprintln!("{}: warning: {e}", file.display()),
+                }
+                let footprint = Footprint::of(&cfg);
+                println!("{}", footprint.report());
+                // A warning, for the same reason: memory belongs to where
+                // the daemon runs.
+                if let Some(total) = memory_total_bytes() {
+                    if footprint.worst_counters() > total {
+                        eprintln!(
+                            "{}: warning: series.max_series = {} counter series at their caps could take {}, more than this machine's {}; lower series.max_series or series.max_label_bytes",
+                            file.display(),
+                            cfg.series.max_series,
+                            footprint::bytes(footprint.worst_counters()),
+                            footprint::bytes(total)
+                        );
+                    } else if footprint.worst_total() > total {
+                        eprintln!(
+                            "{}: warning: the worst case ({}) is more than this machine's {}: it needs every series to be a timer, histogram, distribution or set whose values fill every bucket's sketch; lower series.max_series or series.max_series_per_metric, or give such metrics fewer buckets with a mapping's `windows`",
+                            file.display(),
+                            footprint::bytes(footprint.worst_total()),
+                            footprint::bytes(total)
+                        );
+                    }
                 }
                 ExitCode::SUCCESS
             }
@@ -175,4 +198,18 @@ async fn stop_requested(signals: &mut [Option<tokio::signal::unix::Signal>; 2]) 
         _ = next(term) => {}
         _ = next(int) => {}
     }
+}
+
+/// This machine's memory (`MemTotal` in `/proc/meminfo`), if readable.
+fn memory_total_bytes() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib = info
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))?
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse::<u64>()
+        .ok()?;
+    Some(kib * 1024)
 }

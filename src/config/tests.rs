@@ -9,7 +9,15 @@ fn the_sample_config_loads_and_says_what_it_documents() {
     let cfg = Config::load(&path).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(cfg.listen, Listen::default());
     assert_eq!(cfg.ingest, Ingest::default());
-    assert_eq!(cfg.series, SeriesConfig::default());
+    // Every key at its default, but the per-metric cap, which the sample
+    // sets (its comment says so).
+    assert_eq!(
+        cfg.series,
+        SeriesConfig {
+            max_series_per_metric: Some(10_000),
+            ..SeriesConfig::default()
+        }
+    );
     let names: Vec<&str> = cfg.windows.iter().map(|w| w.name.as_str()).collect();
     assert_eq!(names, ["10s", "1m"]);
     assert_eq!(cfg.windows[1].spec.length(), Duration::from_secs(60));
@@ -266,4 +274,24 @@ fn tag_styles_are_chosen_by_name_and_unknown_ones_are_problems() {
     );
     let err = Config::parse("[ingest]\ntag_styles = \"dogstatsd\"\n").unwrap_err();
     assert_eq!(err.problems[0].key, "ingest.tag_styles");
+}
+
+#[test]
+fn a_ttl_below_the_longest_window_and_reserved_mapping_labels_are_refused() {
+    let cfg = "[series]\nttl_secs = 30\n[[windows]]\nname = \"1m\"\nbuckets = 60\ninterval_ms = 1000\n[[mappings]]\nmatch = \"a.*\"\nlabels = { __name__ = \"x\", le = \"y\", window = \"z\", ok = \"$1\" }\n";
+    let e = Config::parse(cfg).unwrap_err();
+    let keys: Vec<(usize, &str)> = e
+        .problems
+        .iter()
+        .map(|p| (p.line, p.key.as_str()))
+        .collect();
+    assert!(keys.contains(&(2, "series.ttl_secs")), "{e}");
+    for label in ["__name__", "le", "window"] {
+        assert!(
+            e.problems.iter().any(|p| p.key.ends_with(label)),
+            "{label} not refused: {e}"
+        );
+    }
+    assert_eq!(e.problems.len(), 4, "{e}");
+    assert!(e.to_string().contains("at least 60"), "{e}");
 }

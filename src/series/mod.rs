@@ -30,6 +30,7 @@
 //!   kept; dropped, renamed or relabelled, removed, so that its next line
 //!   starts it fresh under the new rules. Each outcome is counted.
 
+pub mod footprint;
 pub mod key;
 pub mod state;
 
@@ -591,20 +592,22 @@ impl Registry {
             n += 1;
         }
         let mut tags_dropped = 0;
-        let resolved = plan.resolve(
-            s.name,
-            s.kind,
-            key::sorted_unique(&mut tags[..n]),
-            &mut tags_dropped,
-        );
+        let tags = key::sorted_unique(&mut tags[..n]);
+        let resolved = plan.resolve(s.name, s.kind, tags, &mut tags_dropped);
         let Some(r) = resolved else {
             return Ok(None);
         };
         if self.len() >= plan.max_series {
             return Err(self.refuse(Refusal::SeriesCap));
         }
-        let label_bytes: usize = r.labels.iter().map(|(k, v)| k.len() + v.len()).sum();
-        if label_bytes > plan.max_label_bytes {
+        // Both the tags as sent (the raw key keeps them) and the labels
+        // published (mapping labels included) count against the cap.
+        let bytes = |pairs: &mut dyn Iterator<Item = (&str, &str)>| -> usize {
+            pairs.map(|(k, v)| k.len() + v.len()).sum()
+        };
+        let raw = bytes(&mut tags.iter().copied());
+        let published = bytes(&mut r.labels.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        if raw.max(published) > plan.max_label_bytes {
             return Err(self.refuse(Refusal::LabelsTooLarge));
         }
         if tags_dropped > 0 {

@@ -105,11 +105,29 @@ impl DistinctCounter {
         }
     }
 
-    /// Empties the counter, keeping the exact set's allocation.
+    /// Exact sets up to this capacity keep their allocation when cleared
+    /// (a bucket refilled with a few members each slot allocates nothing);
+    /// larger ones give it back, so that a window whose members came in a
+    /// burst does not hold up to ~18 KiB per bucket while it is empty.
+    pub const KEPT_CAPACITY: usize = 64;
+
+    /// Empties the counter; gives back any allocation above
+    /// [`KEPT_CAPACITY`](Self::KEPT_CAPACITY) members (and the HLL's
+    /// registers).
     pub fn clear(&mut self) {
         match &mut self.repr {
-            Repr::Exact(set) => set.clear(),
-            Repr::Hll(_) => self.repr = Repr::default(),
+            Repr::Exact(set) if set.capacity() <= Self::KEPT_CAPACITY => set.clear(),
+            _ => self.repr = Repr::default(),
+        }
+    }
+
+    /// Bytes this counter holds on the heap (an estimate of the hash set's
+    /// table: 8 bytes and one control byte per slot).
+    #[must_use]
+    pub fn heap_bytes(&self) -> usize {
+        match &self.repr {
+            Repr::Exact(set) => set.capacity() * 9,
+            Repr::Hll(_) => REGISTERS,
         }
     }
 
@@ -217,5 +235,31 @@ mod tests {
         // Pinned: instances sharing sketches must agree on this forever.
         assert_ne!(hash_member(b"a"), hash_member(b"b"));
         assert_eq!(hash_member(b"rollstat"), 0x3af7_fe80_e22a_e0b8);
+    }
+
+    #[test]
+    fn clearing_gives_large_sets_back_and_keeps_small_ones() {
+        let mut c = DistinctCounter::default();
+        for h in 0..1000u64 {
+            c.insert_hash(h.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        }
+        assert!(c.heap_bytes() > 8_000, "{}", c.heap_bytes());
+        c.clear();
+        assert_eq!(c.heap_bytes(), 0);
+        assert_eq!(c.count(), 0);
+        for h in 0..10u64 {
+            c.insert_hash(h);
+        }
+        let small = c.heap_bytes();
+        c.clear();
+        assert_eq!(c.heap_bytes(), small, "a small set keeps its table");
+        // An HLL gives its registers back too.
+        for h in 0..5000u64 {
+            c.insert_hash(h.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        }
+        assert!(!c.is_exact());
+        c.clear();
+        assert!(c.is_exact());
+        assert_eq!(c.heap_bytes(), 0);
     }
 }

@@ -18,7 +18,9 @@ pub trait Bucket: Default {
     type Input;
     /// Folds one input into the bucket.
     fn add(&mut self, input: Self::Input);
-    /// Empties the bucket for reuse by a new slot. Should keep allocations.
+    /// Empties the bucket for reuse by a new slot. Keeps small allocations
+    /// (refilling costs nothing) and gives large ones back (a bucket that
+    /// was full once must not hold its peak while empty).
     fn reset(&mut self);
     /// Folds another bucket's contents into this one.
     fn merge(&mut self, other: &Self);

@@ -1,0 +1,209 @@
+//! What the registry may cost in bytes: the worst case a config's caps
+//! allow, per series by statsd type and per bucket by window, for
+//! `rollstat check-config` to print before the daemon starts.
+//!
+//! Every figure is an upper bound built from the structures' sizes
+//! (`size_of`) and the caps that bound their heap parts:
+//!
+//! * **the entry**: the shard table's slot (a table may hold up to twice its
+//!   entries in slots, after growing), its raw key (name ≤
+//!   [`MAX_NAME_LEN`], tag bytes ≤ `series.max_label_bytes`, 8 bytes of
+//!   length prefixes per tag), its published identity (metric, Prometheus
+//!   name, labels ≤ `max_label_bytes`), and the catalog's copy of the
+//!   identity and of its family names (as if every series had a name of
+//!   its own);
+//! * **the windows**: per bucket the bucket itself plus what its sketch can
+//!   grow to: a DDSketch's two stores of at most 2048 + 128 eight-byte bins,
+//!   doubled by `Vec` growth (≈ 68 KiB), for timers, histograms and
+//!   distributions; an exact set of 1024 members (a 2048-slot table, 18 KiB)
+//!   before it turns into a 4 KiB HyperLogLog, for sets. A bucket gives its
+//!   sketch's memory back when its slot is reused.
+//!
+//! Typical series cost far less: a sketch holds a bin per 2 % of the range
+//! its values span (a timer between 1 ms and 10 s: ~460 bins), a set only its
+//! distinct members; PERF.md has the measured figures for config.toml.
+
+use std::mem::size_of;
+
+use super::{Entry, SeriesMeta};
+use crate::config::Config;
+use crate::parse::{MetricKind, MAX_NAME_LEN, MAX_TAGS};
+use crate::sketch::DistinctCounter;
+use crate::window::bucket::{Distinct, Distribution, Summary};
+use crate::window::RollingWindow;
+
+/// The statsd types by what their series hold.
+pub const KINDS: [(&str, MetricKind); 4] = [
+    ("counter", MetricKind::Counter),
+    ("gauge", MetricKind::Gauge),
+    ("set", MetricKind::Set),
+    ("timer/histogram/distribution", MetricKind::Distribution),
+];
+
+/// Most bins one DDSketch store grows to (sketches-ddsketch's default
+/// `max_num_bins` plus its 128-bin growth step).
+const SKETCH_BINS: usize = 2048 + 128;
+
+/// The worst case of a config, in bytes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Footprint {
+    /// Per series, by [`KINDS`] order: what a series on every window costs
+    /// at its caps.
+    pub per_series: [u64; 4],
+    /// Per bucket, by [`KINDS`] order.
+    pub per_bucket: [u64; 4],
+    /// Buckets a series holds when it keeps every window.
+    pub buckets: u64,
+    /// `series.max_series`.
+    pub max_series: u64,
+}
+
+impl Footprint {
+    /// The worst case `cfg` allows.
+    #[must_use]
+    pub fn of(cfg: &Config) -> Footprint {
+        let windows = cfg.windows.len() as u64;
+        let buckets: u64 = cfg.windows.iter().map(|w| w.spec.size() as u64).sum();
+        let labels = cfg.series.max_label_bytes as u64;
+        let tags = MAX_TAGS as u64;
+        let name = MAX_NAME_LEN as u64;
+        let string = size_of::<String>() as u64;
+        // Table slot (and control byte), up to twice the entries.
+        let slot = 2 * (size_of::<Entry>() as u64 + 1);
+        // Raw key: length-prefixed name and tags.
+        let key = 4 + name + tags * 8 + labels;
+        // Published identity: the Arc'd meta, its metric (a rename may make
+        // it longer than the name: counted twice), Prometheus name (Arc<str>),
+        // labels, and window names when a mapping picks its own.
+        let meta = 16
+            + size_of::<SeriesMeta>() as u64
+            + 2 * name
+            + (16 + 2 * name + 8)
+            + tags * 2 * string
+            + labels
+            + 16
+            + windows * (string + 32);
+        // Catalog: the identity in a set, and up to five family names
+        // (a histogram's `x`, `_bucket`, `_sum`, `_count`, `_created`).
+        let identity = 2 * (string + 1) + 2 * name + 8 + tags * 2 + labels;
+        let families = 5 * (2 * (string + 32 + 1) + 2 * name + 16);
+        let fixed = slot + key + meta + identity + families;
+
+        let ring = |bucket: u64, per_window: u64| windows * per_window + buckets * bucket;
+        let counter_bucket = size_of::<Summary>() as u64;
+        let counter = fixed + ring(counter_bucket, size_of::<RollingWindow<Summary>>() as u64);
+        let set_bucket = size_of::<Distinct>() as u64 + set_heap();
+        let set = fixed + ring(set_bucket, size_of::<RollingWindow<Distinct>>() as u64);
+        let dist_bucket = size_of::<Distribution>() as u64 + 2 * 2 * SKETCH_BINS as u64 * 8;
+        let histogram = 48 + (cfg.series.histogram_buckets.len() as u64 + 1) * 8;
+        let dist =
+            fixed + histogram + ring(dist_bucket, size_of::<RollingWindow<Distribution>>() as u64);
+        Footprint {
+            per_series: [counter, counter, set, dist],
+            per_bucket: [counter_bucket, counter_bucket, set_bucket, dist_bucket],
+            buckets,
+            max_series: cfg.series.max_series as u64,
+        }
+    }
+
+    /// `max_series` series of the costliest type, each at its worst.
+    #[must_use]
+    pub fn worst_total(&self) -> u64 {
+        self.max_series * self.per_series.iter().max().copied().unwrap_or(0)
+    }
+
+    /// `max_series` counter series at their worst (names and labels at
+    /// their caps): the bound for a registry of counters and gauges.
+    #[must_use]
+    pub fn worst_counters(&self) -> u64 {
+        self.max_series * self.per_series[0]
+    }
+
+    /// The report `check-config` prints, one item per line.
+    #[must_use]
+    pub fn report(&self) -> String {
+        let mut out = format!(
+            "worst-case memory per series (on every window, {} buckets, names and labels at their caps):",
+            self.buckets
+        );
+        for ((kind, _), (series, bucket)) in KINDS
+            .iter()
+            .zip(self.per_series.iter().zip(&self.per_bucket))
+        {
+            out.push_str(&format!(
+                "\n  {kind}: {} ({} per bucket)",
+                bytes(*series),
+                bytes(*bucket)
+            ));
+        }
+        out.push_str(&format!(
+            "\nworst case at series.max_series = {}: {} if every series were a counter or gauge, {} if every series were of the costliest type at its worst",
+            self.max_series,
+            bytes(self.worst_counters()),
+            bytes(self.worst_total()),
+        ));
+        out
+    }
+}
+
+/// What an exact set grows to before it becomes a HyperLogLog (which is
+/// smaller): a table of the next power of two above 1024 / (7/8) slots,
+/// 8 bytes and a control byte each.
+fn set_heap() -> u64 {
+    let slots = (DistinctCounter::EXACT_LIMIT * 8 / 7 + 1).next_power_of_two();
+    slots as u64 * 9
+}
+
+/// `n` bytes in B, KiB, MiB or GiB, three significant digits.
+#[must_use]
+pub fn bytes(n: u64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut x = n as f64;
+    let mut u = 0;
+    while x >= 1024.0 && u + 1 < units.len() {
+        x /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else if x < 10.0 {
+        format!("{x:.2} {}", units[u])
+    } else if x < 100.0 {
+        format!("{x:.1} {}", units[u])
+    } else {
+        format!("{x:.0} {}", units[u])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_worst_case_grows_with_buckets_caps_and_labels() {
+        let base = Footprint::of(&Config::default());
+        // One window of 10 buckets.
+        assert_eq!(base.buckets, 10);
+        let mut cfg = Config::default();
+        cfg.series.max_label_bytes *= 2;
+        let more_labels = Footprint::of(&cfg);
+        assert!(more_labels.per_series[0] > base.per_series[0]);
+        cfg.series.max_series *= 2;
+        assert_eq!(
+            Footprint::of(&cfg).worst_total(),
+            2 * more_labels.worst_total()
+        );
+        // Sketches dominate: a distribution bucket can hold ~68 KiB.
+        assert!(base.per_bucket[3] > 60 * 1024, "{base:?}");
+        assert!(base.per_series[3] > base.per_series[2]);
+        assert!(base.per_series[2] > base.per_series[0]);
+    }
+
+    #[test]
+    fn sizes_read_as_people_write_them() {
+        assert_eq!(bytes(512), "512 B");
+        assert_eq!(bytes(1536), "1.50 KiB");
+        assert_eq!(bytes(50 << 20), "50.0 MiB");
+        assert_eq!(bytes(300 << 30), "300 GiB");
+    }
+}
