@@ -1,18 +1,31 @@
-//! Memory per series: builds N counter series (default config: one `10s`
-//! window of 10 x 1 s buckets) in-process and prints
-//! (VmRSS after - VmRSS before) / N, from `/proc/self/status` (Linux).
+//! Memory per series, by statsd type, on a config's windows: builds N
+//! series of one type in-process, writes each once a second for S seconds
+//! of manual-clock time (so every bucket of a 60-bucket window holds a
+//! sample), and prints (VmRSS after - VmRSS before) / N, from
+//! `/proc/self/status` (Linux). The RSS includes the allocator's own
+//! overhead: it is what the daemon's memory grows by.
 //!
 //! ```text
-//! cargo run --release --example memory_per_series -- 100000
+//! cargo run --release --example memory_per_series -- [N] [KIND|all] [CONFIG] [SECONDS] [TAGS]
+//! cargo run --release --example memory_per_series -- 100000 all config.toml 60 0
 //! ```
+//!
+//! KIND: counter, gauge, timer, histogram, distribution, set. Each kind runs
+//! in a fresh child process (so one kind's freed memory does not hide the
+//! next one's growth). Values vary by series and second: timers 1-500 ms,
+//! histograms and distributions 1-1000, sets one new member per second.
 
+use std::fmt::Write as _;
+use std::process::Command;
 use std::sync::Arc;
+use std::time::Duration;
 
-use rollstat::blast::{render_line, Kind};
 use rollstat::config::Config;
 use rollstat::parse::{parse_line, Line};
 use rollstat::series::{KeyBuf, Plan, Registry};
-use rollstat::{Clock, ManualClock};
+use rollstat::{Clock, ManualClock, Timestamp};
+
+const KINDS: [&str; 6] = ["counter", "gauge", "timer", "histogram", "distribution", "set"];
 
 fn vm_rss_bytes() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").expect("Linux /proc");
@@ -24,34 +37,82 @@ fn vm_rss_bytes() -> u64 {
         * 1024
 }
 
-fn main() {
-    let n: usize = std::env::args()
-        .nth(1)
-        .map_or(100_000, |a| a.parse().expect("N: a number of series"));
-    let tags: usize = std::env::args()
-        .nth(2)
-        .map_or(0, |a| a.parse().expect("tags per line"));
-    // Render the lines first so their memory is not counted.
-    let lines: Vec<String> = (0..n)
-        .map(|i| render_line(i, tags, Kind::Counter))
-        .collect();
-    let mut cfg = Config::default();
+fn line(out: &mut String, kind: &str, i: usize, sec: usize, tags: usize) {
+    out.clear();
+    let _ = write!(out, "mem.m{i:06}:");
+    let v = (i * 7 + sec * 13) % 1000 + 1;
+    let _ = match kind {
+        "counter" => write!(out, "1|c"),
+        "gauge" => write!(out, "{v}|g"),
+        "timer" => write!(out, "{}|ms", v % 500 + 1),
+        "histogram" => write!(out, "{v}|h"),
+        "distribution" => write!(out, "{v}|d"),
+        "set" => write!(out, "u{sec}|s"),
+        other => panic!("unknown kind {other}"),
+    };
+    for j in 0..tags {
+        out.push_str(if j == 0 { "|#" } else { "," });
+        let _ = write!(out, "k{j}:v{}", (i + j) % 97);
+    }
+}
+
+fn measure(n: usize, kind: &str, config: &str, seconds: usize, tags: usize) {
+    let mut cfg = if config.is_empty() {
+        Config::default()
+    } else {
+        Config::load(std::path::Path::new(config)).unwrap_or_else(|e| panic!("{e}"))
+    };
     cfg.series.max_series = n + 1;
-    let clock = ManualClock::new();
+    cfg.series.max_series_per_metric = None;
+    let clock = ManualClock::starting_at(Timestamp::from_secs(1_767_225_600));
+    let mut text = String::new();
     let before = vm_rss_bytes();
-    let registry = Arc::new(Registry::new(Plan::from_config(&cfg), 16));
+    let registry = Arc::new(Registry::new(
+        Plan::from_config(&cfg).watched_from(clock.now()),
+        16,
+    ));
     let mut key = KeyBuf::default();
-    for l in &lines {
-        let Ok(Line::Sample(s)) = parse_line(l.trim_end().as_bytes()) else {
-            panic!("{l}")
-        };
-        registry.ingest(&s, clock.now(), &mut key).expect("stored");
+    for sec in 0..seconds {
+        let now = clock.now();
+        for i in 0..n {
+            line(&mut text, kind, i, sec, tags);
+            let Ok(Line::Sample(s)) = parse_line(text.as_bytes()) else {
+                panic!("{text}")
+            };
+            registry.ingest(&s, now, &mut key).expect("stored");
+        }
+        clock.advance(Duration::from_secs(1));
     }
     let after = vm_rss_bytes();
     assert_eq!(registry.len(), n);
     let per = (after - before) as f64 / n as f64;
     println!(
-        "series={n} tags={tags} rss_before={before} rss_after={after} bytes_per_series={per:.0}"
+        "kind={kind} series={n} seconds={seconds} tags={tags} config={} rss_growth={} bytes_per_series={per:.0}",
+        if config.is_empty() { "default" } else { config },
+        after - before
     );
     std::hint::black_box(&registry);
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let n: usize = args
+        .get(1)
+        .map_or(100_000, |a| a.parse().expect("N: a number of series"));
+    let kind = args.get(2).map_or("counter", String::as_str);
+    let config = args.get(3).map_or("", String::as_str);
+    let seconds: usize = args.get(4).map_or(60, |a| a.parse().expect("SECONDS"));
+    let tags: usize = args.get(5).map_or(0, |a| a.parse().expect("TAGS"));
+    if kind == "all" {
+        for k in KINDS {
+            let status = Command::new(&args[0])
+                .args([n.to_string(), k.to_string(), config.to_string()])
+                .args([seconds.to_string(), tags.to_string()])
+                .status()
+                .expect("run a child");
+            assert!(status.success(), "{k}: {status}");
+        }
+    } else {
+        measure(n, kind, config, seconds, tags);
+    }
 }
