@@ -7,17 +7,9 @@
 use std::process::Command;
 use std::time::Duration;
 
-use crate::support::{assert_close, missing, repo, require_tool, run, Daemon, Scrape};
+use crate::support::{assert_close, missing, python, repo, require_tool, run, Daemon, Scrape};
 
 const EPS: f64 = 1e-9;
-
-fn python() -> std::path::PathBuf {
-    let p = repo().join("tests/clients/python/.venv/bin/python");
-    if !p.is_file() {
-        missing("the Python client venv (tests/clients/python/.venv)");
-    }
-    p
-}
 
 fn run_client(mut cmd: Command, d: &Daemon) {
     cmd.arg("127.0.0.1").arg(d.udp.port().to_string());

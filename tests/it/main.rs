@@ -45,6 +45,8 @@ mod registry;
 mod signals;
 // statsd TCP idle timeout and connection cap; the open-file limit at start and in check-config.
 mod tcp_limits;
+// Issue #13: every number served is true as Prometheus reads it; memory bounded in bytes.
+mod truth;
 // The same lines over UDP, TCP, Unix datagrams and HTTP.
 mod transports;
 // Rolling windows on the wall clock: rates and values leaving the window.

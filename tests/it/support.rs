@@ -1,9 +1,10 @@
 //! Helpers shared by the integration tests: start the real `rollstat` binary
-//! on port 0, talk HTTP/UDP/TCP to it, parse what `/metrics` says, poll with
-//! a deadline, run external tools (promtool, statsd clients) with a time
-//! limit, keep child processes (Prometheus, chromedriver) that die with the
-//! test, and put a steady load on the daemon. Nothing here sleeps without a
-//! bound.
+//! on port 0, talk HTTP/UDP/TCP to it, parse what `/metrics` says and read
+//! it as Prometheus does (repeated series, counters that go down), poll
+//! with a deadline, run external tools (promtool, statsd clients) with a
+//! time limit, keep child processes (Prometheus, chromedriver) that die with
+//! the test, and put a steady load on the daemon. Nothing here sleeps
+//! without a bound.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -33,6 +34,16 @@ pub fn require_tool(name: &str) -> PathBuf {
         .map(|d| d.join(name))
         .find(|p| p.is_file())
         .unwrap_or_else(|| missing(&format!("`{name}`")))
+}
+
+/// The Python of `tests/clients/python/.venv`, with the packages of its
+/// `requirements.txt`: the statsd clients and `prometheus_client`.
+pub fn python() -> PathBuf {
+    let p = repo().join("tests/clients/python/.venv/bin/python");
+    if !p.is_file() {
+        missing("the Python venv (tests/clients/python/.venv)");
+    }
+    p
 }
 
 /// Polls `f` every 20 ms until it returns `Ok`, or fails after `limit`
@@ -754,6 +765,35 @@ pub struct Sample {
     pub labels: BTreeMap<String, String>,
     /// Value.
     pub value: f64,
+    /// The type of its family: that of the last `# TYPE` line before it
+    /// (`counter`, `histogram`...), empty if none came before.
+    pub kind: String,
+}
+
+impl Sample {
+    /// The series as Prometheus identifies it: the name and the labels
+    /// whose value is not empty (`x{a=""}` and `x` are one series).
+    pub fn series(&self) -> (String, BTreeMap<String, String>) {
+        let labels = self
+            .labels
+            .iter()
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        (self.name.clone(), labels)
+    }
+
+    /// Whether Prometheus reads this sample as a count that only grows
+    /// while its series lives: a counter's `_total`, a histogram's
+    /// `_bucket` and `_count` (not `_sum`, which negative observations
+    /// lower, nor `_created`).
+    pub fn is_monotonic(&self) -> bool {
+        match self.kind.as_str() {
+            "counter" => self.name.ends_with("_total"),
+            "histogram" => self.name.ends_with("_bucket") || self.name.ends_with("_count"),
+            _ => false,
+        }
+    }
 }
 
 /// A parsed scrape: its samples in order, and its `# TYPE` lines.
@@ -770,7 +810,7 @@ impl Scrape {
     /// panics on a line it cannot read, so a malformed scrape fails the test.
     pub fn parse(text: &str) -> Scrape {
         let mut samples = Vec::new();
-        let mut types = Vec::new();
+        let mut types: Vec<(String, String)> = Vec::new();
         for line in text.lines() {
             if line.is_empty() {
                 continue;
@@ -783,7 +823,9 @@ impl Scrape {
             if line.starts_with('#') {
                 continue;
             }
-            samples.push(parse_sample(line).unwrap_or_else(|e| panic!("{e}: {line:?}")));
+            let mut s = parse_sample(line).unwrap_or_else(|e| panic!("{e}: {line:?}"));
+            s.kind = types.last().map(|(_, t)| t.clone()).unwrap_or_default();
+            samples.push(s);
         }
         Scrape { samples, types }
     }
@@ -811,6 +853,50 @@ impl Scrape {
                 .collect();
             panic!("no sample {name}{labels:?}; samples of that name: {near:#?}")
         })
+    }
+
+    /// Every sample that repeats the series of an earlier one, as
+    /// Prometheus identifies series ([`Sample::series`]), described; and
+    /// every family declared twice. Prometheus keeps the first of two
+    /// such samples silently, and neither promtool nor a real Prometheus
+    /// complains (reliability.md 1.1): tests must.
+    pub fn duplicates(&self) -> Vec<String> {
+        let mut families = std::collections::BTreeSet::new();
+        let mut out: Vec<String> = self
+            .types
+            .iter()
+            .filter(|(name, _)| !families.insert(name))
+            .map(|(name, t)| format!("family {name} declared twice (the second as {t})"))
+            .collect();
+        let mut seen = std::collections::BTreeSet::new();
+        out.extend(
+            self.samples
+                .iter()
+                .filter(|x| !seen.insert(x.series()))
+                .map(|x| format!("{} {:?} repeats a series", x.name, x.labels)),
+        );
+        out
+    }
+
+    /// The series of this scrape whose count went down since `before`
+    /// ([`Sample::is_monotonic`]), described: Prometheus reads each as a
+    /// counter reset. A series absent from either scrape is not compared,
+    /// and of two samples of one series the first counts, as in Prometheus.
+    pub fn decreased_since(&self, before: &Scrape) -> Vec<String> {
+        let mut old = BTreeMap::new();
+        for x in before.samples.iter().filter(|x| x.is_monotonic()) {
+            old.entry(x.series()).or_insert(x.value);
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        self.samples
+            .iter()
+            .filter(|x| x.is_monotonic() && seen.insert(x.series()))
+            .filter_map(|x| {
+                let was = *old.get(&x.series())?;
+                (x.value < was)
+                    .then(|| format!("{} {:?}: {was} then {}", x.name, x.labels, x.value))
+            })
+            .collect()
     }
 
     /// The sum of every sample called `name` (e.g. all rejection reasons).
@@ -910,6 +996,7 @@ fn parse_sample(line: &str) -> Result<Sample, String> {
         name,
         labels,
         value,
+        kind: String::new(),
     })
 }
 
