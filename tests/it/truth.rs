@@ -269,7 +269,7 @@ fn rss_bytes(pid: u32) -> u64 {
 }
 
 /// Fails on current code: `neg_c_total` reads 2 (the `_total` went down by
-/// 3) and `rollstat_counter_negative_increments_total` does not exist.
+/// 3) and `rollstat_series_negative_increments_total` does not exist.
 #[test]
 fn a_negative_counter_increment_stays_in_the_window_and_never_lowers_the_total() {
     let d = Daemon::start_with(&sample_config_on_port_0());
@@ -289,7 +289,7 @@ fn a_negative_counter_increment_stays_in_the_window_and_never_lowers_the_total()
         "windows keep negative increments"
     );
     assert_eq!(
-        s.value("rollstat_counter_negative_increments_total", &[]),
+        s.value("rollstat_series_negative_increments_total", &[]),
         Some(1.0)
     );
 }
