@@ -25,7 +25,14 @@ use rollstat::parse::{parse_line, Line};
 use rollstat::series::{KeyBuf, Plan, Registry};
 use rollstat::{Clock, ManualClock, Timestamp};
 
-const KINDS: [&str; 6] = ["counter", "gauge", "timer", "histogram", "distribution", "set"];
+const KINDS: [&str; 6] = [
+    "counter",
+    "gauge",
+    "timer",
+    "histogram",
+    "distribution",
+    "set",
+];
 
 fn vm_rss_bytes() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").expect("Linux /proc");

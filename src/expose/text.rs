@@ -478,12 +478,16 @@ impl<'q> Partial<'q> {
                 }
                 let count = histogram.count.round() as u64;
                 bucket(out, &|o: &mut Vec<u8>| o.extend_from_slice(b"+Inf"), count);
-                out.extend_from_slice(name);
-                out.extend_from_slice(b"_sum");
-                braces(out);
-                out.push(b' ');
-                number(out, histogram.sum);
-                out.push(b'\n');
+                // OpenMetrics' `_sum` is a counter: it must be left out once
+                // a negative value was observed (it could go down).
+                if !(self.format == Format::OpenMetrics && histogram.saw_negative) {
+                    out.extend_from_slice(name);
+                    out.extend_from_slice(b"_sum");
+                    braces(out);
+                    out.push(b' ');
+                    number(out, histogram.sum);
+                    out.push(b'\n');
+                }
                 out.extend_from_slice(name);
                 out.extend_from_slice(b"_count");
                 braces(out);
@@ -958,6 +962,24 @@ labels = { endpoint = "$1" }
         let t = render(&r, T0, Format::Prometheus, 2, &ChunkPool::new());
         assert!(t.is_empty());
         assert_eq!(t.series, 0);
+    }
+
+    #[test]
+    fn openmetrics_leaves_out_the_sum_of_a_histogram_that_saw_a_negative_value() {
+        let r = Registry::new(Plan::from_config(&Config::default()), 4);
+        let mut key = KeyBuf::default();
+        for l in ["neg.t:-5|ms", "neg.t:7|ms", "pos.t:5|ms"] {
+            let Some(Ok(Line::Sample(s))) = parse_datagram(l.as_bytes()).next() else {
+                panic!("{l}")
+            };
+            r.ingest(&s, T0, &mut key).unwrap();
+        }
+        let text = |f| String::from_utf8(render(&r, T0, f, 1, &ChunkPool::new()).concat()).unwrap();
+        let (plain, open) = (text(Format::Prometheus), text(Format::OpenMetrics));
+        assert!(plain.contains("neg_t_sum 0.002"), "{plain}");
+        assert!(!open.contains("neg_t_sum"), "{open}");
+        assert!(open.contains("neg_t_count 2"), "{open}");
+        assert!(open.contains("pos_t_sum 0.005"), "{open}");
     }
 
     fn num(x: f64) -> String {

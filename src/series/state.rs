@@ -85,6 +85,9 @@ pub struct CumulativeHistogram {
     pub sum: f64,
     /// Weighted number of observations.
     pub count: f64,
+    /// Whether a negative value was observed: then `sum` may go down, and
+    /// OpenMetrics leaves it out (its `_sum` is a counter).
+    pub saw_negative: bool,
 }
 
 impl CumulativeHistogram {
@@ -93,12 +96,14 @@ impl CumulativeHistogram {
             counts: vec![0.0; bounds + 1],
             sum: 0.0,
             count: 0.0,
+            saw_negative: false,
         }
     }
 
     fn observe(&mut self, bounds: &[f64], v: f64, weight: f64) {
         let i = bounds.partition_point(|&b| b < v);
         self.counts[i] += weight;
+        self.saw_negative |= v < 0.0;
         self.sum += v * weight;
         self.count += weight;
     }
