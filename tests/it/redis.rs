@@ -683,6 +683,30 @@ fn shared_windows_survive_an_outage_and_count_what_could_not_be_shared() {
     println!("unshared bucket deltas during a 2 s outage: {unshared}");
 }
 
+#[test]
+fn an_overflowing_line_on_a_shared_metric_is_refused_and_sharing_goes_on() {
+    let Some(redis) = Redis::start() else { return };
+    let d = Daemon::start_with(&window_config(&redis.section(), 30, 1000));
+    send_counts(&d, 10);
+    // 1e305 at @1e-6 is 1e311: it used to put inf into the bucket, fail
+    // the Redis pipeline on every sync and mark the store down (and every
+    // shared limit with it). Now it is refused and never becomes a delta.
+    d.send_udp(b"api.requests:1e305|c|@0.000001");
+    send_counts(&d, 10);
+    wait_true(Duration::from_secs(10), "the fleet view of 20", || {
+        d.metric(FLEET) == Some(20.0)
+    });
+    assert_eq!(
+        d.metric("rollstat_series_refused_total{reason=\"overflow\"}"),
+        Some(1.0)
+    );
+    // Several syncs later the store is still up and the view still true.
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(d.metric("rollstat_store_up "), Some(1.0));
+    assert_eq!(d.metric(FLEET), Some(20.0));
+    assert_eq!(d.metric(LOCAL), Some(20.0));
+}
+
 // ---------------------------------------------------------------------------
 // Redis Cluster
 
