@@ -101,8 +101,13 @@ pub mod refuse_reason {
     /// A `limit` or `cursor` of `/api/v1/series` that is out of range or
     /// not one the server gave out: 400.
     pub const BAD_QUERY: &str = "bad_query";
+    /// A `POST /api/v1/breakers/{name}/outcomes` body that is not
+    /// `{"success", "failure", "slow"}` with whole counts from 0 to the cap
+    /// (`service::breakers::MAX_OUTCOMES`), or whose `slow` exceeds
+    /// `success`: 400.
+    pub const BAD_OUTCOMES: &str = "bad_outcomes";
     /// Every reason, in label order.
-    pub const ALL: [&str; 9] = [
+    pub const ALL: [&str; 10] = [
         BODY_TOO_LARGE,
         UNSUPPORTED_ENCODING,
         BAD_ENCODING,
@@ -112,6 +117,7 @@ pub mod refuse_reason {
         MALFORMED_REQUEST,
         BODIES_BUSY,
         BAD_QUERY,
+        BAD_OUTCOMES,
     ];
 }
 

@@ -312,3 +312,98 @@ proptest! {
         }
     }
 }
+
+/// Counts from small to `u64::MAX`, with the daemon's cap per report in
+/// between (issue #13: huge batches must saturate, never wrap or panic).
+fn count() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        2 => 1..1000u64,
+        1 => Just(1_000_000_000u64),
+        2 => (u64::MAX / 4)..=u64::MAX,
+        1 => Just(u64::MAX),
+    ]
+}
+
+/// The exact sum, clamped to `u64::MAX`: what saturating sums of
+/// non-negative counts give, in any order.
+fn clamped(x: u128) -> u64 {
+    u64::try_from(x).unwrap_or(u64::MAX)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// SRE window sums equal a u128 model of the events in the window,
+    /// clamped to u64::MAX, and the ratios stay finite in [0, 1].
+    #[test]
+    fn sre_sums_of_huge_counts_are_the_exact_sums_clamped_to_u64_max(
+        steps in prop::collection::vec((0..600_000_000u64, any::<bool>(), count()), 1..120),
+    ) {
+        let origin = T0.as_nanos();
+        let mut b = SreBreaker::new(SreConfig::default(), T0).unwrap();
+        let mut events: Vec<(u64, bool, u64)> = Vec::new();
+        let mut now = origin;
+        for (dt, ok, n) in steps {
+            now += dt;
+            let t = Timestamp::from_nanos(now);
+            b.record_n(Outcome::from_success(ok), n, t);
+            events.push((now, ok, n));
+            let cur = (now - origin) / INTERVAL;
+            let lo = cur.saturating_sub(SLOTS - 1);
+            let (mut accepts, mut failures) = (0u128, 0u128);
+            for &(at, ok, n) in &events {
+                if ((at - origin) / INTERVAL) < lo {
+                    continue;
+                }
+                if ok {
+                    accepts += u128::from(n);
+                } else {
+                    failures += u128::from(n);
+                }
+            }
+            let h = b.history(t);
+            prop_assert_eq!(
+                (h.accepts, h.failures, h.total),
+                (clamped(accepts), clamped(failures), clamped(accepts + failures))
+            );
+            let s = b.signals(t);
+            prop_assert!((0.0..=1.0).contains(&s.drop_ratio), "drop ratio {}", s.drop_ratio);
+            prop_assert!((0.0..=1.0).contains(&s.failure_ratio), "failure ratio {}", s.failure_ratio);
+            // A decision on saturated counts is still a decision.
+            b.poll(t);
+        }
+    }
+
+    /// Error-rate window counts (successes only, some slow, so the breaker
+    /// never trips) equal the clamped exact sums of the last 10 epoch seconds.
+    #[test]
+    fn error_rate_window_counts_of_huge_counts_are_the_exact_sums_clamped_to_u64_max(
+        steps in prop::collection::vec((0..2_500_000_000u64, any::<bool>(), count()), 1..80),
+    ) {
+        const SECOND: u64 = 1_000_000_000;
+        let mut b = ErrorRateBreaker::new(ErrorRateConfig::default(), T0).unwrap();
+        let mut events: Vec<(u64, bool, u64)> = Vec::new();
+        let mut now = T0.as_nanos();
+        for (dt, slow, n) in steps {
+            now += dt;
+            let t = Timestamp::from_nanos(now);
+            if slow {
+                b.record_slow_n(Outcome::Success, n, t);
+            } else {
+                b.record_n(Outcome::Success, n, t);
+            }
+            events.push((now, slow, n));
+            let lo = (now / SECOND).saturating_sub(9);
+            let (mut calls, mut slows) = (0u128, 0u128);
+            for &(_, slow, n) in events.iter().filter(|e| e.0 / SECOND >= lo) {
+                calls += u128::from(n);
+                if slow {
+                    slows += u128::from(n);
+                }
+            }
+            let c = b.window_counts(t);
+            prop_assert_eq!((c.calls, c.failures, c.slow), (clamped(calls), 0, clamped(slows)));
+            prop_assert_eq!(b.signals(t).state, BreakerState::Closed);
+        }
+    }
+}

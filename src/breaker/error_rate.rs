@@ -33,6 +33,10 @@
 //! breaker would open is found without replaying the batch; the calls of the
 //! batch after it are ignored, as they would be by an open breaker.
 //!
+//! Counts saturate at `u64::MAX` (bucket adds, window sums, trials), so no
+//! batch wraps or panics; the daemon caps one report at 10^9 outcomes
+//! (`service::breakers::MAX_OUTCOMES`), far below that.
+//!
 //! A signal read never changes the breaker. The daemon calls
 //! [`poll`](ErrorRateBreaker::poll) before reading signals so that
 //! `rollstat_breaker_state` shows half-open even when nobody calls `allow`.
@@ -895,6 +899,49 @@ mod tests {
         assert_eq!(tr.get(HalfOpen, Open), 1);
         assert_eq!(tr.get(HalfOpen, Closed), 1);
         assert_eq!(tr.total(), 5);
+    }
+
+    #[test]
+    fn huge_counts_saturate_in_the_window_and_the_trials() {
+        // Issue #13: u64::MAX batches in every bucket, a trip and trials on
+        // top: counts saturate, nothing wraps or panics, verdicts still come.
+        let mut b = breaker(config());
+        let last = T0 + ms(9000);
+        for i in 0..10 {
+            b.record_n(Outcome::Success, u64::MAX, T0 + ms(1000 * i));
+            b.record_slow_n(Outcome::Success, u64::MAX, T0 + ms(1000 * i));
+        }
+        let all = CallCounts {
+            calls: u64::MAX,
+            failures: 0,
+            slow: u64::MAX,
+        };
+        assert_eq!(b.window_counts(last), all);
+        assert_eq!(b.state(), Closed);
+        // The window's calls stay saturated, so the batch of failures opens
+        // the breaker at the call that brings failures to half of u64::MAX.
+        b.record_n(Outcome::Failure, u64::MAX, last);
+        assert_eq!(b.state(), Open);
+        let c = b.window_counts(last);
+        assert_eq!(c.calls, u64::MAX);
+        assert!(
+            (0.5..0.5 + 1e-9).contains(&c.failure_ratio()),
+            "{}",
+            c.failure_ratio()
+        );
+        // Half-open: a u64::MAX batch fills the 3 trials; the rest goes into
+        // the fresh window of the closed breaker.
+        let t = last + ms(5001);
+        b.poll(t);
+        b.record_n(Outcome::Success, u64::MAX, t);
+        assert_eq!(b.state(), Closed);
+        assert_eq!(b.window_counts(t).calls, u64::MAX - 3);
+        let s = b.signals(t);
+        assert_eq!(
+            (s.requests, s.failures, s.failure_ratio),
+            (u64::MAX - 3, 0, 0.0)
+        );
+        assert_eq!(b.transitions().total(), 3);
     }
 
     #[test]

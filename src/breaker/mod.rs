@@ -22,7 +22,8 @@
 //! * `record_n(outcome, count, now)`: `count` calls finished with `outcome`.
 //!   The daemon feeds breakers from statsd counters and batched
 //!   `POST .../outcomes` bodies, so batches are first-class; `record` is the
-//!   single-call shorthand.
+//!   single-call shorthand. Any `count` is safe: every count and sum
+//!   saturates at `u64::MAX`, never wraps or panics.
 //! * `poll(now)`: apply the transitions that time alone causes (the error-rate
 //!   breaker's open → half-open) without a call, so that a scrape shows
 //!   half-open even when nobody calls `allow`.
@@ -194,7 +195,10 @@ impl Transitions {
     /// All transitions together.
     #[must_use]
     pub fn total(&self) -> u64 {
-        self.counts.iter().flatten().sum()
+        self.counts
+            .iter()
+            .flatten()
+            .fold(0, |a, &c| a.saturating_add(c))
     }
 
     /// Every (from, to, count) with `from != to`, zeros included, in a fixed

@@ -52,8 +52,8 @@
 //! 6. `u < ratio` → **shed** and record a drop; else **allow** and set
 //!    `last_pass = now`.
 //!
-//! `ratio < 1` always holds (the `+ 1` in the denominator), so some requests
-//! always get through.
+//! `ratio < 1` holds (the `+ 1` in the denominator), so some requests
+//! always get through (below 2^53 requests in the window; see [Counts](#counts)).
 //!
 //! ## Signals
 //!
@@ -73,6 +73,18 @@
 //!   not failures of the backend, and [`history`](SreBreaker::history) reports
 //!   them separately), `failure_ratio = failures / (accepts + failures)`, the
 //!   share of the calls that ran which failed.
+//!
+//! ## Counts
+//!
+//! Every count saturates at `u64::MAX` instead of wrapping or panicking: a
+//! bucket's four counts, and the window sums of [`history`](SreBreaker::history)
+//! (a saturating sum of non-negative counts is the exact sum clamped to
+//! `u64::MAX`, whatever the order). The ratios are computed in `f64` from
+//! those counts and stay finite, the drop ratio in `[0, 1]` and the failure
+//! ratio in `[0, 1]` (the drop ratio stays below 1 while `total` is below
+//! 2^53; above, `f64` rounds the `+ 1` away). The daemon caps what one report
+//! may add (`service::breakers::MAX_OUTCOMES`, 10^9), so the saturation is a
+//! backstop that real traffic does not reach.
 
 use std::time::Duration;
 
@@ -273,14 +285,15 @@ impl SreBreaker {
     }
 
     /// Accepts, total, failures, drops and the trailing streaks at `now`.
+    /// The sums saturate at `u64::MAX` (see the [module docs](self#counts)).
     #[must_use]
     pub fn history(&self, now: Timestamp) -> SreHistory {
         let mut h = SreHistory::default();
         self.window.visit(now, |b| {
-            h.accepts += b.success;
-            h.total += b.sum;
-            h.failures += b.failure;
-            h.drops += b.drop;
+            h.accepts = h.accepts.saturating_add(b.success);
+            h.total = h.total.saturating_add(b.sum);
+            h.failures = h.failures.saturating_add(b.failure);
+            h.drops = h.drops.saturating_add(b.drop);
             if b.failure > 0 {
                 h.working_buckets = 0;
             } else if b.success > 0 {
@@ -675,6 +688,51 @@ mod tests {
         let s = b.signals(end);
         assert_eq!((s.requests, s.drop_ratio), (0, 0.0));
         assert_eq!(b.allow(end, ALWAYS_SHED), Verdict::Allow);
+    }
+
+    #[test]
+    fn huge_counts_saturate_across_buckets_and_the_ratios_stay_finite() {
+        // Issue #13: two u64::MAX batches in two buckets overflowed the
+        // window sums (a panic in debug builds, a wrap in release).
+        let mut b = breaker();
+        let last = T0 + ms(250 * 39);
+        for i in 0..40 {
+            let t = T0 + ms(250 * i);
+            b.record_n(Outcome::Failure, u64::MAX, t);
+            b.record_n(Outcome::Failure, u64::MAX, t);
+            b.record_n(Outcome::Success, u64::MAX / 3, t);
+        }
+        let h = b.history(last);
+        assert_eq!(
+            (h.accepts, h.total, h.failures, h.drops),
+            (u64::MAX, u64::MAX, u64::MAX, 0)
+        );
+        let s = b.signals(last);
+        assert_eq!((s.requests, s.failures), (u64::MAX, u64::MAX));
+        // Every bucket holds both kinds: no streaks; w·accepts outweighs the
+        // total, so nothing is shed. Both sides of the failure ratio saturate.
+        assert_eq!((s.drop_ratio, s.failure_ratio), (0.0, 1.0));
+        // Failures only: the ratio rounds to 1 in f64 but stays a number; a
+        // shed adds a drop to saturated counts and nothing panics.
+        let mut b = breaker();
+        for i in 0..40 {
+            b.record_n(Outcome::Failure, u64::MAX, T0 + ms(250 * i));
+        }
+        let s = b.signals(last);
+        assert_eq!(
+            (s.requests, s.failures, s.failure_ratio),
+            (u64::MAX, u64::MAX, 1.0)
+        );
+        assert!((0.0..=1.0).contains(&s.drop_ratio), "{}", s.drop_ratio);
+        assert_eq!(b.allow(last, ALWAYS_SHED), Verdict::Shed);
+        b.poll(last);
+        assert_eq!(b.history(last).drops, 1);
+        // At the daemon's cap per report the sums stay exact.
+        let mut b = breaker();
+        for i in 0..40 {
+            b.record_n(Outcome::Failure, 1_000_000_000, T0 + ms(250 * i));
+        }
+        assert_eq!(b.history(last).total, 40_000_000_000);
     }
 
     #[test]

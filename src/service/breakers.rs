@@ -13,18 +13,37 @@
 //!   calls. Failures are a subset of requests, so each tick records
 //!   `failures` failures and `requests − failures` successes; failures that
 //!   arrive before their requests (different datagrams) are carried as a debt
-//!   and matched against later requests, so the totals agree over time.
+//!   and matched against later requests, so the totals agree over time. A
+//!   debt still unpaid one to two breaker windows later is forgotten (and
+//!   logged): its failures have left the window, and a debt nobody pays (a
+//!   lost requests datagram, an absurd failures value) would otherwise turn
+//!   every later request into no success at all.
 //! * `outcome_metric` + `outcome_tag`: one counter whose tag value is in
 //!   `success_values` or `failure_values` (other values are ignored).
 //! * `latency_metric` + `slow_call_ms`: a timer; samples above the threshold
 //!   mark that many of the tick's successes as slow (error-rate breaker). With
 //!   no counter configured, every timer sample is a successful call.
 //!
-//! Counter increments count with their sample-rate weight, rounded.
+//! ## How a statsd line becomes a count
+//!
+//! A counter line counts `round(Σvalues × 1/sample_rate)` calls
+//! ([`counter_outcomes`]): rounded half away from zero, then
+//!
+//! * below 1 (fractions under one half, zero, negative values such as a
+//!   `decr`) counts **nothing**: outcomes that happened cannot be un-counted;
+//! * above [`MAX_OUTCOMES`] (10^9; `1e300|c`, `1e300|c|@0.000001`, or values
+//!   whose sum overflows `f64` to infinity) counts **exactly the cap**.
+//!
+//! A timer line counts its samples times its rounded weight, each of the
+//! "timed" and "slow" counts capped the same way. So one line moves a
+//! breaker by at most 10^9 calls, as one field of `POST .../outcomes` may
+//! (the route answers 400 above it). The pending counts and every sum after
+//! them saturate at `u64::MAX`: nothing wraps, nothing panics the ticker.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use parking_lot::Mutex;
 
@@ -34,6 +53,43 @@ use crate::breaker::{
 use crate::clock::Timestamp;
 use crate::config::{BreakerDef, BreakerKind};
 use crate::parse::{MetricKind, Sample};
+
+/// The most outcomes one report may add to a breaker: one statsd line (its
+/// values times `1/sample_rate`, clamped) or one field of one
+/// `POST .../outcomes` body (refused above it).
+///
+/// 10^9 is generous: a service doing a million calls a second that reports
+/// once a second sends 10^6. It is safe: 10^9 is far below 2^53, so a count
+/// converts to `f64` exactly and the ratios computed from window sums stay
+/// exact, and it would take over 18 billion reports inside one window to
+/// reach `u64::MAX`, where the sums saturate.
+pub const MAX_OUTCOMES: u64 = 1_000_000_000;
+
+/// How many calls a counter line with values summing to `sum` and weight
+/// `weight` (`1/sample_rate`) stands for: `round(sum × weight)`, rounded half
+/// away from zero; 0 when that is below 1 or NaN; [`MAX_OUTCOMES`] when it is
+/// above (infinity included). See the [module docs](self#how-a-statsd-line-becomes-a-count).
+#[must_use]
+pub fn counter_outcomes(sum: f64, weight: f64) -> u64 {
+    let n = (sum * weight).round();
+    if n.is_nan() || n < 1.0 {
+        0
+    } else if n >= MAX_OUTCOMES as f64 {
+        MAX_OUTCOMES
+    } else {
+        // In [1, 10^9): exact.
+        n as u64
+    }
+}
+
+/// Adds `n` to a pending count, saturating at `u64::MAX`.
+#[inline]
+fn add_pending(a: &AtomicU64, n: u64) {
+    // The closure always returns `Some`, so this never fails.
+    let _ = a.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+        Some(v.saturating_add(n))
+    });
+}
 
 /// Either breaker algorithm.
 pub enum AnyBreaker {
@@ -115,7 +171,57 @@ pub struct NamedBreaker {
     pub breaker: SharedBreaker<AnyBreaker>,
     pending: Pending,
     /// Failures counted before their requests arrived.
-    debt: Mutex<u64>,
+    debt: Mutex<Debt>,
+}
+
+/// Failures counted before their requests arrived, in two generations so
+/// that a debt nobody pays is forgotten after one to two `carry` periods.
+#[derive(Debug, Default)]
+struct Debt {
+    /// Owed from the previous generation: paid first, forgotten at the turn.
+    older: u64,
+    /// Owed since the current generation began.
+    newer: u64,
+    /// When the current generation began; `None` before the first tick.
+    since: Option<Timestamp>,
+}
+
+// === impl Debt ===
+
+impl Debt {
+    /// Adds `failures` to the debt, pays it from `requests` (oldest first)
+    /// and returns `(successes, forgotten)`: the requests left over, and the
+    /// debt dropped because it was still unpaid a generation later.
+    fn settle(
+        &mut self,
+        failures: u64,
+        requests: u64,
+        now: Timestamp,
+        carry: Duration,
+    ) -> (u64, u64) {
+        let mut forgotten = 0;
+        match self.since {
+            Some(since) if now.saturating_duration_since(since) >= carry => {
+                forgotten = self.older;
+                self.older = self.newer;
+                self.newer = 0;
+                if now.saturating_duration_since(since) >= carry.saturating_mul(2) {
+                    forgotten = forgotten.saturating_add(self.older);
+                    self.older = 0;
+                }
+                self.since = Some(now);
+            }
+            Some(_) => {}
+            None => self.since = Some(now),
+        }
+        self.newer = self.newer.saturating_add(failures);
+        let from_older = requests.min(self.older);
+        self.older -= from_older;
+        let left = requests - from_older;
+        let from_newer = left.min(self.newer);
+        self.newer -= from_newer;
+        (left - from_newer, forgotten)
+    }
 }
 
 impl NamedBreaker {
@@ -128,7 +234,16 @@ impl NamedBreaker {
         }
     }
 
-    /// Records outcomes reported over HTTP, at once.
+    /// The breaker's window: how long a failures debt is carried at least.
+    fn window(&self) -> Duration {
+        match &self.def.kind {
+            BreakerKind::Sre(c) => c.window,
+            BreakerKind::ErrorRate(c) => c.window,
+        }
+    }
+
+    /// Records outcomes reported over HTTP (or drained from statsd), at once.
+    /// Any counts are safe: the breakers saturate.
     pub fn record(&self, successes: u64, failures: u64, slow: u64, now: Timestamp) {
         self.breaker.with(|b| {
             let slow = slow.min(successes);
@@ -150,16 +265,20 @@ impl NamedBreaker {
         let (r, f) = (take(&p.requests), take(&p.failures));
         let (ts, tf) = (take(&p.tagged_successes), take(&p.tagged_failures));
         let (slow, timed) = (take(&p.slow), take(&p.timed));
-        let mut debt = self.debt.lock();
-        *debt += f;
-        let matched = r.min(*debt);
-        *debt -= matched;
-        let mut successes = r - matched + ts;
-        let failures = f + tf;
+        let (unmatched, forgotten) = self.debt.lock().settle(f, r, now, self.window());
+        if forgotten > 0 {
+            tracing::warn!(
+                breaker = %self.def.name,
+                failures = forgotten,
+                "Failures reported without their requests for over a breaker window were forgotten; check that the requests counter counts every call, failed ones included."
+            );
+        }
+        let mut successes = unmatched.saturating_add(ts);
+        let failures = f.saturating_add(tf);
         let counters =
             self.def.inputs.requests_metric.is_some() || self.def.inputs.outcome.is_some();
         if !counters {
-            successes += timed;
+            successes = successes.saturating_add(timed);
         }
         self.record(successes, failures, slow, now);
         self.breaker.poll(now);
@@ -204,7 +323,7 @@ impl Breakers {
                         seed(&def.name, now),
                     ),
                     pending: Pending::default(),
-                    debt: Mutex::new(0),
+                    debt: Mutex::new(Debt::default()),
                 }),
             };
             let inp = &def.inputs;
@@ -245,14 +364,13 @@ impl Breakers {
             let p = &b.pending;
             match (role, s.kind) {
                 (Role::Requests | Role::Failures | Role::Outcome, MetricKind::Counter) => {
-                    let n = (s.values().sum::<f64>() * s.weight()).round();
-                    if n.is_nan() || n < 1.0 {
+                    let n = counter_outcomes(s.values().sum::<f64>(), s.weight());
+                    if n == 0 {
                         continue;
                     }
-                    let n = n as u64;
-                    match role {
-                        Role::Requests => p.requests.fetch_add(n, Ordering::Relaxed),
-                        Role::Failures => p.failures.fetch_add(n, Ordering::Relaxed),
+                    let to = match role {
+                        Role::Requests => &p.requests,
+                        Role::Failures => &p.failures,
                         _ => {
                             let Some(o) = &b.def.inputs.outcome else {
                                 continue;
@@ -261,14 +379,15 @@ impl Breakers {
                                 continue;
                             };
                             if o.success_values.iter().any(|x| x == v) {
-                                p.tagged_successes.fetch_add(n, Ordering::Relaxed)
+                                &p.tagged_successes
                             } else if o.failure_values.iter().any(|x| x == v) {
-                                p.tagged_failures.fetch_add(n, Ordering::Relaxed)
+                                &p.tagged_failures
                             } else {
                                 continue;
                             }
                         }
                     };
+                    add_pending(to, n);
                 }
                 (
                     Role::Latency,
@@ -280,12 +399,19 @@ impl Breakers {
                         }
                         BreakerKind::Sre(_) => None,
                     };
-                    let w = s.weight().round().max(1.0) as u64;
+                    // The weight is in [1, 10^6] (the parser's rate floor).
+                    let w = s.weight().round().clamp(1.0, MAX_OUTCOMES as f64) as u64;
+                    let (mut timed, mut slow) = (0u64, 0u64);
                     for v in s.values() {
-                        p.timed.fetch_add(w, Ordering::Relaxed);
+                        timed += 1;
                         if threshold_ms.is_some_and(|t| v > t) {
-                            p.slow.fetch_add(w, Ordering::Relaxed);
+                            slow += 1;
                         }
+                    }
+                    let weigh = |n: u64| n.saturating_mul(w).min(MAX_OUTCOMES);
+                    add_pending(&p.timed, weigh(timed));
+                    if slow > 0 {
+                        add_pending(&p.slow, weigh(slow));
                     }
                 }
                 _ => {}

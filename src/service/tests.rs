@@ -156,3 +156,149 @@ fn a_reload_keeps_unchanged_breakers_and_limits_and_resets_changed_ones() {
             .allowed
     );
 }
+
+#[test]
+fn a_counter_line_counts_its_rounded_weighted_sum_clamped_to_the_cap() {
+    use super::breakers::{counter_outcomes, MAX_OUTCOMES};
+    let cap = MAX_OUTCOMES;
+    for (sum, weight, want) in [
+        (3.0, 1.0, 3),
+        (0.4, 1.0, 0),
+        (0.5, 1.0, 1),
+        (2.5, 1.0, 3),
+        (1.0, 1e6, 1_000_000),
+        (0.0, 1e6, 0),
+        // Negative (a decrement) counts nothing: outcomes cannot be un-counted.
+        (-1.0, 1.0, 0),
+        (-1e300, 1e6, 0),
+        // Above the cap: exactly the cap, infinity included.
+        (999_999_999.4, 1.0, 999_999_999),
+        (999_999_999.5, 1.0, cap),
+        (1e9 + 1.0, 1.0, cap),
+        (1e300, 1.0, cap),
+        (1e300, 1e6, cap),
+        (f64::MAX, 2.0, cap),
+        (f64::INFINITY, 1.0, cap),
+        (f64::NAN, 1.0, 0),
+        (f64::NEG_INFINITY, 1.0, 0),
+    ] {
+        assert_eq!(counter_outcomes(sum, weight), want, "{sum} x {weight}");
+    }
+}
+
+/// An SRE breaker, which records whole batches (the error-rate breaker
+/// stops a batch where it trips), fed by two counters, in a 1 s window.
+const SRE: &str = r#"
+[[breakers]]
+name = "s"
+kind = "sre"
+requests_metric = "req"
+failures_metric = "fail"
+window_ms = 1000
+buckets = 4
+"#;
+
+fn requests_failures(s: &Services, name: &str, now: Timestamp) -> (u64, u64) {
+    let sig = s.breakers.get(name).unwrap().breaker.signals(now);
+    assert!(sig.drop_ratio.is_finite() && (0.0..=1.0).contains(&sig.drop_ratio));
+    assert!(sig.failure_ratio.is_finite() && (0.0..=1.0).contains(&sig.failure_ratio));
+    (sig.requests, sig.failures)
+}
+
+#[test]
+fn absurd_counter_lines_move_a_breaker_by_at_most_the_cap_each() {
+    let cap = super::breakers::MAX_OUTCOMES;
+    let s = services(SRE);
+    // 1e300, 1e300 weighted by 10^6, and two values whose sum overflows f64:
+    // the cap each. A negative requests value counts nothing.
+    observe(
+        &s,
+        "fail:1e300|c\nfail:1e300|c|@0.000001\nreq:-1|c\nreq:1e308:1e308|c",
+    );
+    s.breakers.tick(T0);
+    // 2 caps of failures, 1 cap of requests: all of them matched, no success.
+    assert_eq!(requests_failures(&s, "s", T0), (2 * cap, 2 * cap));
+    // The same in every bucket of the window, with normal traffic between:
+    // exact sums, no wrap, no panic.
+    let mut t = T0;
+    for _ in 0..12 {
+        t = t + Duration::from_millis(100);
+        observe(&s, "fail:1e300|c\nreq:10|c\nfail:2|c");
+        s.breakers.tick(t);
+    }
+    let (requests, failures) = requests_failures(&s, "s", t);
+    assert_eq!(failures, requests);
+    assert!(
+        failures >= 2 * cap && failures <= 14 * cap + 24,
+        "{failures}"
+    );
+}
+
+#[test]
+fn a_timer_line_counts_its_samples_times_the_weight_clamped_to_the_cap() {
+    let s = services(
+        r#"
+[[breakers]]
+name = "lat"
+kind = "error_rate"
+latency_metric = "rt"
+slow_call_ms = 100
+slow_call_rate_threshold = 0.5
+min_calls = 4
+"#,
+    );
+    // 1001 samples at @0.000001 stand for 1.001e9 calls: the cap.
+    let line = format!("rt:{}|ms|@0.000001", vec!["50"; 1001].join(":"));
+    observe(&s, &line);
+    s.breakers.tick(T0);
+    let sig = s.breakers.get("lat").unwrap().breaker.signals(T0);
+    assert_eq!(
+        (sig.requests, sig.failures, sig.state),
+        (super::breakers::MAX_OUTCOMES, 0, BreakerState::Closed)
+    );
+}
+
+#[test]
+fn a_failures_debt_nobody_pays_is_forgotten_after_one_to_two_windows() {
+    let s = services(SRE);
+    let at = |ms: u64| T0 + Duration::from_millis(ms);
+    // 10^9 failures whose requests never come, then one request per tick.
+    observe(&s, "fail:1e300|c");
+    s.breakers.tick(at(0));
+    for ms in (100..=3000).step_by(100) {
+        observe(&s, "req:1|c");
+        s.breakers.tick(at(ms));
+        match ms {
+            // The debt eats the requests, and its failures have left the
+            // 1 s window: nothing to see.
+            1900 => assert_eq!(requests_failures(&s, "s", at(ms)), (0, 0)),
+            // Generations turn every window (at 1000, 2000...): at the
+            // second turn the debt of T0 is forgotten.
+            2000 => assert_eq!(requests_failures(&s, "s", at(ms)), (1, 0)),
+            _ => {}
+        }
+    }
+    // Every request since is a success: 8 ticks in the window's 4 buckets.
+    assert_eq!(requests_failures(&s, "s", at(3000)), (8, 0));
+}
+
+#[test]
+fn a_failures_debt_paid_a_tick_late_is_never_forgotten() {
+    let s = services(SRE);
+    // For 3 s (three windows), every tick's failure comes one tick before
+    // its request: the debt never reaches 0 but is always paid.
+    observe(&s, "fail:1|c");
+    s.breakers.tick(T0);
+    let mut t = T0;
+    for _ in 0..30 {
+        t = t + Duration::from_millis(100);
+        observe(&s, "req:1|c\nfail:1|c");
+        s.breakers.tick(t);
+    }
+    // The window's 4 buckets hold 8 ticks: every request a failure.
+    assert_eq!(
+        requests_failures(&s, "s", t),
+        (8, 8),
+        "a request counted as a success"
+    );
+}

@@ -35,6 +35,8 @@ mod http_limits;
 mod lifecycle;
 // The live page at / in headless Chromium: real data, no console errors, a screenshot.
 mod page;
+// Absurd outcome counts (statsd 1e300, outcomes above the cap): capped, refused, counted; the ticker lives on.
+mod overflow;
 // A real Prometheus scraping the daemon.
 mod prometheus;
 // Limits and windows shared through real redis-server processes and a cluster: Lua vs memory, two daemons, faults.
