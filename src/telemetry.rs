@@ -392,7 +392,7 @@ impl Telemetry {
         let http_refused = ReasonCounters::register(
             &r,
             "rollstat_http_requests_refused_total",
-            "HTTP requests refused before their handler ran, by reason: body_too_large (413), unsupported_encoding (415), bad_encoding (400), ambiguous_framing (Content-Length with Transfer-Encoding: 400), api_busy (503), bad_pattern (a ?match= glob: 400), malformed_request (hyper's own 400, e.g. two different Content-Length values, or a broken chunked body), bodies_busy (503), bad_query (a bad limit or cursor: 400). A body that does not arrive in time is counted in rollstat_http_connections_closed_total{reason=\"body_timeout\"}.",
+            "HTTP requests refused, by reason: body_too_large (413), unsupported_encoding (415), bad_encoding (400), ambiguous_framing (Content-Length with Transfer-Encoding: 400), api_busy (503), bad_pattern (a ?match= glob: 400), malformed_request (hyper's own 400, e.g. two different Content-Length values, or a broken chunked body), bodies_busy (503), bad_query (a bad limit or cursor: 400), bad_outcomes (breaker outcomes that are not whole numbers up to the cap: 400). A body that does not arrive in time is counted in rollstat_http_connections_closed_total{reason=\"body_timeout\"}.",
             &refuse_reason::ALL,
         )?;
         let http_accept_errors = IntCounter::new(
