@@ -12,24 +12,47 @@ use sketches_ddsketch::{Config, DDSketch};
 /// times, not 3.33. Sums and counts are kept exactly elsewhere
 /// ([`Summary`](crate::window::bucket::Summary)); only quantile ranks see the
 /// rounding.
+///
+/// **Memory.** A DDSketch store allocates bins 128 at a time (1 KiB for the
+/// first value), so a window bucket holding one timer sample cost over 1 KiB
+/// and a config.toml timer series (70 buckets) ~89 KiB. Up to
+/// [`FEW`](Self::FEW) distinct values are therefore kept inline, as (value,
+/// count) pairs, and the DDSketch is built only when a fifth distinct value
+/// arrives. The answers are the same either way: a quantile of the inline
+/// form is read from the DDSketch those pairs make, and a DDSketch's bins
+/// depend only on the values and counts it was given, not on their order or
+/// on how sketches were merged.
 #[derive(Clone, Default)]
 pub struct QuantileSketch {
-    inner: DDSketch,
+    repr: Repr,
+}
+
+#[derive(Clone, Default)]
+enum Repr {
+    #[default]
+    Empty,
+    /// `len` distinct values with their counts.
+    Few {
+        values: [(f64, u64); QuantileSketch::FEW],
+        len: u8,
+    },
+    Full(Box<DDSketch>),
 }
 
 impl QuantileSketch {
     /// Relative accuracy of the quantiles.
     pub const RELATIVE_ACCURACY: f64 = 0.01;
 
+    /// Distinct values kept inline before a DDSketch is built.
+    pub const FEW: usize = 4;
+
     /// Largest count one sample may stand for.
     const MAX_WEIGHT: f64 = u32::MAX as f64;
 
-    /// An empty sketch. Allocates nothing until the first add.
+    /// An empty sketch. Allocates nothing until a fifth distinct value.
     #[must_use]
     pub fn new() -> Self {
-        QuantileSketch {
-            inner: DDSketch::new(Config::defaults()),
-        }
+        QuantileSketch::default()
     }
 
     /// Adds `value`, standing for `weight` events. Non-finite values are
@@ -44,44 +67,113 @@ impl QuantileSketch {
         } else {
             1
         };
-        self.inner.add_with_count(value, count);
+        self.add_count(value, count);
+    }
+
+    fn add_count(&mut self, value: f64, count: u64) {
+        match &mut self.repr {
+            Repr::Empty => {
+                let mut values = [(0.0, 0); Self::FEW];
+                values[0] = (value, count);
+                self.repr = Repr::Few { values, len: 1 };
+            }
+            Repr::Few { values, len } => {
+                let n = usize::from(*len);
+                if let Some(slot) = values[..n].iter_mut().find(|(v, _)| *v == value) {
+                    slot.1 = slot.1.saturating_add(count);
+                } else if n < Self::FEW {
+                    values[n] = (value, count);
+                    *len += 1;
+                } else {
+                    let mut full = Self::sketch_of(&values[..n]);
+                    full.add_with_count(value, count);
+                    self.repr = Repr::Full(full);
+                }
+            }
+            Repr::Full(d) => d.add_with_count(value, count),
+        }
+    }
+
+    fn sketch_of(values: &[(f64, u64)]) -> Box<DDSketch> {
+        let mut d = Box::new(DDSketch::new(Config::defaults()));
+        for &(v, c) in values {
+            d.add_with_count(v, c);
+        }
+        d
     }
 
     /// The value at quantile `q` in [0, 1], or `None` when empty or `q` is out
     /// of range.
     #[must_use]
     pub fn quantile(&self, q: f64) -> Option<f64> {
-        self.inner.quantile(q).ok().flatten()
+        match &self.repr {
+            Repr::Empty => None,
+            Repr::Few { values, len } => Self::sketch_of(&values[..usize::from(*len)])
+                .quantile(q)
+                .ok()
+                .flatten(),
+            Repr::Full(d) => d.quantile(q).ok().flatten(),
+        }
     }
 
     /// Number of (weighted) values in the sketch.
     #[must_use]
     pub fn count(&self) -> u64 {
-        self.inner.count() as u64
+        match &self.repr {
+            Repr::Empty => 0,
+            Repr::Few { values, len } => values[..usize::from(*len)]
+                .iter()
+                .fold(0u64, |n, (_, c)| n.saturating_add(*c)),
+            Repr::Full(d) => d.count() as u64,
+        }
+    }
+
+    /// Whether a DDSketch has been built (more than [`FEW`](Self::FEW)
+    /// distinct values): what it holds on the heap is then at least 1 KiB.
+    #[must_use]
+    pub fn is_full(&self) -> bool {
+        matches!(self.repr, Repr::Full(_))
     }
 
     /// Folds `other` into this sketch.
     pub fn merge(&mut self, other: &QuantileSketch) {
-        if other.inner.count() == 0 {
-            return;
+        match &other.repr {
+            Repr::Empty => {}
+            Repr::Few { values, len } => {
+                for &(v, c) in &values[..usize::from(*len)] {
+                    self.add_count(v, c);
+                }
+            }
+            Repr::Full(theirs) => match &mut self.repr {
+                Repr::Full(ours) => {
+                    // Both sides use Config::defaults(), so merge cannot fail
+                    // on a configuration mismatch; keep the sketch unchanged
+                    // if it ever did.
+                    let _ = ours.merge(theirs);
+                }
+                _ => {
+                    let mut full = theirs.clone();
+                    if let Repr::Few { values, len } = &self.repr {
+                        for &(v, c) in &values[..usize::from(*len)] {
+                            full.add_with_count(v, c);
+                        }
+                    }
+                    self.repr = Repr::Full(full);
+                }
+            },
         }
-        // Both sides use Config::defaults(), so merge cannot fail on a
-        // configuration mismatch; keep the sketch unchanged if it ever did.
-        let _ = self.inner.merge(&other.inner);
     }
 
-    /// Empties the sketch.
+    /// Empties the sketch, giving back its DDSketch if it had one.
     pub fn clear(&mut self) {
-        if self.inner.count() != 0 {
-            self.inner = DDSketch::new(Config::defaults());
-        }
+        self.repr = Repr::Empty;
     }
 }
 
 impl fmt::Debug for QuantileSketch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("QuantileSketch")
-            .field("count", &self.inner.count())
+            .field("count", &self.count())
             .field("p50", &self.quantile(0.5))
             .finish()
     }
@@ -116,5 +208,59 @@ mod tests {
         a.clear();
         assert_eq!(a.count(), 0);
         assert_eq!(a.quantile(0.5), None);
+    }
+
+    /// The sketch built the plain way: one DDSketch fed every value.
+    fn direct(values: &[(f64, u64)]) -> DDSketch {
+        let mut d = DDSketch::new(Config::defaults());
+        for &(v, c) in values {
+            d.add_with_count(v, c);
+        }
+        d
+    }
+
+    #[test]
+    fn a_few_values_stay_inline_and_a_fifth_builds_the_sketch() {
+        let mut s = QuantileSketch::new();
+        for v in [1.0, 2.0, 3.0, 4.0, 4.0, 1.0] {
+            s.add(v, 1.0);
+        }
+        assert!(!s.is_full());
+        assert_eq!(s.count(), 6);
+        s.add(5.0, 1.0);
+        assert!(s.is_full());
+        assert_eq!(s.count(), 7);
+        s.clear();
+        assert!(!s.is_full());
+        assert_eq!(s.count(), 0);
+        assert_eq!(std::mem::size_of::<QuantileSketch>(), 72);
+    }
+
+    proptest::proptest! {
+        /// Whatever mix of inline and full forms a sequence of adds and
+        /// merges goes through, the quantiles are those of one DDSketch
+        /// fed every value.
+        #[test]
+        fn quantiles_are_those_of_one_ddsketch_fed_every_value(
+            parts in proptest::collection::vec(
+                proptest::collection::vec((0u8..12, 1u64..4), 0..9), 1..6),
+        ) {
+            let value = |k: u8| if k == 0 { 0.0 } else { f64::from(k).powi(3) * if k % 3 == 0 { -1.0 } else { 1.0 } };
+            let mut merged = QuantileSketch::new();
+            let mut all = Vec::new();
+            for part in &parts {
+                let mut s = QuantileSketch::new();
+                for &(k, c) in part {
+                    s.add(value(k), c as f64);
+                    all.push((value(k), c));
+                }
+                merged.merge(&s);
+            }
+            let want = direct(&all);
+            proptest::prop_assert_eq!(merged.count(), want.count() as u64);
+            for q in [0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 1.0] {
+                proptest::prop_assert_eq!(merged.quantile(q), want.quantile(q).ok().flatten(), "q {}", q);
+            }
+        }
     }
 }
