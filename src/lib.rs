@@ -60,6 +60,7 @@
 //!   reloads. [`daemon`]: binding, tasks, shutdown.
 //! * [`fdlimit`]: the open-file limit, raised at start and checked against
 //!   the connection caps.
+//! * [`escape`]: bytes from the network made safe to show in a log line.
 //!
 //! ## Quick example
 //!
@@ -99,6 +100,7 @@ pub mod breaker;
 pub mod clock;
 pub mod config;
 pub mod daemon;
+pub mod escape;
 pub mod expose;
 pub mod fdlimit;
 pub mod http;

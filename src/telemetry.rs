@@ -9,7 +9,7 @@
 use prometheus::proto::{Counter, Gauge, LabelPair, Metric, MetricFamily, MetricType};
 use prometheus::{Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts, Registry};
 
-use crate::parse::{ParseError, SkipKind};
+use crate::parse::{JsonSampleError, ParseError, SkipKind};
 use crate::series::{Refusal, Registry as SeriesRegistry, Replanned};
 
 /// Where lines come from.
@@ -106,8 +106,12 @@ pub mod refuse_reason {
     /// (`service::breakers::MAX_OUTCOMES`), or whose `slow` exceeds
     /// `success`: 400.
     pub const BAD_OUTCOMES: &str = "bad_outcomes";
+    /// `POST /api/v1/ingest` with a `Content-Type` that is neither statsd
+    /// text (`text/plain`, `application/x-www-form-urlencoded`, none) nor
+    /// `application/json`: 415.
+    pub const UNSUPPORTED_MEDIA_TYPE: &str = "unsupported_media_type";
     /// Every reason, in label order.
-    pub const ALL: [&str; 10] = [
+    pub const ALL: [&str; 11] = [
         BODY_TOO_LARGE,
         UNSUPPORTED_ENCODING,
         BAD_ENCODING,
@@ -118,6 +122,7 @@ pub mod refuse_reason {
         BODIES_BUSY,
         BAD_QUERY,
         BAD_OUTCOMES,
+        UNSUPPORTED_MEDIA_TYPE,
     ];
 }
 
@@ -160,6 +165,25 @@ impl ReasonCounters {
     }
 }
 
+/// Every `reason` of `rollstat_ingest_rejected_lines_total`: the parser's
+/// ([`ParseError::ALL_REASONS`]), then the JSON ingest body's own
+/// ([`JsonSampleError::ALL_REASONS`]). A fixed list: all exist at 0.
+pub const REJECT_REASONS: [&str;
+    ParseError::ALL_REASONS.len() + JsonSampleError::ALL_REASONS.len()] = {
+    let mut out = [""; ParseError::ALL_REASONS.len() + JsonSampleError::ALL_REASONS.len()];
+    let mut i = 0;
+    while i < ParseError::ALL_REASONS.len() {
+        out[i] = ParseError::ALL_REASONS[i];
+        i += 1;
+    }
+    let mut j = 0;
+    while j < JsonSampleError::ALL_REASONS.len() {
+        out[i + j] = JsonSampleError::ALL_REASONS[j];
+        j += 1;
+    }
+    out
+};
+
 /// Rejections that happen before or around the parser.
 pub const FRAMING_REASONS: [&str; 1] = ["line_too_long"];
 
@@ -170,8 +194,9 @@ pub struct LocalCounts {
     pub lines: u64,
     /// Packets, datagrams, reads or requests.
     pub packets: u64,
-    /// Rejected lines by parser reason (ParseError::ALL_REASONS order).
-    pub rejected: [u64; ParseError::ALL_REASONS.len()],
+    /// Rejected lines by reason ([`REJECT_REASONS`] order: the parser's,
+    /// then the JSON ingest body's).
+    pub rejected: [u64; REJECT_REASONS.len()],
     /// Lines rejected by framing (FRAMING_REASONS order).
     pub framing: [u64; FRAMING_REASONS.len()],
     /// Skipped events and service checks (SkipKind::ALL_REASONS order).
@@ -190,6 +215,13 @@ impl LocalCounts {
             .iter()
             .position(|r| *r == e.reason())
         {
+            self.rejected[i] += 1;
+        }
+    }
+
+    /// Counts one JSON ingest sample rejected before it became a line.
+    pub fn reject_json(&mut self, e: JsonSampleError) {
+        if let Some(i) = REJECT_REASONS.iter().position(|r| *r == e.reason()) {
             self.rejected[i] += 1;
         }
     }
@@ -302,9 +334,9 @@ impl Telemetry {
         let rejected = counter_vec(
             &r,
             "rollstat_ingest_rejected_lines_total",
-            "Lines rejected by the statsd parser, by reason.",
+            "Lines rejected by the statsd parser, or JSON ingest samples rejected before they became lines (bad_json_sample, reserved_character), by reason.",
             "reason",
-            &ParseError::ALL_REASONS,
+            &REJECT_REASONS,
         )?;
         let framing = counter_vec(
             &r,
@@ -392,7 +424,7 @@ impl Telemetry {
         let http_refused = ReasonCounters::register(
             &r,
             "rollstat_http_requests_refused_total",
-            "HTTP requests refused, by reason: body_too_large (413), unsupported_encoding (415), bad_encoding (400), ambiguous_framing (Content-Length with Transfer-Encoding: 400), api_busy (503), bad_pattern (a ?match= glob: 400), malformed_request (hyper's own 400, e.g. two different Content-Length values, or a broken chunked body), bodies_busy (503), bad_query (a bad limit or cursor: 400), bad_outcomes (breaker outcomes that are not whole numbers up to the cap: 400). A body that does not arrive in time is counted in rollstat_http_connections_closed_total{reason=\"body_timeout\"}.",
+            "HTTP requests refused, by reason: body_too_large (413), unsupported_encoding (415), bad_encoding (400), ambiguous_framing (Content-Length with Transfer-Encoding: 400), api_busy (503), bad_pattern (a ?match= glob: 400), malformed_request (hyper's own 400, e.g. two different Content-Length values, or a broken chunked body), bodies_busy (503), bad_query (a bad limit or cursor: 400), bad_outcomes (breaker outcomes that are not whole numbers up to the cap: 400), unsupported_media_type (an ingest Content-Type other than text/plain, application/x-www-form-urlencoded or application/json: 415). A body that does not arrive in time is counted in rollstat_http_connections_closed_total{reason=\"body_timeout\"}.",
             &refuse_reason::ALL,
         )?;
         let http_accept_errors = IntCounter::new(
@@ -536,4 +568,28 @@ pub fn registry_families(series: &SeriesRegistry) -> Vec<MetricFamily> {
         fam("rollstat_series_negative_increments_total", "Counter lines with a negative increment (statsd decrement): folded into the windows (whose sums may go negative), left out of the cumulative _total, which only goes up.", MetricType::COUNTER, vec![counter_metric(c.negative_increments.load(Relaxed) as f64, None)]),
         fam("rollstat_series_replanned_total", "Existing series re-planned by config reloads, by outcome: kept (unchanged), rewindowed (new windows, cumulative values kept), removed (dropped, renamed or relabelled by the new rules).", MetricType::COUNTER, replanned),
         ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reject_reasons_are_the_parsers_then_the_json_samples_each_once() {
+        let (parser, json) = REJECT_REASONS.split_at(ParseError::ALL_REASONS.len());
+        assert_eq!(parser, ParseError::ALL_REASONS);
+        assert_eq!(json, JsonSampleError::ALL_REASONS);
+        let unique: std::collections::HashSet<_> = REJECT_REASONS.iter().collect();
+        assert_eq!(unique.len(), REJECT_REASONS.len());
+    }
+
+    #[test]
+    fn a_json_sample_rejection_is_counted_under_its_own_reason() {
+        let mut c = LocalCounts::default();
+        c.reject_json(JsonSampleError::ReservedCharacter);
+        c.reject(ParseError::NonFiniteValue);
+        let at = |r: &str| c.rejected[REJECT_REASONS.iter().position(|x| *x == r).unwrap()];
+        assert_eq!((at("reserved_character"), at("non_finite_value")), (1, 1));
+        assert_eq!(c.total_rejected(), 2);
+    }
 }

@@ -17,7 +17,7 @@
 //! | `GET /metrics` | Prometheus text (OpenMetrics if asked), gzip if asked |
 //! | `GET /api/v1/series?match=<glob>\|metric=<name>&limit=&cursor=` | windowed statistics per series, JSON, paginated |
 //! | `GET /api/v1/metrics` | metric names with type and series count |
-//! | `POST /api/v1/ingest` | statsd lines (text/plain) or a JSON array of samples |
+//! | `POST /api/v1/ingest` | statsd lines (text/plain) or a JSON array of samples (application/json), each line or sample applied or rejected on its own |
 //! | `POST /-/reload` | reload the config file |
 //! | `GET /healthz` | `ok` |
 //! | `GET /api/v1/breakers`, `GET /api/v1/breakers/{name}` | breaker signals, JSON |

@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::clock::{Clock, Timestamp};
+use crate::escape::Escaped;
 use crate::parse::{parse_datagram_with, Line, ParseError, ParseOptions};
 use crate::series::{Applied, KeyBuf, Registry};
 use crate::service::ServiceHandle;
@@ -43,7 +44,8 @@ pub struct Ingestor {
 /// At most one bad-line log message per this many nanoseconds (10 s).
 const LOG_EVERY_NANOS: u64 = 10_000_000_000;
 
-/// The first rejected line of a batch, for error messages.
+/// A rejected line of a batch (the first, for error messages), by its
+/// number among the batch's non-empty lines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FirstError {
     /// 1-based line number within the batch.
@@ -121,12 +123,12 @@ impl Ingestor {
             .filter(|l| !l.iter().all(u8::is_ascii_whitespace))
             .nth(f.line - 1)
             .unwrap_or(b"");
-        let shown = String::from_utf8_lossy(&line[..line.len().min(200)]);
         let suppressed = self.suppressed.swap(0, Ordering::Relaxed);
         tracing::warn!(
             transport = t.as_str(),
             reason = f.error.reason(),
-            line = %shown,
+            // Escaped: a `\r` or ESC from the network must not reach the log.
+            line = %Escaped::new(line),
             suppressed,
             "Rejected a statsd line: {}. Counted in rollstat_ingest_rejected_lines_total; further bad lines are logged at most every 10s.",
             f.error
@@ -150,6 +152,23 @@ impl Ingestor {
         w: &mut Worker,
     ) -> Option<FirstError> {
         let mut first = None;
+        self.ingest_reporting(buf, opts, now, w, |e| {
+            first.get_or_insert(e);
+        });
+        first
+    }
+
+    /// [`ingest_with`](Self::ingest_with), calling `rejected` for every
+    /// rejected line in order (not only the first): the HTTP ingest handler
+    /// reports each one.
+    pub fn ingest_reporting(
+        &self,
+        buf: &[u8],
+        opts: ParseOptions,
+        now: Timestamp,
+        w: &mut Worker,
+        mut rejected: impl FnMut(FirstError),
+    ) {
         let services = self.services.current();
         let breakers = services.breakers.has_feeds().then_some(&services.breakers);
         for (i, line) in parse_datagram_with(buf, opts).enumerate() {
@@ -167,16 +186,13 @@ impl Ingestor {
                 Ok(Line::Skipped(k)) => w.counts.skip(k),
                 Err(e) => {
                     w.counts.reject(e);
-                    if first.is_none() {
-                        first = Some(FirstError {
-                            line: i + 1,
-                            error: e,
-                        });
-                    }
+                    rejected(FirstError {
+                        line: i + 1,
+                        error: e,
+                    });
                 }
             }
         }
-        first
     }
 
     /// Reads the clock once.

@@ -131,6 +131,45 @@ impl ParseError {
     }
 }
 
+/// Why one sample of a JSON ingest body (`POST /api/v1/ingest`,
+/// `application/json`) was rejected before it became a statsd line. A sample
+/// that does become a line is then checked by the parser like any other and
+/// rejected, if it must be, with a [`ParseError`] (`unknown_type`,
+/// `non_finite_value`, `invalid_sample_rate`, ...). Same contract as
+/// [`ParseError`]: `Copy`, no heap, one stable label per variant
+/// ([`JsonSampleError::reason`]), all listed in
+/// [`JsonSampleError::ALL_REASONS`]; the daemon counts these in the same
+/// rejection counter, next to the parser's reasons.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, thiserror::Error)]
+#[non_exhaustive]
+pub enum JsonSampleError {
+    /// The item is not a sample object: not an object at all, a field
+    /// missing or unknown, or a field of the wrong JSON type (`"value": true`,
+    /// `"name": 5`, a tag value that is not a string).
+    #[error("a sample is an object {{\"name\": string, \"type\": string, \"value\": number or string, \"sample_rate\": number (optional), \"tags\": {{string: string}} (optional)}}")]
+    BadJsonSample,
+    /// A name, string value or tag holds a character that statsd text
+    /// reserves (`:` `|` `#` `,` `[` in a name, `|` in a value, `,` `|` `:`
+    /// in a tag key, `,` `|` in a tag value, or a newline anywhere).
+    #[error("a character statsd reserves: the name may not contain ':', '|', '#', ',' or '['; the value not '|'; tag keys not ',', '|' or ':'; tag values not ',' or '|'; none a newline")]
+    ReservedCharacter,
+}
+
+impl JsonSampleError {
+    /// Every label, in declaration order (after [`ParseError::ALL_REASONS`]
+    /// in the rejection counter).
+    pub const ALL_REASONS: [&'static str; 2] = ["bad_json_sample", "reserved_character"];
+
+    /// The stable snake_case label for the rejection counter.
+    #[must_use]
+    pub const fn reason(self) -> &'static str {
+        match self {
+            JsonSampleError::BadJsonSample => "bad_json_sample",
+            JsonSampleError::ReservedCharacter => "reserved_character",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -182,6 +221,26 @@ mod tests {
         }
         assert!(ParseError::NameTooLong.to_string().contains("256"));
         assert!(ParseError::InvalidSampleRate.to_string().contains("@"));
+    }
+
+    #[test]
+    fn json_sample_reasons_list_every_variant_and_never_repeat_a_parser_reason() {
+        let labels = [
+            JsonSampleError::BadJsonSample.reason(),
+            JsonSampleError::ReservedCharacter.reason(),
+        ];
+        assert_eq!(labels, JsonSampleError::ALL_REASONS);
+        for r in JsonSampleError::ALL_REASONS {
+            assert!(
+                !ParseError::ALL_REASONS.contains(&r),
+                "{r} is a parser reason"
+            );
+            assert!(
+                r.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'),
+                "{r}"
+            );
+        }
+        assert_eq!(std::mem::size_of::<JsonSampleError>(), 1);
     }
 
     #[test]

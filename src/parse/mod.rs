@@ -109,7 +109,7 @@
 mod error;
 mod statsd;
 
-pub use error::ParseError;
+pub use error::{JsonSampleError, ParseError};
 pub use statsd::{
     parse_line, parse_line_with, GaugeOp, Line, MetricKind, Sample, SkipKind, Tags, Values,
 };

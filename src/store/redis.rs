@@ -73,6 +73,7 @@ use redis::{Cmd, ErrorKind, Pipeline, RedisFuture, RedisResult, Script, ServerEr
 
 use super::{LimitStore, StoreError, StoreFuture};
 use crate::clock::{duration_nanos, Timestamp};
+use crate::escape::Escaped;
 use crate::limit::{decide, Decision, Limit, LimitView, Limits};
 
 /// The exact sliding log script.
@@ -441,7 +442,9 @@ impl RedisStore {
                 .store(now.as_nanos().saturating_add(b), Ordering::Release);
         }
         if was_up {
-            tracing::warn!(op, error = %err, "The shared store (Redis) failed; serving from local state and retrying with backoff.");
+            // Escaped: the text may quote what the Redis server sent.
+            let error = err.to_string();
+            tracing::warn!(op, error = %Escaped::with_cap(error.as_bytes(), 1000), "The shared store (Redis) failed; serving from local state and retrying with backoff.");
         }
         Err(err)
     }

@@ -29,6 +29,8 @@ mod dashboards;
 mod exposition;
 // Malformed datagrams, HTTP bodies and TCP lines: counted, never costing good lines.
 mod hostile;
+// Issue #13 "bad input costs only itself": JSON ingest sample by sample, media types, escaped logs.
+mod ingest_input;
 // HTTP deadlines and caps, body rules, linear globs, paginated registry reads.
 mod http_limits;
 // Process lifecycle: check-config, SIGTERM, reloads, the sample config.

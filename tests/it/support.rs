@@ -455,6 +455,12 @@ impl Daemon {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// What it logged so far, as raw bytes (for checking that no control
+    /// byte from the network reached the log).
+    pub fn log_bytes(&self) -> Vec<u8> {
+        std::fs::read(&self.log).unwrap_or_default()
+    }
+
     /// Sends `sig` (e.g. "TERM", "HUP") with `kill(1)`.
     pub fn signal(&self, sig: &str) {
         let st = Command::new("kill")
