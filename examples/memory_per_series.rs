@@ -6,14 +6,16 @@
 //! overhead: it is what the daemon's memory grows by.
 //!
 //! ```text
-//! cargo run --release --example memory_per_series -- [N] [KIND|all] [CONFIG] [SECONDS] [TAGS]
-//! cargo run --release --example memory_per_series -- 100000 all config.toml 60 0
+//! cargo run --release --example memory_per_series -- [N] [KIND|all] [CONFIG] [SECONDS] [TAGS] [PER_SECOND]
+//! cargo run --release --example memory_per_series -- 100000 all config.toml 60 0 1
 //! ```
 //!
 //! KIND: counter, gauge, timer, histogram, distribution, set. Each kind runs
 //! in a fresh child process (so one kind's freed memory does not hide the
 //! next one's growth). Values vary by series and second: timers 1-500 ms,
 //! histograms and distributions 1-1000, sets one new member per second.
+//! PER_SECOND lines per series and second (default 1) make busy series:
+//! more distinct values per bucket, so full quantile sketches.
 
 use std::fmt::Write as _;
 use std::process::Command;
@@ -44,17 +46,17 @@ fn vm_rss_bytes() -> u64 {
         * 1024
 }
 
-fn line(out: &mut String, kind: &str, i: usize, sec: usize, tags: usize) {
+fn line(out: &mut String, kind: &str, i: usize, sec: usize, k: usize, tags: usize) {
     out.clear();
     let _ = write!(out, "mem.m{i:06}:");
-    let v = (i * 7 + sec * 13) % 1000 + 1;
+    let v = (i * 7 + sec * 13 + k * 101) % 1000 + 1;
     let _ = match kind {
         "counter" => write!(out, "1|c"),
         "gauge" => write!(out, "{v}|g"),
         "timer" => write!(out, "{}|ms", v % 500 + 1),
         "histogram" => write!(out, "{v}|h"),
         "distribution" => write!(out, "{v}|d"),
-        "set" => write!(out, "u{sec}|s"),
+        "set" => write!(out, "u{sec}.{k}|s"),
         other => panic!("unknown kind {other}"),
     };
     for j in 0..tags {
@@ -63,7 +65,7 @@ fn line(out: &mut String, kind: &str, i: usize, sec: usize, tags: usize) {
     }
 }
 
-fn measure(n: usize, kind: &str, config: &str, seconds: usize, tags: usize) {
+fn measure(n: usize, kind: &str, config: &str, seconds: usize, tags: usize, per_second: usize) {
     let mut cfg = if config.is_empty() {
         Config::default()
     } else {
@@ -82,11 +84,13 @@ fn measure(n: usize, kind: &str, config: &str, seconds: usize, tags: usize) {
     for sec in 0..seconds {
         let now = clock.now();
         for i in 0..n {
-            line(&mut text, kind, i, sec, tags);
-            let Ok(Line::Sample(s)) = parse_line(text.as_bytes()) else {
-                panic!("{text}")
-            };
-            registry.ingest(&s, now, &mut key).expect("stored");
+            for k in 0..per_second {
+                line(&mut text, kind, i, sec, k, tags);
+                let Ok(Line::Sample(s)) = parse_line(text.as_bytes()) else {
+                    panic!("{text}")
+                };
+                registry.ingest(&s, now, &mut key).expect("stored");
+            }
         }
         clock.advance(Duration::from_secs(1));
     }
@@ -94,7 +98,7 @@ fn measure(n: usize, kind: &str, config: &str, seconds: usize, tags: usize) {
     assert_eq!(registry.len(), n);
     let per = (after - before) as f64 / n as f64;
     println!(
-        "kind={kind} series={n} seconds={seconds} tags={tags} config={} rss_growth={} bytes_per_series={per:.0}",
+        "kind={kind} series={n} seconds={seconds} per_second={per_second} tags={tags} config={} rss_growth={} bytes_per_series={per:.0}",
         if config.is_empty() { "default" } else { config },
         after - before
     );
@@ -110,16 +114,21 @@ fn main() {
     let config = args.get(3).map_or("", String::as_str);
     let seconds: usize = args.get(4).map_or(60, |a| a.parse().expect("SECONDS"));
     let tags: usize = args.get(5).map_or(0, |a| a.parse().expect("TAGS"));
+    let per_second: usize = args.get(6).map_or(1, |a| a.parse().expect("PER_SECOND"));
     if kind == "all" {
         for k in KINDS {
             let status = Command::new(&args[0])
                 .args([n.to_string(), k.to_string(), config.to_string()])
-                .args([seconds.to_string(), tags.to_string()])
+                .args([
+                    seconds.to_string(),
+                    tags.to_string(),
+                    per_second.to_string(),
+                ])
                 .status()
                 .expect("run a child");
             assert!(status.success(), "{k}: {status}");
         }
     } else {
-        measure(n, kind, config, seconds, tags);
+        measure(n, kind, config, seconds, tags, per_second);
     }
 }

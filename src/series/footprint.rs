@@ -13,9 +13,9 @@
 //!   identity and of its family names (as if every series had a name of
 //!   its own);
 //! * **the windows**: per bucket the bucket itself plus what its sketch can
-//!   grow to: a DDSketch's two stores of at most 2048 + 128 eight-byte bins,
-//!   doubled by `Vec` growth (≈ 68 KiB), for timers, histograms and
-//!   distributions; an exact set of 1024 members (a 2048-slot table, 18 KiB)
+//!   grow to: a DDSketch (built at a bucket's fifth distinct value) with two
+//!   stores of at most 2048 + 128 eight-byte bins, doubled by `Vec` growth
+//!   (≈ 68 KiB), for timers, histograms and distributions; an exact set of 1024 members (a 2048-slot table, 18 KiB)
 //!   before it turns into a 4 KiB HyperLogLog, for sets. A bucket gives its
 //!   sketch's memory back when its slot is reused.
 //!
@@ -94,7 +94,9 @@ impl Footprint {
         let counter = fixed + ring(counter_bucket, size_of::<RollingWindow<Summary>>() as u64);
         let set_bucket = size_of::<Distinct>() as u64 + set_heap();
         let set = fixed + ring(set_bucket, size_of::<RollingWindow<Distinct>>() as u64);
-        let dist_bucket = size_of::<Distribution>() as u64 + 2 * 2 * SKETCH_BINS as u64 * 8;
+        let dist_bucket = size_of::<Distribution>() as u64
+            + size_of::<sketches_ddsketch::DDSketch>() as u64
+            + 2 * 2 * SKETCH_BINS as u64 * 8;
         let histogram = 48 + (cfg.series.histogram_buckets.len() as u64 + 1) * 8;
         let dist =
             fixed + histogram + ring(dist_bucket, size_of::<RollingWindow<Distribution>>() as u64);

@@ -812,6 +812,15 @@ pub struct Scrape {
 }
 
 impl Scrape {
+    /// Every sample named `name`, as `labels value` lines: for messages.
+    pub fn show(&self, name: &str) -> Vec<String> {
+        self.samples
+            .iter()
+            .filter(|x| x.name == name)
+            .map(|x| format!("{:?} {}", x.labels, x.value))
+            .collect()
+    }
+
     /// Parses the classic text format (and the sample lines of OpenMetrics);
     /// panics on a line it cannot read, so a malformed scrape fails the test.
     pub fn parse(text: &str) -> Scrape {

@@ -311,13 +311,7 @@ fn a_bare_tag_is_the_label_true_and_never_a_second_spelling_of_a_series() {
         assert!(dups.is_empty(), "{what}: {dups:#?}");
     }
     let s = Scrape::parse(&text);
-    let bt = |name: &str| -> Vec<String> {
-        s.samples
-            .iter()
-            .filter(|x| x.name == name)
-            .map(|x| format!("{:?} {}", x.labels, x.value))
-            .collect()
-    };
+    let bt = |name: &str| s.show(name);
     assert_eq!(
         s.value("bt_x_total", &[("canary", "true")]),
         Some(2.0),
@@ -441,13 +435,7 @@ fn the_first_type_of_a_name_wins_in_every_run_and_the_other_is_refused() {
                     == 2.0
             },
         );
-        let of = |name: &str| -> Vec<String> {
-            s.samples
-                .iter()
-                .filter(|x| x.name == name)
-                .map(|x| format!("{:?} {}", x.labels, x.value))
-                .collect()
-        };
+        let of = |name: &str| s.show(name);
         assert_eq!(
             s.value("tc_x_total", &[("a", "1")]),
             Some(1.0),
