@@ -1,7 +1,9 @@
 //! Mergeable sketches that live inside window buckets.
 //!
-//! * [`QuantileSketch`]: DDSketch (relative-error quantiles, 1% by default),
-//!   from the `sketches-ddsketch` crate, with sample-rate weights.
+//! * [`QuantileSketch`], a DDSketch (relative-error quantiles, 1% by default)
+//!   with sample-rate weights: a few values inline, then a
+//!   [`SparseDDSketch`] (the `sketches-ddsketch` crate's mapping and
+//!   quantile rule, with only the bins in use).
 //! * [`DistinctCounter`]: distinct counts for statsd sets, exact up to
 //!   [`DistinctCounter::EXACT_LIMIT`] members, then a HyperLogLog.
 //!
@@ -10,6 +12,8 @@
 
 mod distinct;
 mod quantile;
+mod sparse;
 
 pub use distinct::{hash_member, DistinctCounter};
 pub use quantile::QuantileSketch;
+pub use sparse::SparseDDSketch;

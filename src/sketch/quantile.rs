@@ -1,8 +1,8 @@
-//! Weighted DDSketch wrapper.
+//! Weighted DDSketch, inline while it holds a few values.
 
 use std::fmt;
 
-use sketches_ddsketch::{Config, DDSketch};
+use super::sparse::SparseDDSketch;
 
 /// A DDSketch with 1% relative accuracy: every quantile it returns is within
 /// 1% of a value whose rank is the requested one.
@@ -13,15 +13,16 @@ use sketches_ddsketch::{Config, DDSketch};
 /// ([`Summary`](crate::window::bucket::Summary)); only quantile ranks see the
 /// rounding.
 ///
-/// **Memory.** A DDSketch store allocates bins 128 at a time (1 KiB for the
-/// first value), so a window bucket holding one timer sample cost over 1 KiB
-/// and a config.toml timer series (70 buckets) ~89 KiB. Up to
-/// [`FEW`](Self::FEW) distinct values are therefore kept inline, as (value,
-/// count) pairs, and the DDSketch is built only when a fifth distinct value
-/// arrives. The answers are the same either way: a quantile of the inline
-/// form is read from the DDSketch those pairs make, and a DDSketch's bins
-/// depend only on the values and counts it was given, not on their order or
-/// on how sketches were merged.
+/// **Memory.** The crate's DDSketch stores allocate bins 128 at a time over
+/// the whole range in use (1 KiB for the first value), so a window bucket
+/// holding one timer sample cost over 1 KiB and a config.toml timer series
+/// (70 buckets) ~89 KiB. Up to [`FEW`](Self::FEW) distinct values are
+/// therefore kept inline, as (value, count) pairs, and a sketch is built only
+/// at a fifth distinct value; the sketch is a [`SparseDDSketch`]: the same
+/// bins and quantile rule, holding only the bins in use (16 bytes each). The
+/// answers are those of the crate's DDSketch fed the same values (a
+/// property test checks it): bins depend only on the values and counts
+/// given, not on their order or on how sketches were merged.
 #[derive(Clone, Default)]
 pub struct QuantileSketch {
     repr: Repr,
@@ -36,7 +37,7 @@ enum Repr {
         values: [(f64, u64); QuantileSketch::FEW],
         len: u8,
     },
-    Full(Box<DDSketch>),
+    Full(Box<SparseDDSketch>),
 }
 
 impl QuantileSketch {
@@ -94,8 +95,8 @@ impl QuantileSketch {
         }
     }
 
-    fn sketch_of(values: &[(f64, u64)]) -> Box<DDSketch> {
-        let mut d = Box::new(DDSketch::new(Config::defaults()));
+    fn sketch_of(values: &[(f64, u64)]) -> Box<SparseDDSketch> {
+        let mut d = Box::<SparseDDSketch>::default();
         for &(v, c) in values {
             d.add_with_count(v, c);
         }
@@ -108,11 +109,8 @@ impl QuantileSketch {
     pub fn quantile(&self, q: f64) -> Option<f64> {
         match &self.repr {
             Repr::Empty => None,
-            Repr::Few { values, len } => Self::sketch_of(&values[..usize::from(*len)])
-                .quantile(q)
-                .ok()
-                .flatten(),
-            Repr::Full(d) => d.quantile(q).ok().flatten(),
+            Repr::Few { values, len } => Self::sketch_of(&values[..usize::from(*len)]).quantile(q),
+            Repr::Full(d) => d.quantile(q),
         }
     }
 
@@ -124,12 +122,12 @@ impl QuantileSketch {
             Repr::Few { values, len } => values[..usize::from(*len)]
                 .iter()
                 .fold(0u64, |n, (_, c)| n.saturating_add(*c)),
-            Repr::Full(d) => d.count() as u64,
+            Repr::Full(d) => d.count(),
         }
     }
 
-    /// Whether a DDSketch has been built (more than [`FEW`](Self::FEW)
-    /// distinct values): what it holds on the heap is then at least 1 KiB.
+    /// Whether a sketch has been built (more than [`FEW`](Self::FEW)
+    /// distinct values were added).
     #[must_use]
     pub fn is_full(&self) -> bool {
         matches!(self.repr, Repr::Full(_))
@@ -145,12 +143,7 @@ impl QuantileSketch {
                 }
             }
             Repr::Full(theirs) => match &mut self.repr {
-                Repr::Full(ours) => {
-                    // Both sides use Config::defaults(), so merge cannot fail
-                    // on a configuration mismatch; keep the sketch unchanged
-                    // if it ever did.
-                    let _ = ours.merge(theirs);
-                }
+                Repr::Full(ours) => ours.merge(theirs),
                 _ => {
                     let mut full = theirs.clone();
                     if let Repr::Few { values, len } = &self.repr {
@@ -164,7 +157,7 @@ impl QuantileSketch {
         }
     }
 
-    /// Empties the sketch, giving back its DDSketch if it had one.
+    /// Empties the sketch, giving back its bins if it had any.
     pub fn clear(&mut self) {
         self.repr = Repr::Empty;
     }
@@ -182,6 +175,7 @@ impl fmt::Debug for QuantileSketch {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sketches_ddsketch::{Config, DDSketch};
 
     #[test]
     fn weights_are_rounded_counts_and_nonfinite_values_are_ignored() {
@@ -243,9 +237,19 @@ mod tests {
         #[test]
         fn quantiles_are_those_of_one_ddsketch_fed_every_value(
             parts in proptest::collection::vec(
-                proptest::collection::vec((0u8..12, 1u64..4), 0..9), 1..6),
+                proptest::collection::vec((0u32..4000, 1u64..4), 0..60), 1..6),
         ) {
-            let value = |k: u8| if k == 0 { 0.0 } else { f64::from(k).powi(3) * if k % 3 == 0 { -1.0 } else { 1.0 } };
+            // Repeated small values (the inline form), and values spread
+            // over 1e-3..1e6 on both sides of 0 (full sketches, ~1000 bins
+            // a side), and 0.
+            let value = |k: u32| match k {
+                0 => 0.0,
+                1..=12 => f64::from(k).powi(3) * if k % 3 == 0 { -1.0 } else { 1.0 },
+                _ => {
+                    let v = 1e-3 * 1.005f64.powi(k as i32);
+                    if k % 2 == 0 { -v } else { v }
+                }
+            };
             let mut merged = QuantileSketch::new();
             let mut all = Vec::new();
             for part in &parts {
