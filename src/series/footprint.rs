@@ -13,14 +13,14 @@
 //!   identity and of its family names (as if every series had a name of
 //!   its own);
 //! * **the windows**: per bucket the bucket itself plus what its sketch can
-//!   grow to: a DDSketch (built at a bucket's fifth distinct value) with two
-//!   stores of at most 2048 + 128 eight-byte bins, doubled by `Vec` growth
-//!   (≈ 68 KiB), for timers, histograms and distributions; an exact set of 1024 members (a 2048-slot table, 18 KiB)
+//!   grow to: a sparse DDSketch (built at a bucket's fifth distinct value)
+//!   with two stores of at most 2049 sixteen-byte bins (≈ 64 KiB), for
+//!   timers, histograms and distributions; an exact set of 1024 members (a 2048-slot table, 18 KiB)
 //!   before it turns into a 4 KiB HyperLogLog, for sets. A bucket gives its
 //!   sketch's memory back when its slot is reused.
 //!
-//! Typical series cost far less: a sketch holds a bin per 2 % of the range
-//! its values span (a timer between 1 ms and 10 s: ~460 bins), a set only its
+//! Typical series cost far less: a sketch holds a bin per 2 % step between
+//! the distinct values it saw (no more bins than values), a set only its
 //! distinct members; PERF.md has the measured figures for config.toml.
 
 use std::mem::size_of;
@@ -28,7 +28,7 @@ use std::mem::size_of;
 use super::{Entry, SeriesMeta};
 use crate::config::Config;
 use crate::parse::{MetricKind, MAX_NAME_LEN, MAX_TAGS};
-use crate::sketch::DistinctCounter;
+use crate::sketch::{sparse, DistinctCounter, SparseDDSketch};
 use crate::window::bucket::{Distinct, Distribution, Summary};
 use crate::window::RollingWindow;
 
@@ -39,10 +39,6 @@ pub const KINDS: [(&str, MetricKind); 4] = [
     ("set", MetricKind::Set),
     ("timer/histogram/distribution", MetricKind::Distribution),
 ];
-
-/// Most bins one DDSketch store grows to (sketches-ddsketch's default
-/// `max_num_bins` plus its 128-bin growth step).
-const SKETCH_BINS: usize = 2048 + 128;
 
 /// The worst case of a config, in bytes.
 #[derive(Clone, Debug, PartialEq)]
@@ -95,8 +91,8 @@ impl Footprint {
         let set_bucket = size_of::<Distinct>() as u64 + set_heap();
         let set = fixed + ring(set_bucket, size_of::<RollingWindow<Distinct>>() as u64);
         let dist_bucket = size_of::<Distribution>() as u64
-            + size_of::<sketches_ddsketch::DDSketch>() as u64
-            + 2 * 2 * SKETCH_BINS as u64 * 8;
+            + size_of::<SparseDDSketch>() as u64
+            + sparse::MAX_HEAP_BYTES as u64;
         let histogram = 48 + (cfg.series.histogram_buckets.len() as u64 + 1) * 8;
         let dist =
             fixed + histogram + ring(dist_bucket, size_of::<RollingWindow<Distribution>>() as u64);

@@ -12,7 +12,7 @@
 
 mod distinct;
 mod quantile;
-mod sparse;
+pub mod sparse;
 
 pub use distinct::{hash_member, DistinctCounter};
 pub use quantile::QuantileSketch;

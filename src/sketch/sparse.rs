@@ -28,6 +28,9 @@ static MAPPING: LazyLock<Config> = LazyLock::new(Config::defaults);
 /// Most bins a store keeps (the crate's default `max_num_bins`).
 pub const MAX_BINS: usize = 2048;
 
+/// Most heap bytes one sketch holds: two stores of `MAX_BINS + 1` pairs.
+pub const MAX_HEAP_BYTES: usize = 2 * (MAX_BINS + 1) * std::mem::size_of::<(i32, u64)>();
+
 /// One side's bins: `(key, count)`, sorted by key, counts > 0.
 #[derive(Clone, Debug, Default, PartialEq)]
 struct Store {
@@ -40,6 +43,13 @@ impl Store {
         match self.bins.binary_search_by_key(&key, |b| b.0) {
             Ok(i) => self.bins[i].1 = self.bins[i].1.saturating_add(count),
             Err(i) => {
+                // Grow by half, never past MAX_BINS + 1 pairs (Vec's own
+                // doubling could leave 4096 allocated): at most 32 KiB.
+                let len = self.bins.len();
+                if len == self.bins.capacity() {
+                    self.bins
+                        .reserve_exact((len / 2).clamp(4, (MAX_BINS + 1 - len).max(1)));
+                }
                 self.bins.insert(i, (key, count));
                 self.collapse();
             }
@@ -76,6 +86,9 @@ impl Store {
         self.bins = out;
         self.count = self.count.saturating_add(other.count);
         self.collapse();
+        if self.bins.capacity() > MAX_BINS + 1 {
+            self.bins.shrink_to_fit();
+        }
     }
 
     /// Folds the lowest bins into the next one up until at most
@@ -208,6 +221,7 @@ mod tests {
             s.add_with_count(1.03f64.powi(k), 1);
         }
         assert_eq!(s.bins(), MAX_BINS);
+        assert!(s.positive.bins.capacity() <= MAX_BINS + 1);
         assert_eq!(s.count(), 3000);
         // Upper quantiles stay within 1%.
         let p99 = s.quantile(0.99).unwrap();
