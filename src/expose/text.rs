@@ -479,7 +479,9 @@ impl<'q> Partial<'q> {
                 let count = histogram.count.round() as u64;
                 bucket(out, &|o: &mut Vec<u8>| o.extend_from_slice(b"+Inf"), count);
                 // OpenMetrics' `_sum` is a counter: it must be left out once
-                // a negative value was observed (it could go down).
+                // a negative value was observed (it could go down), and
+                // `_count` appears if and only if `_sum` does (the `+Inf`
+                // bucket still says how many).
                 if !(self.format == Format::OpenMetrics && histogram.saw_negative) {
                     out.extend_from_slice(name);
                     out.extend_from_slice(b"_sum");
@@ -487,13 +489,13 @@ impl<'q> Partial<'q> {
                     out.push(b' ');
                     number(out, histogram.sum);
                     out.push(b'\n');
+                    out.extend_from_slice(name);
+                    out.extend_from_slice(b"_count");
+                    braces(out);
+                    out.push(b' ');
+                    integer(out, count);
+                    out.push(b'\n');
                 }
-                out.extend_from_slice(name);
-                out.extend_from_slice(b"_count");
-                braces(out);
-                out.push(b' ');
-                integer(out, count);
-                out.push(b'\n');
                 created(out);
             }
             SeriesState::Set { .. } => return,
@@ -965,7 +967,7 @@ labels = { endpoint = "$1" }
     }
 
     #[test]
-    fn openmetrics_leaves_out_the_sum_of_a_histogram_that_saw_a_negative_value() {
+    fn openmetrics_leaves_out_sum_and_count_of_a_histogram_that_saw_a_negative_value() {
         let r = Registry::new(Plan::from_config(&Config::default()), 4);
         let mut key = KeyBuf::default();
         for l in ["neg.t:-5|ms", "neg.t:7|ms", "pos.t:5|ms"] {
@@ -978,7 +980,8 @@ labels = { endpoint = "$1" }
         let (plain, open) = (text(Format::Prometheus), text(Format::OpenMetrics));
         assert!(plain.contains("neg_t_sum 0.002"), "{plain}");
         assert!(!open.contains("neg_t_sum"), "{open}");
-        assert!(open.contains("neg_t_count 2"), "{open}");
+        assert!(!open.contains("neg_t_count"), "{open}");
+        assert!(open.contains("neg_t_bucket{le=\"+Inf\"} 2"), "{open}");
         assert!(open.contains("pos_t_sum 0.005"), "{open}");
     }
 

@@ -157,15 +157,22 @@ fn openmetrics_is_served_when_asked_and_ends_with_eof() {
     for n in &counters {
         assert!(!n.ends_with("_total"), "OpenMetrics counter family {n}");
     }
-    // Same samples as the classic rendering.
+    // Same samples as the classic rendering, plus OpenMetrics' `_created`
+    // for each counter and histogram series.
     let plain = d.scrape();
     let keys = |s: &Scrape| -> BTreeSet<(String, String)> {
         s.samples
             .iter()
+            .filter(|x| !x.name.ends_with("_created"))
             .map(|x| (x.name.clone(), format!("{:?}", x.labels)))
             .collect()
     };
     assert_eq!(keys(&om), keys(&plain));
+    assert!(
+        om.value("shop_orders_created", &[("code", "200"), ("route", "/buy")])
+            .is_some(),
+        "no _created for shop_orders"
+    );
     assert_eq!(
         om.must("shop_orders_total", &[("code", "200"), ("route", "/buy")]),
         5.0

@@ -166,11 +166,15 @@ fn badly_spelled_values(body: &str) -> Vec<String> {
 
 /// Histograms as Prometheus reads them: per series, the buckets in `le`
 /// order never decrease, the last is `le="+Inf"`, and `_count` equals it.
-fn histogram_problems(s: &Scrape) -> Vec<String> {
+/// In OpenMetrics (`open`), `_sum` and `_count` are left out together for a
+/// histogram that saw a negative value (its `_sum` could go down); then both
+/// must be absent.
+fn histogram_problems(s: &Scrape, open: bool) -> Vec<String> {
     use std::collections::BTreeMap;
     type Key = (String, BTreeMap<String, String>);
     let mut buckets: BTreeMap<Key, Vec<(f64, f64)>> = BTreeMap::new();
     let mut counts: BTreeMap<Key, f64> = BTreeMap::new();
+    let mut sums: std::collections::BTreeSet<Key> = std::collections::BTreeSet::new();
     for x in s.samples.iter().filter(|x| x.kind == "histogram") {
         if let Some(base) = x.name.strip_suffix("_bucket") {
             let mut labels = x.labels.clone();
@@ -185,6 +189,8 @@ fn histogram_problems(s: &Scrape) -> Vec<String> {
                 .push((le, x.value));
         } else if let Some(base) = x.name.strip_suffix("_count") {
             counts.insert((base.to_string(), x.labels.clone()), x.value);
+        } else if let Some(base) = x.name.strip_suffix("_sum") {
+            sums.insert((base.to_string(), x.labels.clone()));
         }
     }
     let mut out = Vec::new();
@@ -200,6 +206,7 @@ fn histogram_problems(s: &Scrape) -> Vec<String> {
         match b.last() {
             Some((le, inf)) if le.is_infinite() => match counts.get(&key) {
                 Some(c) if c == inf => {}
+                None if open && !sums.contains(&key) => {}
                 other => out.push(format!(
                     "{key:?}: _count {other:?} is not the +Inf bucket {inf}"
                 )),
@@ -836,7 +843,8 @@ fn read_as_prometheus(d: &Daemon, round: &str, problems: &mut Vec<String>) -> (S
         note(problems, &format!("(c) {at}: not a float"), spelling);
         let s = Scrape::parse(body);
         note(problems, &format!("(a) {at}"), s.duplicates());
-        note(problems, &format!("(c) {at}"), histogram_problems(&s));
+        let open = format == "OpenMetrics";
+        note(problems, &format!("(c) {at}"), histogram_problems(&s, open));
         parsed.push(s);
     }
     if let Err(e) = promtool_accepts(&text) {
