@@ -324,8 +324,10 @@ impl SeriesState {
         }
     }
 
-    /// The spec of window `i` and the time its buckets cover at `now` (the
-    /// denominator of its rate).
+    /// The spec of window `i` and the time its buckets span at `now`,
+    /// watched or not ([`RollingWindow::spanned`]): the denominator of the
+    /// fleet's rate for a shared window, whose slots other instances filled
+    /// too, perhaps before this one started.
     #[must_use]
     pub fn window_shape(
         &self,
@@ -334,12 +336,12 @@ impl SeriesState {
     ) -> (crate::window::WindowSpec, std::time::Duration) {
         match self {
             SeriesState::Counter { windows, .. } | SeriesState::Gauge { windows, .. } => {
-                (windows[i].spec(), windows[i].covered(now))
+                (windows[i].spec(), windows[i].spanned(now))
             }
             SeriesState::Distribution { windows, .. } => {
-                (windows[i].spec(), windows[i].covered(now))
+                (windows[i].spec(), windows[i].spanned(now))
             }
-            SeriesState::Set { windows, .. } => (windows[i].spec(), windows[i].covered(now)),
+            SeriesState::Set { windows, .. } => (windows[i].spec(), windows[i].spanned(now)),
         }
     }
 

@@ -74,7 +74,8 @@ pub struct FleetTotals {
 }
 
 impl FleetTotals {
-    /// Per second over `covered` (the time the local window covers), as
+    /// Per second over `covered` (the time the window's buckets span,
+    /// [`RollingWindow::spanned`](crate::window::RollingWindow::spanned)), as
     /// `rollstat_window_rate` counts: increments for counters, samples for
     /// other types.
     #[must_use]

@@ -342,15 +342,30 @@ impl<B: Bucket> RollingWindow<B> {
     /// ignore-current.
     #[must_use]
     pub fn covered(&self, now: Timestamp) -> Duration {
+        let (end, span) = self.end_and_span(now);
+        let watched = self
+            .watched_from
+            .map_or(span, |from| end.saturating_sub(from));
+        Duration::from_nanos(span.min(watched))
+    }
+
+    /// [`covered`](Self::covered) as if the window had been watched for
+    /// ever: the time its buckets span at `now`. For totals that others
+    /// filled too (a fleet's shared window, summed over instances that may
+    /// have been up far longer than this one).
+    #[must_use]
+    pub fn spanned(&self, now: Timestamp) -> Duration {
+        Duration::from_nanos(self.end_and_span(now).1)
+    }
+
+    /// The end of the time a reduce at `now` covers, and its length
+    /// ignoring the watch.
+    fn end_and_span(&self, now: Timestamp) -> (u64, u64) {
         let now = now.as_nanos().max(self.last);
         let slot_start = now - (now - self.last) % self.interval;
         let whole = self.interval * (self.buckets.len() as u64 - 1);
         let end = if self.ignore_current { slot_start } else { now };
-        let covered = end - slot_start + whole;
-        let watched = self
-            .watched_from
-            .map_or(covered, |from| end.saturating_sub(from));
-        Duration::from_nanos(covered.min(watched))
+        (end, end - slot_start + whole)
     }
 }
 

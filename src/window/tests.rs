@@ -281,6 +281,9 @@ fn covered_time_never_reaches_before_the_window_was_watched() {
     assert_eq!(on.covered(at_ms(2_000)), Duration::from_millis(900));
     // A watch later than `now` (a clock read out of order) covers nothing.
     assert_eq!(on.covered(at_ms(100)), Duration::ZERO);
+    // `spanned` ignores the watch (the fleet's denominator).
+    assert_eq!(w.spanned(at_ms(430)), Duration::from_millis(930));
+    assert_eq!(on.spanned(at_ms(430)), Duration::from_millis(900));
 }
 
 #[test]
