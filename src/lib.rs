@@ -107,6 +107,7 @@ pub mod http;
 pub mod ingest;
 pub mod limit;
 pub mod mapping;
+pub mod names;
 pub mod parse;
 pub mod reload;
 pub mod series;

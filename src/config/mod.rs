@@ -713,7 +713,7 @@ fn read_mapping(
     let mut labels = Vec::new();
     if let Some(mut lt) = t.table(p, "labels") {
         for (k, v, off) in lt.string_pairs(p) {
-            if !crate::expose::names::is_valid_label_name(&k) {
+            if !crate::names::is_valid_label_name(&k) {
                 p.at(
                     off,
                     &lt.key_path(&k),
@@ -729,13 +729,13 @@ fn read_mapping(
                 );
                 continue;
             }
-            if crate::expose::names::RESERVED_LABELS.contains(&k.as_str()) {
+            if crate::names::RESERVED_LABELS.contains(&k.as_str()) {
                 p.at(
                     off,
                     &lt.key_path(&k),
                     format!(
                         "`{k}` is a label rollstat sets itself ({}); pick another name",
-                        crate::expose::names::RESERVED_LABELS.join(", ")
+                        crate::names::RESERVED_LABELS.join(", ")
                     ),
                 );
                 continue;

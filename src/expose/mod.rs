@@ -1,8 +1,7 @@
 //! Read-only views of the registry: Prometheus and OpenMetrics exposition,
-//! the JSON API's shapes, and the names both use.
+//! the JSON API's shapes.
 
 pub mod json;
-pub mod names;
 pub mod openmetrics;
 pub mod page;
 pub mod paging;

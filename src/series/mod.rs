@@ -45,7 +45,7 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::clock::Timestamp;
 use crate::config::{Action, Config, Mapping, NamedWindow};
-use crate::expose::names;
+use crate::names;
 use crate::parse::{MetricKind, Sample, MAX_TAGS};
 pub use key::KeyBuf;
 pub use state::{Folded, Overflow, SeriesState, WindowView};
