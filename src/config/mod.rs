@@ -8,6 +8,7 @@
 //! documents every key, and a test loads it.
 
 mod reader;
+mod redis;
 mod signals;
 
 use std::fmt;
@@ -17,13 +18,14 @@ use std::time::Duration;
 
 pub use reader::ConfigProblem;
 use reader::{Problems, Table};
+use redis::read_redis;
+pub use redis::{RedisConfig, RedisTarget};
 pub use signals::{
     BreakerDef, BreakerInputs, BreakerKind, LimitAlgorithm, LimitDef, OutcomeTag, StoreFallback,
 };
 
 use crate::mapping::{Glob, Matcher, NameRegex, Template};
 use crate::parse::{MetricKind, TagStyles};
-use crate::store::{RedisConfig, RedisTarget};
 use crate::window::WindowSpec;
 
 /// Everything the daemon needs, validated.
@@ -781,68 +783,6 @@ fn read_mapping(
         labels,
         windows: windows_sel,
     })
-}
-
-/// Reads `[redis]`: `url` or `cluster_nodes`, deadlines, sync interval.
-fn read_redis(t: &mut Table<'_, '_>, p: &mut Problems<'_>) -> Option<RedisConfig> {
-    let url = t.string(p, "url");
-    let nodes = t.strings(p, "cluster_nodes");
-    let check = |p: &mut Problems<'_>, key: &str, s: &str, off: usize| {
-        let ok =
-            s.starts_with("redis://") || s.starts_with("rediss://") || s.starts_with("unix://");
-        if !ok {
-            p.at(
-                off,
-                key,
-                format!("`{s}` is not a Redis URL; use e.g. \"redis://127.0.0.1:6379\""),
-            );
-        }
-        ok
-    };
-    let target = match (url, nodes) {
-        (Some((u, off)), None) => {
-            check(p, &t.key_path("url"), &u, off).then_some(RedisTarget::Url(u))
-        }
-        (None, Some(ns)) if !ns.is_empty() => {
-            let key = t.key_path("cluster_nodes");
-            let all_ok = ns
-                .iter()
-                .fold(true, |ok, (n, off)| check(p, &key, n, *off) && ok);
-            all_ok.then(|| RedisTarget::Cluster(ns.into_iter().map(|x| x.0).collect()))
-        }
-        (Some((_, off)), Some(_)) => {
-            p.at(
-                off,
-                &t.key_path("url"),
-                "give `url` (one server) or `cluster_nodes` (Redis Cluster), not both",
-            );
-            None
-        }
-        _ => {
-            p.at(t.start(), &t.key_path("url"), "`[redis]` needs `url = \"redis://host:port\"` or `cluster_nodes = [\"redis://host:port\", ...]`");
-            None
-        }
-    };
-    let mut cfg = RedisConfig::url(String::new());
-    if let Some(ms) = t.int(p, "timeout_ms", 1, 60_000) {
-        cfg.timeout = Duration::from_millis(ms);
-    }
-    if let Some(ms) = t.int(p, "sync_interval_ms", 10, 3_600_000) {
-        cfg.sync_interval = Duration::from_millis(ms);
-    }
-    if let Some((s, off)) = t.string(p, "key_prefix") {
-        if valid_label_value(&s) {
-            cfg.key_prefix = s;
-        } else {
-            p.at(
-                off,
-                &t.key_path("key_prefix"),
-                "use 1-32 letters, digits, '_', '.' or '-'",
-            );
-        }
-    }
-    cfg.target = target?;
-    Some(cfg)
 }
 
 fn valid_label_value(s: &str) -> bool {

@@ -55,8 +55,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 use prometheus::proto::{MetricFamily, MetricType};
 
-use super::redis::{RedisConfig, RedisStore, SyncOutcome};
+use super::redis::{RedisStore, SyncOutcome};
 use crate::clock::{duration_nanos, Timestamp};
+use crate::config::RedisConfig;
 use crate::expose::prometheus::{base_labels, family, gauge};
 use crate::parse::MetricKind;
 use crate::series::{Registry, SeriesMeta};

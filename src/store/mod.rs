@@ -28,9 +28,9 @@ use crate::clock::Timestamp;
 use crate::limit::{AcquireError, Decision, KeyedLimiter, LimitState, Limits};
 
 pub use self::fleet::FleetWindows;
-pub use self::redis::{
-    RedisConfig, RedisLimits, RedisStore, RedisTarget, SharedAlgorithm, StoreMetrics, SyncOutcome,
-};
+pub use self::redis::{RedisLimits, RedisStore, SharedAlgorithm, StoreMetrics, SyncOutcome};
+/// Re-exported from [`crate::config`], which reads and checks them.
+pub use crate::config::{RedisConfig, RedisTarget};
 
 /// A boxed, sendable future of a store result.
 pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;

@@ -73,6 +73,7 @@ use redis::{Cmd, ErrorKind, Pipeline, RedisFuture, RedisResult, Script, ServerEr
 
 use super::{LimitStore, StoreError, StoreFuture};
 use crate::clock::{duration_nanos, Timestamp};
+use crate::config::{RedisConfig, RedisTarget};
 use crate::escape::Escaped;
 use crate::limit::{decide, Decision, Limit, LimitView, Limits};
 
@@ -88,42 +89,6 @@ const TTL_MARGIN_MS: u64 = 1000;
 /// First and longest wait before retrying a store that failed.
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(2);
-
-/// Which Redis to use.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum RedisTarget {
-    /// One server (or a proxy): `redis://host:port/db`.
-    Url(String),
-    /// Redis Cluster seed nodes: `redis://host:port` each.
-    Cluster(Vec<String>),
-}
-
-/// How to reach Redis, validated by the config reader.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RedisConfig {
-    /// Server or cluster.
-    pub target: RedisTarget,
-    /// Deadline of every call, connection and retries included.
-    pub timeout: Duration,
-    /// How often shared windows push their deltas and read the fleet view.
-    pub sync_interval: Duration,
-    /// Prefix of every key (default `rollstat`).
-    pub key_prefix: String,
-}
-
-impl RedisConfig {
-    /// A single server at `url`, with a 100 ms deadline, a 100 ms sync
-    /// interval and the `rollstat` key prefix.
-    #[must_use]
-    pub fn url(url: impl Into<String>) -> Self {
-        RedisConfig {
-            target: RedisTarget::Url(url.into()),
-            timeout: Duration::from_millis(100),
-            sync_interval: Duration::from_millis(100),
-            key_prefix: "rollstat".to_string(),
-        }
-    }
-}
 
 /// The store's self-metrics.
 pub struct StoreMetrics {
