@@ -24,11 +24,12 @@ use std::time::{Duration, Instant};
 
 use redis::aio::ConnectionManager;
 use rollstat::config::Config;
+use rollstat::fleet::FleetWindows;
 use rollstat::ingest::{Ingestor, Worker};
 use rollstat::limit::{Limit, Limits};
 use rollstat::series::{Plan, Registry};
 use rollstat::service::ServiceHandle;
-use rollstat::store::{FleetWindows, RedisConfig, RedisStore};
+use rollstat::store::{RedisConfig, RedisStore};
 use rollstat::telemetry::Telemetry;
 use rollstat::{Clock, SystemClock};
 

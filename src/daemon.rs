@@ -27,7 +27,8 @@ use crate::parse::ParseOptions;
 use crate::reload::Reloader;
 use crate::series::{Plan, Registry};
 use crate::service::{ServiceHandle, Services};
-use crate::store::{FleetWindows, RedisStore};
+use crate::fleet::FleetWindows;
+use crate::store::RedisStore;
 use crate::telemetry::{Telemetry, Transport};
 
 /// Every socket the daemon serves, bound.

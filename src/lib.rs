@@ -103,6 +103,7 @@ pub mod daemon;
 pub mod escape;
 pub mod expose;
 pub mod fdlimit;
+pub mod fleet;
 pub mod http;
 pub mod ingest;
 pub mod limit;

@@ -9,9 +9,9 @@ use serde_json::value::RawValue;
 use super::paging::{Cursor, Page};
 use crate::clock::Timestamp;
 use crate::escape::Escaped;
+use crate::fleet::{fleet_id, FleetWindows};
 use crate::parse::{JsonSampleError, MetricKind, ParseError};
 use crate::series::Registry;
-use crate::store::fleet::{fleet_id, FleetWindows};
 
 /// One series in `GET /api/v1/series`.
 #[derive(Serialize, Debug)]

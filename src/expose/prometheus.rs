@@ -34,7 +34,7 @@ pub struct SeriesCollector {
     registry: Arc<Registry>,
     clock: Arc<dyn Clock>,
     services: Arc<ServiceHandle>,
-    fleet: Option<Arc<crate::store::FleetWindows>>,
+    fleet: Option<Arc<crate::fleet::FleetWindows>>,
     series: bool,
 }
 
@@ -68,7 +68,7 @@ impl SeriesCollector {
 
     /// Also publishes the fleet view of shared windows.
     #[must_use]
-    pub fn with_fleet(mut self, fleet: Option<Arc<crate::store::FleetWindows>>) -> Self {
+    pub fn with_fleet(mut self, fleet: Option<Arc<crate::fleet::FleetWindows>>) -> Self {
         self.fleet = fleet;
         self
     }
@@ -369,7 +369,7 @@ impl Collector for SeriesCollector {
 impl SeriesCollector {
     /// The fleet view of shared windows, if Redis sharing is on.
     #[must_use]
-    pub fn fleet(&self) -> Option<&crate::store::FleetWindows> {
+    pub fn fleet(&self) -> Option<&crate::fleet::FleetWindows> {
         self.fleet.as_deref()
     }
 

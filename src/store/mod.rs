@@ -17,8 +17,8 @@
 //! The trait is object safe and returns boxed futures: a memory decision is
 //! ready at once, a Redis decision awaits one round trip under a deadline.
 
-pub mod fleet;
 pub mod redis;
+pub mod windows;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -27,8 +27,8 @@ use std::time::Duration;
 use crate::clock::Timestamp;
 use crate::limit::{AcquireError, Decision, KeyedLimiter, LimitState, Limits};
 
-pub use self::fleet::FleetWindows;
 pub use self::redis::{RedisLimits, RedisStore, SharedAlgorithm, StoreMetrics, SyncOutcome};
+pub use self::windows::{window_key, WindowBatch, WindowRead, WindowTotals};
 /// Re-exported from [`crate::config`], which reads and checks them.
 pub use crate::config::{RedisConfig, RedisTarget};
 

@@ -71,6 +71,7 @@ use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, ErrorKind, Pipeline, RedisFuture, RedisResult, Script, ServerErrorKind, Value};
 
+use super::windows::{self, WindowBatch, WindowTotals};
 use super::{LimitStore, StoreError, StoreFuture};
 use crate::clock::{duration_nanos, Timestamp};
 use crate::config::{RedisConfig, RedisTarget};
@@ -231,8 +232,9 @@ pub struct RedisStore {
 /// What a window sync achieved.
 #[derive(Debug)]
 pub enum SyncOutcome {
-    /// Written, and read back: one flat `[field, value, ...]` list per read.
-    Done(Vec<Vec<String>>),
+    /// Written, and read back: the totals of each window the batch read, in
+    /// its order.
+    Done(Vec<WindowTotals>),
     /// The writes were sent but their outcome is unknown (the deadline
     /// passed or the reads failed); nothing was read.
     WrittenUnread(StoreError),
@@ -465,15 +467,11 @@ impl RedisStore {
         }
     }
 
-    /// One window sync, under one deadline: `writes` (a pipeline of
-    /// HINCRBYFLOAT and PEXPIRE) in one round trip, then the read-and-trim
-    /// script for every `(key, oldest slot)` of `reads` in a second one.
-    pub async fn sync_windows(
-        &self,
-        writes: &Pipeline,
-        reads: &[(String, u64)],
-        now: Timestamp,
-    ) -> SyncOutcome {
+    /// One window sync, under one deadline: the batch's writes (a pipeline
+    /// of HINCRBYFLOAT and PEXPIRE) in one round trip, then the read-and-trim
+    /// script for every window it reads in a second one (see
+    /// [`windows`](super::windows)).
+    pub async fn sync_windows(&self, batch: &WindowBatch, now: Timestamp) -> SyncOutcome {
         let gate = match self.gate("sync", now) {
             Ok(g) => g,
             Err(e) => return SyncOutcome::Failed(e),
@@ -481,19 +479,19 @@ impl RedisStore {
         let sent = AtomicBool::new(false);
         let r = tokio::time::timeout(self.cfg.timeout, async {
             let mut c = self.connection().await?;
-            if !writes.is_empty() {
+            if !batch.writes.is_empty() {
                 sent.store(true, Ordering::Release);
-                writes.exec_async(&mut c).await?;
+                batch.writes.exec_async(&mut c).await?;
             }
             let mut p = redis::pipe();
-            for (key, oldest) in reads {
+            for read in &batch.reads {
                 p.cmd("EVALSHA")
                     .arg(self.window_script.get_hash())
                     .arg(1)
-                    .arg(key)
-                    .arg(*oldest);
+                    .arg(&read.key)
+                    .arg(read.oldest);
             }
-            if reads.is_empty() {
+            if batch.reads.is_empty() {
                 return Ok(Vec::new());
             }
             match p.query_async::<Vec<Vec<String>>>(&mut c).await {
@@ -508,7 +506,14 @@ impl RedisStore {
         .await;
         let written = sent.load(Ordering::Acquire);
         match self.settle("sync", now, gate, r) {
-            Ok(v) => SyncOutcome::Done(v),
+            Ok(v) => SyncOutcome::Done(
+                batch
+                    .reads
+                    .iter()
+                    .zip(&v)
+                    .map(|(read, fields)| windows::totals(read, fields))
+                    .collect(),
+            ),
             // Once the writes were sent, a failure leaves them applied or not:
             // they count as done, so that nothing is ever counted twice, and
             // the caller counts them as unshared.

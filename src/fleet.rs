@@ -1,6 +1,11 @@
 //! Shared rolling windows: each instance's windows, merged through Redis
 //! into a fleet view.
 //!
+//! This module sits above the registry ([`crate::series`]) and the store
+//! ([`crate::store`]): it walks the shared series, keeps what each bucket
+//! already pushed, and holds the fleet view; the Redis keys, fields and
+//! commands are [`crate::store::windows`]'s.
+//!
 //! # How
 //!
 //! Ingest never waits on Redis and is not changed at all: a series whose
@@ -8,19 +13,10 @@
 //! usual. Every sync interval (`[redis] sync_interval_ms`, 100 ms by default)
 //! one task walks the shared series and, for every bucket still in a local
 //! window, compares its sum and count with what this instance already pushed
-//! for that bucket. The differences go out in **one pipeline**:
-//!
-//! ```text
-//! HINCRBYFLOAT <prefix>:win:{<series>}:<window> <slot>:s <Δsum>
-//! HINCRBYFLOAT <prefix>:win:{<series>}:<window> <slot>:c <Δcount>
-//! PEXPIRE      <prefix>:win:{<series>}:<window> <window length + 2 s>
-//! ```
-//!
-//! `<slot>` is the bucket's index on the epoch-aligned grid (slot start /
-//! interval), the same on every instance. A second round trip runs
-//! `window_read.lua` per window (by SHA, reloaded on `NOSCRIPT`): it deletes
-//! fields of slots that left the window and returns the rest, atomically.
-//! Their totals are the fleet view, published on `/metrics` as the
+//! for that bucket. The differences go out in one pipeline, and a second
+//! round trip reads every shared window back and trims slots that left it
+//! ([`crate::store::windows`] has the keys and commands). Their totals are
+//! the fleet view, published on `/metrics` as the
 //! `rollstat_fleet_window_{samples,sum_value,rate,avg}` families with the
 //! same labels as the local `rollstat_window_*` ones. Only sums and counts
 //! merge exactly across instances, so min, max, quantiles and set cardinality
@@ -55,12 +51,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 use prometheus::proto::{MetricFamily, MetricType};
 
-use super::redis::{RedisStore, SyncOutcome};
 use crate::clock::{duration_nanos, Timestamp};
 use crate::config::RedisConfig;
 use crate::expose::prometheus::{base_labels, family, gauge};
 use crate::parse::MetricKind;
 use crate::series::{Registry, SeriesMeta};
+use crate::store::{window_key, RedisStore, SyncOutcome, WindowBatch, WindowRead, WindowTotals};
 
 /// Extra lifetime of a window hash after its window (ms).
 const TTL_MARGIN_MS: u64 = 2000;
@@ -72,6 +68,15 @@ pub struct FleetTotals {
     pub sum: f64,
     /// Weighted number of samples.
     pub count: f64,
+}
+
+impl From<WindowTotals> for FleetTotals {
+    fn from(t: WindowTotals) -> Self {
+        FleetTotals {
+            sum: t.sum,
+            count: t.count,
+        }
+    }
 }
 
 impl FleetTotals {
@@ -156,12 +161,6 @@ pub struct FleetWindows {
     stale_after: u64,
 }
 
-/// The hash key of a shared window: `<prefix>:win:{<series>}:<window>`.
-#[must_use]
-pub fn window_key(prefix: &str, series: &str, window: &str) -> String {
-    format!("{prefix}:win:{{{series}}}:{window}")
-}
-
 /// The identity of a series across instances: published name and labels.
 #[must_use]
 pub fn fleet_id(meta: &SeriesMeta) -> String {
@@ -199,7 +198,7 @@ impl FleetWindows {
     ) -> SyncReport {
         let mut report = SyncReport::default();
         // 1. Local values of every bucket of every shared window.
-        let (writes, reads, keys_pushed) = {
+        let (batch, keys_pushed) = {
             let mut st = self.state.lock();
             st.generation += 1;
             let generation = st.generation;
@@ -247,51 +246,40 @@ impl FleetWindows {
                 t.seen == generation || !t.slots.is_empty()
             });
             report.unshared += unshared;
-            // 3. The write pipeline and the reads.
-            let mut writes = redis::pipe();
-            let mut reads = Vec::with_capacity(keys.len());
+            // 3. The writes and the reads.
+            let mut batch = WindowBatch::new();
             let mut keys_pushed = Vec::new();
             for (key, t) in keys.iter() {
                 let mut any = false;
-                for (idx, s) in &t.slots {
+                for (slot, s) in &t.slots {
                     if s.local != s.pushed {
                         let (ds, dc) = (s.local.0 - s.pushed.0, s.local.1 - s.pushed.1);
-                        writes
-                            .cmd("HINCRBYFLOAT")
-                            .arg(key)
-                            .arg(format!("{idx}:s"))
-                            .arg(ds)
-                            .ignore();
-                        writes
-                            .cmd("HINCRBYFLOAT")
-                            .arg(key)
-                            .arg(format!("{idx}:c"))
-                            .arg(dc)
-                            .ignore();
-                        report.pushed += 1;
+                        batch.add(key, *slot, ds, dc);
                         any = true;
                     }
                 }
                 if any {
-                    writes
-                        .cmd("PEXPIRE")
-                        .arg(key)
-                        .arg(t.length_ms.saturating_add(TTL_MARGIN_MS))
-                        .ignore();
+                    batch.expire(key, t.length_ms.saturating_add(TTL_MARGIN_MS));
                     keys_pushed.push(key.clone());
                 }
-                let cur = now.as_nanos() / t.interval;
-                reads.push((key.clone(), (cur + 1).saturating_sub(t.size)));
+                let current = now.as_nanos() / t.interval;
+                batch.read(WindowRead {
+                    key: key.clone(),
+                    oldest: (current + 1).saturating_sub(t.size),
+                    current,
+                    ignore_current: t.ignore_current,
+                });
             }
-            report.windows = reads.len();
-            (writes, reads, keys_pushed)
+            report.pushed = batch.deltas();
+            report.windows = batch.reads().len();
+            (batch, keys_pushed)
         };
-        if reads.is_empty() {
+        if batch.reads().is_empty() {
             store.metrics().unshared.inc_by(report.unshared as u64);
             return report;
         }
         // 4. One deadline for both round trips.
-        let outcome = store.sync_windows(&writes, &reads, now).await;
+        let outcome = store.sync_windows(&batch, now).await;
         let written = !matches!(outcome, SyncOutcome::Failed(_));
         let answers = match outcome {
             SyncOutcome::Done(a) => Some(a),
@@ -315,34 +303,17 @@ impl FleetWindows {
                     }
                 }
             }
-            if let Some(answers) = &answers {
-                let mut view = HashMap::with_capacity(reads.len());
-                for ((key, _), fields) in reads.iter().zip(answers) {
-                    let Some(t) = st.keys.get(key) else { continue };
-                    let cur = now.as_nanos() / t.interval;
-                    let mut tot = FleetTotals::default();
-                    for pair in fields.chunks_exact(2) {
-                        let Some((idx, which)) = pair[0].split_once(':') else {
-                            continue;
-                        };
-                        let (Ok(idx), Ok(v)) = (idx.parse::<u64>(), pair[1].parse::<f64>()) else {
-                            continue;
-                        };
-                        if idx > cur || (t.ignore_current && idx == cur) {
-                            continue;
-                        }
-                        match which {
-                            "s" => tot.sum += v,
-                            "c" => tot.count += v,
-                            _ => {}
-                        }
-                    }
-                    view.insert(key.clone(), tot);
-                }
-                *self.view.write() = view;
-                self.refreshed.store(now.as_nanos(), Ordering::Release);
-                report.read = true;
-            }
+        }
+        if let Some(answers) = answers {
+            let view = batch
+                .reads()
+                .iter()
+                .zip(answers)
+                .map(|(read, tot)| (read.key.clone(), FleetTotals::from(tot)))
+                .collect();
+            *self.view.write() = view;
+            self.refreshed.store(now.as_nanos(), Ordering::Release);
+            report.read = true;
         }
         store.metrics().unshared.inc_by(report.unshared as u64);
         report
