@@ -1,0 +1,202 @@
+//! The daemon: wires bound sockets to the state and the background tasks,
+//! and shuts them down in order. No business logic lives here.
+//!
+//! [`run`] reads as the daemon's life: [`State::build`] (no sockets),
+//! [`Listeners::bind`] (done by the caller, so a port clash fails before
+//! anything starts and tests can bind port 0), spawn the receivers, the
+//! background tasks and the HTTP server, wait for `shutdown`, then stop: the
+//! receivers first, which process what they already received, then the
+//! tasks, then HTTP.
+
+mod listeners;
+mod state;
+mod tasks;
+
+use std::future::Future;
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+pub use self::listeners::{BindError, Listeners};
+pub use self::state::{BuildError, State};
+use self::tasks::Tasks;
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::ingest::{tcp, udp, unix};
+use crate::telemetry::Transport;
+
+/// Why the daemon stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    /// The state could not be built.
+    #[error(transparent)]
+    Build(#[from] BuildError),
+    /// A receiver thread, task or signal handler could not be started.
+    #[error("cannot start the daemon's {what}")]
+    Start {
+        /// What could not be started.
+        what: &'static str,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+}
+
+fn start(what: &'static str) -> impl FnOnce(io::Error) -> DaemonError {
+    move |source| DaemonError::Start { what, source }
+}
+
+/// Builds the state of `cfg` and serves it on `listeners` until `shutdown`
+/// completes, then stops gracefully.
+///
+/// # Errors
+///
+/// [`DaemonError`]: the state cannot be built or a part cannot start.
+pub async fn run(
+    cfg: Config,
+    config_path: Option<std::path::PathBuf>,
+    listeners: Listeners,
+    clock: Arc<dyn Clock>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), DaemonError> {
+    let state = Arc::new(State::build(cfg, config_path, clock)?);
+    serve(state, listeners, shutdown).await
+}
+
+/// Serves `state` on `listeners` until `shutdown` completes, then stops
+/// gracefully.
+///
+/// # Errors
+///
+/// [`DaemonError::Start`]: a receiver, task or the HTTP server cannot start.
+pub async fn serve(
+    state: Arc<State>,
+    listeners: Listeners,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), DaemonError> {
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let udp_port = listeners.udp.as_ref().map(|u| u.local_addr.port());
+    let receivers = Receivers::spawn(
+        &state,
+        listeners.udp,
+        listeners.tcp,
+        listeners.unix,
+        &stop_rx,
+    )?;
+    let tasks = Tasks::spawn(&state, &stop_rx).map_err(start("SIGHUP handler"))?;
+    let http = tokio::net::TcpListener::from_std(listeners.http).map_err(start("HTTP listener"))?;
+    let server = tokio::spawn(crate::http::serve::serve(
+        http,
+        state.router(udp_port),
+        state.config.http.clone(),
+        state.telemetry.clone(),
+        stop_rx.clone(),
+    ));
+
+    shutdown.await;
+    tracing::info!("Shutting down: processing what was received, then exiting.");
+    let _ = stop_tx.send(true);
+    receivers.stop().await;
+    tasks.join().await;
+    match tokio::time::timeout(Duration::from_secs(5), server).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!(error = %e, "HTTP server task failed."),
+        Err(_) => tracing::warn!("HTTP connections still open after 5s; exiting anyway."),
+    }
+    // Every receiver has stopped and flushed: these totals are final. They
+    // let an operator (and the integration tests) check that a graceful stop
+    // kept what was received.
+    let t = &state.telemetry;
+    tracing::info!(
+        udp = t.lines(Transport::Udp),
+        tcp = t.lines(Transport::Tcp),
+        unix = t.lines(Transport::Unix),
+        http = t.lines(Transport::Http),
+        "rollstat stopped; lines accepted since start, by transport."
+    );
+    Ok(())
+}
+
+/// The statsd receivers: UDP and Unix reader threads, the TCP accept task.
+struct Receivers {
+    /// Tells the reader threads to stop (they poll it between reads).
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+    tcp: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Receivers {
+    fn spawn(
+        state: &State,
+        udp: Option<udp::UdpSockets>,
+        tcp: Option<std::net::TcpListener>,
+        unix: Option<(std::os::unix::net::UnixDatagram, std::path::PathBuf)>,
+        stop_rx: &watch::Receiver<bool>,
+    ) -> Result<Receivers, DaemonError> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut threads = Vec::new();
+        let ingest = &state.config.ingest;
+        if let Some(u) = udp {
+            state
+                .telemetry
+                .udp_recv_buffer
+                .set(i64::try_from(u.recv_buffer).unwrap_or(i64::MAX));
+            let asked = ingest.udp_recv_buffer_bytes;
+            if u.capped(asked) {
+                tracing::warn!(asked, granted = u.recv_buffer, "The kernel granted a smaller UDP receive buffer than ingest.udp_recv_buffer_bytes asks for (Linux reports twice the usable size); raise net.core.rmem_max, or run with CAP_NET_ADMIN, to avoid drops under bursts.");
+            } else if u.forced {
+                tracing::info!(
+                    asked,
+                    granted = u.recv_buffer,
+                    "UDP receive buffer forced past net.core.rmem_max (CAP_NET_ADMIN)."
+                );
+            } else {
+                tracing::info!(granted = u.recv_buffer, "UDP receive buffer set.");
+            }
+            let readers = udp::spawn(
+                u.sockets,
+                state.ingestor.clone(),
+                stop.clone(),
+                ingest.udp_workers,
+            )
+            .map_err(start("UDP readers"))?;
+            threads.extend(readers);
+        }
+        if let Some((sock, _)) = unix {
+            threads.push(
+                unix::spawn(sock, state.ingestor.clone(), stop.clone())
+                    .map_err(start("Unix datagram reader"))?,
+            );
+        }
+        let tcp = match tcp {
+            Some(l) => {
+                let l =
+                    tokio::net::TcpListener::from_std(l).map_err(start("statsd TCP listener"))?;
+                Some(tokio::spawn(tcp::serve(
+                    l,
+                    state.ingestor.clone(),
+                    tcp::TcpSettings::from_config(ingest),
+                    stop_rx.clone(),
+                )))
+            }
+            None => None,
+        };
+        Ok(Receivers { stop, threads, tcp })
+    }
+
+    /// Stops every receiver and waits until each has processed what it
+    /// already received. The stop signal has been sent to the TCP task.
+    async fn stop(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads {
+            let _ = tokio::task::spawn_blocking(move || t.join()).await;
+        }
+        if let Some(t) = self.tcp {
+            let _ = t.await;
+        }
+    }
+}

@@ -1,0 +1,200 @@
+//! The daemon's state, built without sockets: the registry, the services
+//! (breakers and limits), the shared store handle, self-metrics, the fleet
+//! view, the ingest path and the reloader, all wired to one clock.
+//!
+//! [`State::build`] opens nothing: the Redis store connects lazily on its
+//! first call, and no listener is bound. Tests build a `State` under a
+//! [`ManualClock`](crate::ManualClock), call [`State::router`] and drive the
+//! HTTP handlers in-process; the periodic work ([`State::sweep`],
+//! [`State::tick`], [`State::sync_store`]) runs when the test says so.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::Router;
+
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::expose::prometheus::SeriesCollector;
+use crate::fleet::FleetWindows;
+use crate::http::{router, AppState};
+use crate::ingest::Ingestor;
+use crate::parse::ParseOptions;
+use crate::reload::Reloader;
+use crate::series::{Plan, Registry};
+use crate::service::{ServiceHandle, Services};
+use crate::store::{RedisStore, StoreError};
+use crate::telemetry::Telemetry;
+
+/// Why the daemon's state could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// `[redis]` names a store that cannot be used (e.g. a URL scheme the
+    /// client does not support).
+    #[error("cannot set up the shared store of [redis]")]
+    Store(#[source] StoreError),
+    /// A breaker or limit of the config cannot be built.
+    #[error("cannot build the breakers and limits of the config: {0}")]
+    Services(String),
+    /// A self-metric could not be registered (a bug: names clash).
+    #[error("cannot register rollstat's own metrics")]
+    Telemetry(#[source] prometheus::Error),
+}
+
+/// Everything the daemon serves from, built without I/O.
+pub struct State {
+    /// The config the daemon started with (reloads replace the parts they
+    /// can inside the registry, services and reloader).
+    pub config: Config,
+    /// The one clock every part reads.
+    pub clock: Arc<dyn Clock>,
+    /// Series and their windows.
+    pub registry: Arc<Registry>,
+    /// The shared store, when `[redis]` is configured.
+    pub store: Option<Arc<RedisStore>>,
+    /// Named breakers and limits, swapped whole on reload.
+    pub services: Arc<ServiceHandle>,
+    /// Self-metrics.
+    pub telemetry: Arc<Telemetry>,
+    /// Shared windows, when a mapping rule shares its series at start.
+    pub fleet: Option<Arc<FleetWindows>>,
+    /// `/metrics` families other than the series and the self-metrics.
+    pub families: Arc<SeriesCollector>,
+    /// The one path from bytes to the registry.
+    pub ingestor: Arc<Ingestor>,
+    /// Config reloads (SIGHUP, `POST /-/reload`).
+    pub reloader: Arc<Reloader>,
+}
+
+// === impl State ===
+
+impl State {
+    /// The state of a daemon running `config` (read from `config_path`, if
+    /// any, for reloads) on `clock`. Binds nothing and sends nothing; with
+    /// `[redis]` it must run inside a Tokio runtime, whose tasks the store's
+    /// connection manager uses once it connects.
+    ///
+    /// # Errors
+    ///
+    /// [`BuildError`]: a store, breaker, limit or self-metric that cannot
+    /// be built.
+    pub fn build(
+        config: Config,
+        config_path: Option<PathBuf>,
+        clock: Arc<dyn Clock>,
+    ) -> Result<State, BuildError> {
+        let shards = std::thread::available_parallelism().map_or(8, |n| n.get() * 8);
+        // Windows are watched from now: their rates divide by the time the
+        // daemon has been up until they are full.
+        let registry = Arc::new(Registry::new(
+            Plan::from_config(&config).watched_from(clock.now()),
+            shards,
+        ));
+        // The shared store connects lazily: Redis need not be up at start.
+        let store = config
+            .redis
+            .clone()
+            .map(RedisStore::new)
+            .transpose()
+            .map_err(BuildError::Store)?;
+        let services = Services::with_store(&config, clock.now(), None, store.clone())
+            .map_err(BuildError::Services)?;
+        let services = Arc::new(ServiceHandle::new(services));
+        let telemetry = Arc::new(Telemetry::new().map_err(BuildError::Telemetry)?);
+        if let Some(s) = &store {
+            s.metrics()
+                .register(&telemetry.registry)
+                .map_err(BuildError::Telemetry)?;
+        }
+        // Shared windows: only when a mapping rule shares its series at start.
+        let fleet = store
+            .as_ref()
+            .filter(|_| config.mappings.iter().any(|m| m.shared))
+            .map(|s| Arc::new(FleetWindows::new(s.config())));
+        // Not registered in the telemetry registry: /metrics calls it with
+        // the scrape's one clock reading, and writes the series itself.
+        let families = Arc::new(
+            SeriesCollector::new(registry.clone(), clock.clone(), services.clone())
+                .without_series()
+                .with_fleet(fleet.clone()),
+        );
+        let ingestor = Arc::new(
+            Ingestor::new(
+                registry.clone(),
+                telemetry.clone(),
+                clock.clone(),
+                services.clone(),
+            )
+            .with_parse_options(ParseOptions::default().tag_styles(config.ingest.tag_styles)),
+        );
+        let reloader = Arc::new(Reloader::new(
+            config_path,
+            config.clone(),
+            registry.clone(),
+            telemetry.clone(),
+            services.clone(),
+            clock.clone(),
+        ));
+        Ok(State {
+            config,
+            clock,
+            registry,
+            store,
+            services,
+            telemetry,
+            fleet,
+            families,
+            ingestor,
+            reloader,
+        })
+    }
+
+    /// The HTTP API over this state. `udp_port` is the statsd UDP port whose
+    /// kernel drop counter `/metrics` reports, if UDP is served.
+    pub fn router(&self, udp_port: Option<u16>) -> Router {
+        router(AppState::new(
+            self.ingestor.clone(),
+            self.reloader.clone(),
+            self.families.clone(),
+            udp_port,
+            &self.config,
+        ))
+    }
+
+    /// Expires idle series; returns how many.
+    pub fn sweep(&self) -> usize {
+        let n = self.registry.sweep(self.clock.now());
+        if n > 0 {
+            tracing::debug!(expired = n, "Expired idle series.");
+        }
+        n
+    }
+
+    /// Feeds pending statsd outcomes to the breakers, applies time-driven
+    /// transitions (open to half-open), and sweeps idle limit keys when due.
+    pub fn tick(&self) {
+        let s = self.services.current();
+        let now = self.clock.now();
+        s.breakers.tick(now);
+        s.limits.sweep_if_due(now);
+    }
+
+    /// One round with the shared store, if there is one: pushes and reads
+    /// the shared windows, or, when there are none to sync and the store is
+    /// down (or this is the first round), probes it, so that sharing resumes
+    /// and `rollstat_store_up` returns to 1 without waiting for traffic.
+    pub async fn sync_store(&self, first: bool) {
+        let Some(store) = &self.store else { return };
+        let synced = match &self.fleet {
+            Some(f) => {
+                f.sync(&self.registry, store, self.clock.now())
+                    .await
+                    .windows
+            }
+            None => 0,
+        };
+        if synced == 0 && (first || !store.is_up()) {
+            let _ = store.ping(self.clock.now()).await;
+        }
+    }
+}

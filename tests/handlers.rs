@@ -1,0 +1,239 @@
+//! The HTTP handlers, in-process: a daemon [`State`] built from the shipped
+//! `config.toml` without sockets, its router driven request by request
+//! under a [`ManualClock`]. Time moves only when a test says so, so limit
+//! windows, breaker transitions and series expiry are exact, and the whole
+//! file runs in milliseconds. (The transport around the router, deadlines
+//! and connection caps, is tested against the real binary in `tests/it`.)
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{header, Request, Response, StatusCode};
+use axum::Router;
+use http_body_util::BodyExt;
+use rollstat::config::Config;
+use rollstat::daemon::State;
+use rollstat::{Clock, ManualClock};
+use tower::ServiceExt;
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The state of a daemon on the shipped config, and its router.
+fn shipped() -> (Arc<State>, Router, ManualClock) {
+    let cfg = Config::load(&repo().join("config.toml")).expect("config.toml loads");
+    build(cfg, None)
+}
+
+fn build(cfg: Config, path: Option<PathBuf>) -> (Arc<State>, Router, ManualClock) {
+    let clock = ManualClock::new();
+    let state = Arc::new(State::build(cfg, path, Arc::new(clock.clone())).expect("state builds"));
+    let router = state.router(None);
+    (state, router, clock)
+}
+
+async fn send(router: &Router, req: Request<Body>) -> (StatusCode, axum::http::HeaderMap, String) {
+    let resp: Response<Body> = router.clone().oneshot(req).await.expect("infallible");
+    let (parts, body) = resp.into_parts();
+    let bytes = body.collect().await.expect("body").to_bytes();
+    (
+        parts.status,
+        parts.headers,
+        String::from_utf8_lossy(&bytes).into_owned(),
+    )
+}
+
+async fn get(router: &Router, path: &str) -> (StatusCode, axum::http::HeaderMap, String) {
+    send(router, Request::get(path).body(Body::empty()).unwrap()).await
+}
+
+async fn post(
+    router: &Router,
+    path: &str,
+    content_type: &str,
+    body: &str,
+) -> (StatusCode, axum::http::HeaderMap, String) {
+    let req = Request::post(path)
+        .header(header::CONTENT_TYPE, content_type)
+        .header(header::CONTENT_LENGTH, body.len())
+        .body(Body::from(body.to_string()))
+        .unwrap();
+    send(router, req).await
+}
+
+fn json(s: &str) -> serde_json::Value {
+    serde_json::from_str(s).unwrap_or_else(|e| panic!("not JSON ({e}): {s}"))
+}
+
+#[tokio::test]
+async fn the_shipped_api_limit_admits_100_a_second_with_ratelimit_headers_then_refuses() {
+    let (_state, router, clock) = shipped();
+    let acquire = "/api/v1/limits/api/acquire?key=alice";
+    for i in 0..100 {
+        let (code, headers, body) = post(&router, acquire, "application/json", "").await;
+        assert_eq!(code, StatusCode::OK, "request {i}: {body}");
+        assert_eq!(
+            headers["ratelimit-policy"], "\"api.0\";q=100;w=1, \"api.1\";q=1000;w=60",
+            "{headers:?}"
+        );
+        assert_eq!(json(&body)["remaining"], 99 - i);
+        assert_eq!(json(&body)["source"], "local");
+    }
+    let (code, headers, body) = post(&router, acquire, "application/json", "").await;
+    assert_eq!(code, StatusCode::TOO_MANY_REQUESTS, "{body}");
+    assert_eq!(headers[header::RETRY_AFTER], "1");
+    assert!(
+        headers["ratelimit"].to_str().unwrap().contains(";r=0;"),
+        "{headers:?}"
+    );
+    // Another key has its own budget.
+    let (code, _, _) = post(&router, "/api/v1/limits/api/acquire?key=bob", "", "").await;
+    assert_eq!(code, StatusCode::OK);
+    // One second later the first 100 have left the 1 s rule.
+    clock.advance(Duration::from_secs(1));
+    let (code, _, body) = post(&router, acquire, "application/json", "").await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+    // A limit the config does not name is a 404 that says so.
+    let (code, _, body) = post(&router, "/api/v1/limits/nope/acquire?key=a", "", "").await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+    assert!(body.contains("no limit named `nope`"), "{body}");
+}
+
+#[tokio::test]
+async fn the_checkout_breaker_opens_on_failures_and_half_opens_after_open_duration() {
+    let (state, router, clock) = shipped();
+    let decision = "/api/v1/breakers/checkout/decision";
+    let (code, _, body) = get(&router, decision).await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(json(&body)["decision"], "allow");
+    assert_eq!(json(&body)["state"], "closed");
+    // 10 calls (min_calls), all failed: over the 0.5 threshold.
+    let (code, _, body) = post(
+        &router,
+        "/api/v1/breakers/checkout/outcomes",
+        "application/json",
+        r#"{"success": 0, "failure": 10}"#,
+    )
+    .await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+    let (_, _, body) = get(&router, decision).await;
+    assert_eq!(json(&body)["state"], "open", "{body}");
+    assert_eq!(json(&body)["decision"], "shed");
+    // open_duration_ms = 5000: still open just before, half-open after.
+    clock.advance(Duration::from_millis(4999));
+    state.tick();
+    assert_eq!(json(&get(&router, decision).await.2)["state"], "open");
+    clock.advance(Duration::from_millis(2));
+    state.tick();
+    let (_, _, body) = get(&router, decision).await;
+    assert_eq!(json(&body)["state"], "half_open", "{body}");
+    assert_eq!(
+        json(&body)["decision"],
+        "allow",
+        "a half-open trial: {body}"
+    );
+    // Outcomes that are not counts are refused and record nothing.
+    let (code, _, body) = post(
+        &router,
+        "/api/v1/breakers/checkout/outcomes",
+        "application/json",
+        r#"{"success": -1}"#,
+    )
+    .await;
+    assert_eq!(code, StatusCode::BAD_REQUEST);
+    assert!(body.contains("success"), "{body}");
+}
+
+#[tokio::test]
+async fn json_ingest_applies_good_samples_reports_bad_ones_and_metrics_shows_them() {
+    let (state, router, clock) = shipped();
+    let body = r#"[
+        {"name": "api.users.latency", "type": "timer", "value": 12.5},
+        {"name": "orders", "type": "counter", "value": 3, "tags": {"region": "eu"}},
+        {"name": "orders", "type": "counter", "value": "three"}
+    ]"#;
+    let (code, _, answer) = post(&router, "/api/v1/ingest", "application/json", body).await;
+    assert_eq!(code, StatusCode::BAD_REQUEST, "{answer}");
+    let a = json(&answer);
+    assert_eq!(
+        (a["accepted"].as_u64(), a["rejected"].as_u64()),
+        (Some(2), Some(1)),
+        "{answer}"
+    );
+    assert_eq!(a["errors"][0]["index"], 2, "{answer}");
+    // Statsd text goes the same way.
+    let (code, _, answer) = post(
+        &router,
+        "/api/v1/ingest",
+        "text/plain",
+        "orders:2|c|#region:eu\n",
+    )
+    .await;
+    assert_eq!(code, StatusCode::OK, "{answer}");
+    // A media type that is neither is refused whole.
+    let (code, _, _) = post(&router, "/api/v1/ingest", "application/xml", "<x/>").await;
+    assert_eq!(code, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+
+    clock.advance(Duration::from_secs(1));
+    let (code, headers, text) = get(&router, "/metrics").await;
+    assert_eq!(code, StatusCode::OK);
+    assert!(headers[header::CONTENT_TYPE]
+        .to_str()
+        .unwrap()
+        .starts_with("text/plain; version=0.0.4"));
+    assert!(text.contains("orders_total{region=\"eu\"} 5\n"), "{text}");
+    // The mapping rule of config.toml: api.*.latency -> api.latency{endpoint}.
+    assert!(
+        text.contains(
+            "rollstat_window_samples{metric=\"api.latency\",window=\"10s\",endpoint=\"users\"} 1\n"
+        ),
+        "{text}"
+    );
+    assert_eq!(state.registry.len(), 2);
+}
+
+#[tokio::test]
+async fn idle_series_expire_after_the_ttl_and_leave_metrics() {
+    let (state, router, clock) = shipped();
+    let (code, _, _) = post(&router, "/api/v1/ingest", "text/plain", "idle.gauge:1|g\n").await;
+    assert_eq!(code, StatusCode::OK);
+    assert!(get(&router, "/metrics").await.2.contains("idle_gauge 1\n"));
+    // config.toml: ttl_secs = 600.
+    clock.advance(Duration::from_secs(599));
+    assert_eq!(state.sweep(), 0);
+    clock.advance(Duration::from_secs(2));
+    assert_eq!(state.sweep(), 1);
+    assert!(!get(&router, "/metrics").await.2.contains("idle_gauge"));
+}
+
+#[tokio::test]
+async fn reload_reads_the_file_again_and_keeps_the_old_config_when_it_is_wrong() {
+    let dir = std::env::temp_dir().join(format!("rollstat-handlers-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("config.toml");
+    let shipped = std::fs::read_to_string(repo().join("config.toml")).unwrap();
+    std::fs::write(&path, &shipped).unwrap();
+    let cfg = Config::load(&path).unwrap();
+    let (_state, router, clock) = build(cfg, Some(path.clone()));
+    let max = |body: &str| json(body)[0]["rules"][0]["max"].as_u64();
+    assert_eq!(max(&get(&router, "/api/v1/limits").await.2), Some(100));
+
+    std::fs::write(&path, shipped.replace("max = 100,", "max = 7,")).unwrap();
+    let (code, _, body) = post(&router, "/-/reload", "", "").await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+    assert_eq!(max(&get(&router, "/api/v1/limits").await.2), Some(7));
+
+    std::fs::write(&path, "[[windows]]\nname = 3\n").unwrap();
+    let (code, _, body) = post(&router, "/-/reload", "", "").await;
+    assert_eq!(code, StatusCode::BAD_REQUEST, "{body}");
+    assert!(
+        body.contains("the previous config stays in force"),
+        "{body}"
+    );
+    assert_eq!(max(&get(&router, "/api/v1/limits").await.2), Some(7));
+    let _ = clock.now();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
