@@ -25,7 +25,8 @@
 
 use std::mem::size_of;
 
-use super::{Entry, SeriesMeta};
+use super::registry::Entry;
+use super::SeriesMeta;
 use crate::config::Config;
 use crate::parse::{MetricKind, MAX_NAME_LEN, MAX_TAGS};
 use crate::sketch::{sparse, DistinctCounter, SparseDDSketch};

@@ -1,6 +1,11 @@
 use std::time::Duration;
 
 use super::*;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use crate::clock::Timestamp;
+use crate::config::Config;
 use crate::parse::{parse_datagram, Line};
 
 const T0: Timestamp = Timestamp::from_secs(1_767_225_600);

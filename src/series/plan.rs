@@ -1,0 +1,166 @@
+//! The plan: what the mapping rules and the config make of a statsd name
+//! and tag set (drop, rename, labels, windows, sharing), and the caps new
+//! series are held to. A registry follows one plan at a time; a reload
+//! swaps it ([`Registry::set_plan`](super::Registry::set_plan)).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::clock::Timestamp;
+use crate::config::{Action, Config, Mapping, NamedWindow};
+use crate::names;
+use crate::parse::MetricKind;
+
+/// The settings a registry applies to new series, and to existing ones on
+/// [`Registry::replan`]; swapped on reload.
+#[derive(Debug)]
+pub struct Plan {
+    pub(super) windows: Vec<NamedWindow>,
+    /// When each of `windows` began to be watched: the denominator of its
+    /// rates never reaches further back ([`RollingWindow::watched_from`](crate::window::RollingWindow::watched_from)).
+    pub(super) watched: Vec<Timestamp>,
+    pub(super) default_windows: Vec<usize>,
+    pub(super) default_window_names: Arc<[String]>,
+    pub(super) mappings: Vec<Mapping>,
+    /// Published quantiles.
+    pub quantiles: Vec<f64>,
+    /// Cumulative histogram bounds.
+    pub histogram_buckets: Arc<[f64]>,
+    pub(super) ttl: Duration,
+    pub(super) max_series: usize,
+    pub(super) max_series_per_metric: Option<usize>,
+    pub(super) max_label_bytes: usize,
+}
+
+/// What a plan makes of a series: its published identity and windows.
+pub(super) struct Resolved {
+    pub(super) metric: String,
+    pub(super) prom_name: String,
+    pub(super) labels: Vec<(String, String)>,
+    pub(super) window_ids: Vec<usize>,
+    pub(super) shared: bool,
+}
+
+impl Plan {
+    /// Runs the mapping rules on a series named `name` of `kind` with
+    /// `tags` (sorted by key, unique): `None` if a rule drops it. Tags left
+    /// out because another sanitised to the same label are added to
+    /// `tags_dropped`.
+    pub(super) fn resolve(
+        &self,
+        name: &str,
+        kind: MetricKind,
+        tags: &[(&str, &str)],
+        tags_dropped: &mut u64,
+    ) -> Option<Resolved> {
+        let mut caps = Vec::new();
+        let rule = self
+            .mappings
+            .iter()
+            .find(|m| m.match_type.is_none_or(|k| k == kind) && m.pattern.matches(name, &mut caps));
+        if rule.is_some_and(|m| m.action == Action::Drop) {
+            return None;
+        }
+        let metric = match rule.and_then(|m| m.rename.as_ref()) {
+            Some(t) => t.render(&caps),
+            None => name.to_string(),
+        };
+        let mut prom_name = names::metric_name(&metric);
+        if prom_name.starts_with("rollstat_") {
+            // Our own families own that prefix.
+            prom_name.insert_str(0, "statsd_");
+        }
+        let mut labels: Vec<(String, String)> = Vec::with_capacity(tags.len());
+        for (k, v) in tags {
+            let name = names::label_name(k);
+            if labels.iter().any(|(l, _)| *l == name) {
+                // `content-type` and `content_type` on one line: the first
+                // (in key order) keeps the label; the other is counted.
+                *tags_dropped += 1;
+            } else {
+                labels.push((name, v.to_string()));
+            }
+        }
+        if let Some(m) = rule {
+            // Mapping label names are valid and never reserved (the config
+            // checks), so they are their own label names.
+            for (k, tpl) in &m.labels {
+                let v = tpl.render(&caps);
+                if v.is_empty() {
+                    // Prometheus reads an empty value as no label at all.
+                    labels.retain(|(l, _)| l != k);
+                    continue;
+                }
+                match labels.iter_mut().find(|(l, _)| l == k) {
+                    Some(slot) => slot.1 = v,
+                    None => labels.push((k.clone(), v)),
+                }
+            }
+        }
+        labels.sort();
+        Some(Resolved {
+            metric,
+            prom_name,
+            labels,
+            window_ids: rule
+                .and_then(|m| m.windows.clone())
+                .unwrap_or_else(|| self.default_windows.clone()),
+            shared: rule.is_some_and(|m| m.shared),
+        })
+    }
+
+    /// This plan with every window watched from `now` (a daemon starting):
+    /// a windowed rate read in the first minute of a `1m` window divides by
+    /// the time since `now`, not by the minute.
+    #[must_use]
+    pub fn watched_from(mut self, now: Timestamp) -> Plan {
+        self.watched.fill(now);
+        self
+    }
+
+    /// The plan of `cfg` replacing `self` on a reload at `now`: a window
+    /// whose name and shape are unchanged keeps the time it was watched
+    /// from (series keep its history, see [`Registry::replan`]); a new or
+    /// changed one is watched from `now`.
+    #[must_use]
+    pub fn successor(&self, cfg: &Config, now: Timestamp) -> Plan {
+        let mut next = Plan::from_config(cfg).watched_from(now);
+        for (w, watched) in next.windows.iter().zip(next.watched.iter_mut()) {
+            if let Some(i) = self.windows.iter().position(|old| old == w) {
+                *watched = self.watched[i];
+            }
+        }
+        next
+    }
+
+    /// The names of windows `ids` (shared by every series on the defaults).
+    pub(super) fn window_names(&self, ids: &[usize]) -> Arc<[String]> {
+        if ids == self.default_windows {
+            self.default_window_names.clone()
+        } else {
+            ids.iter().map(|&i| self.windows[i].name.clone()).collect()
+        }
+    }
+
+    /// The plan of a validated config, whose windows count as watched
+    /// since the epoch (their rates divide by their whole span from the
+    /// first second): for a library user replaying history. A daemon uses
+    /// [`watched_from`](Self::watched_from) at start and
+    /// [`successor`](Self::successor) on reload.
+    #[must_use]
+    pub fn from_config(cfg: &Config) -> Plan {
+        Plan {
+            watched: vec![Timestamp::EPOCH; cfg.windows.len()],
+            default_windows: (0..cfg.windows.len()).collect(),
+            default_window_names: cfg.windows.iter().map(|w| w.name.clone()).collect(),
+            windows: cfg.windows.clone(),
+            mappings: cfg.mappings.clone(),
+            quantiles: cfg.series.quantiles.clone(),
+            histogram_buckets: cfg.series.histogram_buckets.clone().into(),
+            ttl: cfg.series.ttl,
+            max_series: cfg.series.max_series,
+            max_series_per_metric: cfg.series.max_series_per_metric,
+            max_label_bytes: cfg.series.max_label_bytes,
+        }
+    }
+}

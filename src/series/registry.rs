@@ -1,0 +1,503 @@
+//! The sharded registry: lookup and birth of series, the caps, the catalog
+//! of published names (one type per name, no two series with one identity),
+//! expiry, and the walks a scrape or a fleet sync makes.
+
+use std::collections::{HashMap, HashSet};
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use hashbrown::HashTable;
+use parking_lot::{Mutex, RwLock};
+
+use super::identity::{identity_of, SeriesMeta};
+use super::key::{self, KeyBuf};
+use super::plan::Plan;
+use super::state::{Folded, SeriesState};
+use crate::clock::Timestamp;
+use crate::names;
+use crate::parse::{MetricKind, Sample, MAX_TAGS};
+
+/// Why a line was not applied to a series.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Refusal {
+    /// The name already belongs to another statsd type.
+    TypeConflict,
+    /// The series cap is reached and this would be a new series.
+    SeriesCap,
+    /// The published identity is already taken by another raw key.
+    LabelCollision,
+    /// Applying it would make a stored number infinite (a counter's total,
+    /// a gauge's value, a histogram's sum, a window bucket's sum).
+    Overflow,
+    /// A new series whose labels (names and values) exceed
+    /// `series.max_label_bytes`.
+    LabelsTooLarge,
+    /// A new series of a metric that already has
+    /// `series.max_series_per_metric` series.
+    MetricSeriesCap,
+}
+
+impl Refusal {
+    /// Every reason label, in the order of [`RegistryCounters::refused`].
+    pub const ALL_REASONS: [&'static str; 6] = [
+        "type_conflict",
+        "series_cap",
+        "label_collision",
+        "overflow",
+        "labels_too_large",
+        "metric_series_cap",
+    ];
+
+    /// Stable label for the refusal counters.
+    #[must_use]
+    pub const fn reason(self) -> &'static str {
+        match self {
+            Refusal::TypeConflict => "type_conflict",
+            Refusal::SeriesCap => "series_cap",
+            Refusal::LabelCollision => "label_collision",
+            Refusal::Overflow => "overflow",
+            Refusal::LabelsTooLarge => "labels_too_large",
+            Refusal::MetricSeriesCap => "metric_series_cap",
+        }
+    }
+
+    /// Its index in [`ALL_REASONS`](Self::ALL_REASONS).
+    pub(super) const fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// What happened to an accepted line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Applied {
+    /// Folded into its series.
+    Stored,
+    /// Matched a `drop` mapping rule.
+    DroppedByMapping,
+}
+
+/// A live series found by [`Registry::shard_series`]: its metadata, and
+/// where [`Registry::with_series`] finds its state again.
+#[derive(Clone, Debug)]
+pub struct SeriesRef {
+    entry: EntryRef,
+    /// The series' published identity and windows (as when it was found; a
+    /// reload may have changed them since, see [`Registry::with_series`]).
+    pub meta: Arc<SeriesMeta>,
+}
+
+/// Where an entry is: its hash, and the address of its key, which an entry
+/// keeps from insertion to removal (a reload that re-windows a series keeps
+/// its entry). Holds nothing: a removed entry is simply not found, and an
+/// entry inserted later at the same address under the same 64-bit hash is
+/// the same series born again.
+#[derive(Clone, Copy, Debug)]
+struct EntryRef {
+    hash: u64,
+    key: usize,
+}
+
+impl EntryRef {
+    fn of(e: &Entry) -> EntryRef {
+        EntryRef {
+            hash: e.hash,
+            key: e.key.as_ptr() as usize,
+        }
+    }
+
+    fn is(&self, e: &Entry) -> bool {
+        // hashbrown's probe compares only a 7-bit tag: the full hash must be
+        // checked too, or a series born at a freed key's address in the same
+        // probe group would pass for the one that died.
+        e.hash == self.hash && e.key.as_ptr() as usize == self.key
+    }
+}
+
+/// Shard index bits start here (below hashbrown's 7 tag bits, above the slot
+/// index bits of any shard smaller than 2^40 slots).
+const SHARD_SHIFT: u32 = 40;
+
+type Shard = Mutex<HashTable<Entry>>;
+
+/// A new series' metadata and the indices of its windows.
+type Born = (Arc<SeriesMeta>, Vec<usize>);
+
+pub(super) struct Entry {
+    pub(super) hash: u64,
+    pub(super) key: Box<[u8]>,
+    pub(super) last_seen: Timestamp,
+    pub(super) meta: Arc<SeriesMeta>,
+    pub(super) state: SeriesState,
+}
+
+#[derive(Default)]
+pub(super) struct Catalog {
+    /// Exposed family name -> (owning type, base Prometheus name, live
+    /// series using it).
+    pub(super) families: HashMap<String, (MetricKind, Arc<str>, usize)>,
+    pub(super) identities: HashSet<String>,
+}
+
+/// Counters the registry keeps about itself.
+#[derive(Debug, Default)]
+pub struct RegistryCounters {
+    /// Series created.
+    pub created: AtomicU64,
+    /// Series removed after their TTL.
+    pub expired: AtomicU64,
+    /// Lines refused, by [`Refusal`] in `ALL_REASONS` order.
+    pub refused: [AtomicU64; Refusal::ALL_REASONS.len()],
+    /// Counter lines with a negative increment (statsd `decrement`): in the
+    /// windows, left out of the cumulative total.
+    pub negative_increments: AtomicU64,
+    /// Tags left out of a new series' labels because another tag of the same
+    /// line sanitised to the same label name.
+    pub tags_dropped: AtomicU64,
+    /// Entries re-planned by reloads, by [`Replanned`] in `ALL_OUTCOMES`
+    /// order.
+    pub replanned: [AtomicU64; 3],
+}
+
+/// The sharded series registry.
+pub struct Registry {
+    pub(super) shards: Box<[Shard]>,
+    pub(super) hasher: foldhash::fast::RandomState,
+    pub(super) catalog: Mutex<Catalog>,
+    pub(super) plan: RwLock<Arc<Plan>>,
+    /// One replan at a time.
+    pub(super) replanning: Mutex<()>,
+    pub(super) len: AtomicUsize,
+    /// Self-metrics.
+    pub counters: RegistryCounters,
+}
+
+impl Registry {
+    /// An empty registry with `shards` shards (rounded up to a power of two).
+    #[must_use]
+    pub fn new(plan: Plan, shards: usize) -> Registry {
+        let n = shards.max(1).next_power_of_two();
+        Registry {
+            shards: (0..n).map(|_| Mutex::new(HashTable::new())).collect(),
+            hasher: foldhash::fast::RandomState::default(),
+            catalog: Mutex::new(Catalog::default()),
+            plan: RwLock::new(Arc::new(plan)),
+            replanning: Mutex::new(()),
+            len: AtomicUsize::new(0),
+            counters: RegistryCounters::default(),
+        }
+    }
+
+    /// The current plan.
+    #[must_use]
+    pub fn plan(&self) -> Arc<Plan> {
+        self.plan.read().clone()
+    }
+
+    /// Replaces the plan new series follow. Existing series keep theirs
+    /// until [`replan`](Self::replan) applies it to them.
+    pub fn set_plan(&self, plan: Plan) {
+        *self.plan.write() = Arc::new(plan);
+    }
+
+    /// Number of series.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.len.load(Ordering::Relaxed)
+    }
+
+    /// Whether there are no series.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Applies one sample at `now`.
+    ///
+    /// A line for a series that exists is folded in (or refused as
+    /// `type_conflict` or `overflow`). A line for a new series runs the
+    /// mapping rules: a drop rule drops it and nothing is kept (the next
+    /// such line runs the rules again, so junk a rule drops never takes a
+    /// place under `max_series`); otherwise the caps are checked
+    /// (`series_cap`, `labels_too_large`, `metric_series_cap`) and so is
+    /// its published identity (`type_conflict`, `label_collision`).
+    pub fn ingest(
+        &self,
+        s: &Sample<'_>,
+        now: Timestamp,
+        buf: &mut KeyBuf,
+    ) -> Result<Applied, Refusal> {
+        let key = buf.build(s);
+        let hash = self.hasher.hash_one(key);
+        // hashbrown indexes slots with the low bits and tags them with the top
+        // 7: take the shard from bits in between so both stay uniform.
+        let shard = &self.shards[(hash >> SHARD_SHIFT) as usize & (self.shards.len() - 1)];
+        let mut map = shard.lock();
+        if let Some(e) = map.find_mut(hash, |e| *e.key == *key) {
+            if e.meta.kind != s.kind {
+                return Err(self.refuse(Refusal::TypeConflict));
+            }
+            let folded = e
+                .state
+                .apply(s, &e.meta.histogram_buckets, now)
+                .map_err(|_| self.refuse(Refusal::Overflow))?;
+            e.last_seen = now;
+            return Ok(self.stored(folded));
+        }
+        let plan = self.plan();
+        let Some((meta, window_ids)) = self.birth(s, &plan, now)? else {
+            return Ok(Applied::DroppedByMapping);
+        };
+        let mut state = SeriesState::new(
+            s.kind,
+            &plan.windows,
+            &plan.watched,
+            &window_ids,
+            plan.histogram_buckets.len(),
+            now,
+        );
+        let folded = match state.apply(s, &plan.histogram_buckets, now) {
+            Ok(f) => f,
+            Err(_) => {
+                self.release(vec![meta]);
+                return Err(self.refuse(Refusal::Overflow));
+            }
+        };
+        map.insert_unique(
+            hash,
+            Entry {
+                hash,
+                key: key.into(),
+                last_seen: now,
+                meta,
+                state,
+            },
+            |e| e.hash,
+        );
+        self.len.fetch_add(1, Ordering::Relaxed);
+        self.counters.created.fetch_add(1, Ordering::Relaxed);
+        Ok(self.stored(folded))
+    }
+
+    fn stored(&self, f: Folded) -> Applied {
+        if f == Folded::NegativeIncrement {
+            self.counters
+                .negative_increments
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        Applied::Stored
+    }
+
+    fn refuse(&self, r: Refusal) -> Refusal {
+        self.counters.refused[r.index()].fetch_add(1, Ordering::Relaxed);
+        r
+    }
+
+    /// Decides the published identity of a new series and takes it in
+    /// the catalog; `None` = a drop rule matched.
+    fn birth(&self, s: &Sample<'_>, plan: &Plan, now: Timestamp) -> Result<Option<Born>, Refusal> {
+        let mut tags: [(&str, &str); MAX_TAGS] = [("", ""); MAX_TAGS];
+        let mut n = 0;
+        for t in s.tags().take(MAX_TAGS) {
+            tags[n] = t;
+            n += 1;
+        }
+        let mut tags_dropped = 0;
+        let tags = key::sorted_unique(&mut tags[..n]);
+        let resolved = plan.resolve(s.name, s.kind, tags, &mut tags_dropped);
+        let Some(r) = resolved else {
+            return Ok(None);
+        };
+        if self.len() >= plan.max_series {
+            return Err(self.refuse(Refusal::SeriesCap));
+        }
+        // Both the tags as sent (the raw key keeps them) and the labels
+        // published (mapping labels included) count against the cap.
+        let bytes = |pairs: &mut dyn Iterator<Item = (&str, &str)>| -> usize {
+            pairs.map(|(k, v)| k.len() + v.len()).sum()
+        };
+        let raw = bytes(&mut tags.iter().copied());
+        let published = bytes(&mut r.labels.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        if raw.max(published) > plan.max_label_bytes {
+            return Err(self.refuse(Refusal::LabelsTooLarge));
+        }
+        if tags_dropped > 0 {
+            self.counters
+                .tags_dropped
+                .fetch_add(tags_dropped, Ordering::Relaxed);
+        }
+        let prom_name: Arc<str> = r.prom_name.into();
+        let identity = identity_of(&prom_name, &r.labels);
+        {
+            let exposed = names::exposed_names(s.kind, &prom_name);
+            let mut cat = self.catalog.lock();
+            for n in &exposed {
+                if let Some((kind, base, _)) = cat.families.get(n) {
+                    if *kind != s.kind || **base != *prom_name {
+                        return Err(self.refuse(Refusal::TypeConflict));
+                    }
+                }
+            }
+            if cat.identities.contains(&identity) {
+                return Err(self.refuse(Refusal::LabelCollision));
+            }
+            // The first exposed name is the base name, which every series
+            // of this published metric holds.
+            let of_metric = cat.families.get(&exposed[0]).map_or(0, |f| f.2);
+            if plan
+                .max_series_per_metric
+                .is_some_and(|cap| of_metric >= cap)
+            {
+                return Err(self.refuse(Refusal::MetricSeriesCap));
+            }
+            cat.identities.insert(identity);
+            for n in exposed {
+                cat.families
+                    .entry(n)
+                    .or_insert_with(|| (s.kind, prom_name.clone(), 0))
+                    .2 += 1;
+            }
+        }
+        let meta = SeriesMeta {
+            kind: s.kind,
+            metric: r.metric,
+            prom_name,
+            labels: r.labels,
+            windows: plan.window_names(&r.window_ids),
+            histogram_buckets: plan.histogram_buckets.clone(),
+            shared: r.shared,
+            created: now,
+        };
+        Ok(Some((Arc::new(meta), r.window_ids)))
+    }
+
+    /// Gives back the published identities and family counts of series that
+    /// are gone.
+    pub(super) fn release(&self, gone: Vec<Arc<SeriesMeta>>) {
+        if gone.is_empty() {
+            return;
+        }
+        let mut cat = self.catalog.lock();
+        for m in gone {
+            cat.identities.remove(&m.identity());
+            for n in names::exposed_names(m.kind, &m.prom_name) {
+                if let Some(f) = cat.families.get_mut(&n) {
+                    f.2 -= 1;
+                    if f.2 == 0 {
+                        cat.families.remove(&n);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Removes series not written for the TTL; returns how many.
+    pub fn sweep(&self, now: Timestamp) -> usize {
+        let ttl = self.plan().ttl;
+        let mut removed = 0;
+        for shard in self.shards.iter() {
+            let mut gone = Vec::new();
+            shard.lock().retain(|e| {
+                let keep = e.last_seen + ttl > now;
+                if !keep {
+                    gone.push(e.meta.clone());
+                    removed += 1;
+                }
+                keep
+            });
+            self.release(gone);
+        }
+        self.len.fetch_sub(removed, Ordering::Relaxed);
+        self.counters
+            .expired
+            .fetch_add(removed as u64, Ordering::Relaxed);
+        removed
+    }
+
+    /// Calls `f` for every live series, one shard locked at a time.
+    pub fn visit(&self, mut f: impl FnMut(&Arc<SeriesMeta>, &SeriesState)) {
+        for i in 0..self.shards.len() {
+            self.visit_shard(i, &mut f);
+        }
+    }
+
+    /// The live series of shard `i` (nothing if `i` is out of range) that
+    /// `keep` accepts, copied under the shard's lock (one pointer copy each),
+    /// so that matching, sorting and formatting run with no lock held. `keep`
+    /// runs under the lock: give it work bounded by a few hundred bytes per
+    /// series (e.g. [`Glob::may_match`](crate::mapping::Glob::may_match)),
+    /// never a full match. Read a series' state afterwards with
+    /// [`with_series`](Registry::with_series).
+    #[must_use]
+    pub fn shard_series(
+        &self,
+        i: usize,
+        mut keep: impl FnMut(&SeriesMeta) -> bool,
+    ) -> Vec<SeriesRef> {
+        let Some(shard) = self.shards.get(i) else {
+            return Vec::new();
+        };
+        shard
+            .lock()
+            .iter()
+            .filter(|e| keep(&e.meta))
+            .map(|e| SeriesRef {
+                entry: EntryRef::of(e),
+                meta: e.meta.clone(),
+            })
+            .collect()
+    }
+
+    /// Where the live series of shard `i` are, copied under its lock (two
+    /// words each, nothing dereferenced): for a walk that then visits each
+    /// with [`with_entry`](Registry::with_entry).
+    fn shard_entries(&self, i: usize) -> Vec<EntryRef> {
+        let Some(shard) = self.shards.get(i) else {
+            return Vec::new();
+        };
+        shard.lock().iter().map(EntryRef::of).collect()
+    }
+
+    /// Calls `f` with the series `r` names (its current metadata and its
+    /// state), holding its shard's lock for that one series; `None` if it
+    /// is gone (expired, or removed by a reload) since `r` was taken. A
+    /// series a reload re-windowed since is still found, with its new
+    /// metadata.
+    pub fn with_series<T>(
+        &self,
+        r: &SeriesRef,
+        f: impl FnOnce(&Arc<SeriesMeta>, &SeriesState) -> T,
+    ) -> Option<T> {
+        self.with_entry(r.entry, f)
+    }
+
+    fn with_entry<T>(
+        &self,
+        r: EntryRef,
+        f: impl FnOnce(&Arc<SeriesMeta>, &SeriesState) -> T,
+    ) -> Option<T> {
+        let shard = &self.shards[(r.hash >> SHARD_SHIFT) as usize & (self.shards.len() - 1)];
+        let map = shard.lock();
+        let e = map.find(r.hash, |e| r.is(e))?;
+        Some(f(&e.meta, &e.state))
+    }
+
+    /// Number of shards, for callers that split a walk across threads with
+    /// [`visit_shard`](Registry::visit_shard).
+    #[must_use]
+    pub fn shard_count(&self) -> usize {
+        self.shards.len()
+    }
+
+    /// Calls `f` for every live series of shard `i` (nothing if `i` is out
+    /// of range). Where the shard's series are is copied under its lock,
+    /// then each is visited under the lock for that one series only, so a
+    /// long walk (a scrape, a fleet sync) never holds ingest into a shard
+    /// for longer than one series' work. Series born during the walk may be
+    /// missed; series gone since the copy are skipped.
+    pub fn visit_shard(&self, i: usize, mut f: impl FnMut(&Arc<SeriesMeta>, &SeriesState)) {
+        for r in self.shard_entries(i) {
+            self.with_entry(r, |meta, state| f(meta, state));
+        }
+    }
+}
