@@ -16,10 +16,10 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use self::redis::read_redis;
+pub use self::redis::{RedisConfig, RedisTarget};
 pub use reader::ConfigProblem;
 use reader::{Problems, Table};
-use redis::read_redis;
-pub use redis::{RedisConfig, RedisTarget};
 pub use signals::{
     BreakerDef, BreakerInputs, BreakerKind, LimitAlgorithm, LimitDef, OutcomeTag, StoreFallback,
 };
