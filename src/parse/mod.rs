@@ -107,6 +107,7 @@
 //! name tags, values, optional fields, DogStatsD tags.
 
 mod error;
+mod lex;
 mod statsd;
 
 pub use error::{JsonSampleError, ParseError};
@@ -244,7 +245,7 @@ pub fn parse_datagram_with(buf: &[u8], opts: ParseOptions) -> Lines<'_> {
 /// of one series keep their order.
 #[must_use]
 pub fn route_key(line: &[u8]) -> &[u8] {
-    let line = statsd::trim(line);
+    let line = lex::trim(line);
     let mut name = memchr::memchr(b':', line).map_or(line, |i| &line[..i]);
     if let [b'[', rest @ ..] = name {
         if let Some(close) = memchr::memchr(b']', rest) {
@@ -275,7 +276,7 @@ impl<'a> Iterator for Lines<'a> {
             };
             // Drop the '\n' itself (when there was one).
             self.rest = rest.get(1..).unwrap_or(rest);
-            let line = statsd::trim(line);
+            let line = lex::trim(line);
             if !line.is_empty() {
                 return Some(statsd::parse_trimmed(line, self.opts));
             }
