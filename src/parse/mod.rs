@@ -108,25 +108,17 @@
 
 mod error;
 mod lex;
+mod sample;
 mod statsd;
+#[cfg(test)]
+mod testing;
 
 pub use error::{JsonSampleError, ParseError};
-pub use statsd::{
-    parse_line, parse_line_with, GaugeOp, Line, MetricKind, Sample, SkipKind, Tags, Values,
+pub use sample::{
+    GaugeOp, Line, MetricKind, Sample, SkipKind, Tags, Values, MAX_NAME_LEN, MAX_TAGS,
+    MAX_TAG_KEY_LEN, MAX_TAG_VALUE_LEN, MAX_VALUES, MIN_SAMPLE_RATE,
 };
-
-/// Longest metric name accepted, in bytes, after name-embedded tags are removed.
-pub const MAX_NAME_LEN: usize = 256;
-/// Longest tag key accepted, in bytes.
-pub const MAX_TAG_KEY_LEN: usize = 128;
-/// Longest tag value accepted, in bytes.
-pub const MAX_TAG_VALUE_LEN: usize = 256;
-/// Most tags on one line, name-embedded and DogStatsD together.
-pub const MAX_TAGS: usize = 64;
-/// Most `:`-separated values on one line (DogStatsD value packing).
-pub const MAX_VALUES: usize = 1024;
-/// Smallest sample rate accepted; the largest weight is therefore `1e6`.
-pub const MIN_SAMPLE_RATE: f64 = 1e-6;
+pub use statsd::{parse_line, parse_line_with};
 
 /// The tag syntaxes the parser reads: a set of four flags in one byte.
 ///
