@@ -110,6 +110,7 @@ mod error;
 mod lex;
 mod sample;
 mod statsd;
+mod tags;
 #[cfg(test)]
 mod testing;
 
@@ -119,82 +120,7 @@ pub use sample::{
     MAX_TAG_KEY_LEN, MAX_TAG_VALUE_LEN, MAX_VALUES, MIN_SAMPLE_RATE,
 };
 pub use statsd::{parse_line, parse_line_with};
-
-/// The tag syntaxes the parser reads: a set of four flags in one byte.
-///
-/// ```
-/// use rollstat::parse::{parse_line_with, Line, ParseOptions, TagStyles};
-///
-/// let opts = ParseOptions::default().tag_styles(TagStyles::ALL.without(TagStyles::INFLUXDB));
-/// let Ok(Line::Sample(s)) = parse_line_with(b"a,k=v:1|c|#x:y", opts) else { panic!() };
-/// assert_eq!(s.name, "a,k=v");
-/// assert_eq!(s.tags().collect::<Vec<_>>(), [("x", "y")]);
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct TagStyles(u8);
-
-impl TagStyles {
-    /// DogStatsD `|#k:v,bare`.
-    pub const DOGSTATSD: TagStyles = TagStyles(1);
-    /// InfluxDB `name,k=v:`.
-    pub const INFLUXDB: TagStyles = TagStyles(2);
-    /// Librato `name#k=v:`.
-    pub const LIBRATO: TagStyles = TagStyles(4);
-    /// SignalFx `name[k=v]:` / `[k=v]name:`.
-    pub const SIGNALFX: TagStyles = TagStyles(8);
-    /// No tags at all.
-    pub const NONE: TagStyles = TagStyles(0);
-    /// Every style (the default).
-    pub const ALL: TagStyles = TagStyles(15);
-    /// Each style with its config name, in documentation order.
-    pub const NAMED: [(&'static str, TagStyles); 4] = [
-        ("dogstatsd", TagStyles::DOGSTATSD),
-        ("influxdb", TagStyles::INFLUXDB),
-        ("librato", TagStyles::LIBRATO),
-        ("signalfx", TagStyles::SIGNALFX),
-    ];
-
-    /// The style called `name` in the config (`"dogstatsd"`, ...).
-    #[must_use]
-    pub fn from_name(name: &str) -> Option<TagStyles> {
-        TagStyles::NAMED
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, s)| *s)
-    }
-
-    /// Whether every style of `other` is on.
-    #[must_use]
-    pub const fn contains(self, other: TagStyles) -> bool {
-        self.0 & other.0 == other.0
-    }
-
-    /// These styles and those of `other`.
-    #[must_use]
-    pub const fn with(self, other: TagStyles) -> TagStyles {
-        TagStyles(self.0 | other.0)
-    }
-
-    /// These styles less those of `other`.
-    #[must_use]
-    pub const fn without(self, other: TagStyles) -> TagStyles {
-        TagStyles(self.0 & !other.0)
-    }
-
-    /// The config names of the styles that are on.
-    pub fn names(self) -> impl Iterator<Item = &'static str> {
-        TagStyles::NAMED
-            .into_iter()
-            .filter(move |(_, s)| self.contains(*s))
-            .map(|(n, _)| n)
-    }
-}
-
-impl Default for TagStyles {
-    fn default() -> Self {
-        TagStyles::ALL
-    }
-}
+pub use tags::{route_key, TagStyles};
 
 /// How the parser reads lines; a small `Copy` value passed by value.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -223,28 +149,6 @@ pub fn parse_datagram(buf: &[u8]) -> Lines<'_> {
 #[must_use]
 pub fn parse_datagram_with(buf: &[u8], opts: ParseOptions) -> Lines<'_> {
     Lines { rest: buf, opts }
-}
-
-/// A coarse key of the series a raw line belongs to, without parsing it:
-/// the name part (before the first `:`, after leading blanks), past a
-/// leading SignalFx `[...]` group, cut at the first `,`, `#` or `[`. Every
-/// spelling of one series has the same key, under any [`ParseOptions`]:
-/// `cpu,host=a:…`, `cpu#host=a:…`, `cpu[host=a]:…`, `[host=a]cpu:…` and
-/// `cpu:…|#host:a` all give `cpu` (the parsed name never holds a delimiter
-/// of a style that is on, and a style that is off leaves its delimiter in
-/// the name, where the cut only makes the key coarser). Different series
-/// may share a key. The UDP hand-off routes lines by it, so that the lines
-/// of one series keep their order.
-#[must_use]
-pub fn route_key(line: &[u8]) -> &[u8] {
-    let line = lex::trim(line);
-    let mut name = memchr::memchr(b':', line).map_or(line, |i| &line[..i]);
-    if let [b'[', rest @ ..] = name {
-        if let Some(close) = memchr::memchr(b']', rest) {
-            name = &rest[close + 1..];
-        }
-    }
-    memchr::memchr3(b',', b'#', b'[', name).map_or(name, |i| &name[..i])
 }
 
 /// Iterator over the lines of a datagram: one item per non-empty line.
@@ -277,80 +181,3 @@ impl<'a> Iterator for Lines<'a> {
 }
 
 impl std::iter::FusedIterator for Lines<'_> {}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_spelling_of_a_series_has_one_route_key() {
-        for line in [
-            &b"cpu,host=a:5|g"[..],
-            b"cpu#host=a:5|g",
-            b"cpu[host=a]:5|g",
-            b"[host=a]cpu:5|g",
-            b"cpu:+1|g|#host:a",
-            b"  cpu,dc=x,host=a:1|c\r",
-            b"cpu",
-        ] {
-            assert_eq!(route_key(line), b"cpu", "{}", String::from_utf8_lossy(line));
-        }
-        assert_eq!(route_key(b"a.b:1|c"), b"a.b");
-        assert_ne!(route_key(b"a.b:1|c"), route_key(b"a.c:1|c"));
-    }
-
-    /// Under every combination of tag styles, two lines that the parser
-    /// makes one series (same name, same sorted tags) have the same key.
-    #[test]
-    fn lines_of_one_parsed_series_share_the_route_key_under_every_tag_style() {
-        let spellings: &[&[u8]] = &[
-            b"cpu,host=a,dc=x:5|g",
-            b"cpu,dc=x,host=a:+1|g",
-            b"cpu#host=a,dc=x:1|g",
-            b"cpu[dc=x,host=a]:2|g",
-            b"[host=a,dc=x]cpu:3|g",
-            b"cpu:4|g|#host:a,dc:x",
-            b"cpu,host=a:4|g|#dc:x",
-            b"  cpu:4|g|#dc:x,host:a",
-            b"cpu,x:1|g",
-            b"cpu,x:2|g|#k:v",
-            b"[a]b,c#d:1|g",
-            b"[a]b,c#d:2|g|#k:v",
-            b"[a]b,c:2|g|#d",
-        ];
-        for bits in 0..16u8 {
-            let styles = TagStyles::NAMED
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| bits & (1 << i) != 0)
-                .fold(TagStyles::NONE, |acc, (_, (_, s))| acc.with(*s));
-            let opts = ParseOptions::default().tag_styles(styles);
-            // (name, sorted tags) of each line parsed so far, with its key.
-            type Series = (String, Vec<(String, String)>);
-            let mut seen: Vec<(Series, &[u8])> = Vec::new();
-            for line in spellings {
-                let Some(Ok(Line::Sample(s))) = parse_datagram_with(line, opts).next() else {
-                    continue;
-                };
-                let mut tags: Vec<(String, String)> = s
-                    .tags()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect();
-                tags.sort();
-                tags.dedup_by(|a, b| a.0 == b.0);
-                let id = (s.name.to_string(), tags);
-                for (other, key) in &seen {
-                    if *other == id {
-                        assert_eq!(
-                            route_key(line),
-                            *key,
-                            "styles {bits:04b}: {} and a line of the same series",
-                            String::from_utf8_lossy(line)
-                        );
-                    }
-                }
-                seen.push((id, route_key(line)));
-            }
-        }
-    }
-}
