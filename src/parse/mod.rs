@@ -105,79 +105,39 @@
 //! (`event`, `service_check`). When a line has several faults, the first one
 //! found is reported, in this order: structure (`:` then `|type`), type, name,
 //! name tags, values, optional fields, DogStatsD tags.
+//!
+//! # Layout
+//!
+//! One job per file; the arrows point down this list and never back up.
+//!
+//! * `grammar.rs`: a datagram to lines and a line to a [`Line`]: the
+//!   structure, the type, the values and the optional fields, in the order
+//!   the faults are reported. [`ParseOptions`] and the entry points.
+//! * `tags.rs`: the tag dialects behind [`TagStyles`]: splitting name tags off
+//!   a name, checking a tag list against the limits, and [`route_key`].
+//! * `error.rs`: [`ParseError`] and [`JsonSampleError`], `Copy` with stable
+//!   labels.
+//! * `sample.rs`: the model the rest of the crate imports: [`Sample`],
+//!   [`MetricKind`], [`GaugeOp`], [`Values`], [`Tags`], [`Line`],
+//!   [`SkipKind`] and the limits.
+//! * `lex.rs`: byte scanning that the grammar, the dialects and the
+//!   sample's iterators share (trimming, splitting at an ASCII byte, control
+//!   characters, plain decimals).
 
 mod error;
+mod grammar;
 mod lex;
 mod sample;
-mod statsd;
 mod tags;
 #[cfg(test)]
 mod testing;
 
 pub use error::{JsonSampleError, ParseError};
+pub use grammar::{
+    parse_datagram, parse_datagram_with, parse_line, parse_line_with, Lines, ParseOptions,
+};
 pub use sample::{
     GaugeOp, Line, MetricKind, Sample, SkipKind, Tags, Values, MAX_NAME_LEN, MAX_TAGS,
     MAX_TAG_KEY_LEN, MAX_TAG_VALUE_LEN, MAX_VALUES, MIN_SAMPLE_RATE,
 };
-pub use statsd::{parse_line, parse_line_with};
 pub use tags::{route_key, TagStyles};
-
-/// How the parser reads lines; a small `Copy` value passed by value.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct ParseOptions {
-    /// The tag syntaxes read (default: all).
-    pub tag_styles: TagStyles,
-}
-
-impl ParseOptions {
-    /// These options with `styles` as the tag styles.
-    #[must_use]
-    pub const fn tag_styles(mut self, styles: TagStyles) -> ParseOptions {
-        self.tag_styles = styles;
-        self
-    }
-}
-
-/// Splits a datagram into lines and parses each one, reading every tag
-/// style. See the [module docs](self) for the grammar.
-#[must_use]
-pub fn parse_datagram(buf: &[u8]) -> Lines<'_> {
-    parse_datagram_with(buf, ParseOptions::default())
-}
-
-/// [`parse_datagram`] with options (which tag styles to read).
-#[must_use]
-pub fn parse_datagram_with(buf: &[u8], opts: ParseOptions) -> Lines<'_> {
-    Lines { rest: buf, opts }
-}
-
-/// Iterator over the lines of a datagram: one item per non-empty line.
-#[derive(Clone, Debug)]
-pub struct Lines<'a> {
-    rest: &'a [u8],
-    opts: ParseOptions,
-}
-
-impl<'a> Iterator for Lines<'a> {
-    type Item = Result<Line<'a>, ParseError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        loop {
-            if self.rest.is_empty() {
-                return None;
-            }
-            let (line, rest) = match self.rest.iter().position(|&b| b == b'\n') {
-                Some(i) => self.rest.split_at(i),
-                None => (self.rest, &self.rest[self.rest.len()..]),
-            };
-            // Drop the '\n' itself (when there was one).
-            self.rest = rest.get(1..).unwrap_or(rest);
-            let line = lex::trim(line);
-            if !line.is_empty() {
-                return Some(statsd::parse_trimmed(line, self.opts));
-            }
-        }
-    }
-}
-
-impl std::iter::FusedIterator for Lines<'_> {}

@@ -1,4 +1,5 @@
-//! The statsd / DogStatsD line grammar over bytes.
+//! The statsd / DogStatsD grammar over bytes: a datagram to lines, a line
+//! to a [`Sample`] (or a skip, or a [`ParseError`]).
 //!
 //! ```text
 //! line     = name-part ":" values "|" type *( "|" field )
@@ -12,7 +13,7 @@
 //!
 //! The name-tag forms of `name-part` and the `#` field exist only for the
 //! [`TagStyles`] that are on; otherwise their text is name text, or an
-//! ignored field.
+//! ignored field. Those forms are read in `tags.rs`.
 //!
 //! Everything here borrows from the input and allocates nothing. A line is
 //! validated completely before a [`Sample`] is returned, so a caller never
@@ -22,9 +23,68 @@ use super::error::ParseError;
 use super::lex::{fast_decimal, has_control, split2, split_or_all, trim};
 use super::tags::{check_tags, split_name, split_name_with, TagStyles, NAME_STYLES};
 use super::{
-    GaugeOp, Line, MetricKind, ParseOptions, Sample, SkipKind, MAX_NAME_LEN, MAX_VALUES,
-    MIN_SAMPLE_RATE,
+    GaugeOp, Line, MetricKind, Sample, SkipKind, MAX_NAME_LEN, MAX_VALUES, MIN_SAMPLE_RATE,
 };
+
+/// How the parser reads lines; a small `Copy` value passed by value.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ParseOptions {
+    /// The tag syntaxes read (default: all).
+    pub tag_styles: TagStyles,
+}
+
+impl ParseOptions {
+    /// These options with `styles` as the tag styles.
+    #[must_use]
+    pub const fn tag_styles(mut self, styles: TagStyles) -> ParseOptions {
+        self.tag_styles = styles;
+        self
+    }
+}
+
+/// Splits a datagram into lines and parses each one, reading every tag
+/// style. See the [module docs](super) for the grammar.
+#[must_use]
+pub fn parse_datagram(buf: &[u8]) -> Lines<'_> {
+    parse_datagram_with(buf, ParseOptions::default())
+}
+
+/// [`parse_datagram`] with options (which tag styles to read).
+#[must_use]
+pub fn parse_datagram_with(buf: &[u8], opts: ParseOptions) -> Lines<'_> {
+    Lines { rest: buf, opts }
+}
+
+/// Iterator over the lines of a datagram: one item per non-empty line.
+#[derive(Clone, Debug)]
+pub struct Lines<'a> {
+    rest: &'a [u8],
+    opts: ParseOptions,
+}
+
+impl<'a> Iterator for Lines<'a> {
+    type Item = Result<Line<'a>, ParseError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if self.rest.is_empty() {
+                return None;
+            }
+            let (line, rest) = match self.rest.iter().position(|&b| b == b'\n') {
+                Some(i) => self.rest.split_at(i),
+                None => (self.rest, &self.rest[self.rest.len()..]),
+            };
+            // Drop the '\n' itself (when there was one).
+            self.rest = rest.get(1..).unwrap_or(rest);
+            let line = trim(line);
+            if !line.is_empty() {
+                return Some(parse_trimmed(line, self.opts));
+            }
+        }
+    }
+}
+
+impl std::iter::FusedIterator for Lines<'_> {}
 
 /// Parses one line, reading every tag style. Surrounding spaces, tabs, `\r`
 /// and `\n` are trimmed, so a line may keep its terminator. An empty line is
@@ -44,7 +104,7 @@ pub fn parse_line_with(line: &[u8], opts: ParseOptions) -> Result<Line<'_>, Pars
 }
 
 /// Parses a non-empty, trimmed line.
-pub(super) fn parse_trimmed(line: &[u8], opts: ParseOptions) -> Result<Line<'_>, ParseError> {
+fn parse_trimmed(line: &[u8], opts: ParseOptions) -> Result<Line<'_>, ParseError> {
     match line {
         [b'_', b'e', b'{', ..] => return Ok(Line::Skipped(SkipKind::Event)),
         [b'_', b's', b'c', b'|', ..] => return Ok(Line::Skipped(SkipKind::ServiceCheck)),
@@ -198,6 +258,7 @@ fn parse_value(v: &str) -> Result<f64, ParseError> {
         Err(_) => Err(ParseError::MalformedValue),
     }
 }
+
 fn parse_rate(s: &str) -> Result<f64, ParseError> {
     let parsed = match fast_decimal(s.as_bytes()) {
         Some(r) => Ok(r),
@@ -219,8 +280,8 @@ fn parse_timestamp(s: &str) -> Result<u64, ParseError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::parse::parse_datagram;
     use crate::parse::testing::{check, reject, sample, w};
+
     use MetricKind::*;
 
     #[test]
