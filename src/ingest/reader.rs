@@ -35,6 +35,9 @@ pub const BEHIND_ROUNDS: u32 = 4;
 /// How long a reader with nothing pending waits before checking for
 /// shutdown.
 pub const POLL: Duration = Duration::from_millis(100);
+/// Largest datagram accepted (the IPv4 UDP payload limit): the size of the
+/// buffer each reader receives into.
+pub const MAX_DATAGRAM: usize = 65_507;
 
 /// Where a reader's datagrams come from.
 pub trait Source {
@@ -61,7 +64,7 @@ pub fn run<S: Source>(
     stop: &AtomicBool,
     mut router: Option<Router>,
 ) -> ReadCounts {
-    let mut buf = vec![0u8; super::udp::MAX_DATAGRAM];
+    let mut buf = vec![0u8; MAX_DATAGRAM];
     let mut w = Worker::default();
     let mut counts = ReadCounts::default();
     // Full rounds in a row.

@@ -22,8 +22,9 @@ use super::reader::{self, Source, POLL};
 use super::route::{self, Router};
 use super::Ingestor;
 
-/// Largest datagram accepted (the IPv4 UDP payload limit).
-pub const MAX_DATAGRAM: usize = 65_507;
+/// The reader's buffer size, still reachable here for the Unix socket reader
+/// and as `ingest::udp::MAX_DATAGRAM`.
+pub use super::reader::MAX_DATAGRAM;
 
 /// Bound UDP sockets sharing one port.
 pub struct UdpSockets {

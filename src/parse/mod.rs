@@ -105,259 +105,39 @@
 //! (`event`, `service_check`). When a line has several faults, the first one
 //! found is reported, in this order: structure (`:` then `|type`), type, name,
 //! name tags, values, optional fields, DogStatsD tags.
+//!
+//! # Layout
+//!
+//! One job per file; the arrows point down this list and never back up.
+//!
+//! * `grammar.rs`: a datagram to lines and a line to a [`Line`]: the
+//!   structure, the type, the values and the optional fields, in the order
+//!   the faults are reported. [`ParseOptions`] and the entry points.
+//! * `tags.rs`: the tag dialects behind [`TagStyles`]: splitting name tags off
+//!   a name, checking a tag list against the limits, and [`route_key`].
+//! * `error.rs`: [`ParseError`] and [`JsonSampleError`], `Copy` with stable
+//!   labels.
+//! * `sample.rs`: the model the rest of the crate imports: [`Sample`],
+//!   [`MetricKind`], [`GaugeOp`], [`Values`], [`Tags`], [`Line`],
+//!   [`SkipKind`] and the limits.
+//! * `lex.rs`: byte scanning that the grammar, the dialects and the
+//!   sample's iterators share (trimming, splitting at an ASCII byte, control
+//!   characters, plain decimals).
 
 mod error;
-mod statsd;
+mod grammar;
+mod lex;
+mod sample;
+mod tags;
+#[cfg(test)]
+mod testing;
 
 pub use error::{JsonSampleError, ParseError};
-pub use statsd::{
-    parse_line, parse_line_with, GaugeOp, Line, MetricKind, Sample, SkipKind, Tags, Values,
+pub use grammar::{
+    parse_datagram, parse_datagram_with, parse_line, parse_line_with, Lines, ParseOptions,
 };
-
-/// Longest metric name accepted, in bytes, after name-embedded tags are removed.
-pub const MAX_NAME_LEN: usize = 256;
-/// Longest tag key accepted, in bytes.
-pub const MAX_TAG_KEY_LEN: usize = 128;
-/// Longest tag value accepted, in bytes.
-pub const MAX_TAG_VALUE_LEN: usize = 256;
-/// Most tags on one line, name-embedded and DogStatsD together.
-pub const MAX_TAGS: usize = 64;
-/// Most `:`-separated values on one line (DogStatsD value packing).
-pub const MAX_VALUES: usize = 1024;
-/// Smallest sample rate accepted; the largest weight is therefore `1e6`.
-pub const MIN_SAMPLE_RATE: f64 = 1e-6;
-
-/// The tag syntaxes the parser reads: a set of four flags in one byte.
-///
-/// ```
-/// use rollstat::parse::{parse_line_with, Line, ParseOptions, TagStyles};
-///
-/// let opts = ParseOptions::default().tag_styles(TagStyles::ALL.without(TagStyles::INFLUXDB));
-/// let Ok(Line::Sample(s)) = parse_line_with(b"a,k=v:1|c|#x:y", opts) else { panic!() };
-/// assert_eq!(s.name, "a,k=v");
-/// assert_eq!(s.tags().collect::<Vec<_>>(), [("x", "y")]);
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct TagStyles(u8);
-
-impl TagStyles {
-    /// DogStatsD `|#k:v,bare`.
-    pub const DOGSTATSD: TagStyles = TagStyles(1);
-    /// InfluxDB `name,k=v:`.
-    pub const INFLUXDB: TagStyles = TagStyles(2);
-    /// Librato `name#k=v:`.
-    pub const LIBRATO: TagStyles = TagStyles(4);
-    /// SignalFx `name[k=v]:` / `[k=v]name:`.
-    pub const SIGNALFX: TagStyles = TagStyles(8);
-    /// No tags at all.
-    pub const NONE: TagStyles = TagStyles(0);
-    /// Every style (the default).
-    pub const ALL: TagStyles = TagStyles(15);
-    /// Each style with its config name, in documentation order.
-    pub const NAMED: [(&'static str, TagStyles); 4] = [
-        ("dogstatsd", TagStyles::DOGSTATSD),
-        ("influxdb", TagStyles::INFLUXDB),
-        ("librato", TagStyles::LIBRATO),
-        ("signalfx", TagStyles::SIGNALFX),
-    ];
-
-    /// The style called `name` in the config (`"dogstatsd"`, ...).
-    #[must_use]
-    pub fn from_name(name: &str) -> Option<TagStyles> {
-        TagStyles::NAMED
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, s)| *s)
-    }
-
-    /// Whether every style of `other` is on.
-    #[must_use]
-    pub const fn contains(self, other: TagStyles) -> bool {
-        self.0 & other.0 == other.0
-    }
-
-    /// These styles and those of `other`.
-    #[must_use]
-    pub const fn with(self, other: TagStyles) -> TagStyles {
-        TagStyles(self.0 | other.0)
-    }
-
-    /// These styles less those of `other`.
-    #[must_use]
-    pub const fn without(self, other: TagStyles) -> TagStyles {
-        TagStyles(self.0 & !other.0)
-    }
-
-    /// The config names of the styles that are on.
-    pub fn names(self) -> impl Iterator<Item = &'static str> {
-        TagStyles::NAMED
-            .into_iter()
-            .filter(move |(_, s)| self.contains(*s))
-            .map(|(n, _)| n)
-    }
-}
-
-impl Default for TagStyles {
-    fn default() -> Self {
-        TagStyles::ALL
-    }
-}
-
-/// How the parser reads lines; a small `Copy` value passed by value.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct ParseOptions {
-    /// The tag syntaxes read (default: all).
-    pub tag_styles: TagStyles,
-}
-
-impl ParseOptions {
-    /// These options with `styles` as the tag styles.
-    #[must_use]
-    pub const fn tag_styles(mut self, styles: TagStyles) -> ParseOptions {
-        self.tag_styles = styles;
-        self
-    }
-}
-
-/// Splits a datagram into lines and parses each one, reading every tag
-/// style. See the [module docs](self) for the grammar.
-#[must_use]
-pub fn parse_datagram(buf: &[u8]) -> Lines<'_> {
-    parse_datagram_with(buf, ParseOptions::default())
-}
-
-/// [`parse_datagram`] with options (which tag styles to read).
-#[must_use]
-pub fn parse_datagram_with(buf: &[u8], opts: ParseOptions) -> Lines<'_> {
-    Lines { rest: buf, opts }
-}
-
-/// A coarse key of the series a raw line belongs to, without parsing it:
-/// the name part (before the first `:`, after leading blanks), past a
-/// leading SignalFx `[...]` group, cut at the first `,`, `#` or `[`. Every
-/// spelling of one series has the same key, under any [`ParseOptions`]:
-/// `cpu,host=a:…`, `cpu#host=a:…`, `cpu[host=a]:…`, `[host=a]cpu:…` and
-/// `cpu:…|#host:a` all give `cpu` (the parsed name never holds a delimiter
-/// of a style that is on, and a style that is off leaves its delimiter in
-/// the name, where the cut only makes the key coarser). Different series
-/// may share a key. The UDP hand-off routes lines by it, so that the lines
-/// of one series keep their order.
-#[must_use]
-pub fn route_key(line: &[u8]) -> &[u8] {
-    let line = statsd::trim(line);
-    let mut name = memchr::memchr(b':', line).map_or(line, |i| &line[..i]);
-    if let [b'[', rest @ ..] = name {
-        if let Some(close) = memchr::memchr(b']', rest) {
-            name = &rest[close + 1..];
-        }
-    }
-    memchr::memchr3(b',', b'#', b'[', name).map_or(name, |i| &name[..i])
-}
-
-/// Iterator over the lines of a datagram: one item per non-empty line.
-#[derive(Clone, Debug)]
-pub struct Lines<'a> {
-    rest: &'a [u8],
-    opts: ParseOptions,
-}
-
-impl<'a> Iterator for Lines<'a> {
-    type Item = Result<Line<'a>, ParseError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        loop {
-            if self.rest.is_empty() {
-                return None;
-            }
-            let (line, rest) = match self.rest.iter().position(|&b| b == b'\n') {
-                Some(i) => self.rest.split_at(i),
-                None => (self.rest, &self.rest[self.rest.len()..]),
-            };
-            // Drop the '\n' itself (when there was one).
-            self.rest = rest.get(1..).unwrap_or(rest);
-            let line = statsd::trim(line);
-            if !line.is_empty() {
-                return Some(statsd::parse_trimmed(line, self.opts));
-            }
-        }
-    }
-}
-
-impl std::iter::FusedIterator for Lines<'_> {}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_spelling_of_a_series_has_one_route_key() {
-        for line in [
-            &b"cpu,host=a:5|g"[..],
-            b"cpu#host=a:5|g",
-            b"cpu[host=a]:5|g",
-            b"[host=a]cpu:5|g",
-            b"cpu:+1|g|#host:a",
-            b"  cpu,dc=x,host=a:1|c\r",
-            b"cpu",
-        ] {
-            assert_eq!(route_key(line), b"cpu", "{}", String::from_utf8_lossy(line));
-        }
-        assert_eq!(route_key(b"a.b:1|c"), b"a.b");
-        assert_ne!(route_key(b"a.b:1|c"), route_key(b"a.c:1|c"));
-    }
-
-    /// Under every combination of tag styles, two lines that the parser
-    /// makes one series (same name, same sorted tags) have the same key.
-    #[test]
-    fn lines_of_one_parsed_series_share_the_route_key_under_every_tag_style() {
-        let spellings: &[&[u8]] = &[
-            b"cpu,host=a,dc=x:5|g",
-            b"cpu,dc=x,host=a:+1|g",
-            b"cpu#host=a,dc=x:1|g",
-            b"cpu[dc=x,host=a]:2|g",
-            b"[host=a,dc=x]cpu:3|g",
-            b"cpu:4|g|#host:a,dc:x",
-            b"cpu,host=a:4|g|#dc:x",
-            b"  cpu:4|g|#dc:x,host:a",
-            b"cpu,x:1|g",
-            b"cpu,x:2|g|#k:v",
-            b"[a]b,c#d:1|g",
-            b"[a]b,c#d:2|g|#k:v",
-            b"[a]b,c:2|g|#d",
-        ];
-        for bits in 0..16u8 {
-            let styles = TagStyles::NAMED
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| bits & (1 << i) != 0)
-                .fold(TagStyles::NONE, |acc, (_, (_, s))| acc.with(*s));
-            let opts = ParseOptions::default().tag_styles(styles);
-            // (name, sorted tags) of each line parsed so far, with its key.
-            type Series = (String, Vec<(String, String)>);
-            let mut seen: Vec<(Series, &[u8])> = Vec::new();
-            for line in spellings {
-                let Some(Ok(Line::Sample(s))) = parse_datagram_with(line, opts).next() else {
-                    continue;
-                };
-                let mut tags: Vec<(String, String)> = s
-                    .tags()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect();
-                tags.sort();
-                tags.dedup_by(|a, b| a.0 == b.0);
-                let id = (s.name.to_string(), tags);
-                for (other, key) in &seen {
-                    if *other == id {
-                        assert_eq!(
-                            route_key(line),
-                            *key,
-                            "styles {bits:04b}: {} and a line of the same series",
-                            String::from_utf8_lossy(line)
-                        );
-                    }
-                }
-                seen.push((id, route_key(line)));
-            }
-        }
-    }
-}
+pub use sample::{
+    GaugeOp, Line, MetricKind, Sample, SkipKind, Tags, Values, MAX_NAME_LEN, MAX_TAGS,
+    MAX_TAG_KEY_LEN, MAX_TAG_VALUE_LEN, MAX_VALUES, MIN_SAMPLE_RATE,
+};
+pub use tags::{route_key, TagStyles};

@@ -1,4 +1,5 @@
-//! The statsd / DogStatsD line grammar over bytes.
+//! The statsd / DogStatsD grammar over bytes: a datagram to lines, a line
+//! to a [`Sample`] (or a skip, or a [`ParseError`]).
 //!
 //! ```text
 //! line     = name-part ":" values "|" type *( "|" field )
@@ -12,311 +13,78 @@
 //!
 //! The name-tag forms of `name-part` and the `#` field exist only for the
 //! [`TagStyles`] that are on; otherwise their text is name text, or an
-//! ignored field.
+//! ignored field. Those forms are read in `tags.rs`.
 //!
 //! Everything here borrows from the input and allocates nothing. A line is
 //! validated completely before a [`Sample`] is returned, so a caller never
 //! applies half a line. See the [module docs](super) for the decisions.
 
 use super::error::ParseError;
+use super::lex::{fast_decimal, has_control, split2, split_or_all, trim};
+use super::tags::{check_tags, split_name, split_name_with, TagStyles, NAME_STYLES};
 use super::{
-    ParseOptions, TagStyles, MAX_NAME_LEN, MAX_TAGS, MAX_TAG_KEY_LEN, MAX_TAG_VALUE_LEN,
-    MAX_VALUES, MIN_SAMPLE_RATE,
+    GaugeOp, Line, MetricKind, Sample, SkipKind, MAX_NAME_LEN, MAX_VALUES, MIN_SAMPLE_RATE,
 };
 
-/// The statsd metric types rollstat aggregates.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum MetricKind {
-    /// `c` (and cadence's meter `m`): add the value, scaled by the weight.
-    Counter,
-    /// `g`: set the value, or add it when signed (see [`GaugeOp`]).
-    Gauge,
-    /// `ms`: a duration in milliseconds on the wire, published in seconds.
-    Timer,
-    /// `h`: a value for a distribution, no unit conversion.
-    Histogram,
-    /// `d`: DogStatsD distribution, treated like a histogram.
-    Distribution,
-    /// `s`: count distinct members.
-    Set,
+/// How the parser reads lines; a small `Copy` value passed by value.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ParseOptions {
+    /// The tag syntaxes read (default: all).
+    pub tag_styles: TagStyles,
 }
 
-impl MetricKind {
-    /// Every kind, in declaration order.
-    pub const ALL: [MetricKind; 6] = [
-        MetricKind::Counter,
-        MetricKind::Gauge,
-        MetricKind::Timer,
-        MetricKind::Histogram,
-        MetricKind::Distribution,
-        MetricKind::Set,
-    ];
-
-    /// A stable lowercase word for logs and labels (`"counter"`, `"timer"`...).
+impl ParseOptions {
+    /// These options with `styles` as the tag styles.
     #[must_use]
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            MetricKind::Counter => "counter",
-            MetricKind::Gauge => "gauge",
-            MetricKind::Timer => "timer",
-            MetricKind::Histogram => "histogram",
-            MetricKind::Distribution => "distribution",
-            MetricKind::Set => "set",
-        }
-    }
-
-    /// The statsd type code written on the wire (`"c"`, `"g"`, `"ms"`...).
-    #[must_use]
-    pub const fn statsd_type(self) -> &'static str {
-        match self {
-            MetricKind::Counter => "c",
-            MetricKind::Gauge => "g",
-            MetricKind::Timer => "ms",
-            MetricKind::Histogram => "h",
-            MetricKind::Distribution => "d",
-            MetricKind::Set => "s",
-        }
-    }
-
-    /// Converts a wire value to the unit rollstat publishes: timers go from
-    /// milliseconds to seconds (`v / 1000`, one correctly rounded division,
-    /// as statsd_exporter does); every other kind is returned unchanged.
-    #[must_use]
-    pub fn to_base_units(self, v: f64) -> f64 {
-        match self {
-            MetricKind::Timer => v / 1000.0,
-            _ => v,
-        }
-    }
-
-    fn from_type(t: &[u8]) -> Option<MetricKind> {
-        Some(match t {
-            [b'c'] | [b'm'] => MetricKind::Counter,
-            [b'g'] => MetricKind::Gauge,
-            [b'm', b's'] => MetricKind::Timer,
-            [b'h'] => MetricKind::Histogram,
-            [b'd'] => MetricKind::Distribution,
-            [b's'] => MetricKind::Set,
-            _ => return None,
-        })
+    pub const fn tag_styles(mut self, styles: TagStyles) -> ParseOptions {
+        self.tag_styles = styles;
+        self
     }
 }
 
-/// What a gauge line asks for. Rule (etsy statsd, statsd_exporter): a value
-/// written with a leading `+` or `-` is a delta; a bare number sets the gauge.
-/// A client that wants a negative absolute value sends `0` then `-N` (Python
-/// `statsd` does exactly that: `neg:0|g\nneg:-7|g`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum GaugeOp {
-    /// `name:42|g`: the gauge becomes the value.
-    Set,
-    /// `name:+3|g` / `name:-3|g`: the (signed) value is added to the gauge.
-    Delta,
+/// Splits a datagram into lines and parses each one, reading every tag
+/// style. See the [module docs](super) for the grammar.
+#[must_use]
+pub fn parse_datagram(buf: &[u8]) -> Lines<'_> {
+    parse_datagram_with(buf, ParseOptions::default())
 }
 
-/// Lines that are recognised and deliberately not turned into samples. They
-/// are not errors; the daemon counts them under [`SkipKind::reason`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum SkipKind {
-    /// A DogStatsD event, `_e{title_len,text_len}:title|text...`.
-    Event,
-    /// A DogStatsD service check, `_sc|name|status...`.
-    ServiceCheck,
+/// [`parse_datagram`] with options (which tag styles to read).
+#[must_use]
+pub fn parse_datagram_with(buf: &[u8], opts: ParseOptions) -> Lines<'_> {
+    Lines { rest: buf, opts }
 }
 
-impl SkipKind {
-    /// Every skip label, in declaration order.
-    pub const ALL_REASONS: [&'static str; 2] = ["event", "service_check"];
-
-    /// Stable snake_case label for a "skipped lines" counter.
-    #[must_use]
-    pub const fn reason(self) -> &'static str {
-        match self {
-            SkipKind::Event => "event",
-            SkipKind::ServiceCheck => "service_check",
-        }
-    }
-}
-
-/// One accepted, non-empty line.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Line<'a> {
-    /// A metric sample.
-    Sample(Sample<'a>),
-    /// An event or service check, recognised and skipped.
-    Skipped(SkipKind),
-}
-
-/// One validated statsd metric line, borrowing from the datagram.
-///
-/// Every value and tag has already been checked, so the iterators returned by
-/// [`values`](Sample::values) and [`tags`](Sample::tags) cannot fail.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Sample<'a> {
-    /// The metric name, valid UTF-8, with any InfluxDB / Librato / SignalFx
-    /// tags removed. Not sanitised for Prometheus (the series layer does it).
-    pub name: &'a str,
-    /// The statsd type.
-    pub kind: MetricKind,
-    /// The `@` rate as sent, in `[MIN_SAMPLE_RATE, 1]`; 1 when absent.
-    pub sample_rate: f64,
-    /// The DogStatsD `|T` Unix timestamp in seconds, if present. Not
-    /// otherwise interpreted.
-    pub timestamp: Option<u64>,
-    weight: f64,
-    gauge_op: Option<GaugeOp>,
-    first: f64,
-    raw_values: &'a str,
-    n_values: usize,
-    name_tags: &'a str,
-    dog_tags: &'a str,
-    n_tags: usize,
-}
-
-impl<'a> Sample<'a> {
-    /// How many real events this sample stands for: `1 / sample_rate` for
-    /// counters, timers, histograms and distributions; always 1 for gauges
-    /// and sets (a sample rate means nothing for them, as in etsy statsd).
-    /// Computed once at parse time and at most `1 / MIN_SAMPLE_RATE`.
-    #[must_use]
-    pub fn weight(&self) -> f64 {
-        self.weight
-    }
-
-    /// For a gauge, whether the value sets it or is added to it; `None` for
-    /// other kinds.
-    #[must_use]
-    pub fn gauge_op(&self) -> Option<GaugeOp> {
-        self.gauge_op
-    }
-
-    /// The numeric values in wire units (timers in milliseconds; see
-    /// [`MetricKind::to_base_units`]). One or more for every kind but
-    /// [`MetricKind::Set`], for which it is empty.
-    #[must_use]
-    pub fn values(&self) -> Values<'a> {
-        if self.kind == MetricKind::Set {
-            return Values {
-                first: None,
-                rest: "",
-                remaining: 0,
-            };
-        }
-        let rest = split_or_all(self.raw_values, b':').1;
-        Values {
-            first: Some(self.first),
-            rest,
-            remaining: self.n_values,
-        }
-    }
-
-    /// The first (for most lines the only) numeric value; 0 for sets.
-    #[must_use]
-    pub fn first_value(&self) -> f64 {
-        self.first
-    }
-
-    /// The set member, for [`MetricKind::Set`] only: the whole value section
-    /// as text (it may contain `:`), never parsed as a number.
-    #[must_use]
-    pub fn set_member(&self) -> Option<&'a str> {
-        (self.kind == MetricKind::Set).then_some(self.raw_values)
-    }
-
-    /// All tags: name-embedded ones first (InfluxDB/Librato/SignalFx), then
-    /// the DogStatsD `|#` ones, each in line order. Duplicated keys are kept.
-    #[must_use]
-    pub fn tags(&self) -> Tags<'a> {
-        Tags {
-            name: self.name_tags,
-            dog: self.dog_tags,
-            remaining: self.n_tags,
-        }
-    }
-}
-
-/// The numeric values of a [`Sample`], as `f64`, in line order.
+/// Iterator over the lines of a datagram: one item per non-empty line.
 #[derive(Clone, Debug)]
-pub struct Values<'a> {
-    first: Option<f64>,
-    rest: &'a str,
-    remaining: usize,
+pub struct Lines<'a> {
+    rest: &'a [u8],
+    opts: ParseOptions,
 }
 
-impl Iterator for Values<'_> {
-    type Item = f64;
+impl<'a> Iterator for Lines<'a> {
+    type Item = Result<Line<'a>, ParseError>;
 
-    fn next(&mut self) -> Option<f64> {
-        if self.remaining == 0 {
-            return None;
-        }
-        self.remaining -= 1;
-        if let Some(v) = self.first.take() {
-            return Some(v);
-        }
-        let (v, rest) = split_or_all(self.rest, b':');
-        self.rest = rest;
-        // Validated at parse time; a failure here is impossible, but end the
-        // iteration rather than panic if it ever happened.
-        if let Some(x) = fast_decimal(v.as_bytes()) {
-            return Some(x);
-        }
-        match v.parse::<f64>() {
-            Ok(x) => Some(x),
-            Err(_) => {
-                self.remaining = 0;
-                None
-            }
-        }
-    }
-
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        (self.remaining, Some(self.remaining))
-    }
-}
-
-impl ExactSizeIterator for Values<'_> {}
-impl std::iter::FusedIterator for Values<'_> {}
-
-/// The tags of a [`Sample`] as `(key, value)` pairs. A bare DogStatsD tag
-/// (`|#canary`) yields `("canary", "")`; an InfluxDB tag `k=` also has an
-/// empty value. Empty entries (`a,,b`) are skipped.
-#[derive(Clone, Debug)]
-pub struct Tags<'a> {
-    name: &'a str,
-    dog: &'a str,
-    remaining: usize,
-}
-
-impl<'a> Iterator for Tags<'a> {
-    type Item = (&'a str, &'a str);
-
-    fn next(&mut self) -> Option<(&'a str, &'a str)> {
+    fn next(&mut self) -> Option<Self::Item> {
         loop {
-            let (src, sep) = if !self.name.is_empty() {
-                (&mut self.name, b'=')
-            } else if !self.dog.is_empty() {
-                (&mut self.dog, b':')
-            } else {
+            if self.rest.is_empty() {
                 return None;
-            };
-            let (entry, rest) = split_or_all(src, b',');
-            *src = rest;
-            if entry.is_empty() {
-                continue;
             }
-            self.remaining = self.remaining.saturating_sub(1);
-            return Some(split_or_all(entry, sep));
+            let (line, rest) = match self.rest.iter().position(|&b| b == b'\n') {
+                Some(i) => self.rest.split_at(i),
+                None => (self.rest, &self.rest[self.rest.len()..]),
+            };
+            // Drop the '\n' itself (when there was one).
+            self.rest = rest.get(1..).unwrap_or(rest);
+            let line = trim(line);
+            if !line.is_empty() {
+                return Some(parse_trimmed(line, self.opts));
+            }
         }
-    }
-
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        (self.remaining, Some(self.remaining))
     }
 }
 
-impl ExactSizeIterator for Tags<'_> {}
-impl std::iter::FusedIterator for Tags<'_> {}
+impl std::iter::FusedIterator for Lines<'_> {}
 
 /// Parses one line, reading every tag style. Surrounding spaces, tabs, `\r`
 /// and `\n` are trimmed, so a line may keep its terminator. An empty line is
@@ -335,19 +103,8 @@ pub fn parse_line_with(line: &[u8], opts: ParseOptions) -> Result<Line<'_>, Pars
     parse_trimmed(line, opts)
 }
 
-/// Strips ASCII spaces, tabs, `\r` and `\n` from both ends.
-pub(super) fn trim(mut s: &[u8]) -> &[u8] {
-    while let [b' ' | b'\t' | b'\r' | b'\n', rest @ ..] = s {
-        s = rest;
-    }
-    while let [rest @ .., b' ' | b'\t' | b'\r' | b'\n'] = s {
-        s = rest;
-    }
-    s
-}
-
 /// Parses a non-empty, trimmed line.
-pub(super) fn parse_trimmed(line: &[u8], opts: ParseOptions) -> Result<Line<'_>, ParseError> {
+fn parse_trimmed(line: &[u8], opts: ParseOptions) -> Result<Line<'_>, ParseError> {
     match line {
         [b'_', b'e', b'{', ..] => return Ok(Line::Skipped(SkipKind::Event)),
         [b'_', b's', b'c', b'|', ..] => return Ok(Line::Skipped(SkipKind::ServiceCheck)),
@@ -355,34 +112,6 @@ pub(super) fn parse_trimmed(line: &[u8], opts: ParseOptions) -> Result<Line<'_>,
     }
     let line = std::str::from_utf8(line).map_err(|_| ParseError::InvalidUtf8)?;
     parse_sample(line, opts.tag_styles).map(Line::Sample)
-}
-
-/// `s.split_once(b)` for an ASCII byte, without the general char searcher
-/// (statsd fields are short; a plain loop is faster). Slicing is at the ASCII
-/// delimiter, so always on a char boundary.
-#[inline]
-fn split2(s: &str, b: u8) -> Option<(&str, &str)> {
-    let i = s.bytes().position(|c| c == b)?;
-    Some((&s[..i], &s[i + 1..]))
-}
-
-/// Like [`split2`], but with no delimiter the whole string is the head.
-#[inline]
-fn split_or_all(s: &str, b: u8) -> (&str, &str) {
-    match split2(s, b) {
-        Some(parts) => parts,
-        None => (s, ""),
-    }
-}
-
-#[inline]
-fn is_control(b: u8) -> bool {
-    b < 0x20 || b == 0x7f
-}
-
-#[inline]
-fn has_control(s: &str) -> bool {
-    s.bytes().any(is_control)
 }
 
 fn parse_sample(line: &str, styles: TagStyles) -> Result<Sample<'_>, ParseError> {
@@ -514,98 +243,6 @@ fn parse_sample(line: &str, styles: TagStyles) -> Result<Sample<'_>, ParseError>
     })
 }
 
-/// The styles embedded in the name.
-const NAME_STYLES: TagStyles = TagStyles::INFLUXDB
-    .with(TagStyles::LIBRATO)
-    .with(TagStyles::SIGNALFX);
-
-/// Whether `c` starts name-embedded tags of a style that is on.
-#[inline]
-fn starts_name_tags(c: u8, styles: TagStyles) -> bool {
-    match c {
-        b',' => styles.contains(TagStyles::INFLUXDB),
-        b'#' => styles.contains(TagStyles::LIBRATO),
-        b'[' => styles.contains(TagStyles::SIGNALFX),
-        _ => false,
-    }
-}
-
-/// Splits name-embedded tags off the name, every name style on. Returns
-/// `(name, tags)` where `tags` is a `,`-separated list of `k=v`.
-#[inline]
-fn split_name(part: &str) -> Result<(&str, &str), ParseError> {
-    let b = part.as_bytes();
-    let Some(i) = b.iter().position(|&c| matches!(c, b',' | b'#' | b'[')) else {
-        return Ok((part, ""));
-    };
-    split_name_at(part, i)
-}
-
-/// [`split_name`] with some name styles off: the delimiter of a style that
-/// is off is name text. Out of line, so that the default path keeps the
-/// code it had before styles could be turned off.
-#[inline(never)]
-fn split_name_with(part: &str, styles: TagStyles) -> Result<(&str, &str), ParseError> {
-    let Some(i) = part.bytes().position(|c| starts_name_tags(c, styles)) else {
-        return Ok((part, ""));
-    };
-    split_name_at(part, i)
-}
-
-/// Splits at `i`, the first delimiter of a name style that is on.
-#[inline]
-fn split_name_at(part: &str, i: usize) -> Result<(&str, &str), ParseError> {
-    let b = part.as_bytes();
-    match b[i] {
-        // InfluxDB `name,k=v` and Librato `name#k=v`.
-        b',' | b'#' => Ok((&part[..i], &part[i + 1..])),
-        // SignalFx: `[k=v]name` or `name[k=v]`. Tags in the middle of a name
-        // would make the name non-contiguous; refused.
-        _ => {
-            if i == 0 {
-                let close = part.find(']').ok_or(ParseError::MalformedTag)?;
-                Ok((&part[close + 1..], &part[1..close]))
-            } else if b.last() == Some(&b']') {
-                Ok((&part[..i], &part[i + 1..part.len() - 1]))
-            } else {
-                Err(ParseError::MalformedTag)
-            }
-        }
-    }
-}
-
-/// Validates a `,`-separated tag list; returns the running tag count.
-/// `need_sep`: name-embedded tags must be `k=v`; DogStatsD tags may be bare.
-fn check_tags(list: &str, sep: u8, need_sep: bool, mut count: usize) -> Result<usize, ParseError> {
-    if list.is_empty() {
-        return Ok(count);
-    }
-    let mut rest = list;
-    while !rest.is_empty() {
-        let (entry, more) = split_or_all(rest, b',');
-        rest = more;
-        if entry.is_empty() {
-            continue;
-        }
-        count += 1;
-        if count > MAX_TAGS {
-            return Err(ParseError::TooManyTags);
-        }
-        let (k, v) = match split2(entry, sep) {
-            Some(kv) => kv,
-            None if need_sep => return Err(ParseError::MalformedTag),
-            None => (entry, ""),
-        };
-        if k.is_empty() || has_control(entry) {
-            return Err(ParseError::MalformedTag);
-        }
-        if k.len() > MAX_TAG_KEY_LEN || v.len() > MAX_TAG_VALUE_LEN {
-            return Err(ParseError::TagTooLong);
-        }
-    }
-    Ok(count)
-}
-
 #[inline]
 fn parse_value(v: &str) -> Result<f64, ParseError> {
     if v.is_empty() {
@@ -620,51 +257,6 @@ fn parse_value(v: &str) -> Result<f64, ParseError> {
         Ok(_) => Err(ParseError::NonFiniteValue),
         Err(_) => Err(ParseError::MalformedValue),
     }
-}
-
-/// Exact powers of ten up to 10^15 (all exactly representable in `f64`).
-const POW10: [f64; 16] = [
-    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
-];
-
-/// Fast path for the plain decimals statsd clients send (`1`, `-3`, `12.5`,
-/// `0.000100`): at most 15 digits, no exponent. The digits form an integer
-/// below 2^53 and the divisor is an exact power of ten, so one IEEE division
-/// gives the correctly rounded result, identical to `str::parse::<f64>`
-/// (Clinger's fast path). Anything else returns `None` and takes the
-/// general parser.
-#[inline]
-fn fast_decimal(s: &[u8]) -> Option<f64> {
-    let (neg, digits) = match s.first()? {
-        b'-' => (true, &s[1..]),
-        b'+' => (false, &s[1..]),
-        _ => (false, s),
-    };
-    let mut mant: u64 = 0;
-    let mut n_digits = 0usize;
-    let mut frac_digits = 0usize;
-    let mut seen_dot = false;
-    for &b in digits {
-        match b {
-            b'0'..=b'9' => {
-                n_digits += 1;
-                if n_digits > 15 {
-                    return None;
-                }
-                mant = mant * 10 + u64::from(b - b'0');
-                frac_digits += usize::from(seen_dot);
-            }
-            b'.' if !seen_dot => seen_dot = true,
-            _ => return None,
-        }
-    }
-    if n_digits == 0 {
-        return None;
-    }
-    // Exact: mant < 10^15 < 2^53.
-    #[allow(clippy::cast_precision_loss)]
-    let v = mant as f64 / POW10[frac_digits];
-    Some(if neg { -v } else { v })
 }
 
 fn parse_rate(s: &str) -> Result<f64, ParseError> {
@@ -688,59 +280,7 @@ fn parse_timestamp(s: &str) -> Result<u64, ParseError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::parse::parse_datagram;
-
-    /// Expected fields of an accepted line.
-    struct Want<'a> {
-        name: &'a str,
-        kind: MetricKind,
-        values: &'a [f64],
-        rate: f64,
-        tags: &'a [(&'a str, &'a str)],
-    }
-
-    fn w<'a>(
-        name: &'a str,
-        kind: MetricKind,
-        values: &'a [f64],
-        rate: f64,
-        tags: &'a [(&'a str, &'a str)],
-    ) -> Want<'a> {
-        Want {
-            name,
-            kind,
-            values,
-            rate,
-            tags,
-        }
-    }
-
-    fn sample(line: &str) -> Sample<'_> {
-        match parse_line(line.as_bytes()) {
-            Ok(Line::Sample(s)) => s,
-            other => panic!("{line:?}: expected a sample, got {other:?}"),
-        }
-    }
-
-    fn reject(line: &[u8]) -> &'static str {
-        match parse_line(line) {
-            Err(e) => e.reason(),
-            Ok(other) => panic!(
-                "{:?}: expected a rejection, got {other:?}",
-                String::from_utf8_lossy(line)
-            ),
-        }
-    }
-
-    fn check(line: &str, want: &Want<'_>) {
-        let s = sample(line);
-        assert_eq!(s.name, want.name, "{line}");
-        assert_eq!(s.kind, want.kind, "{line}");
-        assert_eq!(s.values().collect::<Vec<_>>(), want.values, "{line}");
-        assert_eq!(s.sample_rate, want.rate, "{line}");
-        assert_eq!(s.tags().collect::<Vec<_>>(), want.tags, "{line}");
-        assert_eq!(s.tags().len(), want.tags.len(), "{line}");
-    }
+    use crate::parse::testing::{check, reject, sample, w};
 
     use MetricKind::*;
 
@@ -1246,201 +786,6 @@ mod tests {
     }
 
     #[test]
-    fn dogstatsd_tags() {
-        let s = sample("a:1|c|#url:http://x:8080/p,bare,k:v");
-        assert_eq!(
-            s.tags().collect::<Vec<_>>(),
-            [("url", "http://x:8080/p"), ("bare", ""), ("k", "v")]
-        );
-        // Empty entries skipped, including an empty section.
-        let s = sample("a:1|c|#a:b,,c:d,");
-        assert_eq!(s.tags().collect::<Vec<_>>(), [("a", "b"), ("c", "d")]);
-        assert_eq!(s.tags().len(), 2);
-        assert_eq!(sample("a:1|c|#").tags().count(), 0);
-        assert_eq!(sample("a:1|c|#k:").tags().collect::<Vec<_>>(), [("k", "")]);
-        // Tags field may come before the rate.
-        let s = sample("a:1|c|#k:v|@0.5");
-        assert_eq!((s.sample_rate, s.tags().count()), (0.5, 1));
-        assert_eq!(reject(b"a:1|c|#:v"), "malformed_tag");
-        assert_eq!(reject(b"a:1|c|#k:v\tw"), "malformed_tag");
-    }
-
-    #[test]
-    fn name_embedded_tags() {
-        check(
-            "a,k=v,k2=v2:1|c",
-            &w("a", Counter, &[1.0], 1.0, &[("k", "v"), ("k2", "v2")]),
-        );
-        check(
-            "name#k=v,k2=v2:1|c",
-            &w("name", Counter, &[1.0], 1.0, &[("k", "v"), ("k2", "v2")]),
-        );
-        check(
-            "name[k=v,k2=v2]:1|c",
-            &w("name", Counter, &[1.0], 1.0, &[("k", "v"), ("k2", "v2")]),
-        );
-        check(
-            "[k=v]name:1|c",
-            &w("name", Counter, &[1.0], 1.0, &[("k", "v")]),
-        );
-        check(
-            "a,k=x=y:1|c",
-            &w("a", Counter, &[1.0], 1.0, &[("k", "x=y")]),
-        );
-        check("a,k=:1|c", &w("a", Counter, &[1.0], 1.0, &[("k", "")]));
-        // The first of `,` `#` `[` picks the style; later ones are tag text.
-        check(
-            "a,k=v#w:1|c",
-            &w("a", Counter, &[1.0], 1.0, &[("k", "v#w")]),
-        );
-        check(
-            "a#k=[x]:1|c",
-            &w("a", Counter, &[1.0], 1.0, &[("k", "[x]")]),
-        );
-        // Mixed with DogStatsD tags: merged, name tags first.
-        check(
-            "a,env=prod:1|c|#route:/api,canary",
-            &w(
-                "a",
-                Counter,
-                &[1.0],
-                1.0,
-                &[("env", "prod"), ("route", "/api"), ("canary", "")],
-            ),
-        );
-        check(
-            "a#k=v:1|ms|@0.5|#x:y",
-            &w("a", Timer, &[1.0], 0.5, &[("k", "v"), ("x", "y")]),
-        );
-        for (line, reason) in [
-            (&b"a,novalue:1|c"[..], "malformed_tag"),
-            (b"a,=v:1|c", "malformed_tag"),
-            (b"a#k:1|c", "malformed_tag"),
-            (b"a[k=v]b:1|c", "malformed_tag"),
-            (b"a[k=v:1|c", "malformed_tag"),
-            (b"[k=v:1|c", "malformed_tag"),
-            (b"a[k]:1|c", "malformed_tag"),
-        ] {
-            assert_eq!(reject(line), reason, "{:?}", String::from_utf8_lossy(line));
-        }
-    }
-
-    fn with(line: &str, styles: TagStyles) -> Result<Line<'_>, ParseError> {
-        parse_line_with(line.as_bytes(), ParseOptions::default().tag_styles(styles))
-    }
-
-    fn named(line: &str, styles: TagStyles) -> (String, Vec<(String, String)>) {
-        match with(line, styles) {
-            Ok(Line::Sample(s)) => (
-                s.name.to_string(),
-                s.tags()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect(),
-            ),
-            other => panic!("{line:?} with {styles:?}: {other:?}"),
-        }
-    }
-
-    fn tags(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
-
-    #[test]
-    fn a_style_turned_off_reads_its_tags_as_name_text_or_an_unknown_field() {
-        let all = TagStyles::ALL;
-        // InfluxDB off: the text stays in the name (statsd_exporter's rule).
-        let no_influx = all.without(TagStyles::INFLUXDB);
-        assert_eq!(
-            named("a,k=v:1|c|#x:y", no_influx),
-            ("a,k=v".into(), tags(&[("x", "y")]))
-        );
-        // Librato off.
-        let no_librato = all.without(TagStyles::LIBRATO);
-        assert_eq!(named("a#k=v:1|c", no_librato), ("a#k=v".into(), tags(&[])));
-        // SignalFx off: brackets anywhere are name text, never malformed_tag.
-        let no_sfx = all.without(TagStyles::SIGNALFX);
-        assert_eq!(named("a[k=v]:1|c", no_sfx), ("a[k=v]".into(), tags(&[])));
-        assert_eq!(named("[k=v]a:1|c", no_sfx), ("[k=v]a".into(), tags(&[])));
-        assert_eq!(named("a[k=v]b:1|c", no_sfx), ("a[k=v]b".into(), tags(&[])));
-        assert_eq!(with("a[k=v]b:1|c", all), Err(ParseError::MalformedTag));
-        // The first delimiter of a style still on picks the style.
-        assert_eq!(
-            named("a,b#k=v:1|c", no_influx),
-            ("a,b".into(), tags(&[("k", "v")]))
-        );
-        assert_eq!(
-            named("a#b,k=v:1|c", no_librato),
-            ("a#b".into(), tags(&[("k", "v")]))
-        );
-        assert_eq!(
-            named("a,b[k=v]:1|c", no_influx),
-            ("a,b".into(), tags(&[("k", "v")]))
-        );
-        // Text that would be a malformed name tag is fine as name text.
-        assert_eq!(
-            named("a,novalue:1|c", no_influx),
-            ("a,novalue".into(), tags(&[]))
-        );
-        // DogStatsD off: the `|#` field is ignored like an unknown field,
-        // whatever it holds, even twice.
-        let no_dog = all.without(TagStyles::DOGSTATSD);
-        assert_eq!(
-            named("a,k=v:1|c|#x:y", no_dog),
-            ("a".into(), tags(&[("k", "v")]))
-        );
-        assert_eq!(named("a:1|c|#:bad|#again", no_dog), ("a".into(), tags(&[])));
-        assert_eq!(with("a:1|c|#:bad", all), Err(ParseError::MalformedTag));
-        let s = match with("a:2|c|@0.5|#x:y|T12", no_dog) {
-            Ok(Line::Sample(s)) => s,
-            other => panic!("{other:?}"),
-        };
-        assert_eq!(
-            (s.weight(), s.timestamp, s.tags().len()),
-            (2.0, Some(12), 0)
-        );
-        // Nothing on: names keep every delimiter, no tags at all.
-        assert_eq!(
-            named("a,k=v#x[y]:1|c|#t:u", TagStyles::NONE),
-            ("a,k=v#x[y]".into(), tags(&[]))
-        );
-        // Other errors are unchanged by the switches.
-        for styles in [TagStyles::NONE, no_dog, no_influx, all] {
-            assert_eq!(with("a,k=v:x|c", styles), Err(ParseError::MalformedValue));
-            assert_eq!(
-                with(",k=v:1|c", styles).is_err(),
-                styles.contains(TagStyles::INFLUXDB)
-            );
-        }
-        // A name made longer by tag text kept in it is still bounded.
-        let long = format!("{},k=v:1|c", "n".repeat(MAX_NAME_LEN - 3));
-        assert!(with(&long, all).is_ok());
-        assert_eq!(with(&long, no_influx), Err(ParseError::NameTooLong));
-    }
-
-    #[test]
-    fn tag_style_names_and_sets() {
-        assert_eq!(TagStyles::default(), TagStyles::ALL);
-        assert_eq!(TagStyles::from_name("influxdb"), Some(TagStyles::INFLUXDB));
-        assert_eq!(TagStyles::from_name("InfluxDB"), None);
-        let names: Vec<_> = TagStyles::ALL.names().collect();
-        assert_eq!(names, ["dogstatsd", "influxdb", "librato", "signalfx"]);
-        let some = TagStyles::NONE
-            .with(TagStyles::LIBRATO)
-            .with(TagStyles::DOGSTATSD);
-        assert_eq!(some.names().collect::<Vec<_>>(), ["dogstatsd", "librato"]);
-        assert!(some.contains(TagStyles::LIBRATO) && !some.contains(TagStyles::SIGNALFX));
-        assert_eq!(
-            TagStyles::NAMED
-                .iter()
-                .fold(TagStyles::NONE, |a, (_, s)| a.with(*s)),
-            TagStyles::ALL
-        );
-    }
-
-    #[test]
     fn extension_fields_tolerated() {
         let s = sample("a:1|c|c:83c0a99c0a54c0c187f461c7980e9b57f3f6a8b0c918c8d93df19a9de6f3fe1d");
         assert_eq!((s.name, s.first_value(), s.tags().count()), ("a", 1.0, 0));
@@ -1488,96 +833,5 @@ mod tests {
         // Not a prefix match by accident.
         assert_eq!(sample("_sc:1|c").name, "_sc");
         assert_eq!(sample("_e:1|c").name, "_e");
-    }
-
-    #[test]
-    fn timers_convert_to_seconds_without_losing_the_raw_value() {
-        let s = sample("lat:12.5|ms");
-        assert_eq!(s.first_value(), 12.5);
-        assert_eq!(s.kind.to_base_units(s.first_value()), 0.0125);
-        assert_eq!(MetricKind::Histogram.to_base_units(12.5), 12.5);
-        assert_eq!(MetricKind::Timer.to_base_units(3.0), 0.003);
-    }
-
-    #[test]
-    fn metric_kind_labels() {
-        let types: Vec<_> = MetricKind::ALL.iter().map(|k| k.statsd_type()).collect();
-        assert_eq!(types, ["c", "g", "ms", "h", "d", "s"]);
-        for k in MetricKind::ALL {
-            assert_eq!(MetricKind::from_type(k.statsd_type().as_bytes()), Some(k));
-            assert!(!k.as_str().is_empty());
-        }
-    }
-
-    #[test]
-    fn fast_decimal_agrees_with_std() {
-        let cases = [
-            "0",
-            "-0",
-            "+0",
-            "1",
-            "-1",
-            "+3",
-            "12.5",
-            "12.500000",
-            "0.000100",
-            "0.1",
-            "0.3",
-            "123456789012345",
-            "-99999999999999.9",
-            ".5",
-            "5.",
-            "-.5",
-            "0.000000000000001",
-            "9007199254740993",
-            "1234567890123456",
-            ".",
-            "-",
-            "+",
-            "",
-            "1.2.3",
-            "1e3",
-            "--1",
-            "0.1234567890123456789",
-        ];
-        for c in cases {
-            let fast = fast_decimal(c.as_bytes());
-            let std = c.parse::<f64>().ok();
-            if let Some(f) = fast {
-                assert_eq!(Some(f.to_bits()), std.map(f64::to_bits), "{c}");
-            }
-        }
-        // Exhaustive over short strings of the decimal alphabet.
-        let alphabet = b"0159.-+";
-        let mut buf = Vec::new();
-        for len in 1..=5u32 {
-            for mut n in 0..7usize.pow(len) {
-                buf.clear();
-                for _ in 0..len {
-                    buf.push(alphabet[n % 7]);
-                    n /= 7;
-                }
-                let s = std::str::from_utf8(&buf).unwrap();
-                match fast_decimal(&buf) {
-                    Some(f) => assert_eq!(
-                        Some(f.to_bits()),
-                        s.parse::<f64>().ok().map(f64::to_bits),
-                        "{s}"
-                    ),
-                    None => assert!(
-                        s.parse::<f64>().is_err() || s.len() > 15,
-                        "{s} missed the fast path"
-                    ),
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn trim_only_strips_blank_bytes() {
-        assert_eq!(trim(b" \t\ra:1|c\r\n"), b"a:1|c");
-        assert_eq!(trim(b"a: 1|c"), b"a: 1|c");
-        assert_eq!(trim(b"\r\r"), b"");
-        assert_eq!(trim(b""), b"");
     }
 }
