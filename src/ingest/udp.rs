@@ -22,10 +22,6 @@ use super::reader::{self, Source, POLL};
 use super::route::{self, Router};
 use super::Ingestor;
 
-/// The reader's buffer size, still reachable here for the Unix socket reader
-/// and as `ingest::udp::MAX_DATAGRAM`.
-pub use super::reader::MAX_DATAGRAM;
-
 /// Bound UDP sockets sharing one port.
 pub struct UdpSockets {
     /// One per reader.

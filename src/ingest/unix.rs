@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use super::udp::MAX_DATAGRAM;
+use super::reader::MAX_DATAGRAM;
 use super::{Ingestor, Worker};
 use crate::telemetry::Transport;
 
