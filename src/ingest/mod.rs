@@ -6,12 +6,12 @@
 //! outcome in the worker's [`LocalCounts`]. The transports own sockets and
 //! framing only.
 
-pub mod backoff;
-pub mod reader;
+pub(crate) mod backoff;
+pub(crate) mod reader;
 pub mod route;
-pub mod tcp;
-pub mod udp;
-pub mod unix;
+pub(crate) mod tcp;
+pub(crate) mod udp;
+pub(crate) mod unix;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
