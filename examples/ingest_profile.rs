@@ -15,13 +15,13 @@
 
 use std::sync::Arc;
 
-use rollstat::blast::{render_datagrams, Kind};
 use rollstat::config::Config;
 use rollstat::ingest::{Ingestor, Worker};
 use rollstat::parse::{parse_datagram, Line};
 use rollstat::series::{Plan, Registry};
 use rollstat::telemetry::Telemetry;
 use rollstat::{Clock, ManualClock, Timestamp};
+use rollstat_testkit::fixtures::{render_datagrams, Kind};
 
 fn main() {
     let mode = std::env::args().nth(1).unwrap_or_else(|| "ingest".into());
