@@ -7,7 +7,7 @@
 //! valgrind --tool=callgrind target/release/examples/ingest_profile parse 5000
 //! ```
 //!
-//! Builds 10k counter series from one pass of `rollstat blast` datagrams
+//! Builds 10k counter series from one pass of `rollstat-blast` datagrams
 //! (~79 lines each), then ingests (or only parses) N more datagrams; or, with
 //! `scrape N`, renders /metrics N times through the prometheus crate
 //! (gather + TextEncoder); or, with `text N`, writes the series N times with
