@@ -18,7 +18,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput};
-use rollstat::blast::{render_datagrams, Kind};
 use rollstat::config::Config;
 use rollstat::expose::prometheus::SeriesCollector;
 use rollstat::ingest::{Ingestor, Worker};
@@ -27,6 +26,7 @@ use rollstat::series::{Plan, Registry};
 use rollstat::service::ServiceHandle;
 use rollstat::telemetry::Telemetry;
 use rollstat::{Clock, ManualClock};
+use rollstat_testkit::fixtures::{render_datagrams, Kind};
 
 /// The `ingest/*` and `render/*` benchmarks.
 pub fn benches(c: &mut Criterion) {

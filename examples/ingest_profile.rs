@@ -7,7 +7,7 @@
 //! valgrind --tool=callgrind target/release/examples/ingest_profile parse 5000
 //! ```
 //!
-//! Builds 10k counter series from one pass of `rollstat blast` datagrams
+//! Builds 10k counter series from one pass of `rollstat-blast` datagrams
 //! (~79 lines each), then ingests (or only parses) N more datagrams; or, with
 //! `scrape N`, renders /metrics N times through the prometheus crate
 //! (gather + TextEncoder); or, with `text N`, writes the series N times with
@@ -15,13 +15,13 @@
 
 use std::sync::Arc;
 
-use rollstat::blast::{render_datagrams, Kind};
 use rollstat::config::Config;
 use rollstat::ingest::{Ingestor, Worker};
 use rollstat::parse::{parse_datagram, Line};
 use rollstat::series::{Plan, Registry};
 use rollstat::telemetry::Telemetry;
 use rollstat::{Clock, ManualClock, Timestamp};
+use rollstat_testkit::fixtures::{render_datagrams, Kind};
 
 fn main() {
     let mode = std::env::args().nth(1).unwrap_or_else(|| "ingest".into());

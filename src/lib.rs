@@ -95,7 +95,6 @@
 #![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 #![warn(missing_docs)]
 
-pub mod blast;
 pub mod breaker;
 pub mod clock;
 pub mod config;

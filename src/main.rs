@@ -33,25 +33,10 @@ enum Command {
         /// The file to check.
         file: PathBuf,
     },
-    /// Send statsd load over loopback and report what the daemon counted
-    /// (from its /metrics) and what was lost.
-    Blast(rollstat::blast::BlastArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Some(Command::Blast(args)) = &cli.command {
-        return match rollstat::blast::run(args) {
-            Ok(report) => {
-                print!("{}", report.render());
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("rollstat blast: {e}");
-                ExitCode::from(1)
-            }
-        };
-    }
     if let Some(Command::CheckConfig { file }) = &cli.command {
         return match Config::load(file) {
             Ok(cfg) => {

@@ -1,26 +1,26 @@
 //! The sliding-window exactness validator shared by the limit tests
 //! (`signals`, in memory, and `redis`, shared between daemons): a keep-alive
-//! HTTP client that hammers an acquire endpoint, the admitted decisions with
-//! their send and receive times, and the counts of admitted decisions in any
-//! window that network jitter cannot fake.
+//! HTTP client (the harness's, failing the test on an error) that hammers an
+//! acquire endpoint, the admitted decisions with their send and receive
+//! times, and the counts of admitted decisions in any window that network
+//! jitter cannot fake.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-/// A keep-alive HTTP/1.1 client on one connection.
+use rollstat_testkit::http::Conn;
+
+/// A keep-alive HTTP/1.1 client on one connection (the harness's [`Conn`]),
+/// sending JSON bodies and failing the test on an error.
 pub struct Http {
-    r: BufReader<TcpStream>,
+    c: Conn,
 }
 
 impl Http {
-    /// Connects to `addr` (10 s read timeout, no Nagle delay).
+    /// Connects to `addr` (no Nagle delay).
     pub fn connect(addr: SocketAddr) -> Http {
-        let s = TcpStream::connect(addr).unwrap();
-        s.set_nodelay(true).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         Http {
-            r: BufReader::new(s),
+            c: Conn::connect(addr).unwrap_or_else(|e| panic!("{e}")),
         }
     }
 
@@ -31,33 +31,17 @@ impl Http {
         path: &str,
         body: &str,
     ) -> (u16, Vec<(String, String)>, String) {
-        let req = format!(
-            "{method} {path} HTTP/1.1\r\nHost: rollstat\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        );
-        self.r.get_mut().write_all(req.as_bytes()).unwrap();
-        let mut status = String::new();
-        self.r.read_line(&mut status).unwrap();
-        let code: u16 = status.split_whitespace().nth(1).unwrap().parse().unwrap();
-        let mut headers = Vec::new();
-        let mut len = 0;
-        loop {
-            let mut h = String::new();
-            self.r.read_line(&mut h).unwrap();
-            let h = h.trim_end();
-            if h.is_empty() {
-                break;
-            }
-            let (k, v) = h.split_once(':').unwrap();
-            let (k, v) = (k.trim().to_ascii_lowercase(), v.trim().to_string());
-            if k == "content-length" {
-                len = v.parse().unwrap();
-            }
-            headers.push((k, v));
-        }
-        let mut buf = vec![0; len];
-        self.r.read_exact(&mut buf).unwrap();
-        (code, headers, String::from_utf8(buf).unwrap())
+        let r = self
+            .c
+            .request(
+                method,
+                path,
+                &[("Content-Type", "application/json")],
+                body.as_bytes(),
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+        let text = String::from_utf8(r.body).expect("UTF-8 body");
+        (r.status, r.headers, text)
     }
 }
 

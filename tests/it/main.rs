@@ -12,11 +12,11 @@
 // These tests run a real process on the real clock: deadlines need `Instant`.
 #![allow(clippy::disallowed_methods)]
 
-// Helpers: start the daemon, HTTP/UDP/TCP, /metrics parser, bounded polling.
+// Helpers by concern (daemon, configs, HTTP, polling, processes, Prometheus, load), over the harness in crates/testkit.
 mod support;
 // A WebDriver client: chromedriver driving headless Chromium (for `page`).
 mod browser;
-// The sliding-window exactness validator and a keep-alive HTTP client (for `signals` and `redis`).
+// The sliding-window exactness validator over a keep-alive HTTP client (for `signals` and `redis`).
 mod exactness;
 // redis-server processes and a 3-node cluster on loopback (for `redis`).
 mod redis_server;

@@ -1,0 +1,35 @@
+//! Helpers shared by the integration tests, one file per concern. The
+//! generic pieces (daemon launcher, HTTP client, scrape parser, temporary
+//! directories) come from the harness crate `rollstat_testkit`, which the
+//! load tool (`rollstat-blast`) uses too; what is here is test-only. Nothing
+//! here sleeps without a bound.
+//!
+//! * `daemon`: the real `rollstat` binary on port 0 ([`Daemon`]) and the
+//!   ways tests talk to it.
+//! * `configs`: the test configs ([`TEST_CONFIG`], [`LOAD_CONFIG`], the
+//!   sample config on port 0).
+//! * `http`: [`http`] and [`try_http`], one request per connection.
+//! * scrapes: [`Scrape`] reads `/metrics` as Prometheus does (repeated
+//!   series, counters that go down), from the harness.
+//! * `poll`: bounded waits ([`wait_until`] and friends), [`assert_close`].
+//! * `process`: external tools (promtool, statsd clients) run with a time
+//!   limit, child processes ([`Proc`]) that die with the test, temp dirs.
+//! * `prometheus`: a real Prometheus and its query API.
+//! * `load`: a steady load on the daemon ([`Load`]).
+
+mod configs;
+mod daemon;
+mod http;
+mod load;
+mod poll;
+mod process;
+mod prometheus;
+
+pub use configs::{sample_config_on_port_0, LOAD_CONFIG, TEST_CONFIG};
+pub use daemon::Daemon;
+pub use http::{http, try_http};
+pub use load::{Load, LOAD_METRICS};
+pub use poll::{assert_close, wait_for, wait_true, wait_until, wait_until_every};
+pub use process::{free_port, missing, python, repo, require_tool, run, Proc, TempDir};
+pub use prometheus::Prometheus;
+pub use rollstat_testkit::scrape::{sample_value, Scrape};

@@ -1,0 +1,103 @@
+//! A real Prometheus scraping the daemon, and its query API.
+
+use std::net::SocketAddr;
+use std::process::Command;
+use std::time::Duration;
+
+use super::http::try_http;
+use super::poll::wait_until;
+use super::process::{free_port, require_tool, Proc, TempDir};
+
+/// A real Prometheus (the Debian `prometheus` binary) on a free loopback
+/// port, scraping one target every second; killed on drop.
+pub struct Prometheus {
+    // Declared before `_dir`: dropped (and its log read) before the dir goes.
+    _proc: Proc,
+    /// Its HTTP address.
+    pub addr: SocketAddr,
+    _dir: TempDir,
+}
+
+impl Prometheus {
+    /// Starts Prometheus scraping `target` every second and waits, at most
+    /// 30 s, until it is ready.
+    pub fn start(target: SocketAddr) -> Prometheus {
+        let bin = require_tool("prometheus");
+        let dir = TempDir::new("prometheus");
+        let cfg = dir.path().join("prometheus.yml");
+        std::fs::write(
+            &cfg,
+            format!(
+                "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
+                 scrape_configs:\n  - job_name: rollstat\n    static_configs:\n      - targets: ['{target}']\n"
+            ),
+        )
+        .expect("write prometheus.yml");
+        let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let mut proc = Proc::spawn(
+            "prometheus",
+            Command::new(bin)
+                .arg(format!("--config.file={}", cfg.display()))
+                .arg(format!(
+                    "--storage.tsdb.path={}",
+                    dir.path().join("data").display()
+                ))
+                .arg(format!("--web.listen-address={addr}"))
+                .arg("--log.level=warn"),
+            dir.path(),
+        );
+        wait_until(Duration::from_secs(30), "Prometheus to be ready", || {
+            proc.assert_running();
+            let r = try_http(addr, "GET", "/-/ready", &[], b"")?;
+            if r.status == 200 {
+                Ok(())
+            } else {
+                Err(format!("{} {}", r.status, r.text()))
+            }
+        });
+        Prometheus {
+            _proc: proc,
+            addr,
+            _dir: dir,
+        }
+    }
+
+    /// An instant query: the series of its result (one element for a scalar
+    /// or string result; none if nothing matched), or the error it got.
+    pub fn query_result(&self, promql: &str) -> Result<Vec<serde_json::Value>, String> {
+        let q: String = promql
+            .bytes()
+            .map(|b| match b {
+                b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' | b'.' | b'-' | b'~' => {
+                    (b as char).to_string()
+                }
+                _ => format!("%{b:02X}"),
+            })
+            .collect();
+        let r = try_http(
+            self.addr,
+            "GET",
+            &format!("/api/v1/query?query={q}"),
+            &[],
+            b"",
+        )?;
+        let v: serde_json::Value = serde_json::from_slice(&r.body)
+            .map_err(|e| format!("{promql}: HTTP {}: not JSON ({e}): {}", r.status, r.text()))?;
+        if r.status != 200 || v["status"] != "success" {
+            return Err(format!("{promql}: HTTP {}: {}", r.status, v["error"]));
+        }
+        Ok(match v["data"]["resultType"].as_str() {
+            Some("scalar" | "string") => vec![v["data"]["result"].clone()],
+            _ => v["data"]["result"].as_array().cloned().unwrap_or_default(),
+        })
+    }
+
+    /// An instant query; the values of its vector result.
+    pub fn query(&self, promql: &str) -> Result<Vec<f64>, String> {
+        Ok(self
+            .query_result(promql)?
+            .iter()
+            .filter_map(|x| x["value"][1].as_str()?.parse().ok())
+            .collect())
+    }
+}

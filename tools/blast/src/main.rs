@@ -1,0 +1,323 @@
+//! `rollstat-blast`: a bounded statsd load generator for loopback, and the
+//! loss report that goes with it.
+//!
+//! The tool renders every datagram before the timed loop (so sending costs a
+//! `send` per datagram and nothing else; with `--gso`, one `send` per 64
+//! equal-size datagrams, which the kernel splits before they reach the
+//! daemon's socket), sends them from `--senders` threads
+//! at a set rate or as fast as possible, and reads the daemon's own counters
+//! from `/metrics` before and after. The difference is what the daemon
+//! counted; what is missing is reported as loss, split into what the daemon
+//! or the kernel counted (rejected, refused, kernel drops) and what nobody
+//! counted, so loss is never silent.
+//!
+//! Every loop is bounded twice: by `--duration-secs` (hard cap
+//! [`MAX_DURATION`]) and by `--max-datagrams`. The drain wait after sending
+//! is bounded by `--drain-secs`. `--spawn` starts the `rollstat` daemon
+//! itself with port-0 listeners, so one command measures everything, and
+//! reports the daemon's CPU time per line.
+//!
+//! Files: `send.rs` (the senders), `report.rs` (the daemon's counters and
+//! the report). The lines come from `rollstat_testkit::fixtures`, and the
+//! daemon launcher, the HTTP client and the `/metrics` reader from the same
+//! harness as the integration tests'.
+
+#![forbid(unsafe_code)]
+#![deny(clippy::disallowed_methods, clippy::disallowed_types)]
+
+mod report;
+mod send;
+
+use std::io;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use rollstat::{Clock, SystemClock};
+use rollstat_testkit::daemon::{Launch, Running};
+use rollstat_testkit::fixtures::{render_datagrams, Kind};
+use rollstat_testkit::http::try_http;
+
+use report::{cpu_secs, Counters, Report};
+use send::{sender, since, Pace, Sent};
+
+/// Longest a blast may send, whatever `--duration-secs` says.
+const MAX_DURATION: Duration = Duration::from_secs(120);
+/// Longest the tool waits for the daemon to drain after sending.
+const MAX_DRAIN: Duration = Duration::from_secs(30);
+
+/// Send statsd load over loopback and report what the daemon counted
+/// (from its /metrics) and what was lost.
+#[derive(Clone, Debug, Parser)]
+#[command(name = "rollstat-blast", version)]
+struct Args {
+    /// statsd UDP address of the daemon (ignored with --spawn).
+    #[arg(long, default_value = "127.0.0.1:8125")]
+    udp: SocketAddr,
+    /// HTTP address of the daemon, to read its counters (ignored with --spawn).
+    #[arg(long, default_value = "127.0.0.1:9102")]
+    http: SocketAddr,
+    /// Start the rollstat daemon (port-0 listeners, temp config) and stop it
+    /// afterwards.
+    #[arg(long)]
+    spawn: bool,
+    /// With --spawn: the daemon binary [default: `rollstat` next to this
+    /// executable, as `cargo build` leaves it].
+    #[arg(long, value_name = "PATH")]
+    daemon_bin: Option<PathBuf>,
+    /// With --spawn: UDP reader threads of the daemon.
+    #[arg(long, default_value_t = 2)]
+    daemon_readers: usize,
+    /// With --spawn: ingest workers of the daemon (`[ingest] udp_workers`;
+    /// 0 = the readers parse themselves).
+    #[arg(long, default_value_t = 2)]
+    daemon_workers: usize,
+    /// Distinct metric names (= series, tags are fixed per name).
+    #[arg(long, default_value_t = 10_000)]
+    names: usize,
+    /// Tags per line (DogStatsD `|#k:v`), one value per name.
+    #[arg(long, default_value_t = 0)]
+    tags: usize,
+    /// Lines packed into one datagram (fewer if --max-datagram-bytes is reached).
+    #[arg(long, default_value_t = 80)]
+    lines_per_datagram: usize,
+    /// Largest datagram payload.
+    #[arg(long, default_value_t = 1432)]
+    max_datagram_bytes: usize,
+    /// Lines per second over all senders; 0 = as fast as possible.
+    #[arg(long, default_value_t = 0)]
+    rate: u64,
+    /// How long to send (capped at 120 s).
+    #[arg(long, default_value_t = 10.0)]
+    duration_secs: f64,
+    /// Upper bound on datagrams sent (over all senders).
+    #[arg(long, default_value_t = 200_000_000)]
+    max_datagrams: u64,
+    /// Sender threads.
+    #[arg(long, default_value_t = 1)]
+    senders: usize,
+    /// Send with UDP GSO (`UDP_SEGMENT`): one `send` carries up to 64
+    /// datagrams of one size, which the kernel splits into separate
+    /// datagrams before they reach the daemon's socket. Cuts the sender's
+    /// per-datagram cost, so one machine can offer more one-line datagrams
+    /// than a client sending one per syscall. Needs every datagram the same
+    /// size (`--lines-per-datagram 1 --tags 0`, fewer than a million names).
+    #[arg(long)]
+    gso: bool,
+    /// statsd type of every line.
+    #[arg(long = "type", value_enum, default_value_t = KindArg::Counter)]
+    kind: KindArg,
+    /// Longest wait for the daemon's counters to settle after sending
+    /// (capped at 30 s).
+    #[arg(long, default_value_t = 10.0)]
+    drain_secs: f64,
+}
+
+/// statsd types the tool can send ([`Kind`] as a command-line value).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum KindArg {
+    /// `name:1|c`
+    Counter,
+    /// `name:42|g`
+    Gauge,
+    /// `name:12.5|ms`
+    Timer,
+    /// `name:3|h`
+    Histogram,
+    /// `name:3|d`
+    Distribution,
+    /// `name:u123|s`
+    Set,
+}
+
+impl From<KindArg> for Kind {
+    fn from(k: KindArg) -> Kind {
+        match k {
+            KindArg::Counter => Kind::Counter,
+            KindArg::Gauge => Kind::Gauge,
+            KindArg::Timer => Kind::Timer,
+            KindArg::Histogram => Kind::Histogram,
+            KindArg::Distribution => Kind::Distribution,
+            KindArg::Set => Kind::Set,
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    match run(&Args::parse()) {
+        Ok(report) => {
+            print!("{}", report.render());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("rollstat-blast: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// The daemon binary for --spawn: --daemon-bin, else `rollstat` beside
+/// this executable.
+fn daemon_bin(a: &Args) -> io::Result<PathBuf> {
+    if let Some(p) = &a.daemon_bin {
+        return Ok(p.clone());
+    }
+    let exe = std::env::current_exe()?;
+    let bin = exe.with_file_name("rollstat");
+    if bin.is_file() {
+        Ok(bin)
+    } else {
+        Err(io::Error::other(format!(
+            "--spawn: no daemon binary at {} (build it, e.g. `cargo build --release`, or pass --daemon-bin)",
+            bin.display()
+        )))
+    }
+}
+
+/// Starts the daemon with port-0 listeners, `readers` UDP readers,
+/// `workers` ingest workers and room for `names` series, logging at `warn`
+/// (or `RUST_LOG`) to this process's stderr.
+fn spawn_daemon(bin: PathBuf, readers: usize, workers: usize, names: usize) -> io::Result<Running> {
+    let config = format!(
+        "[listen]\nstatsd_udp = \"127.0.0.1:0\"\nstatsd_tcp = \"\"\nhttp = \"127.0.0.1:0\"\n\
+         [ingest]\nudp_readers = {readers}\nudp_workers = {workers}\n\
+         [series]\nmax_series = {}\n",
+        (names + 1000).max(100_000)
+    );
+    let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".to_string());
+    let running = Launch::new(bin, &config)
+        .log_filter(&filter)
+        .inherit_stderr()
+        .dir_prefix("rollstat-blast")
+        .start()
+        .map_err(io::Error::other)?;
+    if running.listening.udp.is_none() {
+        return Err(io::Error::other(
+            "the spawned daemon listens on no statsd UDP port",
+        ));
+    }
+    Ok(running)
+}
+
+/// The daemon's counters, from a GET /metrics.
+fn read_counters(http: SocketAddr) -> io::Result<Counters> {
+    let r = try_http(http, "GET", "/metrics", &[("Accept", "text/plain")], b"")
+        .map_err(io::Error::other)?;
+    if r.status != 200 {
+        return Err(io::Error::other(format!(
+            "GET /metrics: status {}: {}",
+            r.status,
+            r.text()
+        )));
+    }
+    Counters::from_exposition(&r.text()).map_err(|e| io::Error::other(format!("GET /metrics: {e}")))
+}
+
+/// Runs a blast and returns its report.
+fn run(a: &Args) -> io::Result<Report> {
+    if a.names == 0 || a.senders == 0 {
+        return Err(io::Error::other("--names and --senders must be at least 1"));
+    }
+    let duration = Duration::from_secs_f64(a.duration_secs.max(0.0)).min(MAX_DURATION);
+    let drain = Duration::from_secs_f64(a.drain_secs.max(0.0)).min(MAX_DRAIN);
+    let spawned = if a.spawn {
+        Some(spawn_daemon(
+            daemon_bin(a)?,
+            a.daemon_readers,
+            a.daemon_workers,
+            a.names,
+        )?)
+    } else {
+        None
+    };
+    let (udp, http) = match &spawned {
+        Some(s) => (s.listening.udp.unwrap_or(a.udp), s.listening.http),
+        None => (a.udp, a.http),
+    };
+    let datagrams = render_datagrams(
+        a.names,
+        a.tags,
+        a.kind.into(),
+        a.lines_per_datagram,
+        a.max_datagram_bytes,
+    );
+    let per_datagram = datagrams.iter().map(|d| d.1).sum::<u64>() as f64 / datagrams.len() as f64;
+    eprintln!(
+        "blast: {} datagrams pre-rendered ({per_datagram:.1} lines, up to {} bytes each); sending to {udp} for {:.1} s, {}",
+        datagrams.len(),
+        datagrams.iter().map(|d| d.0.len()).max().unwrap_or(0),
+        duration.as_secs_f64(),
+        if a.rate == 0 { "as fast as possible".to_string() } else { format!("{} lines/s", a.rate) }
+    );
+    let before = read_counters(http)?;
+    let pid = spawned.as_ref().map(|s| s.pid().to_string());
+    let daemon_cpu0 = pid.as_deref().and_then(cpu_secs);
+    let tool_cpu0 = cpu_secs("self");
+
+    let pace = Pace {
+        rate: a.rate as f64 / a.senders as f64,
+        duration,
+        max_datagrams: (a.max_datagrams / a.senders as u64).max(1),
+        gso: a.gso,
+    };
+    let results: Vec<io::Result<Sent>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..a.senders)
+            .map(|k| {
+                let d = &datagrams;
+                let offset = k * d.len() / a.senders;
+                s.spawn(move || sender(udp, d, offset, pace))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(io::Error::other("sender panicked")))
+            })
+            .collect()
+    });
+    let mut report = Report {
+        lines_per_datagram: per_datagram,
+        ..Report::default()
+    };
+    for r in results {
+        let s = r?;
+        report.lines_sent += s.lines;
+        report.datagrams_sent += s.datagrams;
+        report.send_errors += s.errors;
+        report.send_secs = report.send_secs.max(s.elapsed.as_secs_f64());
+    }
+
+    // Wait, bounded, until every line is counted or the count stops moving.
+    let clock = SystemClock::new();
+    let drain_start = clock.now();
+    let mut after = read_counters(http)?;
+    let mut settled_at = since(&clock, drain_start);
+    let mut still = 0;
+    while after.lines - before.lines < report.lines_sent as f64
+        && still < 3
+        && since(&clock, drain_start) < drain
+    {
+        std::thread::sleep(Duration::from_millis(100));
+        let next = read_counters(http)?;
+        if next == after {
+            still += 1;
+        } else {
+            still = 0;
+            settled_at = since(&clock, drain_start);
+        }
+        after = next;
+    }
+    report.drain_secs = settled_at.as_secs_f64();
+    report.delta = after.minus(before);
+    report.daemon_cpu_secs = pid
+        .as_deref()
+        .and_then(cpu_secs)
+        .zip(daemon_cpu0)
+        .map(|(b, a)| b - a);
+    report.tool_cpu_secs = cpu_secs("self").zip(tool_cpu0).map(|(b, a)| b - a);
+    drop(spawned);
+    Ok(report)
+}
