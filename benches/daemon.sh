@@ -18,7 +18,7 @@ bound() { sed -n "s/.*$1=\([0-9.:]*\).*/\1/p" "$daemon_log"; }
 
 # start_series_daemon N: the release daemon on free ports with room for N
 # counter series (one 10 x 1 s window, the default; a TTL of an hour), then
-# N series created with `rollstat blast` (one line per name, repeated until
+# N series created with `rollstat-blast` (one line per name, repeated until
 # the daemon holds them all). Sets $http and $udp.
 start_series_daemon() {
   local n=$1
@@ -35,7 +35,7 @@ CFG
   http=$(bound http)
   udp=$(bound statsd_udp)
   for _ in 1 2 3 4 5; do
-    ./target/release/rollstat blast --udp "$udp" --http "$http" --names "$n" \
+    ./target/release/rollstat-blast --udp "$udp" --http "$http" --names "$n" \
       --lines-per-datagram 80 --rate 2000000 --max-datagrams $(( (n + 79) / 80 )) \
       --duration-secs 10 --drain-secs 2 > /dev/null
     [ "$(held_series)" -ge "$n" ] && break

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GET /api/v1/series?match=<glob> end to end over loopback at N counter
-# series (names blast.m000000 ... from `rollstat blast`): the time of each
+# series (names blast.m000000 ... from `rollstat-blast`): the time of each
 # pattern, medians of K requests. Every request has a 30 s limit, so a
 # matcher that backtracks shows as "timeout" instead of hanging the bench.
 #   benches/api/match.sh [series] [requests]

@@ -3,7 +3,7 @@
 # counter series (one 10 x 1 s window, the default), plain and gzip.
 #   benches/scrape/run.sh [series] [scrapes]
 # Builds the release binary, starts it on free ports, creates the series
-# with `rollstat blast` (one line per name, repeated until the daemon holds
+# with `rollstat-blast` (one line per name, repeated until the daemon holds
 # them all), then times `curl` scrapes and prints each and the medians.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
