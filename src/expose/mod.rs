@@ -8,3 +8,6 @@ pub mod paging;
 pub mod prometheus;
 pub mod signals;
 pub mod text;
+
+#[cfg(test)]
+mod tests;
