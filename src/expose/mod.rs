@@ -1,6 +1,7 @@
 //! Read-only views of the registry: Prometheus and OpenMetrics exposition,
 //! the JSON API's shapes.
 
+pub mod buffer;
 pub mod json;
 pub mod openmetrics;
 pub mod page;

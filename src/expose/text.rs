@@ -9,7 +9,8 @@
 //! label strings and its value's text, then sorts and drops them. At 100k
 //! series that is ~700k `Metric`s and 1.9 s per scrape here. This writer
 //! walks the registry once, shard by shard, and appends each sample's line
-//! to its family's buffer: no per-sample allocation, no sort.
+//! to its family's buffer ([`super::buffer`]): no per-sample allocation, no
+//! sort.
 //!
 //! Order: the windowed families in a fixed order, then the cumulative
 //! families; within a family, registry order. Nothing is sorted: Prometheus
@@ -22,12 +23,12 @@
 
 use std::hash::BuildHasher as _;
 use std::io::Write as _;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use foldhash::fast::FixedState;
-use parking_lot::Mutex;
 
+use super::buffer::Chunks;
+pub use super::buffer::{ChunkPool, Piece, SeriesText};
 use super::prometheus::{cumulative_buckets, format_q, windowed_values, Cumulative, WINDOWED};
 use crate::parse::MetricKind;
 use crate::series::{Registry, SeriesMeta, SeriesState};
@@ -41,119 +42,6 @@ pub enum Format {
     /// OpenMetrics 1.0 text, without the final `# EOF` (the caller ends the
     /// whole exposition with it).
     OpenMetrics,
-}
-
-/// Text buffers kept from one scrape to the next. A 100k-series scrape
-/// writes ~54 MB; memory fresh from the kernel costs a page fault per
-/// 4 KiB, which was a quarter of such a scrape here. A buffer comes back
-/// when the [`Piece`] holding it is dropped (after the response is sent);
-/// the pool keeps as many as the last scrape used.
-#[derive(Debug, Default)]
-pub struct ChunkPool {
-    free: Mutex<Vec<Vec<u8>>>,
-    keep: AtomicUsize,
-}
-
-impl ChunkPool {
-    /// An empty pool.
-    #[must_use]
-    pub fn new() -> Arc<ChunkPool> {
-        Arc::new(ChunkPool::default())
-    }
-
-    /// Buffers held for the next scrape.
-    #[must_use]
-    pub fn held(&self) -> usize {
-        self.free.lock().len()
-    }
-
-    fn take(&self) -> Vec<u8> {
-        self.free
-            .lock()
-            .pop()
-            .unwrap_or_else(|| Vec::with_capacity(Chunks::SIZE))
-    }
-
-    fn put(&self, mut buf: Vec<u8>) {
-        if buf.capacity() < Chunks::SIZE {
-            return;
-        }
-        buf.clear();
-        let mut free = self.free.lock();
-        if free.len() < self.keep.load(Ordering::Relaxed) {
-            free.push(buf);
-        }
-    }
-}
-
-/// A piece of the exposition; its buffer goes back to its pool when dropped.
-#[derive(Debug)]
-pub struct Piece {
-    buf: Vec<u8>,
-    pool: Option<Arc<ChunkPool>>,
-}
-
-impl Piece {
-    /// A piece that is not from a pool.
-    #[must_use]
-    pub fn owned(buf: Vec<u8>) -> Piece {
-        Piece { buf, pool: None }
-    }
-}
-
-impl AsRef<[u8]> for Piece {
-    fn as_ref(&self) -> &[u8] {
-        &self.buf
-    }
-}
-
-impl std::ops::Deref for Piece {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        &self.buf
-    }
-}
-
-impl Drop for Piece {
-    fn drop(&mut self) {
-        if let Some(pool) = self.pool.take() {
-            pool.put(std::mem::take(&mut self.buf));
-        }
-    }
-}
-
-/// The series families as text, in pieces to be sent in order (a body can
-/// stream them without first copying them into one buffer).
-#[derive(Debug, Default)]
-pub struct SeriesText {
-    /// The pieces, in exposition order.
-    pub pieces: Vec<Piece>,
-    /// Series written.
-    pub series: usize,
-}
-
-impl SeriesText {
-    /// Total bytes.
-    #[must_use]
-    pub fn len(&self) -> usize {
-        self.pieces.iter().map(|p| p.len()).sum()
-    }
-
-    /// Whether nothing was written.
-    #[must_use]
-    pub fn is_empty(&self) -> bool {
-        self.pieces.iter().all(|p| p.is_empty())
-    }
-
-    /// The pieces joined (for tests and callers that want one buffer).
-    #[must_use]
-    pub fn concat(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.len());
-        for p in &self.pieces {
-            out.extend_from_slice(p);
-        }
-        out
-    }
 }
 
 /// Below this many series one thread writes everything: a thread start
@@ -237,70 +125,11 @@ fn render_with(
     };
     let mut used = 0;
     let series = assemble(parts, format, pool, |p| {
-        used += usize::from(p.pool.is_some());
+        used += usize::from(p.pooled());
         emit(p);
     });
-    pool.keep.store(used, Ordering::Relaxed);
+    pool.keep_at_most(used);
     series
-}
-
-/// Append-only text in chunks from the pool: a full chunk is never copied
-/// to grow it (at 100k series a family's text is ~8 MB; growing one `Vec`
-/// by doubling would copy it again and again).
-struct Chunks<'p> {
-    pool: &'p ChunkPool,
-    full: Vec<Vec<u8>>,
-    current: Vec<u8>,
-}
-
-impl<'p> Chunks<'p> {
-    const SIZE: usize = 1 << 20;
-    /// Room a series' lines are expected to fit in; longer ones grow the
-    /// chunk they are in.
-    const LINE: usize = 4096;
-
-    fn new(pool: &'p ChunkPool) -> Chunks<'p> {
-        Chunks {
-            pool,
-            full: Vec::new(),
-            current: Vec::new(),
-        }
-    }
-
-    /// The buffer to append the next line(s) to.
-    fn line(&mut self) -> &mut Vec<u8> {
-        if self.current.capacity() - self.current.len() < Self::LINE {
-            let full = std::mem::replace(&mut self.current, self.pool.take());
-            if full.capacity() > 0 {
-                self.full.push(full);
-            }
-        }
-        &mut self.current
-    }
-
-    /// Index of the chunk [`line`](Chunks::line) last returned.
-    fn current_index(&self) -> usize {
-        self.full.len()
-    }
-
-    fn chunk(&self, i: usize) -> &[u8] {
-        self.full.get(i).unwrap_or(&self.current)
-    }
-
-    fn is_empty(&self) -> bool {
-        self.full.iter().all(Vec::is_empty) && self.current.is_empty()
-    }
-
-    fn into_pieces(self, pool: &Arc<ChunkPool>) -> impl Iterator<Item = Piece> + '_ {
-        self.full
-            .into_iter()
-            .chain(std::iter::once(self.current))
-            .map(|buf| Piece {
-                buf,
-                pool: Some(pool.clone()),
-            })
-            .filter(|p| !p.is_empty())
-    }
 }
 
 /// One thread's output: the text of each windowed family, and the
@@ -635,14 +464,7 @@ fn assemble(
     }
     out.into_pieces(pool).for_each(&mut emit);
     for part in cumulative {
-        for buf in part
-            .chunks
-            .full
-            .into_iter()
-            .chain(std::iter::once(part.chunks.current))
-        {
-            pool.put(buf);
-        }
+        part.chunks.release();
     }
     series
 }
