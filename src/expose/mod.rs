@@ -2,6 +2,7 @@
 //! the JSON API's shapes.
 
 pub mod buffer;
+pub mod encode;
 pub mod json;
 pub mod openmetrics;
 pub mod page;

@@ -9,8 +9,8 @@
 //! label strings and its value's text, then sorts and drops them. At 100k
 //! series that is ~700k `Metric`s and 1.9 s per scrape here. This writer
 //! walks the registry once, shard by shard, and appends each sample's line
-//! to its family's buffer ([`super::buffer`]): no per-sample allocation, no
-//! sort.
+//! to its family's buffer ([`super::buffer`]), spelled by [`super::encode`]:
+//! no per-sample allocation, no sort.
 //!
 //! Order: the windowed families in a fixed order, then the cumulative
 //! families; within a family, registry order. Nothing is sorted: Prometheus
@@ -22,27 +22,18 @@
 //! Large registries are split across threads by shard (see [`render`]).
 
 use std::hash::BuildHasher as _;
-use std::io::Write as _;
 use std::sync::Arc;
 
 use foldhash::fast::FixedState;
 
 use super::buffer::Chunks;
 pub use super::buffer::{ChunkPool, Piece, SeriesText};
+pub use super::encode::Format;
+use super::encode::{header, integer, label, number};
 use super::prometheus::{cumulative_buckets, format_q, windowed_values, Cumulative, WINDOWED};
 use crate::parse::MetricKind;
 use crate::series::{Registry, SeriesMeta, SeriesState};
 use crate::Timestamp;
-
-/// The exposition format to write.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Format {
-    /// Prometheus text format 0.0.4 (what the crate's `TextEncoder` writes).
-    Prometheus,
-    /// OpenMetrics 1.0 text, without the final `# EOF` (the caller ends the
-    /// whole exposition with it).
-    OpenMetrics,
-}
 
 /// Below this many series one thread writes everything: a thread start
 /// costs more than it saves.
@@ -145,7 +136,7 @@ struct Partial<'q> {
     cumulative: Chunks<'q>,
     records: Vec<Record>,
     /// The statsd names the records point into (for HELP texts).
-    metrics: Vec<u8>,
+    metrics: String,
     hasher: FixedState,
     /// The label block of the current series and window.
     block: Vec<u8>,
@@ -175,17 +166,20 @@ struct Record {
 
 impl<'q> Partial<'q> {
     fn new(quantiles: &'q [f64], format: Format, pool: &'q ChunkPool) -> Partial<'q> {
+        let q_label = |q: f64| {
+            let mut l = b",".to_vec();
+            label(&mut l, format, "q", &format_q(q));
+            l.extend_from_slice(b"} ");
+            l
+        };
         Partial {
             quantiles,
             format,
-            q_labels: quantiles
-                .iter()
-                .map(|q| format!(",q=\"{}\"}} ", format_q(*q)).into_bytes())
-                .collect(),
+            q_labels: quantiles.iter().map(|q| q_label(*q)).collect(),
             windowed: std::array::from_fn(|_| Chunks::new(pool)),
             cumulative: Chunks::new(pool),
             records: Vec::new(),
-            metrics: Vec::new(),
+            metrics: String::new(),
             hasher: FixedState::default(),
             block: Vec::with_capacity(256),
             head: Vec::with_capacity(256),
@@ -196,25 +190,24 @@ impl<'q> Partial<'q> {
 
     fn add(&mut self, meta: &SeriesMeta, state: &SeriesState, now: Timestamp) {
         self.series += 1;
+        let format = self.format;
         self.tags.clear();
         for (k, v) in &meta.labels {
             self.tags.push(b',');
-            self.tags.extend_from_slice(k.as_bytes());
-            self.tags.extend_from_slice(b"=\"");
-            escape_label(&mut self.tags, v);
-            self.tags.push(b'"');
+            label(&mut self.tags, format, k, v);
         }
+        // `{metric="…",window="`: the window's name and the tags follow.
         self.head.clear();
-        self.head.extend_from_slice(b"{metric=\"");
-        escape_label(&mut self.head, &meta.metric);
-        self.head.extend_from_slice(b"\",window=\"");
+        self.head.push(b'{');
+        label(&mut self.head, format, "metric", &meta.metric);
+        self.head.extend_from_slice(b",window=\"");
         for (i, wname) in meta.windows.iter().enumerate() {
             // `{metric="…",window="…",tag="…"`: once per window, copied
             // into each of its lines.
             let block = &mut self.block;
             block.clear();
             block.extend_from_slice(&self.head);
-            escape_label(block, wname);
+            format.escape_label_value(block, wname);
             block.push(b'"');
             block.extend_from_slice(&self.tags);
             let view = state.window_view(i, now, self.quantiles);
@@ -331,7 +324,7 @@ impl<'q> Partial<'q> {
         }
         let end = out.len();
         let metric_start = self.metrics.len();
-        self.metrics.extend_from_slice(meta.metric.as_bytes());
+        self.metrics.push_str(&meta.metric);
         // Offsets fit in u32: a chunk holds a few MiB, the names of one
         // scrape far less than 4 GiB.
         self.records.push(Record {
@@ -352,7 +345,7 @@ impl<'q> Partial<'q> {
 /// What assembling needs of a part once its windowed text is handed on.
 struct CumulativePart<'p> {
     chunks: Chunks<'p>,
-    metrics: Vec<u8>,
+    metrics: String,
 }
 
 impl CumulativePart<'_> {
@@ -360,7 +353,7 @@ impl CumulativePart<'_> {
         &self.chunks.chunk(r.chunk as usize)[r.start as usize..r.end as usize]
     }
 
-    fn metric(&self, r: &Record) -> &[u8] {
+    fn metric(&self, r: &Record) -> &str {
         let s = r.metric_start as usize;
         &self.metrics[s..s + r.metric_len as usize]
     }
@@ -409,7 +402,7 @@ fn assemble(
                 [name.as_bytes(), b""],
                 "gauge",
                 help,
-                b"",
+                "",
                 "",
             );
             emit(Piece::owned(h));
@@ -467,115 +460,6 @@ fn assemble(
         part.chunks.release();
     }
     series
-}
-
-/// Appends a family's `# HELP` and `# TYPE` lines, in the order and with the
-/// escaping each format uses. The name is the concatenation of `name` (a
-/// base and a suffix such as `_total`). The help text is `before`, the statsd name
-/// `metric` (escaped) and `after`; `before` and `after` are fixed texts
-/// with nothing to escape.
-fn header(
-    h: &mut Vec<u8>,
-    format: Format,
-    name: [&[u8]; 2],
-    kind: &str,
-    before: &str,
-    metric: &[u8],
-    after: &str,
-) {
-    let help_line = |h: &mut Vec<u8>| {
-        h.extend_from_slice(b"# HELP ");
-        h.extend_from_slice(name[0]);
-        h.extend_from_slice(name[1]);
-        h.push(b' ');
-        h.extend_from_slice(before.as_bytes());
-        escape(h, metric, format == Format::OpenMetrics);
-        h.extend_from_slice(after.as_bytes());
-        h.push(b'\n');
-    };
-    let type_line = |h: &mut Vec<u8>| {
-        h.extend_from_slice(b"# TYPE ");
-        h.extend_from_slice(name[0]);
-        h.extend_from_slice(name[1]);
-        h.push(b' ');
-        h.extend_from_slice(kind.as_bytes());
-        h.push(b'\n');
-    };
-    match format {
-        Format::Prometheus => {
-            help_line(h);
-            type_line(h);
-        }
-        Format::OpenMetrics => {
-            type_line(h);
-            help_line(h);
-        }
-    }
-}
-
-/// A label value: `\`, `"` and newline escaped (both formats).
-fn escape_label(out: &mut Vec<u8>, v: &str) {
-    escape(out, v.as_bytes(), true);
-}
-
-fn escape(out: &mut Vec<u8>, bytes: &[u8], quote: bool) {
-    // Names and label values are short: a branch-free pass (which the
-    // compiler vectorises) beats a search with an early exit.
-    let clean = !bytes.iter().fold(false, |hit, &b| {
-        hit | (b == b'\\') | (b == b'\n') | (quote & (b == b'"'))
-    });
-    if clean {
-        out.extend_from_slice(bytes);
-        return;
-    }
-    for &b in bytes {
-        match b {
-            b'\\' => out.extend_from_slice(b"\\\\"),
-            b'\n' => out.extend_from_slice(b"\\n"),
-            b'"' if quote => out.extend_from_slice(b"\\\""),
-            b => out.push(b),
-        }
-    }
-}
-
-/// A sample value in plain decimal, never an exponent, like the crate's
-/// encoder (Rust's shortest round-trip `Display`). Integers below 1e16, the
-/// common case, go through `itoa`; other values between 1e-5 and 1e16
-/// through `ryu`, which writes shortest round-trip digits without an
-/// exponent in that range (where two shortest forms exist it may pick the
-/// other last digit than `Display`: the same f64 either way); the rest
-/// through `Display` itself.
-///
-/// Non-finite values are spelled as both text formats require (`+Inf`,
-/// `-Inf`, `NaN`; Rust's `Display` would write `inf`). The registry never
-/// stores one in a cumulative family (a line that would is refused as
-/// `overflow`); this is the spelling should one reach a writer anyway.
-fn number(out: &mut Vec<u8>, x: f64) {
-    const PLAIN: std::ops::Range<f64> = 1e-5..1e16;
-    if !x.is_finite() {
-        out.extend_from_slice(if x.is_nan() {
-            b"NaN"
-        } else if x > 0.0 {
-            b"+Inf"
-        } else {
-            b"-Inf"
-        });
-        return;
-    }
-    let a = x.abs();
-    if x.fract() == 0.0 && a < PLAIN.end && !(x == 0.0 && x.is_sign_negative()) {
-        // Exact: an integral f64 below 1e16 fits an i64.
-        out.extend_from_slice(itoa::Buffer::new().format(x as i64).as_bytes());
-    } else if PLAIN.contains(&a) {
-        out.extend_from_slice(ryu::Buffer::new().format_finite(x).as_bytes());
-    } else {
-        // Writing into a Vec cannot fail.
-        let _ = write!(out, "{x}");
-    }
-}
-
-fn integer(out: &mut Vec<u8>, n: u64) {
-    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
 }
 
 #[cfg(test)]
@@ -805,88 +689,5 @@ labels = { endpoint = "$1" }
         assert!(!open.contains("neg_t_count"), "{open}");
         assert!(open.contains("neg_t_bucket{le=\"+Inf\"} 2"), "{open}");
         assert!(open.contains("pos_t_sum 0.005"), "{open}");
-    }
-
-    fn num(x: f64) -> String {
-        let mut v = Vec::new();
-        number(&mut v, x);
-        String::from_utf8(v).unwrap()
-    }
-
-    #[test]
-    fn numbers_match_display() {
-        for x in [
-            0.0,
-            -0.0,
-            1.0,
-            -1.0,
-            0.1,
-            2.5,
-            1e-7,
-            1e21,
-            123_456_789.0,
-            9_007_199_254_740_991.0,
-            9_007_199_254_740_992.0,
-            -9_007_199_254_740_993.0,
-            f64::MAX,
-            f64::MIN_POSITIVE,
-        ] {
-            assert_eq!(num(x), x.to_string(), "{x}");
-        }
-    }
-
-    #[test]
-    fn non_finite_values_are_spelled_as_the_formats_require() {
-        assert_eq!(num(f64::INFINITY), "+Inf");
-        assert_eq!(num(f64::NEG_INFINITY), "-Inf");
-        assert_eq!(num(f64::NAN), "NaN");
-    }
-
-    #[test]
-    fn every_value_round_trips_in_plain_decimal() {
-        // A deterministic spread over all f64 bit patterns, and over the
-        // range ryu serves.
-        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-        let mut differ = 0;
-        for i in 0..400_000 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let v = if i % 2 == 0 {
-                f64::from_bits(x)
-            } else {
-                let m = (x >> 11) as f64 / (1u64 << 53) as f64 + 0.5;
-                m * 10f64.powi((x % 23) as i32 - 6)
-            };
-            if !v.is_finite() {
-                continue;
-            }
-            let s = num(v);
-            assert!(!s.contains(['e', 'E']), "{s}");
-            assert_eq!(
-                s.parse::<f64>().unwrap().to_bits(),
-                v.to_bits(),
-                "{s} for {v:e}"
-            );
-            // Same length as Display: both are shortest round-trip digits.
-            assert_eq!(s.len(), v.to_string().len(), "{s} vs {v}");
-            differ += usize::from(s != v.to_string());
-        }
-        // Where two shortest forms exist ryu and Display may pick different
-        // last digits (about 0.5% of these values): same f64, same length.
-        assert!(
-            differ < 4_000,
-            "{differ} values written differently from Display"
-        );
-    }
-
-    #[test]
-    fn escaping() {
-        let mut v = Vec::new();
-        escape_label(&mut v, "a\"b\\c\nd");
-        assert_eq!(v, b"a\\\"b\\\\c\\nd");
-        let mut h = Vec::new();
-        escape(&mut h, b"say \"hi\"\n", false);
-        assert_eq!(h, b"say \"hi\"\\n");
     }
 }
