@@ -1,6 +1,6 @@
 //! How the two text formats spell things: escaped label values and HELP
 //! texts, labels, a family's header lines, numbers. What is published is
-//! the writers' business; this file only spells it.
+//! [`super::families`]' business; this file only writes it.
 //!
 //! # Escapers
 //!

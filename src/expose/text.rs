@@ -1,16 +1,15 @@
 //! The series families of `/metrics`, written straight as exposition text.
 //!
-//! The samples, names, labels and HELP texts are exactly those of
-//! [`SeriesCollector`](super::prometheus::SeriesCollector), the collector in
-//! the `prometheus` crate's data model; both take their rules from the same
-//! functions ([`windowed_values`], [`Cumulative`]), and a test checks that
-//! both produce the same samples for every statsd type. What differs is the
-//! cost: the crate's model builds a proto `Metric` per sample, allocating its
-//! label strings and its value's text, then sorts and drops them. At 100k
-//! series that is ~700k `Metric`s and 1.9 s per scrape here. This writer
-//! walks the registry once, shard by shard, and appends each sample's line
-//! to its family's buffer ([`super::buffer`]), spelled by [`super::encode`]:
-//! no per-sample allocation, no sort.
+//! The families, their samples, labels and HELP texts are those of
+//! [`super::families`], which the crate-model collector
+//! ([`SeriesCollector`](super::prometheus::SeriesCollector)) follows too; a
+//! test checks that both produce the same samples for every statsd type.
+//! What differs is the cost: the crate's model builds a proto `Metric` per
+//! sample, allocating its label strings and its value's text, then sorts
+//! and drops them. At 100k series that is ~700k `Metric`s and 1.9 s per
+//! scrape here. This writer walks the registry once, shard by shard, and
+//! appends each sample's line to its family's buffer ([`super::buffer`]),
+//! spelled by [`super::encode`]: no per-sample allocation, no sort.
 //!
 //! Order: the windowed families in a fixed order, then the cumulative
 //! families; within a family, registry order. Nothing is sorted: Prometheus
@@ -30,7 +29,10 @@ use super::buffer::Chunks;
 pub use super::buffer::{ChunkPool, Piece, SeriesText};
 pub use super::encode::Format;
 use super::encode::{header, integer, label, number};
-use super::prometheus::{cumulative_buckets, format_q, windowed_values, Cumulative, WINDOWED};
+use super::families::{
+    format_q, quantile_values, windowed_values, Cumulative, CumulativeValue, METRIC_LABEL,
+    QUANTILE_FAMILY, QUANTILE_LABEL, WINDOWED, WINDOW_LABEL,
+};
 use crate::parse::MetricKind;
 use crate::series::{Registry, SeriesMeta, SeriesState};
 use crate::Timestamp;
@@ -127,9 +129,10 @@ fn render_with(
 /// cumulative lines of every series with a record of where each is.
 struct Partial<'q> {
     quantiles: &'q [f64],
-    /// OpenMetrics adds a `_created` sample to counters and histograms.
+    /// Which samples are written (OpenMetrics adds `_created` to counters
+    /// and histograms) and how labels are escaped.
     format: Format,
-    /// `,q="0.5"}` per configured quantile, written once.
+    /// `,q="0.5"} ` per configured quantile, written once.
     q_labels: Vec<Vec<u8>>,
     windowed: [Chunks<'q>; 8],
     /// Cumulative lines, in walk order; `records` says whose each is.
@@ -168,7 +171,7 @@ impl<'q> Partial<'q> {
     fn new(quantiles: &'q [f64], format: Format, pool: &'q ChunkPool) -> Partial<'q> {
         let q_label = |q: f64| {
             let mut l = b",".to_vec();
-            label(&mut l, format, "q", &format_q(q));
+            label(&mut l, format, QUANTILE_LABEL, &format_q(q));
             l.extend_from_slice(b"} ");
             l
         };
@@ -199,8 +202,10 @@ impl<'q> Partial<'q> {
         // `{metric="…",window="`: the window's name and the tags follow.
         self.head.clear();
         self.head.push(b'{');
-        label(&mut self.head, format, "metric", &meta.metric);
-        self.head.extend_from_slice(b",window=\"");
+        label(&mut self.head, format, METRIC_LABEL, &meta.metric);
+        self.head.push(b',');
+        self.head.extend_from_slice(WINDOW_LABEL.as_bytes());
+        self.head.extend_from_slice(b"=\"");
         for (i, wname) in meta.windows.iter().enumerate() {
             // `{metric="…",window="…",tag="…"`: once per window, copied
             // into each of its lines.
@@ -222,10 +227,10 @@ impl<'q> Partial<'q> {
                     out.push(b'\n');
                 }
             }
-            for ((_, value), q_label) in view.quantiles.iter().zip(&self.q_labels) {
-                if let Some(x) = value.filter(|x| x.is_finite()) {
-                    let out = self.windowed[6].line();
-                    out.extend_from_slice(WINDOWED[6].0.as_bytes());
+            for ((_, value), q_label) in quantile_values(&view).zip(&self.q_labels) {
+                if let Some(x) = value {
+                    let out = self.windowed[QUANTILE_FAMILY].line();
+                    out.extend_from_slice(WINDOWED[QUANTILE_FAMILY].0.as_bytes());
                     out.extend_from_slice(block);
                     out.extend_from_slice(q_label);
                     number(out, x);
@@ -237,13 +242,16 @@ impl<'q> Partial<'q> {
     }
 
     fn add_cumulative(&mut self, meta: &SeriesMeta, state: &SeriesState) {
-        let Some(family) = Cumulative::of(meta.kind) else {
+        let (Some(family), Some(value)) =
+            (Cumulative::of(meta.kind), CumulativeValue::of(meta, state))
+        else {
             return;
         };
         let out = self.cumulative.line();
         let start = out.len();
         let name = meta.prom_name.as_bytes();
         let tags = &self.tags;
+        let format = self.format;
         // Samples without labels have no braces at all.
         let braces = |out: &mut Vec<u8>| {
             if !tags.is_empty() {
@@ -255,7 +263,7 @@ impl<'q> Partial<'q> {
         // OpenMetrics' `_created`: when the series (and its counts) began,
         // so that a scraper can tell a reset from a decrease.
         let created = |out: &mut Vec<u8>| {
-            if self.format == Format::OpenMetrics {
+            if format == Format::OpenMetrics {
                 out.extend_from_slice(name);
                 out.extend_from_slice(b"_created");
                 braces(out);
@@ -264,24 +272,24 @@ impl<'q> Partial<'q> {
                 out.push(b'\n');
             }
         };
-        match state {
-            SeriesState::Counter { total, .. } => {
+        match value {
+            CumulativeValue::Counter(total) => {
                 out.extend_from_slice(name);
-                out.extend_from_slice(b"_total");
+                out.extend_from_slice(family.suffix().as_bytes());
                 braces(out);
                 out.push(b' ');
-                number(out, *total);
+                number(out, total);
                 out.push(b'\n');
                 created(out);
             }
-            SeriesState::Gauge { value, .. } => {
+            CumulativeValue::Gauge(value) => {
                 out.extend_from_slice(name);
                 braces(out);
                 out.push(b' ');
-                number(out, *value);
+                number(out, value);
                 out.push(b'\n');
             }
-            SeriesState::Distribution { histogram, .. } => {
+            CumulativeValue::Histogram(h) => {
                 let bucket = |out: &mut Vec<u8>, le: &dyn Fn(&mut Vec<u8>), count: u64| {
                     out.extend_from_slice(name);
                     out.extend_from_slice(b"_bucket{");
@@ -295,21 +303,17 @@ impl<'q> Partial<'q> {
                     integer(out, count);
                     out.push(b'\n');
                 };
-                for (ub, cum) in cumulative_buckets(&meta.histogram_buckets, &histogram.counts) {
+                for (ub, cum) in h.buckets() {
                     bucket(out, &|o: &mut Vec<u8>| number(o, ub), cum);
                 }
-                let count = histogram.count.round() as u64;
+                let count = h.count();
                 bucket(out, &|o: &mut Vec<u8>| o.extend_from_slice(b"+Inf"), count);
-                // OpenMetrics' `_sum` is a counter: it must be left out once
-                // a negative value was observed (it could go down), and
-                // `_count` appears if and only if `_sum` does (the `+Inf`
-                // bucket still says how many).
-                if !(self.format == Format::OpenMetrics && histogram.saw_negative) {
+                if h.shows_sum(format) {
                     out.extend_from_slice(name);
                     out.extend_from_slice(b"_sum");
                     braces(out);
                     out.push(b' ');
-                    number(out, histogram.sum);
+                    number(out, h.sum());
                     out.push(b'\n');
                     out.extend_from_slice(name);
                     out.extend_from_slice(b"_count");
@@ -320,7 +324,6 @@ impl<'q> Partial<'q> {
                 }
                 created(out);
             }
-            SeriesState::Set { .. } => return,
         }
         let end = out.len();
         let metric_start = self.metrics.len();
@@ -430,8 +433,7 @@ fn assemble(
         // the same name, so it is left out rather than written twice.
         let family = first.family;
         let of_family = || run.iter().filter(move |r| r.family == family);
-        // The HELP names the smallest statsd name of the family (`a.b` and
-        // `a_b` share one), as the crate-model collector does.
+        // The HELP names the smallest statsd name of the family.
         let named_by = of_family()
             .min_by(|a, b| {
                 parts[a.part as usize]
@@ -440,16 +442,20 @@ fn assemble(
             })
             .unwrap_or(first);
         let (before, after) = family.help_around(named_by.kind);
-        let (suffix, kind_word) = match (family, format) {
-            // OpenMetrics names a counter family without its `_total`.
-            (Cumulative::Counter, Format::OpenMetrics) => ("", "counter"),
-            (Cumulative::Counter, Format::Prometheus) => ("_total", "counter"),
-            (Cumulative::Gauge, _) => ("", "gauge"),
-            (Cumulative::Histogram, _) => ("", "histogram"),
-        };
-        let name = [family_name(parts, first), suffix.as_bytes()];
+        let name = [
+            family_name(parts, first),
+            family.header_suffix(format).as_bytes(),
+        ];
         let metric = parts[named_by.part as usize].metric(named_by);
-        header(out.line(), format, name, kind_word, before, metric, after);
+        header(
+            out.line(),
+            format,
+            name,
+            family.type_word(),
+            before,
+            metric,
+            after,
+        );
         for r in of_family() {
             out.line()
                 .extend_from_slice(parts[r.part as usize].lines(r));
