@@ -145,21 +145,22 @@ pub(crate) fn header(
     metric: &str,
     after: &str,
 ) {
-    let help_line = |h: &mut Vec<u8>| {
-        h.extend_from_slice(b"# HELP ");
+    // `# HELP name ` or `# TYPE name `.
+    let start = |h: &mut Vec<u8>, what: &[u8]| {
+        h.extend_from_slice(what);
         h.extend_from_slice(name[0]);
         h.extend_from_slice(name[1]);
         h.push(b' ');
+    };
+    let help_line = |h: &mut Vec<u8>| {
+        start(h, b"# HELP ");
         h.extend_from_slice(before.as_bytes());
         format.escape_help(h, metric);
         h.extend_from_slice(after.as_bytes());
         h.push(b'\n');
     };
     let type_line = |h: &mut Vec<u8>| {
-        h.extend_from_slice(b"# TYPE ");
-        h.extend_from_slice(name[0]);
-        h.extend_from_slice(name[1]);
-        h.push(b' ');
+        start(h, b"# TYPE ");
         h.extend_from_slice(kind.as_bytes());
         h.push(b'\n');
     };

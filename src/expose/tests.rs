@@ -24,11 +24,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use prometheus::proto::{
-    Bucket, Counter, Gauge, Histogram, LabelPair, Metric, MetricFamily, MetricType, Quantile,
-    Summary,
-};
+use prometheus::proto::{Bucket, Histogram, Metric, MetricFamily, MetricType, Quantile, Summary};
 
+use super::families::{counter, family, gauge, pair};
 use super::openmetrics;
 use super::prometheus::{collect_series, SeriesCollector};
 use super::text::{self, ChunkPool, Format};
@@ -41,7 +39,9 @@ use crate::Timestamp;
 
 const T0: Timestamp = Timestamp::from_secs(1_767_225_600);
 
-const CONFIG: &str = r#"
+/// Two windows (one with `ignore_current`), quantiles, histogram buckets, a
+/// mapping with a label, a breaker and a limit.
+pub(super) const CONFIG: &str = r#"
 [series]
 quantiles = [0.5, 0.99]
 histogram_buckets = [0.01, 0.1, 1.0]
@@ -264,40 +264,14 @@ fn the_crate_model_collector_writes_the_golden_bytes_in_both_formats() {
     assert!(open.ends_with(&format!("{head}# EOF\n")), "{head}");
 }
 
-fn label(name: &str, value: &str) -> LabelPair {
-    let mut l = LabelPair::default();
-    l.set_name(name.into());
-    l.set_value(value.into());
-    l
-}
-
-fn family(name: &str, help: &str, t: MetricType, metrics: Vec<Metric>) -> MetricFamily {
-    let mut f = MetricFamily::default();
-    f.set_name(name.into());
-    f.set_help(help.into());
-    f.set_field_type(t);
-    f.set_metric(metrics);
-    f
-}
-
 /// What the crate model can hold and no statsd line can: newlines, every
 /// metric type, non-finite values.
 fn hostile_families() -> Vec<MetricFamily> {
-    let mut c = Counter::default();
-    c.set_value(3.0);
-    let mut counter = Metric::default();
-    counter.set_counter(c);
-    counter.set_label(vec![label("v", "a\nb\"c\\d")]);
+    let counter = counter(vec![pair("v", "a\nb\"c\\d")], 3.0);
     let gauges = [f64::INFINITY, f64::NEG_INFINITY, f64::NAN, -0.0, 1e21, 0.1]
         .iter()
         .enumerate()
-        .map(|(i, v)| {
-            let mut g = Gauge::default();
-            g.set_value(*v);
-            let mut m = Metric::from_gauge(g);
-            m.set_label(vec![label("i", &i.to_string())]);
-            m
-        })
+        .map(|(i, v)| gauge(vec![pair("i", &i.to_string())], *v))
         .collect();
     let mut h = Histogram::default();
     h.set_bucket(
@@ -324,7 +298,7 @@ fn hostile_families() -> Vec<MetricFamily> {
     s.set_sample_sum(8.0);
     let mut summary = Metric::default();
     summary.set_summary(s);
-    summary.set_label(vec![label("s", "\u{1f680}")]);
+    summary.set_label(vec![pair("s", "\u{1f680}")]);
     vec![
         family(
             "odd_total",

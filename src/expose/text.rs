@@ -485,27 +485,7 @@ mod tests {
     /// ignore_current), quantiles, a mapping with a label, names that only
     /// differ in sanitising.
     fn registry(shards: usize) -> Registry {
-        let cfg = Config::parse(
-            r#"
-[series]
-quantiles = [0.5, 0.99]
-histogram_buckets = [0.01, 0.1, 1.0]
-[[windows]]
-name = "10s"
-buckets = 10
-interval_ms = 1000
-[[windows]]
-name = "3s"
-buckets = 3
-interval_ms = 1000
-ignore_current = true
-[[mappings]]
-match = "api.*.latency"
-rename = "api.latency"
-labels = { endpoint = "$1" }
-"#,
-        )
-        .unwrap();
+        let cfg = Config::parse(crate::expose::tests::CONFIG).unwrap();
         let r = Registry::new(Plan::from_config(&cfg), shards);
         let lines = [
             "hits:1|c",
