@@ -5,8 +5,8 @@
 //! The `prometheus` crate encodes only the classic text format; the two
 //! differ in a few points this encoder handles: a counter family's metadata
 //! name drops the `_total` suffix its samples keep, label values and HELP
-//! are escaped by the OpenMetrics rule ([`super::encode`]'s
-//! [`escape_openmetrics`]: `\`, `"` and line feed), infinities are
+//! are escaped by the OpenMetrics rule (`escape_openmetrics` in
+//! `encode.rs`: `\`, `"` and line feed), infinities are
 //! `+Inf`/`-Inf`, and the exposition ends with `# EOF`.
 
 use std::fmt::Write as _;

@@ -2,7 +2,7 @@
 //! `prometheus::core::Collector` that computes every windowed and
 //! cumulative value at scrape time, from one clock reading.
 //!
-//! The series families and their rules are [`super::families`]'; the
+//! The series families follow the rules in `families.rs`; the
 //! daemon writes the series with [`super::text`] instead (same samples, a
 //! fraction of the cost) and registers this collector for the rest:
 //! registry statistics, breakers and limits ([`super::signals`]), the fleet
@@ -10,9 +10,9 @@
 //!
 //! Encoding: the families this collector returns are written by the
 //! `prometheus` crate's `TextEncoder` for text 0.0.4, whose escaper follows
-//! the text 0.0.4 rule ([`super::encode`]: label values escape `\`, `"`,
+//! the text 0.0.4 rule (`encode.rs`: label values escape `\`, `"`,
 //! line feed; HELP `\` and line feed), or by [`super::openmetrics`] for
-//! OpenMetrics, with the OpenMetrics escaper of [`super::encode`].
+//! OpenMetrics, with the OpenMetrics escaper of `encode.rs`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -1,15 +1,15 @@
 //! The series families of `/metrics`, written straight as exposition text.
 //!
 //! The families, their samples, labels and HELP texts are those of
-//! [`super::families`], which the crate-model collector
+//! `families.rs`, which the crate-model collector
 //! ([`SeriesCollector`](super::prometheus::SeriesCollector)) follows too; a
 //! test checks that both produce the same samples for every statsd type.
 //! What differs is the cost: the crate's model builds a proto `Metric` per
 //! sample, allocating its label strings and its value's text, then sorts
 //! and drops them. At 100k series that is ~700k `Metric`s and 1.9 s per
 //! scrape here. This writer walks the registry once, shard by shard, and
-//! appends each sample's line to its family's buffer ([`super::buffer`]),
-//! spelled by [`super::encode`]: no per-sample allocation, no sort.
+//! appends each sample's line to its family's buffer (`buffer.rs`),
+//! spelled by `encode.rs`: no per-sample allocation, no sort.
 //!
 //! Order: the windowed families in a fixed order, then the cumulative
 //! families; within a family, registry order. Nothing is sorted: Prometheus
