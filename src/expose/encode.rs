@@ -179,14 +179,14 @@ pub(crate) fn header(
 /// How both text formats spell a non-finite value (`+Inf`, `-Inf`, `NaN`;
 /// Rust's `Display` would write `inf`), or `None` for a finite one.
 pub(crate) fn non_finite(x: f64) -> Option<&'static str> {
-    if x.is_nan() {
-        Some("NaN")
-    } else if x == f64::INFINITY {
-        Some("+Inf")
-    } else if x == f64::NEG_INFINITY {
-        Some("-Inf")
-    } else {
+    if x.is_finite() {
         None
+    } else if x.is_nan() {
+        Some("NaN")
+    } else if x > 0.0 {
+        Some("+Inf")
+    } else {
+        Some("-Inf")
     }
 }
 

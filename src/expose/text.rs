@@ -37,6 +37,28 @@ use crate::parse::MetricKind;
 use crate::series::{Registry, SeriesMeta, SeriesState};
 use crate::Timestamp;
 
+/// `{metric="`, the start of every windowed sample's labels.
+const OPEN_METRIC: [u8; METRIC_LABEL.len() + 3] = join([b"{", METRIC_LABEL.as_bytes(), b"=\""]);
+/// `",window="`, after the statsd name.
+const OPEN_WINDOW: [u8; WINDOW_LABEL.len() + 4] = join([b"\",", WINDOW_LABEL.as_bytes(), b"=\""]);
+
+/// `parts` joined, at compile time (a constant's bytes are written without
+/// a call to `memcpy`).
+const fn join<const N: usize>(parts: [&[u8]; 3]) -> [u8; N] {
+    let mut out = [0; N];
+    let (mut i, mut at) = (0, 0);
+    while i < parts.len() {
+        let mut j = 0;
+        while j < parts[i].len() {
+            out[at] = parts[i][j];
+            (at, j) = (at + 1, j + 1);
+        }
+        i += 1;
+    }
+    assert!(at == N, "the lengths add up");
+    out
+}
+
 /// Below this many series one thread writes everything: a thread start
 /// costs more than it saves.
 const PARALLEL_MIN_SERIES: usize = 20_000;
@@ -201,11 +223,9 @@ impl<'q> Partial<'q> {
         }
         // `{metric="…",window="`: the window's name and the tags follow.
         self.head.clear();
-        self.head.push(b'{');
-        label(&mut self.head, format, METRIC_LABEL, &meta.metric);
-        self.head.push(b',');
-        self.head.extend_from_slice(WINDOW_LABEL.as_bytes());
-        self.head.extend_from_slice(b"=\"");
+        self.head.extend_from_slice(&OPEN_METRIC);
+        format.escape_label_value(&mut self.head, &meta.metric);
+        self.head.extend_from_slice(&OPEN_WINDOW);
         for (i, wname) in meta.windows.iter().enumerate() {
             // `{metric="…",window="…",tag="…"`: once per window, copied
             // into each of its lines.
@@ -275,7 +295,7 @@ impl<'q> Partial<'q> {
         match value {
             CumulativeValue::Counter(total) => {
                 out.extend_from_slice(name);
-                out.extend_from_slice(family.suffix().as_bytes());
+                out.extend_from_slice(Cumulative::Counter.suffix().as_bytes());
                 braces(out);
                 out.push(b' ');
                 number(out, total);
