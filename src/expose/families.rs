@@ -1,10 +1,11 @@
 //! The series families of `/metrics`: their names, HELP texts and labels,
 //! and which value each shows for each statsd type and window. The one
-//! place these rules live: the text writer ([`super::text`]), the
-//! crate-model collector ([`super::prometheus`]) and the fleet families
-//! ([`crate::store::fleet`]) take them from here, and neither writer takes
-//! anything from the other. How the values are spelled is
-//! [`super::encode`]'s business.
+//! place these rules live: the text writer ([`super::text`]) and the
+//! crate-model collector ([`super::prometheus`]) take them from here, and
+//! neither writer takes anything from the other. The fleet families
+//! (`rollstat_fleet_window_*`, in `fleet.rs`, which keeps their names and
+//! HELP texts for now) take their labels and builders from here. How the
+//! values are spelled is [`super::encode`]'s business.
 //!
 //! # Windowed families
 //!
