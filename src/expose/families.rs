@@ -24,7 +24,10 @@
 //! `<name>_total`, gauges `<name>`, timers (in seconds), histograms and
 //! distributions as Prometheus histograms `<name>_bucket/_sum/_count`; sets
 //! have none. Samples carry the series' tags (and `le` for buckets); their
-//! values are [`CumulativeValue`]. Several statsd names may share a family
+//! values are [`CumulativeValue`]. OpenMetrics adds `_created` to counters
+//! and histograms ([`shows_created`]) and leaves out `_sum` and `_count` of
+//! a histogram that saw a negative value ([`HistogramValues::shows_sum`]).
+//! Several statsd names may share a family
 //! (`a.b` and `a_b`): its HELP then names the smallest of them, so that it
 //! does not depend on the order series are visited in.
 //!
@@ -264,6 +267,14 @@ impl<'a> HistogramValues<'a> {
     pub(crate) fn shows_sum(&self, format: Format) -> bool {
         !(format == Format::OpenMetrics && self.histogram.saw_negative)
     }
+}
+
+/// Whether `format` shows a counter's or a histogram's `_created` sample,
+/// the time the series (and its counts) began, so that a scraper can tell
+/// a reset from a decrease: OpenMetrics only (text 0.0.4 cannot carry it,
+/// and the crate's model has no place for it).
+pub(crate) fn shows_created(format: Format) -> bool {
+    format == Format::OpenMetrics
 }
 
 // === In the crate's model ===

@@ -30,8 +30,8 @@ pub use super::buffer::{ChunkPool, Piece, SeriesText};
 pub use super::encode::Format;
 use super::encode::{header, integer, label, number};
 use super::families::{
-    format_q, quantile_values, windowed_values, Cumulative, CumulativeValue, METRIC_LABEL,
-    QUANTILE_FAMILY, QUANTILE_LABEL, WINDOWED, WINDOW_LABEL,
+    format_q, quantile_values, shows_created, windowed_values, Cumulative, CumulativeValue,
+    METRIC_LABEL, QUANTILE_FAMILY, QUANTILE_LABEL, WINDOWED, WINDOW_LABEL,
 };
 use crate::parse::MetricKind;
 use crate::series::{Registry, SeriesMeta, SeriesState};
@@ -280,10 +280,9 @@ impl<'q> Partial<'q> {
                 out.push(b'}');
             }
         };
-        // OpenMetrics' `_created`: when the series (and its counts) began,
-        // so that a scraper can tell a reset from a decrease.
+        // `_created`: when the series (and its counts) began.
         let created = |out: &mut Vec<u8>| {
-            if format == Format::OpenMetrics {
+            if shows_created(format) {
                 out.extend_from_slice(name);
                 out.extend_from_slice(b"_created");
                 braces(out);
