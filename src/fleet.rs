@@ -53,7 +53,7 @@ use prometheus::proto::{MetricFamily, MetricType};
 
 use crate::clock::{duration_nanos, Timestamp};
 use crate::config::RedisConfig;
-use crate::expose::prometheus::{base_labels, family, gauge};
+use crate::expose::families::{base_labels, family, gauge};
 use crate::parse::MetricKind;
 use crate::series::{Registry, SeriesMeta};
 use crate::store::{window_key, RedisStore, SyncOutcome, WindowBatch, WindowRead, WindowTotals};

@@ -1,39 +1,27 @@
-//! OpenMetrics 1.0 text, for scrapers that ask for it in `Accept`.
+//! OpenMetrics 1.0 text of families in the `prometheus` crate's model
+//! (self-metrics, breakers, limits, the fleet view), for scrapers that ask
+//! for it in `Accept`.
 //!
 //! The `prometheus` crate encodes only the classic text format; the two
 //! differ in a few points this encoder handles: a counter family's metadata
-//! name drops the `_total` suffix its samples keep, label values and help
-//! escape quotes, infinities are `+Inf`/`-Inf`, and the exposition ends with
-//! `# EOF`.
+//! name drops the `_total` suffix its samples keep, label values and HELP
+//! are escaped by the OpenMetrics rule (`escape_openmetrics` in
+//! `encode.rs`: `\`, `"` and line feed), infinities are
+//! `+Inf`/`-Inf`, and the exposition ends with `# EOF`.
 
 use std::fmt::Write as _;
 
 use prometheus::proto::{Metric, MetricFamily, MetricType};
 
+use super::encode::{escape_openmetrics, label, non_finite, Format};
+
 /// The Content-Type of an OpenMetrics response.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
+/// A value as Rust's shortest round-trip `Display` writes it, non-finite
+/// values spelled as OpenMetrics requires.
 fn num(v: f64) -> String {
-    if v.is_nan() {
-        "NaN".into()
-    } else if v == f64::INFINITY {
-        "+Inf".into()
-    } else if v == f64::NEG_INFINITY {
-        "-Inf".into()
-    } else {
-        format!("{v}")
-    }
-}
-
-fn escape(s: &str, out: &mut String) {
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
+    non_finite(v).map_or_else(|| format!("{v}"), str::to_owned)
 }
 
 fn labels(m: &Metric, extra: Option<(&str, &str)>, out: &mut String) {
@@ -42,22 +30,12 @@ fn labels(m: &Metric, extra: Option<(&str, &str)>, out: &mut String) {
         return;
     }
     out.push('{');
-    let mut first = true;
-    for l in ls {
-        if !first {
+    let all = ls.iter().map(|l| (l.name(), l.value())).chain(extra);
+    for (i, (k, v)) in all.enumerate() {
+        if i > 0 {
             out.push(',');
         }
-        first = false;
-        out.push_str(l.name());
-        out.push_str("=\"");
-        escape(l.value(), out);
-        out.push('"');
-    }
-    if let Some((k, v)) = extra {
-        if !first {
-            out.push(',');
-        }
-        let _ = write!(out, "{k}=\"{v}\"");
+        label(out, Format::OpenMetrics, k, v);
     }
     out.push('}');
 }
@@ -85,7 +63,7 @@ pub fn encode_families(families: &[MetricFamily], out: &mut String) -> prometheu
         out.push_str("# HELP ");
         out.push_str(meta_name);
         out.push(' ');
-        escape(f.help(), out);
+        escape_openmetrics(out, f.help());
         out.push('\n');
         for m in f.get_metric() {
             match f.get_field_type() {

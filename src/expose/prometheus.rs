@@ -1,31 +1,30 @@
-//! `/metrics`: a `prometheus::core::Collector` that computes every windowed
-//! and cumulative value at scrape time, from one clock reading.
+//! `/metrics` in the `prometheus` crate's model: a
+//! `prometheus::core::Collector` that computes every windowed and
+//! cumulative value at scrape time, from one clock reading.
 //!
-//! Families (all documented in the README):
+//! The series families follow the rules in `families.rs`; the
+//! daemon writes the series with [`super::text`] instead (same samples, a
+//! fraction of the cost) and registers this collector for the rest:
+//! registry statistics, breakers and limits ([`super::signals`]), the fleet
+//! view. A series whose values cannot be computed never fails the scrape.
 //!
-//! * windowed, gauges with fixed names and labels `metric`, `window`, the
-//!   series' tags (and `q` for quantiles): `rollstat_window_samples`,
-//!   `rollstat_window_sum_value`, `rollstat_window_rate`, `rollstat_window_avg`,
-//!   `rollstat_window_min`, `rollstat_window_max`, `rollstat_window_quantile`,
-//!   `rollstat_window_unique`;
-//! * cumulative, per statsd name: counters `<name>_total`, gauges `<name>`,
-//!   timers (seconds), histograms and distributions as Prometheus histograms
-//!   `<name>_bucket/_sum/_count`. Sets have no cumulative family.
-//!
-//! A value that is not defined (min of an empty window, a quantile of no
-//! samples) is left out rather than published as NaN; a series whose values
-//! cannot be computed never fails the scrape.
+//! Encoding: the families this collector returns are written by the
+//! `prometheus` crate's `TextEncoder` for text 0.0.4, whose escaper follows
+//! the text 0.0.4 rule (`encode.rs`: label values escape `\`, `"`,
+//! line feed; HELP `\` and line feed), or by [`super::openmetrics`] for
+//! OpenMetrics, with the OpenMetrics escaper of `encode.rs`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use prometheus::core::{Collector, Desc};
-use prometheus::proto::{
-    Bucket, Counter, Gauge, Histogram, LabelPair, Metric, MetricFamily, MetricType,
-};
+use prometheus::proto::{Bucket, Histogram, LabelPair, Metric, MetricFamily, MetricType};
 
+use super::families::{
+    base_labels, counter, family, format_q, gauge, pair, quantile_values, windowed_values,
+    Cumulative, CumulativeValue, QUANTILE_FAMILY, QUANTILE_LABEL, WINDOWED,
+};
 use crate::clock::Clock;
-use crate::parse::MetricKind;
 use crate::series::{Registry, SeriesMeta, SeriesState, WindowView};
 use crate::service::ServiceHandle;
 
@@ -72,46 +71,6 @@ impl SeriesCollector {
         self.fleet = fleet;
         self
     }
-}
-
-pub(crate) const WINDOWED: [(&str, &str); 8] = [
-    ("rollstat_window_samples", "Samples in the window, weighted by 1/sample_rate (go-zero Count)."),
-    ("rollstat_window_sum_value", "Sum of values in the window, weighted by 1/sample_rate (go-zero Sum)."),
-    ("rollstat_window_rate", "Per second over the time the window's buckets cover: increments for counters, samples for other types."),
-    ("rollstat_window_avg", "Average value in the window (sum / samples)."),
-    ("rollstat_window_min", "Smallest value in the window."),
-    ("rollstat_window_max", "Largest value in the window."),
-    ("rollstat_window_quantile", "Quantile of the values in the window (DDSketch, 1% relative error), by q."),
-    ("rollstat_window_unique", "Distinct set members in the window."),
-];
-
-pub(crate) fn pair(name: &str, value: &str) -> LabelPair {
-    let mut l = LabelPair::default();
-    l.set_name(name.to_string());
-    l.set_value(value.to_string());
-    l
-}
-
-pub(crate) fn gauge(labels: Vec<LabelPair>, v: f64) -> Metric {
-    let mut g = Gauge::default();
-    g.set_value(v);
-    let mut m = Metric::from_gauge(g);
-    m.set_label(labels);
-    m
-}
-
-pub(crate) fn family(
-    name: String,
-    help: &str,
-    t: MetricType,
-    metrics: Vec<Metric>,
-) -> MetricFamily {
-    let mut f = MetricFamily::default();
-    f.set_name(name);
-    f.set_help(help.to_string());
-    f.set_field_type(t);
-    f.set_metric(metrics);
-    f
 }
 
 /// Renders all series families at once; also used by tests without HTTP.
@@ -165,36 +124,6 @@ pub fn collect_series(registry: &Registry, now: crate::Timestamp) -> Vec<MetricF
     out
 }
 
-pub(crate) fn base_labels(meta: &SeriesMeta, window: &str) -> Vec<LabelPair> {
-    let mut l = Vec::with_capacity(meta.labels.len() + 3);
-    l.push(pair("metric", &meta.metric));
-    l.push(pair("window", window));
-    for (k, v) in &meta.labels {
-        l.push(pair(k, v));
-    }
-    l
-}
-
-/// The windowed values of one view by family index into [`WINDOWED`]
-/// (the quantile family, index 6, comes from `v.quantiles` instead): the one
-/// rule of which family publishes what, shared by this collector and the
-/// text writer ([`crate::expose::text`]). Undefined and non-finite values are
-/// `None`: left out, never published as NaN.
-pub(crate) fn windowed_values(kind: MetricKind, v: &WindowView) -> [Option<f64>; 8] {
-    let sum = (kind != MetricKind::Set).then_some(v.sum);
-    [
-        Some(v.samples),
-        sum,
-        Some(v.rate),
-        v.avg,
-        v.min,
-        v.max,
-        None,
-        v.unique.map(|u| u as f64),
-    ]
-    .map(|x| x.filter(|x| x.is_finite()))
-}
-
 fn push_windowed(out: &mut [Vec<Metric>; 8], meta: &SeriesMeta, window: &str, v: &WindowView) {
     let labels = base_labels(meta, window);
     for (i, value) in windowed_values(meta.kind, v).into_iter().enumerate() {
@@ -202,83 +131,11 @@ fn push_windowed(out: &mut [Vec<Metric>; 8], meta: &SeriesMeta, window: &str, v:
             out[i].push(gauge(labels.clone(), x));
         }
     }
-    for (q, value) in &v.quantiles {
-        if let Some(x) = value.filter(|x| x.is_finite()) {
+    for (q, value) in quantile_values(v) {
+        if let Some(x) = value {
             let mut l = labels.clone();
-            l.push(pair("q", &format_q(*q)));
-            out[6].push(gauge(l, x));
-        }
-    }
-}
-
-pub(crate) fn format_q(q: f64) -> String {
-    let s = format!("{q}");
-    if s.contains('.') || s.contains('e') {
-        s
-    } else {
-        format!("{s}.0")
-    }
-}
-
-/// The cumulative family a series belongs to, per statsd type.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Cumulative {
-    /// `<name>_total`.
-    Counter,
-    /// `<name>`.
-    Gauge,
-    /// `<name>_bucket/_sum/_count` (timers in seconds).
-    Histogram,
-}
-
-impl Cumulative {
-    /// The family of `kind`; sets have none (a distinct count since birth
-    /// is unbounded state, and sets publish `rollstat_window_unique`).
-    pub(crate) fn of(kind: MetricKind) -> Option<Cumulative> {
-        match kind {
-            MetricKind::Counter => Some(Cumulative::Counter),
-            MetricKind::Gauge => Some(Cumulative::Gauge),
-            MetricKind::Timer | MetricKind::Histogram | MetricKind::Distribution => {
-                Some(Cumulative::Histogram)
-            }
-            MetricKind::Set => None,
-        }
-    }
-
-    /// The family name for the sanitised statsd name `prom_name`.
-    pub(crate) fn family_name(self, prom_name: &str) -> String {
-        match self {
-            Cumulative::Counter => format!("{prom_name}_total"),
-            Cumulative::Gauge | Cumulative::Histogram => prom_name.to_string(),
-        }
-    }
-
-    /// The family's HELP text, naming the statsd metric.
-    pub(crate) fn help(self, kind: MetricKind, metric: &str) -> String {
-        let (before, after) = self.help_around(kind);
-        format!("{before}{metric}{after}")
-    }
-
-    /// The HELP text before and after the statsd name (so the text writer
-    /// can write it without formatting a `String` per family).
-    pub(crate) fn help_around(self, kind: MetricKind) -> (&'static str, &'static str) {
-        match (self, kind) {
-            (Cumulative::Counter, _) => (
-                "statsd counter ",
-                " (sum of increments, weighted by 1/sample_rate).",
-            ),
-            (Cumulative::Gauge, _) => ("statsd gauge ", "."),
-            (Cumulative::Histogram, MetricKind::Timer) => ("statsd timer ", " in seconds."),
-            (Cumulative::Histogram, MetricKind::Histogram) => ("statsd histogram ", "."),
-            (Cumulative::Histogram, _) => ("statsd distribution ", "."),
-        }
-    }
-
-    fn metric_type(self) -> MetricType {
-        match self {
-            Cumulative::Counter => MetricType::COUNTER,
-            Cumulative::Gauge => MetricType::GAUGE,
-            Cumulative::Histogram => MetricType::HISTOGRAM,
+            l.push(pair(QUANTILE_LABEL, &format_q(q)));
+            out[QUANTILE_FAMILY].push(gauge(l, x));
         }
     }
 }
@@ -288,22 +145,18 @@ fn push_cumulative(
     meta: &SeriesMeta,
     state: &SeriesState,
 ) {
-    let Some(family) = Cumulative::of(meta.kind) else {
+    let (Some(family), Some(value)) = (Cumulative::of(meta.kind), CumulativeValue::of(meta, state))
+    else {
         return;
     };
     let labels: Vec<LabelPair> = meta.labels.iter().map(|(k, v)| pair(k, v)).collect();
-    let mut metric = match state {
-        SeriesState::Counter { total, .. } => {
-            let mut c = Counter::default();
-            c.set_value(*total);
-            let mut m = Metric::default();
-            m.set_counter(c);
-            m
-        }
-        SeriesState::Gauge { value, .. } => gauge(Vec::new(), *value),
-        SeriesState::Distribution { histogram, .. } => {
+    let metric = match value {
+        CumulativeValue::Counter(total) => counter(labels, total),
+        CumulativeValue::Gauge(value) => gauge(labels, value),
+        CumulativeValue::Histogram(v) => {
             let mut h = Histogram::default();
-            let buckets = cumulative_buckets(&meta.histogram_buckets, &histogram.counts)
+            let buckets = v
+                .buckets()
                 .map(|(ub, cum)| {
                     let mut b = Bucket::default();
                     b.set_upper_bound(ub);
@@ -312,15 +165,14 @@ fn push_cumulative(
                 })
                 .collect();
             h.set_bucket(buckets);
-            h.set_sample_count(histogram.count.round() as u64);
-            h.set_sample_sum(histogram.sum);
+            h.set_sample_count(v.count());
+            h.set_sample_sum(v.sum());
             let mut m = Metric::default();
             m.set_histogram(h);
+            m.set_label(labels);
             m
         }
-        SeriesState::Set { .. } => return,
     };
-    metric.set_label(labels);
     let e = out
         .entry(family.family_name(&meta.prom_name))
         .or_insert_with(|| {
@@ -338,19 +190,6 @@ fn push_cumulative(
         e.2 = meta.metric.clone();
     }
     e.3.push(metric);
-}
-
-/// `(upper bound, cumulative count)` per finite bucket: the weighted counts
-/// added up and rounded as Prometheus wants whole counts.
-pub(crate) fn cumulative_buckets<'a>(
-    bounds: &'a [f64],
-    counts: &'a [f64],
-) -> impl Iterator<Item = (f64, u64)> + 'a {
-    let mut cum = 0.0;
-    bounds.iter().zip(counts).map(move |(ub, c)| {
-        cum += c;
-        (*ub, cum.round() as u64)
-    })
 }
 
 impl Collector for SeriesCollector {

@@ -9,53 +9,30 @@
 
 use std::sync::atomic::Ordering;
 
-use prometheus::proto::{Counter, Gauge, LabelPair, Metric, MetricFamily, MetricType};
+use prometheus::proto::{LabelPair, Metric, MetricFamily, MetricType};
 use serde::Serialize;
 
+use super::families as model;
 use crate::breaker::{BreakerState, Signals};
 use crate::clock::Timestamp;
 use crate::service::limits::DECISIONS;
 use crate::service::{NamedBreaker, Services};
 
 fn labels(pairs: &[(&str, &str)]) -> Vec<LabelPair> {
-    pairs
-        .iter()
-        .map(|(k, v)| {
-            let mut l = LabelPair::default();
-            l.set_name((*k).to_string());
-            l.set_value((*v).to_string());
-            l
-        })
-        .collect()
+    pairs.iter().map(|(k, v)| model::pair(k, v)).collect()
 }
 
 fn gauge(pairs: &[(&str, &str)], v: f64) -> Metric {
-    let mut g = Gauge::default();
-    g.set_value(v);
-    let mut m = Metric::from_gauge(g);
-    m.set_label(labels(pairs));
-    m
+    model::gauge(labels(pairs), v)
 }
 
 fn counter(pairs: &[(&str, &str)], v: f64) -> Metric {
-    let mut c = Counter::default();
-    c.set_value(v);
-    let mut m = Metric::default();
-    m.set_counter(c);
-    m.set_label(labels(pairs));
-    m
+    model::counter(labels(pairs), v)
 }
 
+/// A family, or none when it has no samples (no breaker or no limit).
 fn family(name: &str, help: &str, t: MetricType, metrics: Vec<Metric>) -> Option<MetricFamily> {
-    if metrics.is_empty() {
-        return None;
-    }
-    let mut f = MetricFamily::default();
-    f.set_name(name.to_string());
-    f.set_help(help.to_string());
-    f.set_field_type(t);
-    f.set_metric(metrics);
-    Some(f)
+    (!metrics.is_empty()).then(|| model::family(name, help, t, metrics))
 }
 
 /// The breaker and limit families at `now`.

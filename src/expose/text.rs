@@ -1,15 +1,15 @@
 //! The series families of `/metrics`, written straight as exposition text.
 //!
-//! The samples, names, labels and HELP texts are exactly those of
-//! [`SeriesCollector`](super::prometheus::SeriesCollector), the collector in
-//! the `prometheus` crate's data model; both take their rules from the same
-//! functions ([`windowed_values`], [`Cumulative`]), and a test checks that
-//! both produce the same samples for every statsd type. What differs is the
-//! cost: the crate's model builds a proto `Metric` per sample, allocating its
-//! label strings and its value's text, then sorts and drops them. At 100k
-//! series that is ~700k `Metric`s and 1.9 s per scrape here. This writer
-//! walks the registry once, shard by shard, and appends each sample's line
-//! to its family's buffer: no per-sample allocation, no sort.
+//! The families, their samples, labels and HELP texts are those of
+//! `families.rs`, which the crate-model collector
+//! ([`SeriesCollector`](super::prometheus::SeriesCollector)) follows too; a
+//! test checks that both produce the same samples for every statsd type.
+//! What differs is the cost: the crate's model builds a proto `Metric` per
+//! sample, allocating its label strings and its value's text, then sorts
+//! and drops them. At 100k series that is ~700k `Metric`s and 1.9 s per
+//! scrape here. This writer walks the registry once, shard by shard, and
+//! appends each sample's line to its family's buffer (`buffer.rs`),
+//! spelled by `encode.rs`: no per-sample allocation, no sort.
 //!
 //! Order: the windowed families in a fixed order, then the cumulative
 //! families; within a family, registry order. Nothing is sorted: Prometheus
@@ -21,139 +21,42 @@
 //! Large registries are split across threads by shard (see [`render`]).
 
 use std::hash::BuildHasher as _;
-use std::io::Write as _;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use foldhash::fast::FixedState;
-use parking_lot::Mutex;
 
-use super::prometheus::{cumulative_buckets, format_q, windowed_values, Cumulative, WINDOWED};
+use super::buffer::Chunks;
+pub use super::buffer::{ChunkPool, Piece, SeriesText};
+pub use super::encode::Format;
+use super::encode::{header, integer, label, number};
+use super::families::{
+    format_q, quantile_values, shows_created, windowed_values, Cumulative, CumulativeValue,
+    METRIC_LABEL, QUANTILE_FAMILY, QUANTILE_LABEL, WINDOWED, WINDOW_LABEL,
+};
 use crate::parse::MetricKind;
 use crate::series::{Registry, SeriesMeta, SeriesState};
 use crate::Timestamp;
 
-/// The exposition format to write.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Format {
-    /// Prometheus text format 0.0.4 (what the crate's `TextEncoder` writes).
-    Prometheus,
-    /// OpenMetrics 1.0 text, without the final `# EOF` (the caller ends the
-    /// whole exposition with it).
-    OpenMetrics,
-}
+/// `{metric="`, the start of every windowed sample's labels.
+const OPEN_METRIC: [u8; METRIC_LABEL.len() + 3] = join([b"{", METRIC_LABEL.as_bytes(), b"=\""]);
+/// `",window="`, after the statsd name.
+const OPEN_WINDOW: [u8; WINDOW_LABEL.len() + 4] = join([b"\",", WINDOW_LABEL.as_bytes(), b"=\""]);
 
-/// Text buffers kept from one scrape to the next. A 100k-series scrape
-/// writes ~54 MB; memory fresh from the kernel costs a page fault per
-/// 4 KiB, which was a quarter of such a scrape here. A buffer comes back
-/// when the [`Piece`] holding it is dropped (after the response is sent);
-/// the pool keeps as many as the last scrape used.
-#[derive(Debug, Default)]
-pub struct ChunkPool {
-    free: Mutex<Vec<Vec<u8>>>,
-    keep: AtomicUsize,
-}
-
-impl ChunkPool {
-    /// An empty pool.
-    #[must_use]
-    pub fn new() -> Arc<ChunkPool> {
-        Arc::new(ChunkPool::default())
-    }
-
-    /// Buffers held for the next scrape.
-    #[must_use]
-    pub fn held(&self) -> usize {
-        self.free.lock().len()
-    }
-
-    fn take(&self) -> Vec<u8> {
-        self.free
-            .lock()
-            .pop()
-            .unwrap_or_else(|| Vec::with_capacity(Chunks::SIZE))
-    }
-
-    fn put(&self, mut buf: Vec<u8>) {
-        if buf.capacity() < Chunks::SIZE {
-            return;
+/// `parts` joined, at compile time (a constant's bytes are written without
+/// a call to `memcpy`).
+const fn join<const N: usize>(parts: [&[u8]; 3]) -> [u8; N] {
+    let mut out = [0; N];
+    let (mut i, mut at) = (0, 0);
+    while i < parts.len() {
+        let mut j = 0;
+        while j < parts[i].len() {
+            out[at] = parts[i][j];
+            (at, j) = (at + 1, j + 1);
         }
-        buf.clear();
-        let mut free = self.free.lock();
-        if free.len() < self.keep.load(Ordering::Relaxed) {
-            free.push(buf);
-        }
+        i += 1;
     }
-}
-
-/// A piece of the exposition; its buffer goes back to its pool when dropped.
-#[derive(Debug)]
-pub struct Piece {
-    buf: Vec<u8>,
-    pool: Option<Arc<ChunkPool>>,
-}
-
-impl Piece {
-    /// A piece that is not from a pool.
-    #[must_use]
-    pub fn owned(buf: Vec<u8>) -> Piece {
-        Piece { buf, pool: None }
-    }
-}
-
-impl AsRef<[u8]> for Piece {
-    fn as_ref(&self) -> &[u8] {
-        &self.buf
-    }
-}
-
-impl std::ops::Deref for Piece {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        &self.buf
-    }
-}
-
-impl Drop for Piece {
-    fn drop(&mut self) {
-        if let Some(pool) = self.pool.take() {
-            pool.put(std::mem::take(&mut self.buf));
-        }
-    }
-}
-
-/// The series families as text, in pieces to be sent in order (a body can
-/// stream them without first copying them into one buffer).
-#[derive(Debug, Default)]
-pub struct SeriesText {
-    /// The pieces, in exposition order.
-    pub pieces: Vec<Piece>,
-    /// Series written.
-    pub series: usize,
-}
-
-impl SeriesText {
-    /// Total bytes.
-    #[must_use]
-    pub fn len(&self) -> usize {
-        self.pieces.iter().map(|p| p.len()).sum()
-    }
-
-    /// Whether nothing was written.
-    #[must_use]
-    pub fn is_empty(&self) -> bool {
-        self.pieces.iter().all(|p| p.is_empty())
-    }
-
-    /// The pieces joined (for tests and callers that want one buffer).
-    #[must_use]
-    pub fn concat(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.len());
-        for p in &self.pieces {
-            out.extend_from_slice(p);
-        }
-        out
-    }
+    assert!(at == N, "the lengths add up");
+    out
 }
 
 /// Below this many series one thread writes everything: a thread start
@@ -237,86 +140,28 @@ fn render_with(
     };
     let mut used = 0;
     let series = assemble(parts, format, pool, |p| {
-        used += usize::from(p.pool.is_some());
+        used += usize::from(p.pooled());
         emit(p);
     });
-    pool.keep.store(used, Ordering::Relaxed);
+    pool.keep_at_most(used);
     series
-}
-
-/// Append-only text in chunks from the pool: a full chunk is never copied
-/// to grow it (at 100k series a family's text is ~8 MB; growing one `Vec`
-/// by doubling would copy it again and again).
-struct Chunks<'p> {
-    pool: &'p ChunkPool,
-    full: Vec<Vec<u8>>,
-    current: Vec<u8>,
-}
-
-impl<'p> Chunks<'p> {
-    const SIZE: usize = 1 << 20;
-    /// Room a series' lines are expected to fit in; longer ones grow the
-    /// chunk they are in.
-    const LINE: usize = 4096;
-
-    fn new(pool: &'p ChunkPool) -> Chunks<'p> {
-        Chunks {
-            pool,
-            full: Vec::new(),
-            current: Vec::new(),
-        }
-    }
-
-    /// The buffer to append the next line(s) to.
-    fn line(&mut self) -> &mut Vec<u8> {
-        if self.current.capacity() - self.current.len() < Self::LINE {
-            let full = std::mem::replace(&mut self.current, self.pool.take());
-            if full.capacity() > 0 {
-                self.full.push(full);
-            }
-        }
-        &mut self.current
-    }
-
-    /// Index of the chunk [`line`](Chunks::line) last returned.
-    fn current_index(&self) -> usize {
-        self.full.len()
-    }
-
-    fn chunk(&self, i: usize) -> &[u8] {
-        self.full.get(i).unwrap_or(&self.current)
-    }
-
-    fn is_empty(&self) -> bool {
-        self.full.iter().all(Vec::is_empty) && self.current.is_empty()
-    }
-
-    fn into_pieces(self, pool: &Arc<ChunkPool>) -> impl Iterator<Item = Piece> + '_ {
-        self.full
-            .into_iter()
-            .chain(std::iter::once(self.current))
-            .map(|buf| Piece {
-                buf,
-                pool: Some(pool.clone()),
-            })
-            .filter(|p| !p.is_empty())
-    }
 }
 
 /// One thread's output: the text of each windowed family, and the
 /// cumulative lines of every series with a record of where each is.
 struct Partial<'q> {
     quantiles: &'q [f64],
-    /// OpenMetrics adds a `_created` sample to counters and histograms.
+    /// Which samples are written (OpenMetrics adds `_created` to counters
+    /// and histograms) and how labels are escaped.
     format: Format,
-    /// `,q="0.5"}` per configured quantile, written once.
+    /// `,q="0.5"} ` per configured quantile, written once.
     q_labels: Vec<Vec<u8>>,
     windowed: [Chunks<'q>; 8],
     /// Cumulative lines, in walk order; `records` says whose each is.
     cumulative: Chunks<'q>,
     records: Vec<Record>,
     /// The statsd names the records point into (for HELP texts).
-    metrics: Vec<u8>,
+    metrics: String,
     hasher: FixedState,
     /// The label block of the current series and window.
     block: Vec<u8>,
@@ -346,17 +191,20 @@ struct Record {
 
 impl<'q> Partial<'q> {
     fn new(quantiles: &'q [f64], format: Format, pool: &'q ChunkPool) -> Partial<'q> {
+        let q_label = |q: f64| {
+            let mut l = b",".to_vec();
+            label(&mut l, format, QUANTILE_LABEL, &format_q(q));
+            l.extend_from_slice(b"} ");
+            l
+        };
         Partial {
             quantiles,
             format,
-            q_labels: quantiles
-                .iter()
-                .map(|q| format!(",q=\"{}\"}} ", format_q(*q)).into_bytes())
-                .collect(),
+            q_labels: quantiles.iter().map(|q| q_label(*q)).collect(),
             windowed: std::array::from_fn(|_| Chunks::new(pool)),
             cumulative: Chunks::new(pool),
             records: Vec::new(),
-            metrics: Vec::new(),
+            metrics: String::new(),
             hasher: FixedState::default(),
             block: Vec::with_capacity(256),
             head: Vec::with_capacity(256),
@@ -367,25 +215,24 @@ impl<'q> Partial<'q> {
 
     fn add(&mut self, meta: &SeriesMeta, state: &SeriesState, now: Timestamp) {
         self.series += 1;
+        let format = self.format;
         self.tags.clear();
         for (k, v) in &meta.labels {
             self.tags.push(b',');
-            self.tags.extend_from_slice(k.as_bytes());
-            self.tags.extend_from_slice(b"=\"");
-            escape_label(&mut self.tags, v);
-            self.tags.push(b'"');
+            label(&mut self.tags, format, k, v);
         }
+        // `{metric="…",window="`: the window's name and the tags follow.
         self.head.clear();
-        self.head.extend_from_slice(b"{metric=\"");
-        escape_label(&mut self.head, &meta.metric);
-        self.head.extend_from_slice(b"\",window=\"");
+        self.head.extend_from_slice(&OPEN_METRIC);
+        format.escape_label_value(&mut self.head, &meta.metric);
+        self.head.extend_from_slice(&OPEN_WINDOW);
         for (i, wname) in meta.windows.iter().enumerate() {
             // `{metric="…",window="…",tag="…"`: once per window, copied
             // into each of its lines.
             let block = &mut self.block;
             block.clear();
             block.extend_from_slice(&self.head);
-            escape_label(block, wname);
+            format.escape_label_value(block, wname);
             block.push(b'"');
             block.extend_from_slice(&self.tags);
             let view = state.window_view(i, now, self.quantiles);
@@ -400,10 +247,10 @@ impl<'q> Partial<'q> {
                     out.push(b'\n');
                 }
             }
-            for ((_, value), q_label) in view.quantiles.iter().zip(&self.q_labels) {
-                if let Some(x) = value.filter(|x| x.is_finite()) {
-                    let out = self.windowed[6].line();
-                    out.extend_from_slice(WINDOWED[6].0.as_bytes());
+            for ((_, value), q_label) in quantile_values(&view).zip(&self.q_labels) {
+                if let Some(x) = value {
+                    let out = self.windowed[QUANTILE_FAMILY].line();
+                    out.extend_from_slice(WINDOWED[QUANTILE_FAMILY].0.as_bytes());
                     out.extend_from_slice(block);
                     out.extend_from_slice(q_label);
                     number(out, x);
@@ -415,13 +262,16 @@ impl<'q> Partial<'q> {
     }
 
     fn add_cumulative(&mut self, meta: &SeriesMeta, state: &SeriesState) {
-        let Some(family) = Cumulative::of(meta.kind) else {
+        let (Some(family), Some(value)) =
+            (Cumulative::of(meta.kind), CumulativeValue::of(meta, state))
+        else {
             return;
         };
         let out = self.cumulative.line();
         let start = out.len();
         let name = meta.prom_name.as_bytes();
         let tags = &self.tags;
+        let format = self.format;
         // Samples without labels have no braces at all.
         let braces = |out: &mut Vec<u8>| {
             if !tags.is_empty() {
@@ -430,10 +280,9 @@ impl<'q> Partial<'q> {
                 out.push(b'}');
             }
         };
-        // OpenMetrics' `_created`: when the series (and its counts) began,
-        // so that a scraper can tell a reset from a decrease.
+        // `_created`: when the series (and its counts) began.
         let created = |out: &mut Vec<u8>| {
-            if self.format == Format::OpenMetrics {
+            if shows_created(format) {
                 out.extend_from_slice(name);
                 out.extend_from_slice(b"_created");
                 braces(out);
@@ -442,24 +291,24 @@ impl<'q> Partial<'q> {
                 out.push(b'\n');
             }
         };
-        match state {
-            SeriesState::Counter { total, .. } => {
+        match value {
+            CumulativeValue::Counter(total) => {
                 out.extend_from_slice(name);
-                out.extend_from_slice(b"_total");
+                out.extend_from_slice(Cumulative::Counter.suffix().as_bytes());
                 braces(out);
                 out.push(b' ');
-                number(out, *total);
+                number(out, total);
                 out.push(b'\n');
                 created(out);
             }
-            SeriesState::Gauge { value, .. } => {
+            CumulativeValue::Gauge(value) => {
                 out.extend_from_slice(name);
                 braces(out);
                 out.push(b' ');
-                number(out, *value);
+                number(out, value);
                 out.push(b'\n');
             }
-            SeriesState::Distribution { histogram, .. } => {
+            CumulativeValue::Histogram(h) => {
                 let bucket = |out: &mut Vec<u8>, le: &dyn Fn(&mut Vec<u8>), count: u64| {
                     out.extend_from_slice(name);
                     out.extend_from_slice(b"_bucket{");
@@ -473,21 +322,17 @@ impl<'q> Partial<'q> {
                     integer(out, count);
                     out.push(b'\n');
                 };
-                for (ub, cum) in cumulative_buckets(&meta.histogram_buckets, &histogram.counts) {
+                for (ub, cum) in h.buckets() {
                     bucket(out, &|o: &mut Vec<u8>| number(o, ub), cum);
                 }
-                let count = histogram.count.round() as u64;
+                let count = h.count();
                 bucket(out, &|o: &mut Vec<u8>| o.extend_from_slice(b"+Inf"), count);
-                // OpenMetrics' `_sum` is a counter: it must be left out once
-                // a negative value was observed (it could go down), and
-                // `_count` appears if and only if `_sum` does (the `+Inf`
-                // bucket still says how many).
-                if !(self.format == Format::OpenMetrics && histogram.saw_negative) {
+                if h.shows_sum(format) {
                     out.extend_from_slice(name);
                     out.extend_from_slice(b"_sum");
                     braces(out);
                     out.push(b' ');
-                    number(out, histogram.sum);
+                    number(out, h.sum());
                     out.push(b'\n');
                     out.extend_from_slice(name);
                     out.extend_from_slice(b"_count");
@@ -498,11 +343,10 @@ impl<'q> Partial<'q> {
                 }
                 created(out);
             }
-            SeriesState::Set { .. } => return,
         }
         let end = out.len();
         let metric_start = self.metrics.len();
-        self.metrics.extend_from_slice(meta.metric.as_bytes());
+        self.metrics.push_str(&meta.metric);
         // Offsets fit in u32: a chunk holds a few MiB, the names of one
         // scrape far less than 4 GiB.
         self.records.push(Record {
@@ -523,7 +367,7 @@ impl<'q> Partial<'q> {
 /// What assembling needs of a part once its windowed text is handed on.
 struct CumulativePart<'p> {
     chunks: Chunks<'p>,
-    metrics: Vec<u8>,
+    metrics: String,
 }
 
 impl CumulativePart<'_> {
@@ -531,7 +375,7 @@ impl CumulativePart<'_> {
         &self.chunks.chunk(r.chunk as usize)[r.start as usize..r.end as usize]
     }
 
-    fn metric(&self, r: &Record) -> &[u8] {
+    fn metric(&self, r: &Record) -> &str {
         let s = r.metric_start as usize;
         &self.metrics[s..s + r.metric_len as usize]
     }
@@ -580,7 +424,7 @@ fn assemble(
                 [name.as_bytes(), b""],
                 "gauge",
                 help,
-                b"",
+                "",
                 "",
             );
             emit(Piece::owned(h));
@@ -608,8 +452,7 @@ fn assemble(
         // the same name, so it is left out rather than written twice.
         let family = first.family;
         let of_family = || run.iter().filter(move |r| r.family == family);
-        // The HELP names the smallest statsd name of the family (`a.b` and
-        // `a_b` share one), as the crate-model collector does.
+        // The HELP names the smallest statsd name of the family.
         let named_by = of_family()
             .min_by(|a, b| {
                 parts[a.part as usize]
@@ -618,16 +461,20 @@ fn assemble(
             })
             .unwrap_or(first);
         let (before, after) = family.help_around(named_by.kind);
-        let (suffix, kind_word) = match (family, format) {
-            // OpenMetrics names a counter family without its `_total`.
-            (Cumulative::Counter, Format::OpenMetrics) => ("", "counter"),
-            (Cumulative::Counter, Format::Prometheus) => ("_total", "counter"),
-            (Cumulative::Gauge, _) => ("", "gauge"),
-            (Cumulative::Histogram, _) => ("", "histogram"),
-        };
-        let name = [family_name(parts, first), suffix.as_bytes()];
+        let name = [
+            family_name(parts, first),
+            family.header_suffix(format).as_bytes(),
+        ];
         let metric = parts[named_by.part as usize].metric(named_by);
-        header(out.line(), format, name, kind_word, before, metric, after);
+        header(
+            out.line(),
+            format,
+            name,
+            family.type_word(),
+            before,
+            metric,
+            after,
+        );
         for r in of_family() {
             out.line()
                 .extend_from_slice(parts[r.part as usize].lines(r));
@@ -635,125 +482,9 @@ fn assemble(
     }
     out.into_pieces(pool).for_each(&mut emit);
     for part in cumulative {
-        for buf in part
-            .chunks
-            .full
-            .into_iter()
-            .chain(std::iter::once(part.chunks.current))
-        {
-            pool.put(buf);
-        }
+        part.chunks.release();
     }
     series
-}
-
-/// Appends a family's `# HELP` and `# TYPE` lines, in the order and with the
-/// escaping each format uses. The name is the concatenation of `name` (a
-/// base and a suffix such as `_total`). The help text is `before`, the statsd name
-/// `metric` (escaped) and `after`; `before` and `after` are fixed texts
-/// with nothing to escape.
-fn header(
-    h: &mut Vec<u8>,
-    format: Format,
-    name: [&[u8]; 2],
-    kind: &str,
-    before: &str,
-    metric: &[u8],
-    after: &str,
-) {
-    let help_line = |h: &mut Vec<u8>| {
-        h.extend_from_slice(b"# HELP ");
-        h.extend_from_slice(name[0]);
-        h.extend_from_slice(name[1]);
-        h.push(b' ');
-        h.extend_from_slice(before.as_bytes());
-        escape(h, metric, format == Format::OpenMetrics);
-        h.extend_from_slice(after.as_bytes());
-        h.push(b'\n');
-    };
-    let type_line = |h: &mut Vec<u8>| {
-        h.extend_from_slice(b"# TYPE ");
-        h.extend_from_slice(name[0]);
-        h.extend_from_slice(name[1]);
-        h.push(b' ');
-        h.extend_from_slice(kind.as_bytes());
-        h.push(b'\n');
-    };
-    match format {
-        Format::Prometheus => {
-            help_line(h);
-            type_line(h);
-        }
-        Format::OpenMetrics => {
-            type_line(h);
-            help_line(h);
-        }
-    }
-}
-
-/// A label value: `\`, `"` and newline escaped (both formats).
-fn escape_label(out: &mut Vec<u8>, v: &str) {
-    escape(out, v.as_bytes(), true);
-}
-
-fn escape(out: &mut Vec<u8>, bytes: &[u8], quote: bool) {
-    // Names and label values are short: a branch-free pass (which the
-    // compiler vectorises) beats a search with an early exit.
-    let clean = !bytes.iter().fold(false, |hit, &b| {
-        hit | (b == b'\\') | (b == b'\n') | (quote & (b == b'"'))
-    });
-    if clean {
-        out.extend_from_slice(bytes);
-        return;
-    }
-    for &b in bytes {
-        match b {
-            b'\\' => out.extend_from_slice(b"\\\\"),
-            b'\n' => out.extend_from_slice(b"\\n"),
-            b'"' if quote => out.extend_from_slice(b"\\\""),
-            b => out.push(b),
-        }
-    }
-}
-
-/// A sample value in plain decimal, never an exponent, like the crate's
-/// encoder (Rust's shortest round-trip `Display`). Integers below 1e16, the
-/// common case, go through `itoa`; other values between 1e-5 and 1e16
-/// through `ryu`, which writes shortest round-trip digits without an
-/// exponent in that range (where two shortest forms exist it may pick the
-/// other last digit than `Display`: the same f64 either way); the rest
-/// through `Display` itself.
-///
-/// Non-finite values are spelled as both text formats require (`+Inf`,
-/// `-Inf`, `NaN`; Rust's `Display` would write `inf`). The registry never
-/// stores one in a cumulative family (a line that would is refused as
-/// `overflow`); this is the spelling should one reach a writer anyway.
-fn number(out: &mut Vec<u8>, x: f64) {
-    const PLAIN: std::ops::Range<f64> = 1e-5..1e16;
-    if !x.is_finite() {
-        out.extend_from_slice(if x.is_nan() {
-            b"NaN"
-        } else if x > 0.0 {
-            b"+Inf"
-        } else {
-            b"-Inf"
-        });
-        return;
-    }
-    let a = x.abs();
-    if x.fract() == 0.0 && a < PLAIN.end && !(x == 0.0 && x.is_sign_negative()) {
-        // Exact: an integral f64 below 1e16 fits an i64.
-        out.extend_from_slice(itoa::Buffer::new().format(x as i64).as_bytes());
-    } else if PLAIN.contains(&a) {
-        out.extend_from_slice(ryu::Buffer::new().format_finite(x).as_bytes());
-    } else {
-        // Writing into a Vec cannot fail.
-        let _ = write!(out, "{x}");
-    }
-}
-
-fn integer(out: &mut Vec<u8>, n: u64) {
-    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
 }
 
 #[cfg(test)]
@@ -773,27 +504,7 @@ mod tests {
     /// ignore_current), quantiles, a mapping with a label, names that only
     /// differ in sanitising.
     fn registry(shards: usize) -> Registry {
-        let cfg = Config::parse(
-            r#"
-[series]
-quantiles = [0.5, 0.99]
-histogram_buckets = [0.01, 0.1, 1.0]
-[[windows]]
-name = "10s"
-buckets = 10
-interval_ms = 1000
-[[windows]]
-name = "3s"
-buckets = 3
-interval_ms = 1000
-ignore_current = true
-[[mappings]]
-match = "api.*.latency"
-rename = "api.latency"
-labels = { endpoint = "$1" }
-"#,
-        )
-        .unwrap();
+        let cfg = Config::parse(crate::expose::tests::CONFIG).unwrap();
         let r = Registry::new(Plan::from_config(&cfg), shards);
         let lines = [
             "hits:1|c",
@@ -983,88 +694,5 @@ labels = { endpoint = "$1" }
         assert!(!open.contains("neg_t_count"), "{open}");
         assert!(open.contains("neg_t_bucket{le=\"+Inf\"} 2"), "{open}");
         assert!(open.contains("pos_t_sum 0.005"), "{open}");
-    }
-
-    fn num(x: f64) -> String {
-        let mut v = Vec::new();
-        number(&mut v, x);
-        String::from_utf8(v).unwrap()
-    }
-
-    #[test]
-    fn numbers_match_display() {
-        for x in [
-            0.0,
-            -0.0,
-            1.0,
-            -1.0,
-            0.1,
-            2.5,
-            1e-7,
-            1e21,
-            123_456_789.0,
-            9_007_199_254_740_991.0,
-            9_007_199_254_740_992.0,
-            -9_007_199_254_740_993.0,
-            f64::MAX,
-            f64::MIN_POSITIVE,
-        ] {
-            assert_eq!(num(x), x.to_string(), "{x}");
-        }
-    }
-
-    #[test]
-    fn non_finite_values_are_spelled_as_the_formats_require() {
-        assert_eq!(num(f64::INFINITY), "+Inf");
-        assert_eq!(num(f64::NEG_INFINITY), "-Inf");
-        assert_eq!(num(f64::NAN), "NaN");
-    }
-
-    #[test]
-    fn every_value_round_trips_in_plain_decimal() {
-        // A deterministic spread over all f64 bit patterns, and over the
-        // range ryu serves.
-        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-        let mut differ = 0;
-        for i in 0..400_000 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let v = if i % 2 == 0 {
-                f64::from_bits(x)
-            } else {
-                let m = (x >> 11) as f64 / (1u64 << 53) as f64 + 0.5;
-                m * 10f64.powi((x % 23) as i32 - 6)
-            };
-            if !v.is_finite() {
-                continue;
-            }
-            let s = num(v);
-            assert!(!s.contains(['e', 'E']), "{s}");
-            assert_eq!(
-                s.parse::<f64>().unwrap().to_bits(),
-                v.to_bits(),
-                "{s} for {v:e}"
-            );
-            // Same length as Display: both are shortest round-trip digits.
-            assert_eq!(s.len(), v.to_string().len(), "{s} vs {v}");
-            differ += usize::from(s != v.to_string());
-        }
-        // Where two shortest forms exist ryu and Display may pick different
-        // last digits (about 0.5% of these values): same f64, same length.
-        assert!(
-            differ < 4_000,
-            "{differ} values written differently from Display"
-        );
-    }
-
-    #[test]
-    fn escaping() {
-        let mut v = Vec::new();
-        escape_label(&mut v, "a\"b\\c\nd");
-        assert_eq!(v, b"a\\\"b\\\\c\\nd");
-        let mut h = Vec::new();
-        escape(&mut h, b"say \"hi\"\n", false);
-        assert_eq!(h, b"say \"hi\"\\n");
     }
 }
