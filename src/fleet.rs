@@ -49,11 +49,9 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
-use prometheus::proto::{MetricFamily, MetricType};
 
 use crate::clock::{duration_nanos, Timestamp};
 use crate::config::RedisConfig;
-use crate::expose::families::{base_labels, family, gauge};
 use crate::parse::MetricKind;
 use crate::series::{Registry, SeriesMeta};
 use crate::store::{window_key, RedisStore, SyncOutcome, WindowBatch, WindowRead, WindowTotals};
@@ -336,15 +334,22 @@ impl FleetWindows {
         })
     }
 
-    /// The `rollstat_fleet_window_*` families at `now`.
-    #[must_use]
-    pub fn families(&self, registry: &Registry, now: Timestamp) -> Vec<MetricFamily> {
+    /// Calls `f` with every shared series this instance holds, each of its
+    /// windows, the fleet totals of that window and the time the window's
+    /// buckets span (the denominator of a fleet rate), if the view is fresh
+    /// at `now`. The `rollstat_fleet_window_*` families are written from
+    /// this walk ([`crate::expose`]).
+    pub fn visit(
+        &self,
+        registry: &Registry,
+        now: Timestamp,
+        mut f: impl FnMut(&SeriesMeta, &str, FleetTotals, std::time::Duration),
+    ) {
         let at = self.refreshed.load(Ordering::Acquire);
         if now.as_nanos().saturating_sub(at) > self.stale_after {
-            return Vec::new();
+            return;
         }
         let view = self.view.read();
-        let mut out: [Vec<prometheus::proto::Metric>; 4] = Default::default();
         registry.visit(|meta, state| {
             if !meta.shared || meta.kind == MetricKind::Set {
                 return;
@@ -354,21 +359,9 @@ impl FleetWindows {
                 let key = window_key(&self.prefix, &id, wname);
                 let Some(t) = view.get(&key) else { continue };
                 let (_, covered) = state.window_shape(i, now);
-                let labels = base_labels(meta, wname);
-                out[0].push(gauge(labels.clone(), t.count));
-                out[1].push(gauge(labels.clone(), t.sum));
-                out[2].push(gauge(labels.clone(), t.rate(meta.kind, covered)));
-                if let Some(avg) = t.avg() {
-                    out[3].push(gauge(labels, avg));
-                }
+                f(meta, wname, *t, covered);
             }
         });
-        FLEET
-            .iter()
-            .zip(out)
-            .filter(|(_, m)| !m.is_empty())
-            .map(|((name, help), m)| family(name.to_string(), help, MetricType::GAUGE, m))
-            .collect()
     }
 }
 
@@ -387,10 +380,3 @@ impl FleetView<'_> {
             .copied()
     }
 }
-
-const FLEET: [(&str, &str); 4] = [
-    ("rollstat_fleet_window_samples", "Samples in the window over every instance sharing the series (fleet view through Redis)."),
-    ("rollstat_fleet_window_sum_value", "Sum of values in the window over every instance sharing the series."),
-    ("rollstat_fleet_window_rate", "Per second over the window, over every instance sharing the series: increments for counters, samples for other types."),
-    ("rollstat_fleet_window_avg", "Average value in the window over every instance sharing the series."),
-];

@@ -3,8 +3,8 @@
 //! place these rules live: the text writer ([`super::text`]) and the
 //! crate-model collector ([`super::prometheus`]) take them from here, and
 //! neither writer takes anything from the other. The fleet families
-//! (`rollstat_fleet_window_*`, in `fleet.rs`, which keeps their names and
-//! HELP texts for now) take their labels and builders from here. How the
+//! (`rollstat_fleet_window_*`, written by [`super::fleet`] from the fleet
+//! view) take their labels and builders from here. How the
 //! values are spelled is [`super::encode`]'s business.
 //!
 //! # Windowed families

@@ -12,11 +12,13 @@
 //! * [`prometheus`]: the same families in the `prometheus` crate's model,
 //!   and the collector of everything else; [`openmetrics`] encodes that
 //!   model as OpenMetrics (the crate's `TextEncoder` does text 0.0.4);
-//! * [`signals`]: the breaker and limit families.
+//! * [`signals`]: the breaker and limit families; `fleet.rs`: the fleet
+//!   view of shared windows.
 
 pub(crate) mod buffer;
 pub(crate) mod encode;
 pub(crate) mod families;
+pub(crate) mod fleet;
 pub mod json;
 pub mod openmetrics;
 pub mod page;

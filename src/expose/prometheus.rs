@@ -230,7 +230,7 @@ impl SeriesCollector {
             Vec::new()
         };
         if let Some(f) = &self.fleet {
-            out.extend(f.families(&self.registry, now));
+            out.extend(crate::expose::fleet::families(f, &self.registry, now));
         }
         out.extend(crate::telemetry::registry_families(&self.registry));
         out.extend(crate::expose::signals::families(
