@@ -1,8 +1,17 @@
 //! The signal services the daemon offers beside the series: named circuit
 //! breakers and keyed rate limits, both rebuilt on reload with the state of
 //! unchanged entries carried over.
+//!
+//! * `breakers.rs`: [`Breakers`], fed by statsd samples and `POST .../outcomes`.
+//! * `limits.rs`: [`LimitSet`]; each [`NamedLimit`] decides through its
+//!   [`LimitStore`](crate::store::LimitStore): this instance's limiter, or
+//!   Redis for a shared limit.
+//! * `fallback.rs`: [`on_store_error`](fallback::on_store_error), the one
+//!   place that says what a shared limit answers when Redis fails (the
+//!   `on_store_error` policies `local`, `deny`, `allow`) and what is counted.
 
 pub mod breakers;
+pub mod fallback;
 pub mod limits;
 
 use std::sync::Arc;

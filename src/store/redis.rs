@@ -56,9 +56,9 @@
 //! `rollstat_store_skipped_total{op}`), and one probe is let through after a
 //! backoff that doubles from 100 ms to 2 s. The first success marks it up
 //! again. The connection manager (single server) reconnects by itself; a
-//! cluster connection is (re)built on the next allowed call. What a caller
-//! does meanwhile (decide locally, allow, deny) is its policy, not the
-//! store's.
+//! cluster connection is (re)built on the next allowed call. What a limit
+//! answers meanwhile (decide locally, allow, deny) is its policy, not the
+//! store's: see [`on_store_error`](crate::service::fallback::on_store_error).
 
 use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -710,18 +710,13 @@ impl LimitStore for RedisLimits {
     }
 
     fn decide<'a>(&'a self, key: &'a str, n: u32, now: Timestamp) -> StoreFuture<'a, Decision> {
+        let (store, scope, limits) = (&self.store, self.scope.as_str(), &self.limits);
         match self.algorithm {
             SharedAlgorithm::SlidingLog => {
-                Box::pin(
-                    self.store
-                        .sliding_log(&self.scope, key, &self.limits, n, now),
-                )
+                StoreFuture::boxed(store.sliding_log(scope, key, limits, n, now))
             }
             SharedAlgorithm::SlidingCounter => {
-                Box::pin(
-                    self.store
-                        .sliding_counter(&self.scope, key, &self.limits, n, now),
-                )
+                StoreFuture::boxed(store.sliding_counter(scope, key, limits, n, now))
             }
         }
     }
