@@ -37,7 +37,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use crate::clock::Timestamp;
-use crate::limit::{AcquireError, Decision, KeyedLimiter, LimitState, Limits};
+use crate::limit::{AcquireError, Decision, KeyedLimiter, LimitError, LimitState, Limits};
 
 pub use self::redis::{RedisLimits, RedisStore, SharedAlgorithm, StoreMetrics, SyncOutcome};
 pub use self::windows::{window_key, WindowBatch, WindowRead, WindowTotals};
@@ -85,7 +85,12 @@ impl<T> Future for StoreFuture<'_, T> {
 }
 
 /// Why a store could not decide.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+///
+/// Its text is what a limit's JSON answer shows as `store_error`, so each
+/// variant says it all in one line: [`StoreError::Redis`] keeps the client's
+/// error as a value and quotes it rather than offering it as a
+/// [`source`](std::error::Error::source), which would print it twice.
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     /// The request itself cannot be decided (too heavy, key cap): the same
     /// answer any store would give. Not a store failure.
@@ -100,7 +105,40 @@ pub enum StoreError {
     Timeout(Duration),
     /// The store answered with an error, or the connection failed.
     #[error("shared store error: {0}")]
-    Failed(String),
+    Redis(::redis::RedisError),
+    /// A limit script answered something else than the numbers it returns
+    /// (another program's script under the same SHA, or a server bug).
+    #[error("shared store error: the {script} script answered {got} numbers, expected {expected}")]
+    BadReply {
+        /// `sliding-log` or `sliding-counter`.
+        script: &'static str,
+        /// How many numbers it answered.
+        got: usize,
+        /// How many it should have.
+        expected: usize,
+    },
+    /// A limit's rules, rounded up to the whole microseconds the scripts
+    /// work in, are no longer valid rules.
+    #[error("shared store error: the limit's rules cannot be rounded to whole microseconds: {0}")]
+    Rounding(LimitError),
+}
+
+/// Why [`RedisStore::new`] cannot set up the store of `[redis]`.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreSetupError {
+    /// The Redis client refuses the address.
+    #[error("cannot use the Redis address {target}; check `redis.url` or `redis.cluster_nodes` (e.g. \"redis://127.0.0.1:6379\")")]
+    Address {
+        /// The URL, or the cluster's seed nodes.
+        target: String,
+        /// The client's reason.
+        #[source]
+        source: ::redis::RedisError,
+    },
+    /// The store's self-metrics cannot be created (a bug: a name or a label
+    /// is not valid).
+    #[error("cannot create the shared store's self-metrics")]
+    Metrics(#[source] prometheus::Error),
 }
 
 impl StoreError {
