@@ -22,7 +22,7 @@ use crate::ingest::Ingestor;
 use crate::parse::ParseOptions;
 use crate::reload::Reloader;
 use crate::series::{Plan, Registry};
-use crate::service::{ServiceHandle, Services};
+use crate::service::{ServiceError, ServiceHandle, Services};
 use crate::store::{RedisStore, StoreSetupError};
 use crate::telemetry::Telemetry;
 
@@ -34,8 +34,8 @@ pub enum BuildError {
     #[error("cannot set up the shared store of [redis]")]
     Store(#[source] StoreSetupError),
     /// A breaker or limit of the config cannot be built.
-    #[error("cannot build the breakers and limits of the config: {0}")]
-    Services(String),
+    #[error("cannot build the breakers and limits of the config")]
+    Services(#[source] ServiceError),
     /// A self-metric could not be registered (a bug: names clash).
     #[error("cannot register rollstat's own metrics")]
     Telemetry(#[source] prometheus::Error),

@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::fallback::on_store_error;
+use super::ServiceError;
 use crate::clock::Timestamp;
 use crate::config::{LimitAlgorithm, LimitDef};
 use crate::limit::{
@@ -128,21 +129,29 @@ pub struct NamedLimit {
 pub const DECISIONS: [&str; 3] = ["allowed", "denied", "error"];
 
 impl NamedLimit {
-    fn new(def: &LimitDef, store: Option<&Arc<RedisStore>>) -> Result<NamedLimit, String> {
+    fn new(def: &LimitDef, store: Option<&Arc<RedisStore>>) -> Result<NamedLimit, ServiceError> {
+        let name = || def.name.clone();
+        let rules_err = |source| ServiceError::Rules {
+            name: name(),
+            source,
+        };
         let rules = def
             .rules
             .iter()
             .map(|(max, w)| Limit::new(*max, *w))
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| format!("limit `{}`: {e}", def.name))?;
-        let limits = Limits::new(rules).map_err(|e| format!("limit `{}`: {e}", def.name))?;
+            .map_err(rules_err)?;
+        let limits = Limits::new(rules).map_err(rules_err)?;
         let policy = if def.reject_new_keys {
             OverflowPolicy::RejectNewKeys
         } else {
             OverflowPolicy::EvictLeastRecent
         };
         let cfg = KeyedConfig::new(def.max_keys).overflow(policy);
-        let err = |e: crate::limit::KeyedConfigError| format!("limit `{}`: {e}", def.name);
+        let err = |source| ServiceError::Keys {
+            name: name(),
+            source,
+        };
         let local = match def.algorithm {
             LimitAlgorithm::Exact => {
                 Local::Exact(MemoryLimits(KeyedLimiter::new(limits, cfg).map_err(err)?))
@@ -180,12 +189,7 @@ impl NamedLimit {
                     LimitAlgorithm::Approximate => SharedAlgorithm::SlidingCounter,
                 },
             )),
-            (true, None) => {
-                return Err(format!(
-                    "limit `{}`: shared = true, but the daemon started without a [redis] section; restart it to share",
-                    def.name
-                ))
-            }
+            (true, None) => return Err(ServiceError::NoStore { name: name() }),
         };
         Ok(NamedLimit {
             def: def.clone(),
@@ -287,11 +291,15 @@ const SWEEP_EVERY_NANOS: u64 = 10_000_000_000;
 impl LimitSet {
     /// Builds the limits of `defs`; unchanged definitions in `previous` keep
     /// their state (every key's history). Shared limits use `store`.
+    ///
+    /// # Errors
+    ///
+    /// [`ServiceError`]: a limit that cannot be built, the first one.
     pub fn new(
         defs: &[LimitDef],
         previous: Option<&LimitSet>,
         store: Option<&Arc<RedisStore>>,
-    ) -> Result<LimitSet, String> {
+    ) -> Result<LimitSet, ServiceError> {
         let list = defs
             .iter()
             .map(|d| {
