@@ -61,6 +61,7 @@
 //! * [`fdlimit`]: the open-file limit, raised at start and checked against
 //!   the connection caps.
 //! * [`escape`]: bytes from the network made safe to show in a log line.
+//! * [`error`]: an error shown with its chain of causes, one per line.
 //!
 //! ## Quick example
 //!
@@ -99,6 +100,7 @@ pub mod breaker;
 pub mod clock;
 pub mod config;
 pub mod daemon;
+pub mod error;
 pub(crate) mod escape;
 pub mod expose;
 pub mod fdlimit;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use clap::{Parser, Subcommand};
 use rollstat::config::Config;
 use rollstat::daemon::{self, Listeners};
+use rollstat::error::Causes;
 use rollstat::series::footprint::{self, Footprint};
 use rollstat::SystemClock;
 
@@ -78,7 +79,7 @@ fn main() -> ExitCode {
                 ExitCode::SUCCESS
             }
             Err(e) => {
-                eprintln!("{e}");
+                report(&e);
                 ExitCode::from(2)
             }
         };
@@ -97,7 +98,7 @@ fn main() -> ExitCode {
         Some(path) => match Config::load(path) {
             Ok(c) => c,
             Err(e) => {
-                eprintln!("{e}");
+                report(&e);
                 return ExitCode::from(2);
             }
         },
@@ -108,7 +109,7 @@ fn main() -> ExitCode {
     let listeners = match Listeners::bind(&cfg) {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("rollstat: {e}");
+            report(&e);
             return ExitCode::from(1);
         }
     };
@@ -122,7 +123,7 @@ fn main() -> ExitCode {
     {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("rollstat: cannot start the async runtime: {e}");
+            report(&RuntimeError(e));
             return ExitCode::from(1);
         }
     };
@@ -136,11 +137,25 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("rollstat: {e}");
+            report(&e);
             ExitCode::from(1)
         }
     }
 }
+
+/// Prints `e` to stderr with every cause under it, one per line
+/// (`error: ...` then `  caused by: ...`): the one way the binary reports an
+/// error that stops it.
+fn report(e: &(dyn std::error::Error + 'static)) {
+    eprintln!("error: {}", Causes(e));
+}
+
+/// The async runtime could not be built.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "cannot start the async runtime (tokio); check this process's limits on threads and memory"
+)]
+struct RuntimeError(#[source] std::io::Error);
 
 /// Ctrl-C or SIGTERM. A second one while the graceful stop is still
 /// running (it waits up to 5 s for open HTTP connections, and for the

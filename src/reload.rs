@@ -18,9 +18,27 @@ use parking_lot::Mutex;
 
 use crate::clock::Clock;
 use crate::config::{Config, ConfigError};
+use crate::error::Causes;
 use crate::series::Registry;
-use crate::service::{ServiceHandle, Services};
+use crate::service::{ServiceError, ServiceHandle, Services};
 use crate::telemetry::Telemetry;
+
+/// Why a reload was refused; the previous config stays in force.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    /// The file cannot be read, or has problems (every one is listed).
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The file reads well, but a breaker or limit cannot be built from it.
+    #[error("{}: the config reads well, but its breakers and limits cannot be built", path.display())]
+    Services {
+        /// The config file.
+        path: PathBuf,
+        /// Which entry, and why.
+        #[source]
+        source: ServiceError,
+    },
+}
 
 /// Reloads the config file into the registry.
 pub struct Reloader {
@@ -55,26 +73,29 @@ impl Reloader {
     }
 
     /// Reads the file again and applies it, or keeps the old config.
-    pub fn reload(&self) -> Result<(), ConfigError> {
+    ///
+    /// # Errors
+    ///
+    /// [`ReloadError`]: the new config cannot be read or built; the old one
+    /// stays in force.
+    pub fn reload(&self) -> Result<(), ReloadError> {
         let Some(path) = &self.path else {
             tracing::info!("Reload asked, but rollstat runs on built-in defaults (no --config); nothing to reload.");
             self.telemetry.reloads.with_label_values(&["ok"]).inc();
             return Ok(());
         };
-        let loaded = Config::load(path).and_then(|cfg| {
-            // Breakers and limits whose definition is unchanged keep their state.
-            let previous = self.services.current();
-            Services::new(&cfg, self.clock.now(), Some(&previous))
-                .map(|s| (cfg, s))
-                .map_err(|e| ConfigError {
-                    path: Some(path.clone()),
-                    problems: vec![crate::config::ConfigProblem {
-                        line: 0,
-                        key: "breakers/limits".into(),
-                        message: e,
-                    }],
-                })
-        });
+        let loaded = Config::load(path)
+            .map_err(ReloadError::from)
+            .and_then(|cfg| {
+                // Breakers and limits whose definition is unchanged keep their state.
+                let previous = self.services.current();
+                Services::new(&cfg, self.clock.now(), Some(&previous))
+                    .map(|s| (cfg, s))
+                    .map_err(|source| ReloadError::Services {
+                        path: path.clone(),
+                        source,
+                    })
+            });
         match loaded {
             Ok((cfg, services)) => {
                 self.services.replace(services);
@@ -109,7 +130,10 @@ impl Reloader {
             Err(e) => {
                 self.telemetry.reloads.with_label_values(&["error"]).inc();
                 self.telemetry.last_reload_success.set(0);
-                tracing::error!("Config reload failed; the previous config stays in force. {e}");
+                tracing::error!(
+                    "Config reload failed; the previous config stays in force. {}",
+                    Causes(&e)
+                );
                 Err(e)
             }
         }

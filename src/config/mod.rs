@@ -643,14 +643,14 @@ fn read_mapping(
     let pattern = match (t.string(p, "match"), t.string(p, "match_regex")) {
         (Some((s, off)), None) => Glob::new(&s)
             .map(Matcher::Glob)
-            .map_err(|e| p.at(off, &t.key_path("match"), e))
+            .map_err(|e| p.at(off, &t.key_path("match"), e.to_string()))
             .ok(),
         (None, Some((s, off))) => NameRegex::new(&s)
             .map(Matcher::Regex)
             .map_err(|e| {
                 // The crate's message may draw a caret under the pattern over
                 // several lines: keep them, indented under the problem.
-                let e = e.replace('\n', "\n      ");
+                let e = e.to_string().replace('\n', "\n      ");
                 p.at(
                     off,
                     &t.key_path("match_regex"),
@@ -707,7 +707,7 @@ fn read_mapping(
             // template's syntax, not its captures, to avoid a cascade.
             None => Template::compile(s, usize::MAX, "pattern", |_| Some(1)),
         };
-        compiled.map_err(|e| p.at(off, key, e)).ok()
+        compiled.map_err(|e| p.at(off, key, e.to_string())).ok()
     };
     let rename = t
         .string(p, "rename")

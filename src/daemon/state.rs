@@ -22,8 +22,8 @@ use crate::ingest::Ingestor;
 use crate::parse::ParseOptions;
 use crate::reload::Reloader;
 use crate::series::{Plan, Registry};
-use crate::service::{ServiceHandle, Services};
-use crate::store::{RedisStore, StoreError};
+use crate::service::{ServiceError, ServiceHandle, Services};
+use crate::store::{RedisStore, StoreSetupError};
 use crate::telemetry::Telemetry;
 
 /// Why the daemon's state could not be built.
@@ -32,10 +32,10 @@ pub enum BuildError {
     /// `[redis]` names a store that cannot be used (e.g. a URL scheme the
     /// client does not support).
     #[error("cannot set up the shared store of [redis]")]
-    Store(#[source] StoreError),
+    Store(#[source] StoreSetupError),
     /// A breaker or limit of the config cannot be built.
-    #[error("cannot build the breakers and limits of the config: {0}")]
-    Services(String),
+    #[error("cannot build the breakers and limits of the config")]
+    Services(#[source] ServiceError),
     /// A self-metric could not be registered (a bug: names clash).
     #[error("cannot register rollstat's own metrics")]
     Telemetry(#[source] prometheus::Error),

@@ -357,9 +357,13 @@ async fn reload(State(st): State<AppState>) -> Response {
     let reloader = st.reloader.clone();
     match tokio::task::spawn_blocking(move || reloader.reload()).await {
         Ok(Ok(())) => (StatusCode::OK, "config reloaded\n").into_response(),
+        // Either kind of ReloadError is a config to fix: 400.
         Ok(Err(e)) => (
             StatusCode::BAD_REQUEST,
-            format!("{e}\nthe previous config stays in force\n"),
+            format!(
+                "{}\nthe previous config stays in force\n",
+                crate::error::Causes(&e)
+            ),
         )
             .into_response(),
         Err(e) => api_error(

@@ -4,6 +4,8 @@
 use std::cell::Cell;
 use std::fmt;
 
+use super::GlobError;
+
 /// The longest glob [`Glob::new`] accepts, in bytes.
 pub const MAX_GLOB_BYTES: usize = 512;
 
@@ -74,24 +76,24 @@ enum Wild {
 }
 
 impl Glob {
-    /// Compiles `pattern`; the error says what to fix.
-    pub fn new(pattern: &str) -> Result<Glob, String> {
+    /// Compiles `pattern`.
+    ///
+    /// # Errors
+    ///
+    /// [`GlobError`], which says what to fix.
+    pub fn new(pattern: &str) -> Result<Glob, GlobError> {
         if pattern.is_empty() {
-            return Err("an empty glob matches nothing; use \"**\" to match every name".into());
+            return Err(GlobError::Empty);
         }
         if pattern.len() > MAX_GLOB_BYTES {
             let head: String = pattern.chars().take(24).collect();
-            return Err(format!(
-                "glob `{}…` is {} bytes; at most {MAX_GLOB_BYTES} are allowed: \
-                 shorten it, or split it into several rules",
-                head.escape_debug(),
-                pattern.len()
-            ));
+            return Err(GlobError::TooLong {
+                head: head.escape_debug().to_string(),
+                len: pattern.len(),
+            });
         }
         if pattern.contains("***") {
-            return Err(format!(
-                "`{pattern}`: use `*` (one component) or `**` (any depth), not `***`"
-            ));
+            return Err(GlobError::TripleStar(pattern.to_string()));
         }
         let mut prefix = None;
         let mut wilds = Vec::new();
@@ -116,22 +118,19 @@ impl Glob {
                 }
                 wilds.push(w);
             } else if c.is_control() {
-                return Err(format!("`{pattern}` contains a control character"));
+                return Err(GlobError::ControlCharacter(pattern.to_string()));
             } else {
                 lit.push(c);
             }
         }
         if twice_in_a_row {
-            return Err(format!(
-                "`{pattern}`: two wildcards in a row are ambiguous; put a literal between them"
-            ));
+            return Err(GlobError::AdjacentWildcards(pattern.to_string()));
         }
         if wilds.len() > MAX_GLOB_WILDCARDS {
-            return Err(format!(
-                "`{pattern}`: {} wildcards; at most {MAX_GLOB_WILDCARDS} are allowed \
-                 (each is a capture); use match_regex for more complex patterns",
-                wilds.len()
-            ));
+            return Err(GlobError::TooManyWildcards {
+                pattern: pattern.to_string(),
+                count: wilds.len(),
+            });
         }
         let (prefix, suffix) = match prefix {
             Some(p) => (p, lit),
@@ -559,8 +558,11 @@ mod tests {
 
     #[test]
     fn bad_globs_explain_themselves() {
-        assert!(Glob::new("").unwrap_err().contains("\"**\""));
-        assert!(Glob::new("a.***").unwrap_err().contains("not `***`"));
+        assert!(Glob::new("").unwrap_err().to_string().contains("\"**\""));
+        assert!(Glob::new("a.***")
+            .unwrap_err()
+            .to_string()
+            .contains("not `***`"));
         assert!(Glob::new("a.*x**")
             .map(|g| g.captures())
             .is_ok_and(|c| c == 2));
@@ -569,13 +571,14 @@ mod tests {
             .is_ok_and(|c| c == 2));
         assert!(Glob::new("a.*\u{7}")
             .unwrap_err()
+            .to_string()
             .contains("control character"));
     }
 
     #[test]
     fn the_caps_say_the_limit_what_was_given_and_what_to_do() {
         let long = format!("api.{}", "x".repeat(896));
-        let e = Glob::new(&long).unwrap_err();
+        let e = Glob::new(&long).unwrap_err().to_string();
         assert!(
             e.contains("is 900 bytes; at most 512 are allowed") && e.contains("shorten it"),
             "{e}"
@@ -584,7 +587,7 @@ mod tests {
         assert!(Glob::new(&"a".repeat(MAX_GLOB_BYTES)).is_ok());
 
         let many = vec!["*"; 20].join(".");
-        let e = Glob::new(&many).unwrap_err();
+        let e = Glob::new(&many).unwrap_err().to_string();
         assert!(
             e.contains("20 wildcards; at most 16 are allowed (each is a capture)")
                 && e.contains("use match_regex"),

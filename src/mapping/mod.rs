@@ -30,12 +30,16 @@
 //! * `glob.rs`: [`Glob`], its validation and its linear-time matcher;
 //! * `regex.rs`: [`NameRegex`];
 //! * `template.rs`: [`Template`];
+//! * `error.rs`: why a glob, regex or template is refused ([`GlobError`],
+//!   [`RegexError`], [`TemplateError`]);
 //! * this file: [`Matcher`], either kind of pattern, as a mapping rule holds it.
 
+mod error;
 mod glob;
 mod regex;
 mod template;
 
+pub use self::error::{GlobError, RegexError, TemplateError};
 pub use self::glob::{Glob, MAX_GLOB_BYTES, MAX_GLOB_WILDCARDS};
 pub use self::regex::NameRegex;
 pub use self::template::Template;
@@ -69,7 +73,11 @@ impl Matcher {
 
     /// Compiles a template against this matcher's captures (numbered, and
     /// named for a regex).
-    pub fn template(&self, s: &str) -> Result<Template, String> {
+    ///
+    /// # Errors
+    ///
+    /// [`TemplateError`]: bad syntax, or a capture this matcher lacks.
+    pub fn template(&self, s: &str) -> Result<Template, TemplateError> {
         match self {
             Matcher::Glob(g) => Template::new(s, g.captures()),
             Matcher::Regex(r) => {
@@ -97,15 +105,16 @@ mod tests {
             "checkout-checkout-checkout"
         );
         assert_eq!(m.template("cost $$5").unwrap().render(&caps), "cost $5");
-        let e = m.template("${nope}").unwrap_err();
+        let e = m.template("${nope}").unwrap_err().to_string();
         assert!(e.contains("no capture named `nope`"), "{e}");
-        let e = m.template("$4").unwrap_err();
+        let e = m.template("$4").unwrap_err().to_string();
         assert!(e.contains("the regex has 3 capture(s)"), "{e}");
         // A glob has no named captures.
         let g = Matcher::Glob(Glob::new("a.*").unwrap());
         assert!(g
             .template("${svc}")
             .unwrap_err()
+            .to_string()
             .contains("glob has no capture named"));
         assert_eq!(g.template("x_$1").unwrap().render(&["y"]), "x_y");
     }

@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use super::RegexError;
+
 /// A compiled regular expression on statsd names, anchored to the whole name.
 #[derive(Clone)]
 pub struct NameRegex {
@@ -11,15 +13,20 @@ pub struct NameRegex {
 
 impl NameRegex {
     /// Compiles `pattern` (the `regex` crate's syntax), anchored at both
-    /// ends. The error is the crate's message about `pattern` as written.
-    pub fn new(pattern: &str) -> Result<NameRegex, String> {
+    /// ends.
+    ///
+    /// # Errors
+    ///
+    /// [`RegexError`]: an empty pattern, or the crate's message about
+    /// `pattern` as written.
+    pub fn new(pattern: &str) -> Result<NameRegex, RegexError> {
         if pattern.is_empty() {
-            return Err("an empty regex matches no name; use \".+\" to match every name".into());
+            return Err(RegexError::Empty);
         }
         // Compiled alone first, so that an error points into the text the
         // user wrote rather than into the anchored form.
-        regex::Regex::new(pattern).map_err(|e| e.to_string())?;
-        let re = regex::Regex::new(&format!("^(?:{pattern})$")).map_err(|e| e.to_string())?;
+        regex::Regex::new(pattern)?;
+        let re = regex::Regex::new(&format!("^(?:{pattern})$"))?;
         Ok(NameRegex {
             source: pattern.to_string(),
             re,
@@ -101,12 +108,15 @@ mod tests {
 
     #[test]
     fn bad_regexes_keep_the_crate_message_about_the_text_as_written() {
-        let e = NameRegex::new("api.(unclosed").unwrap_err();
+        let e = NameRegex::new("api.(unclosed").unwrap_err().to_string();
         assert!(e.contains("unclosed group"), "{e}");
         // The caret diagram shows the user's pattern, not the anchored form.
         assert!(e.contains("api.(unclosed"), "{e}");
         assert!(!e.contains("(?:"), "{e}");
-        assert!(NameRegex::new("").unwrap_err().contains("empty regex"));
+        assert!(NameRegex::new("")
+            .unwrap_err()
+            .to_string()
+            .contains("empty regex"));
         assert!(NameRegex::new(r"a\").is_err());
     }
 }

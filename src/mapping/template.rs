@@ -1,6 +1,8 @@
 //! [`Template`]: a string with capture references (`$1`, `${2}`, `${name}`),
 //! rendered with the captures of a match.
 
+use super::TemplateError;
+
 /// A string with capture references (`$1`, `${2}`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Template {
@@ -14,21 +16,28 @@ enum Piece {
 }
 
 impl Template {
-    /// Compiles `s` for a glob with `captures` wildcards; references beyond
-    /// them are errors.
-    pub fn new(s: &str, captures: usize) -> Result<Template, String> {
+    /// Compiles `s` for a glob with `captures` wildcards.
+    ///
+    /// # Errors
+    ///
+    /// [`TemplateError`]: bad syntax, or a reference beyond the captures.
+    pub fn new(s: &str, captures: usize) -> Result<Template, TemplateError> {
         Template::compile(s, captures, "glob", |_| None)
     }
 
     /// Compiles `s` for a pattern (`what`: "glob" or "regex", for messages)
     /// with `captures` numbered captures; `named` gives the number of a named
     /// capture, for `${name}`.
+    ///
+    /// # Errors
+    ///
+    /// [`TemplateError`]: bad syntax, or a capture the pattern lacks.
     pub fn compile(
         s: &str,
         captures: usize,
-        what: &str,
+        what: &'static str,
         named: impl Fn(&str) -> Option<usize>,
-    ) -> Result<Template, String> {
+    ) -> Result<Template, TemplateError> {
         let mut pieces = Vec::new();
         let mut text = String::new();
         let b = s.as_bytes();
@@ -41,7 +50,7 @@ impl Template {
                 let (reference, next) = if b.get(i + 1) == Some(&b'{') {
                     match s[i + 2..].find('}') {
                         Some(close) => (&s[i + 2..i + 2 + close], i + 3 + close),
-                        None => return Err(format!("`{s}`: unclosed `${{`")),
+                        None => return Err(TemplateError::Unclosed(s.to_string())),
                     }
                 } else {
                     let len = b[i + 1..].iter().take_while(|c| c.is_ascii_digit()).count();
@@ -49,16 +58,21 @@ impl Template {
                 };
                 let n = match reference.parse::<usize>() {
                     Ok(n) if n == 0 || n > captures => {
-                        return Err(format!(
-                            "`{s}` uses ${n} but the {what} has {captures} capture(s)"
-                        ))
+                        return Err(TemplateError::NoSuchNumber {
+                            template: s.to_string(),
+                            number: n,
+                            pattern: what,
+                            captures,
+                        })
                     }
                     Ok(n) => n,
-                    Err(_) if reference.is_empty() => return Err(format!(
-                        "`{s}`: `$` must be followed by a capture number, e.g. $1 (write $$ for a literal $)"
-                    )),
-                    Err(_) => named(reference).ok_or_else(|| {
-                        format!("`{s}` uses ${{{reference}}} but the {what} has no capture named `{reference}`")
+                    Err(_) if reference.is_empty() => {
+                        return Err(TemplateError::MissingNumber(s.to_string()))
+                    }
+                    Err(_) => named(reference).ok_or_else(|| TemplateError::NoSuchName {
+                        template: s.to_string(),
+                        name: reference.to_string(),
+                        pattern: what,
                     })?,
                 };
                 if !text.is_empty() {
@@ -98,7 +112,10 @@ mod tests {
 
     #[test]
     fn bad_templates_explain_themselves() {
-        assert!(Template::new("x_$2", 1).unwrap_err().contains("1 capture"));
+        assert!(Template::new("x_$2", 1)
+            .unwrap_err()
+            .to_string()
+            .contains("1 capture"));
         assert!(Template::new("x_$", 1).is_err());
         assert!(Template::new("x_${1", 1).is_err());
     }

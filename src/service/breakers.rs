@@ -47,8 +47,10 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
+use super::ServiceError;
 use crate::breaker::{
-    Breaker, ErrorRateBreaker, Outcome, SharedBreaker, Signals, SreBreaker, Transitions, Verdict,
+    Breaker, ErrorRateBreaker, ErrorRateConfigError, Outcome, SharedBreaker, Signals, SreBreaker,
+    SreConfigError, Transitions, Verdict,
 };
 use crate::clock::Timestamp;
 use crate::config::{BreakerDef, BreakerKind};
@@ -99,16 +101,23 @@ pub enum AnyBreaker {
     ErrorRate(ErrorRateBreaker),
 }
 
+/// Why a breaker's parameters cannot build its algorithm.
+#[derive(Debug, thiserror::Error)]
+pub enum BreakerConfigError {
+    /// SRE adaptive throttling.
+    #[error(transparent)]
+    Sre(#[from] SreConfigError),
+    /// Closed / open / half-open.
+    #[error(transparent)]
+    ErrorRate(#[from] ErrorRateConfigError),
+}
+
 impl AnyBreaker {
-    fn new(kind: &BreakerKind, now: Timestamp) -> Result<Self, String> {
-        match kind {
-            BreakerKind::Sre(c) => SreBreaker::new(*c, now)
-                .map(AnyBreaker::Sre)
-                .map_err(|e| e.to_string()),
-            BreakerKind::ErrorRate(c) => ErrorRateBreaker::new(*c, now)
-                .map(AnyBreaker::ErrorRate)
-                .map_err(|e| e.to_string()),
-        }
+    fn new(kind: &BreakerKind, now: Timestamp) -> Result<Self, BreakerConfigError> {
+        Ok(match kind {
+            BreakerKind::Sre(c) => AnyBreaker::Sre(SreBreaker::new(*c, now)?),
+            BreakerKind::ErrorRate(c) => AnyBreaker::ErrorRate(ErrorRateBreaker::new(*c, now)?),
+        })
     }
 
     /// Records slow calls (error-rate breaker); plain calls for SRE.
@@ -303,11 +312,15 @@ pub struct Breakers {
 impl Breakers {
     /// Builds the breakers of `defs`. A breaker whose definition is unchanged
     /// in `previous` is carried over with its state.
+    ///
+    /// # Errors
+    ///
+    /// [`ServiceError::Breaker`]: parameters that cannot build a breaker.
     pub fn new(
         defs: &[BreakerDef],
         now: Timestamp,
         previous: Option<&Breakers>,
-    ) -> Result<Breakers, String> {
+    ) -> Result<Breakers, ServiceError> {
         let mut list = Vec::with_capacity(defs.len());
         let mut feeds: HashMap<String, Vec<(usize, Role)>> = HashMap::new();
         for (i, def) in defs.iter().enumerate() {
@@ -319,7 +332,12 @@ impl Breakers {
                 None => Arc::new(NamedBreaker {
                     def: def.clone(),
                     breaker: SharedBreaker::new(
-                        AnyBreaker::new(&def.kind, now)?,
+                        AnyBreaker::new(&def.kind, now).map_err(|source| {
+                            ServiceError::Breaker {
+                                name: def.name.clone(),
+                                source,
+                            }
+                        })?,
                         seed(&def.name, now),
                     ),
                     pending: Pending::default(),

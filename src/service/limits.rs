@@ -8,22 +8,28 @@
 //! forgotten) or deny new keys (fail closed, 503). Decisions are counted by
 //! outcome for `rollstat_limit_decisions_total`.
 //!
-//! A limit with `shared = true` is decided in the shared store (Redis, see
-//! [`crate::store::redis`]) so that a fleet of instances enforces one limit.
-//! When the store fails, [`StoreFallback`] says what to answer: decide with
-//! this instance's own limiter (`local`, the default), deny or allow. The
-//! answer says which: [`Source`].
+//! Every limit decides through a [`LimitStore`]: this instance's own
+//! limiter ([`MemoryLimits`]) or, for a limit with `shared = true`, the
+//! shared store (Redis, see [`crate::store::redis`]) so that a fleet of
+//! instances enforces one limit. When the shared store fails,
+//! [`on_store_error`] (in `fallback.rs`) answers as the limit's
+//! `on_store_error` says: decide with this instance's own limiter (`local`,
+//! the default), deny or allow. The answer says who decided: [`Source`].
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use super::fallback::on_store_error;
+use super::ServiceError;
 use crate::clock::Timestamp;
-use crate::config::{LimitAlgorithm, LimitDef, StoreFallback};
+use crate::config::{LimitAlgorithm, LimitDef};
 use crate::limit::{
     AcquireError, Decision, KeyedConfig, KeyedLimiter, KeyedStats, Limit, Limits, OverflowPolicy,
     SlidingCounter, SlidingLog,
 };
-use crate::store::{LimitStore, RedisLimits, RedisStore, SharedAlgorithm, StoreError};
+use crate::store::{
+    LimitStore, MemoryLimits, RedisLimits, RedisStore, SharedAlgorithm, StoreError,
+};
 
 /// Who decided.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,16 +66,56 @@ pub struct Verdict {
     pub store_error: Option<StoreError>,
 }
 
-enum Keyed {
-    Exact(KeyedLimiter<SlidingLog>),
-    Approximate(KeyedLimiter<SlidingCounter>),
+/// This instance's own limiter, of either algorithm.
+enum Local {
+    Exact(MemoryLimits<SlidingLog>),
+    Approximate(MemoryLimits<SlidingCounter>),
+}
+
+impl Local {
+    /// As a store: how a limit that is not shared decides.
+    fn store(&self) -> &dyn LimitStore {
+        match self {
+            Local::Exact(m) => m,
+            Local::Approximate(m) => m,
+        }
+    }
+
+    /// Decides at once: the fallback of a shared limit under `local`.
+    fn acquire(&self, key: &str, n: u32, now: Timestamp) -> Result<Decision, AcquireError> {
+        match self {
+            Local::Exact(m) => m.acquire(key, n, now),
+            Local::Approximate(m) => m.acquire(key, n, now),
+        }
+    }
+
+    fn limits(&self) -> &Limits {
+        self.store().limits()
+    }
+
+    fn stats(&self) -> KeyedStats {
+        match self {
+            Local::Exact(m) => m.0.stats(),
+            Local::Approximate(m) => m.0.stats(),
+        }
+    }
+
+    fn sweep(&self, now: Timestamp) -> usize {
+        match self {
+            Local::Exact(m) => m.0.sweep(now),
+            Local::Approximate(m) => m.0.sweep(now),
+        }
+    }
 }
 
 /// One configured limit.
 pub struct NamedLimit {
     /// Its configuration.
     pub def: LimitDef,
-    limiter: Keyed,
+    /// Decides when the limit is not shared, and when the shared store
+    /// fails under `on_store_error = "local"`.
+    local: Local,
+    /// Decides when the limit is shared.
     shared: Option<RedisLimits>,
     /// Decisions by outcome: allowed, denied, error (over capacity / key cap).
     pub decisions: [AtomicU64; 3],
@@ -83,25 +129,35 @@ pub struct NamedLimit {
 pub const DECISIONS: [&str; 3] = ["allowed", "denied", "error"];
 
 impl NamedLimit {
-    fn new(def: &LimitDef, store: Option<&Arc<RedisStore>>) -> Result<NamedLimit, String> {
+    fn new(def: &LimitDef, store: Option<&Arc<RedisStore>>) -> Result<NamedLimit, ServiceError> {
+        let name = || def.name.clone();
+        let rules_err = |source| ServiceError::Rules {
+            name: name(),
+            source,
+        };
         let rules = def
             .rules
             .iter()
             .map(|(max, w)| Limit::new(*max, *w))
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| format!("limit `{}`: {e}", def.name))?;
-        let limits = Limits::new(rules).map_err(|e| format!("limit `{}`: {e}", def.name))?;
+            .map_err(rules_err)?;
+        let limits = Limits::new(rules).map_err(rules_err)?;
         let policy = if def.reject_new_keys {
             OverflowPolicy::RejectNewKeys
         } else {
             OverflowPolicy::EvictLeastRecent
         };
         let cfg = KeyedConfig::new(def.max_keys).overflow(policy);
-        let err = |e: crate::limit::KeyedConfigError| format!("limit `{}`: {e}", def.name);
-        let limiter = match def.algorithm {
-            LimitAlgorithm::Exact => Keyed::Exact(KeyedLimiter::new(limits, cfg).map_err(err)?),
+        let err = |source| ServiceError::Keys {
+            name: name(),
+            source,
+        };
+        let local = match def.algorithm {
+            LimitAlgorithm::Exact => {
+                Local::Exact(MemoryLimits(KeyedLimiter::new(limits, cfg).map_err(err)?))
+            }
             LimitAlgorithm::Approximate => {
-                Keyed::Approximate(KeyedLimiter::new(limits, cfg).map_err(err)?)
+                Local::Approximate(MemoryLimits(KeyedLimiter::new(limits, cfg).map_err(err)?))
             }
         };
         let policy_names: Vec<String> = (0..def.rules.len())
@@ -127,34 +183,22 @@ impl NamedLimit {
             (true, Some(store)) => Some(RedisLimits::new(
                 store.clone(),
                 def.name.clone(),
-                limiter_limits(&limiter).clone(),
+                local.limits().clone(),
                 match def.algorithm {
                     LimitAlgorithm::Exact => SharedAlgorithm::SlidingLog,
                     LimitAlgorithm::Approximate => SharedAlgorithm::SlidingCounter,
                 },
             )),
-            (true, None) => {
-                return Err(format!(
-                    "limit `{}`: shared = true, but the daemon started without a [redis] section; restart it to share",
-                    def.name
-                ))
-            }
+            (true, None) => return Err(ServiceError::NoStore { name: name() }),
         };
         Ok(NamedLimit {
             def: def.clone(),
-            limiter,
+            local,
             shared,
             decisions: Default::default(),
             policy_header,
             policy_names,
         })
-    }
-
-    fn local(&self, key: &str, n: u32, now: Timestamp) -> Result<Decision, AcquireError> {
-        match &self.limiter {
-            Keyed::Exact(l) => l.acquire(key, n, now),
-            Keyed::Approximate(l) => l.acquire(key, n, now),
-        }
     }
 
     fn count(&self, r: &Result<Decision, AcquireError>) {
@@ -166,96 +210,55 @@ impl NamedLimit {
         self.decisions[i].fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Decides a request of weight `n` for `key` at `now` in this instance's
-    /// own limiter (whether or not the limit is shared), and counts it.
-    pub fn acquire(&self, key: &str, n: u32, now: Timestamp) -> Result<Decision, AcquireError> {
-        let r = self.local(key, n, now);
-        self.count(&r);
-        r
-    }
-
     /// Whether decisions go to the shared store.
     #[must_use]
     pub fn is_shared(&self) -> bool {
         self.shared.is_some()
     }
 
-    /// Decides a request of weight `n` for `key` at `now`: in the shared
-    /// store if the limit is shared (falling back as configured when the
-    /// store fails), else locally. Counts it.
+    /// Decides a request of weight `n` for `key` at `now` in the limit's
+    /// store: the shared one if the limit is shared, else this instance's
+    /// own limiter. If the shared store fails, [`on_store_error`] answers.
+    /// Counts the verdict.
     pub async fn decide(&self, key: &str, n: u32, now: Timestamp) -> Verdict {
-        let Some(shared) = &self.shared else {
-            return Verdict {
-                result: self.acquire(key, n, now),
-                source: Source::Local,
+        let (store, source): (&dyn LimitStore, Source) = match &self.shared {
+            Some(shared) => (shared, Source::Shared),
+            None => (self.local.store(), Source::Local),
+        };
+        let verdict = match store.decide(key, n, now).await {
+            Ok(d) => Verdict {
+                result: Ok(d),
+                source,
                 store_error: None,
-            };
+            },
+            Err(StoreError::Acquire(e)) => Verdict {
+                result: Err(e),
+                source,
+                store_error: None,
+            },
+            Err(e) => on_store_error(self.def.on_store_error, e, self.limits(), n, || {
+                self.local.acquire(key, n, now)
+            }),
         };
-        let err = match shared.decide(key, n, now).await {
-            Ok(d) => {
-                let r = Ok(d);
-                self.count(&r);
-                return Verdict {
-                    result: r,
-                    source: Source::Shared,
-                    store_error: None,
-                };
-            }
-            Err(StoreError::Acquire(e)) => {
-                let r = Err(e);
-                self.count(&r);
-                return Verdict {
-                    result: r,
-                    source: Source::Shared,
-                    store_error: None,
-                };
-            }
-            Err(e) => e,
-        };
-        let (result, source) = match self.def.on_store_error {
-            StoreFallback::Local => (self.local(key, n, now), Source::Local),
-            policy => {
-                let allowed = policy == StoreFallback::Allow;
-                let limit = self.limits().as_slice()[0];
-                let r = self.limits().check_capacity(n).map(|()| Decision {
-                    allowed,
-                    limit,
-                    remaining: 0,
-                    reset: std::time::Duration::ZERO,
-                    retry_after: (!allowed).then_some(std::time::Duration::from_secs(1)),
-                });
-                (r, Source::Fallback)
-            }
-        };
-        self.count(&result);
-        Verdict {
-            result,
-            source,
-            store_error: Some(err),
-        }
+        self.count(&verdict.result);
+        verdict
     }
 
     /// The rules, in config order.
     #[must_use]
     pub fn limits(&self) -> &Limits {
-        limiter_limits(&self.limiter)
+        self.local.limits()
     }
 
-    /// Key counts and evictions.
+    /// Key counts and evictions of this instance's own limiter.
     #[must_use]
     pub fn stats(&self) -> KeyedStats {
-        match &self.limiter {
-            Keyed::Exact(l) => l.stats(),
-            Keyed::Approximate(l) => l.stats(),
-        }
+        self.local.stats()
     }
 
-    /// Drops idle keys.
+    /// Drops idle keys from this instance's own limiter.
     pub fn sweep(&self, now: Timestamp) -> usize {
-        match &self.limiter {
-            Keyed::Exact(l) => l.sweep(now),
-            Keyed::Approximate(l) => l.sweep(now),
-        }
+        self.local.sweep(now)
     }
 
     /// `exact` or `approximate`.
@@ -274,13 +277,6 @@ pub fn ceil_secs(d: std::time::Duration) -> u64 {
     d.as_secs() + u64::from(d.subsec_nanos() > 0)
 }
 
-fn limiter_limits(k: &Keyed) -> &Limits {
-    match k {
-        Keyed::Exact(l) => l.limits(),
-        Keyed::Approximate(l) => l.limits(),
-    }
-}
-
 /// Every configured limit.
 #[derive(Default)]
 pub struct LimitSet {
@@ -295,11 +291,15 @@ const SWEEP_EVERY_NANOS: u64 = 10_000_000_000;
 impl LimitSet {
     /// Builds the limits of `defs`; unchanged definitions in `previous` keep
     /// their state (every key's history). Shared limits use `store`.
+    ///
+    /// # Errors
+    ///
+    /// [`ServiceError`]: a limit that cannot be built, the first one.
     pub fn new(
         defs: &[LimitDef],
         previous: Option<&LimitSet>,
         store: Option<&Arc<RedisStore>>,
-    ) -> Result<LimitSet, String> {
+    ) -> Result<LimitSet, ServiceError> {
         let list = defs
             .iter()
             .map(|d| {

@@ -1,5 +1,7 @@
 use std::time::Duration;
 
+use futures_util::FutureExt;
+
 use super::*;
 use crate::breaker::BreakerState;
 use crate::parse::{parse_datagram, Line};
@@ -8,6 +10,20 @@ const T0: Timestamp = Timestamp::from_secs(1_767_225_600);
 
 fn services(cfg: &str) -> Services {
     Services::new(&Config::parse(cfg).unwrap(), T0, None).unwrap()
+}
+
+/// Whether limit `limit` admits `n` for `key` at `T0`. A limit that is not
+/// shared decides in memory: its answer is ready at once.
+fn admits(s: &Services, limit: &str, key: &str, n: u32) -> bool {
+    let verdict = s
+        .limits
+        .get(limit)
+        .unwrap()
+        .decide(key, n, T0)
+        .now_or_never();
+    let verdict = verdict.expect("a memory decision is ready at once");
+    assert_eq!(verdict.source, super::limits::Source::Local);
+    verdict.result.unwrap().allowed
 }
 
 fn observe(s: &Services, dgram: &str) {
@@ -120,24 +136,15 @@ fn a_reload_keeps_unchanged_breakers_and_limits_and_resets_changed_ones() {
     let s1 = services(&cfg);
     observe(&s1, "req:4|c\nfail:4|c");
     s1.breakers.tick(T0);
-    let l = s1.limits.get("l").unwrap();
-    assert!(l.acquire("k", 2, T0).unwrap().allowed);
-    assert!(!l.acquire("k", 1, T0).unwrap().allowed);
+    assert!(admits(&s1, "l", "k", 2));
+    assert!(!admits(&s1, "l", "k", 1));
 
     let same = Services::new(&Config::parse(&cfg).unwrap(), T0, Some(&s1)).unwrap();
     assert_eq!(
         same.breakers.get("b").unwrap().breaker.signals(T0).state,
         BreakerState::Open
     );
-    assert!(
-        !same
-            .limits
-            .get("l")
-            .unwrap()
-            .acquire("k", 1, T0)
-            .unwrap()
-            .allowed
-    );
+    assert!(!admits(&same, "l", "k", 1));
 
     let changed = cfg
         .replace("max = 2", "max = 3")
@@ -147,14 +154,7 @@ fn a_reload_keeps_unchanged_breakers_and_limits_and_resets_changed_ones() {
         s2.breakers.get("b").unwrap().breaker.signals(T0).state,
         BreakerState::Closed
     );
-    assert!(
-        s2.limits
-            .get("l")
-            .unwrap()
-            .acquire("k", 3, T0)
-            .unwrap()
-            .allowed
-    );
+    assert!(admits(&s2, "l", "k", 3));
 }
 
 #[test]
@@ -301,4 +301,66 @@ fn a_failures_debt_paid_a_tick_late_is_never_forgotten() {
         (8, 8),
         "a request counted as a success"
     );
+}
+
+/// Shared limits against a Redis that refuses connections (port 1), one per
+/// `on_store_error` policy: each decision goes to the store, fails, and is
+/// answered by `fallback::on_store_error`, then counted like any other.
+#[tokio::test]
+async fn a_failed_store_is_answered_by_each_limits_policy_and_counted() {
+    let mut cfg = String::from("[redis]\nurl = \"redis://127.0.0.1:1\"\ntimeout_ms = 200\n");
+    for policy in ["local", "deny", "allow"] {
+        cfg.push_str(&format!(
+            "[[limits]]\nname = \"{policy}\"\nshared = true\non_store_error = \"{policy}\"\nrules = [{{ max = 1, window_ms = 1000 }}]\n"
+        ));
+    }
+    let cfg = Config::parse(&cfg).unwrap();
+    let store = crate::store::RedisStore::new(cfg.redis.clone().unwrap()).unwrap();
+    let s = Services::with_store(&cfg, T0, None, Some(store.clone())).unwrap();
+    let decide = |name: &'static str| {
+        let l = s.limits.get(name).unwrap().clone();
+        async move { l.decide("k", 1, T0).await }
+    };
+    let allowed = |v: &super::limits::Verdict| v.result.as_ref().unwrap().allowed;
+
+    // `local`: this instance's limiter decides (and records: max = 1).
+    let v = decide("local").await;
+    assert_eq!(
+        (v.source, allowed(&v)),
+        (super::limits::Source::Local, true)
+    );
+    assert!(v.store_error.is_some());
+    let v = decide("local").await;
+    assert_eq!(
+        (v.source, allowed(&v)),
+        (super::limits::Source::Local, false)
+    );
+    // The store is down and backing off now: nothing is sent.
+    let v = decide("deny").await;
+    assert_eq!(
+        (v.source, allowed(&v)),
+        (super::limits::Source::Fallback, false)
+    );
+    assert!(matches!(
+        v.store_error,
+        Some(crate::store::StoreError::Down(_))
+    ));
+    let v = decide("allow").await;
+    assert_eq!(
+        (v.source, allowed(&v)),
+        (super::limits::Source::Fallback, true)
+    );
+
+    let counts = |name: &str| {
+        let l = s.limits.get(name).unwrap();
+        l.decisions
+            .each_ref()
+            .map(|c| c.load(std::sync::atomic::Ordering::Relaxed))
+    };
+    assert_eq!(counts("local"), [1, 1, 0], "allowed, denied, error");
+    assert_eq!(counts("deny"), [0, 1, 0]);
+    assert_eq!(counts("allow"), [1, 0, 0]);
+    let m = store.metrics();
+    assert_eq!(m.errors.with_label_values(&["limit"]).get(), 1);
+    assert_eq!(m.skipped.with_label_values(&["limit"]).get(), 3);
 }

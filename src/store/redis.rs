@@ -56,9 +56,9 @@
 //! `rollstat_store_skipped_total{op}`), and one probe is let through after a
 //! backoff that doubles from 100 ms to 2 s. The first success marks it up
 //! again. The connection manager (single server) reconnects by itself; a
-//! cluster connection is (re)built on the next allowed call. What a caller
-//! does meanwhile (decide locally, allow, deny) is its policy, not the
-//! store's.
+//! cluster connection is (re)built on the next allowed call. What a limit
+//! answers meanwhile (decide locally, allow, deny) is its policy, not the
+//! store's: see [`on_store_error`](crate::service::fallback::on_store_error).
 
 use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -72,7 +72,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, ErrorKind, Pipeline, RedisFuture, RedisResult, Script, ServerErrorKind, Value};
 
 use super::windows::{self, WindowBatch, WindowTotals};
-use super::{LimitStore, StoreError, StoreFuture};
+use super::{LimitStore, StoreError, StoreFuture, StoreSetupError};
 use crate::clock::{duration_nanos, Timestamp};
 use crate::config::{RedisConfig, RedisTarget};
 use crate::escape::Escaped;
@@ -252,9 +252,16 @@ impl RedisStore {
     ///
     /// # Errors
     ///
-    /// A URL that cannot be parsed.
-    pub fn new(cfg: RedisConfig) -> Result<Arc<RedisStore>, StoreError> {
-        let bad = |e: redis::RedisError| StoreError::Failed(format!("bad Redis address: {e}"));
+    /// [`StoreSetupError`]: an address the client refuses.
+    pub fn new(cfg: RedisConfig) -> Result<Arc<RedisStore>, StoreSetupError> {
+        let target = match &cfg.target {
+            RedisTarget::Url(url) => format!("`{url}`"),
+            RedisTarget::Cluster(nodes) => format!("`{}` (cluster)", nodes.join("`, `")),
+        };
+        let bad = |source| StoreSetupError::Address {
+            target: target.clone(),
+            source,
+        };
         let (conn, cluster) = match &cfg.target {
             RedisTarget::Url(url) => {
                 let client = redis::Client::open(url.as_str()).map_err(bad)?;
@@ -277,7 +284,7 @@ impl RedisStore {
                 (None, Some(c))
             }
         };
-        let metrics = StoreMetrics::new().map_err(|e| StoreError::Failed(e.to_string()))?;
+        let metrics = StoreMetrics::new().map_err(StoreSetupError::Metrics)?;
         let rs = RandomState::new();
         let instance = format!("{:08x}", rs.hash_one(std::process::id()) as u32);
         Ok(Arc::new(RedisStore {
@@ -382,7 +389,7 @@ impl RedisStore {
                 }
                 return Ok(v);
             }
-            Ok(Err(e)) => StoreError::Failed(e.to_string()),
+            Ok(Err(e)) => StoreError::Redis(e),
             Err(_) => StoreError::Timeout(self.cfg.timeout),
         };
         self.metrics.errors.with_label_values(&[op]).inc();
@@ -437,7 +444,7 @@ impl RedisStore {
         cmd: &Cmd,
         now: Timestamp,
         expect: usize,
-        what: &str,
+        what: &'static str,
     ) -> Result<Vec<i64>, StoreError> {
         let gate = self.gate("limit", now)?;
         let r = tokio::time::timeout(self.cfg.timeout, async {
@@ -448,10 +455,11 @@ impl RedisStore {
         .await;
         let v = self.settle("limit", now, gate, r)?;
         if v.len() != expect {
-            return Err(StoreError::Failed(format!(
-                "the {what} script answered {} numbers, expected {expect}",
-                v.len()
-            )));
+            return Err(StoreError::BadReply {
+                script: what,
+                got: v.len(),
+                expected: expect,
+            });
         }
         Ok(v)
     }
@@ -618,7 +626,7 @@ impl RedisStore {
             )
             .unwrap_or(*r)
         }))
-        .map_err(|e| StoreError::Failed(e.to_string()))?;
+        .map_err(StoreError::Rounding)?;
         let rules = rounded.as_slice();
         let now_us = now.as_nanos() / 1000;
         let mut cmd = redis::cmd("EVALSHA");
@@ -710,18 +718,13 @@ impl LimitStore for RedisLimits {
     }
 
     fn decide<'a>(&'a self, key: &'a str, n: u32, now: Timestamp) -> StoreFuture<'a, Decision> {
+        let (store, scope, limits) = (&self.store, self.scope.as_str(), &self.limits);
         match self.algorithm {
             SharedAlgorithm::SlidingLog => {
-                Box::pin(
-                    self.store
-                        .sliding_log(&self.scope, key, &self.limits, n, now),
-                )
+                StoreFuture::boxed(store.sliding_log(scope, key, limits, n, now))
             }
             SharedAlgorithm::SlidingCounter => {
-                Box::pin(
-                    self.store
-                        .sliding_counter(&self.scope, key, &self.limits, n, now),
-                )
+                StoreFuture::boxed(store.sliding_counter(scope, key, limits, n, now))
             }
         }
     }
