@@ -16,7 +16,7 @@
 //!  3 config                      config.toml to typed values
 //!  2 stats breaker               windowed statistics; circuit breakers
 //!  1 window limit names          rolling windows; rate limiters; Prometheus names
-//!  0 clock escape parse sketch mapping
+//!  0 clock escape error parse sketch mapping
 //! ```
 //!
 //! The reading is textual (every `crate::<module>` path outside comments,
@@ -32,6 +32,7 @@ use std::path::{Path, PathBuf};
 const FLOORS: &[(&str, u8)] = &[
     ("clock", 0),
     ("escape", 0),
+    ("error", 0),
     ("parse", 0),
     ("sketch", 0),
     ("mapping", 0),
@@ -57,7 +58,7 @@ const FLOORS: &[(&str, u8)] = &[
 /// Modules that hold algorithms and data, not I/O: they may not name an
 /// async runtime, an HTTP stack, Redis or the prometheus crate.
 const CORES: &[&str] = &[
-    "clock", "escape", "parse", "sketch", "mapping", "window", "limit", "names", "stats",
+    "clock", "escape", "error", "parse", "sketch", "mapping", "window", "limit", "names", "stats",
     "breaker", "config", "series",
 ];
 

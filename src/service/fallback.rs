@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use super::limits::{Source, Verdict};
+use super::verdict::{Source, Verdict};
 use crate::config::StoreFallback;
 use crate::limit::{AcquireError, Decision, Limits};
 use crate::store::StoreError;

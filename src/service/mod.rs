@@ -13,6 +13,7 @@
 pub mod breakers;
 pub mod fallback;
 pub mod limits;
+pub mod verdict;
 
 use std::sync::Arc;
 
