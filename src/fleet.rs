@@ -319,7 +319,7 @@ impl FleetWindows {
 
     /// The fleet view as of `now`, if fresh: hold it across a registry walk
     /// and look series up in it. Take it *before* walking the registry,
-    /// never while a shard is locked: [`families`](Self::families) reads the
+    /// never while a shard is locked: [`visit`](Self::visit) reads the
     /// view and then locks shards, and the sync waits to replace the view,
     /// so the other order could deadlock.
     #[must_use]

@@ -20,9 +20,10 @@
 //! The rule behind the layout: arrows point one way, and the middle of the
 //! pipeline is plain data and functions. The algorithm modules (`clock`,
 //! `parse`, `window`, `sketch`, `stats`, `limit`, `breaker`, `mapping`,
-//! `series`) never touch a socket, tokio, hyper or the prometheus crate, and
-//! never read the OS clock; only [`clock`] does. The daemon modules (`ingest`,
-//! `expose`, `http`, `service`, `reload`, `daemon`) wire them to the world.
+//! `names`, `config`, `series`) never touch a socket, tokio, hyper, redis or
+//! the prometheus crate, and never read the OS clock; only [`clock`] does.
+//! The daemon modules (`store`, `fleet`, `service`, `telemetry`, `expose`,
+//! `ingest`, `http`, `reload`, `daemon`) wire them to the world.
 //!
 //! ## Library modules, in flow order
 //!
@@ -51,17 +52,25 @@
 //!
 //! * [`config`]: `config.toml` to a typed [`config::Config`], every problem
 //!   reported with its key and line.
+//! * [`store`]: Redis, for limits and window buckets shared by a fleet;
+//!   [`fleet`]: which shared windows to push, and the fleet view.
+//! * [`service`]: named breakers (fed by statsd) and keyed limits, and what
+//!   a shared limit answers when the store fails.
+//! * [`telemetry`] holds the self-metrics.
+//! * [`expose`]: `/metrics` (text and OpenMetrics), the JSON shapes, the
+//!   live page.
 //! * [`ingest`]: UDP, TCP and Unix transports, and the one path from bytes to
 //!   the registry.
-//! * [`service`]: named breakers (fed by statsd) and keyed limits.
-//! * [`expose`]: `/metrics` (a `prometheus` crate collector), OpenMetrics,
-//!   JSON shapes, name sanitising.
-//! * [`telemetry`]: self-metrics. [`http`]: the router. [`reload`]: config
-//!   reloads. [`daemon`]: binding, tasks, shutdown.
+//! * [`daemon`]: [`daemon::State::build`] makes the whole state without a
+//!   socket (and its HTTP router, for in-process tests); `run` binds, spawns,
+//!   waits and stops in order. The router (`http`), reloads (`reload`) and
+//!   log escaping (`escape`) are crate-internal.
 //! * [`fdlimit`]: the open-file limit, raised at start and checked against
 //!   the connection caps.
-//! * [`escape`]: bytes from the network made safe to show in a log line.
 //! * [`error`]: an error shown with its chain of causes, one per line.
+//!
+//! The layers, and a test that keeps every import pointing down them, are
+//! in the README's "Architecture" section and `tests/layering.rs`.
 //!
 //! ## Quick example
 //!

@@ -37,7 +37,7 @@ fn asset(content_type: &'static str, body: &'static str) -> impl IntoResponse {
     )
 }
 
-/// The page's routes, merged into [`crate::http::router`].
+/// The page's routes, merged into the daemon's HTTP router.
 pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
     Router::new()
         .route(

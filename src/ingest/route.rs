@@ -3,7 +3,7 @@
 //! The kernel spreads UDP traffic over the readers' `SO_REUSEPORT` sockets by
 //! flow, so one busy client (or a statsd relay) lands on one reader. While
 //! that reader keeps up it parses and applies each datagram itself; when it
-//! falls behind ([`reader`](super::reader) decides), it routes instead, and
+//! falls behind (the UDP reader, `reader.rs`, decides), it routes instead, and
 //! every worker helps with the backlog while the reader only copies lines:
 //!
 //! * each line goes to worker `hash(key) % workers`, where the key is the

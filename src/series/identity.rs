@@ -7,7 +7,7 @@ use crate::clock::Timestamp;
 use crate::parse::MetricKind;
 
 /// The published identity and settings of a series, decided at birth and
-/// again by a reload ([`Registry::replan`]).
+/// again by a reload ([`Registry::replan`](super::Registry::replan)).
 #[derive(Clone, Debug)]
 pub struct SeriesMeta {
     /// statsd type.

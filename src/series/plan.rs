@@ -12,7 +12,7 @@ use crate::names;
 use crate::parse::MetricKind;
 
 /// The settings a registry applies to new series, and to existing ones on
-/// [`Registry::replan`]; swapped on reload.
+/// [`Registry::replan`](super::Registry::replan); swapped on reload.
 #[derive(Debug)]
 pub struct Plan {
     pub(super) windows: Vec<NamedWindow>,
@@ -120,7 +120,7 @@ impl Plan {
 
     /// The plan of `cfg` replacing `self` on a reload at `now`: a window
     /// whose name and shape are unchanged keeps the time it was watched
-    /// from (series keep its history, see [`Registry::replan`]); a new or
+    /// from (series keep its history, see [`Registry::replan`](super::Registry::replan)); a new or
     /// changed one is watched from `now`.
     #[must_use]
     pub fn successor(&self, cfg: &Config, now: Timestamp) -> Plan {

@@ -154,7 +154,7 @@ pub struct RegistryCounters {
     /// Tags left out of a new series' labels because another tag of the same
     /// line sanitised to the same label name.
     pub tags_dropped: AtomicU64,
-    /// Entries re-planned by reloads, by [`Replanned`] in `ALL_OUTCOMES`
+    /// Entries re-planned by reloads, by [`Replanned`](super::Replanned) in `ALL_OUTCOMES`
     /// order.
     pub replanned: [AtomicU64; 3],
 }

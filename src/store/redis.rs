@@ -478,7 +478,7 @@ impl RedisStore {
     /// One window sync, under one deadline: the batch's writes (a pipeline
     /// of HINCRBYFLOAT and PEXPIRE) in one round trip, then the read-and-trim
     /// script for every window it reads in a second one (see
-    /// [`windows`](super::windows)).
+    /// [`super::windows`]).
     pub async fn sync_windows(&self, batch: &WindowBatch, now: Timestamp) -> SyncOutcome {
         let gate = match self.gate("sync", now) {
             Ok(g) => g,

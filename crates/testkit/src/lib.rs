@@ -20,7 +20,7 @@
 //!
 //! Nothing here depends on the rollstat library: the harness talks to the
 //! daemon as any client would, over its sockets and its stdout. Std only;
-//! the `json` feature adds [`http::Response::json`] (serde_json) for the
+//! the `json` feature adds `http::Response::json` (serde_json) for the
 //! integration tests. Nothing here reads the clock: waits are bounded by
 //! socket and channel timeouts.
 
