@@ -539,27 +539,20 @@ fn a_line_that_would_make_a_number_infinite_is_refused_whole() {
     // 1e305 at @1e-6 is 1e311 for one line.
     assert_eq!(feed(&r, T0, "ov.c:1e305|c|@0.000001"), [overflow]);
     assert_eq!(r.len(), 0, "a refused first line creates no series");
-    // A total that would overflow over several lines.
-    assert_eq!(
-        feed(&r, T0, "ov.t:1e308|c\nov.t:1e308|c"),
-        [STORED, overflow]
-    );
-    // Gauges: a delta that would overflow; the value stays.
-    assert_eq!(
-        feed(&r, T0, "ov.g:1e308|g\nov.g:+1e308|g"),
-        [STORED, overflow]
-    );
-    // A histogram sum; a multi-value line is refused whole.
-    assert_eq!(
-        feed(&r, T0, "ov.h:1e308|h\nov.h:1:1e308|h"),
-        [STORED, overflow]
-    );
-    // A window bucket: the total stays finite (negative increments are left
-    // out of it) but the bucket's sum would not.
-    assert_eq!(
-        feed(&r, T0, "ov.w:-1e308|c\nov.w:-1e308|c"),
-        [STORED, overflow]
-    );
+    // A first line stored, then one that would overflow:
+    for dgram in [
+        // a total, over several lines;
+        "ov.t:1e308|c\nov.t:1e308|c",
+        // a gauge's delta (the value stays);
+        "ov.g:1e308|g\nov.g:+1e308|g",
+        // a histogram sum (a multi-value line is refused whole);
+        "ov.h:1e308|h\nov.h:1:1e308|h",
+        // a window bucket: the total stays finite (negative increments are
+        // left out of it) but the bucket's sum would not.
+        "ov.w:-1e308|c\nov.w:-1e308|c",
+    ] {
+        assert_eq!(feed(&r, T0, dgram), [STORED, overflow], "{dgram}");
+    }
     assert_eq!(
         r.counters.refused[Refusal::Overflow.index()].load(Ordering::Relaxed),
         5
