@@ -5,7 +5,8 @@
 
 use std::hint::black_box;
 
-use criterion::{BenchmarkId, Criterion, Throughput};
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, BenchmarkId, Criterion, Throughput};
 use rollstat::mapping::Glob;
 
 /// 100k names shaped like a statsd fleet: 10% `api.route<i>` (one level
@@ -35,22 +36,8 @@ pub fn benches(c: &mut Criterion) {
         let before = Before::new(pattern);
         let hits = names.iter().filter(|n| after.is_match(n)).count();
         assert_eq!(hits, names.iter().filter(|n| before.is_match(n)).count());
-        g.bench_function(BenchmarkId::new("after", pattern), |b| {
-            b.iter(|| {
-                names
-                    .iter()
-                    .filter(|n| after.is_match(black_box(n)))
-                    .count()
-            })
-        });
-        g.bench_function(BenchmarkId::new("before", pattern), |b| {
-            b.iter(|| {
-                names
-                    .iter()
-                    .filter(|n| before.is_match(black_box(n)))
-                    .count()
-            })
-        });
+        count_matching(&mut g, "after", pattern, &names, |n| after.is_match(n));
+        count_matching(&mut g, "before", pattern, &names, |n| before.is_match(n));
     }
     g.finish();
 
@@ -61,23 +48,12 @@ pub fn benches(c: &mut Criterion) {
     let pattern = "svc1*.**.requests";
     let after = Glob::new(pattern).unwrap();
     let before = Before::new(pattern);
-    g.bench_function(BenchmarkId::new("after", pattern), |b| {
-        let mut caps = Vec::new();
-        b.iter(|| {
-            names
-                .iter()
-                .filter(|n| after.matches(black_box(n), &mut caps))
-                .count()
-        })
+    let mut caps = Vec::new();
+    count_matching(&mut g, "after", pattern, &names, |n| {
+        after.matches(n, &mut caps)
     });
-    g.bench_function(BenchmarkId::new("before", pattern), |b| {
-        let mut caps = Vec::new();
-        b.iter(|| {
-            names
-                .iter()
-                .filter(|n| before.matches(black_box(n), &mut caps))
-                .count()
-        })
+    count_matching(&mut g, "before", pattern, &names, |n| {
+        before.matches(n, &mut caps)
     });
     g.finish();
 
@@ -116,6 +92,20 @@ pub fn benches(c: &mut Criterion) {
         }
     }
     g.finish();
+}
+
+/// Benchmarks `{label}/{pattern}`: counting the `names` that `is_match`
+/// accepts, each name passed through `black_box`.
+fn count_matching<'a>(
+    g: &mut BenchmarkGroup<'_, WallTime>,
+    label: &str,
+    pattern: &str,
+    names: &'a [String],
+    mut is_match: impl FnMut(&'a str) -> bool,
+) {
+    g.bench_function(BenchmarkId::new(label, pattern), |b| {
+        b.iter(|| names.iter().filter(|n| is_match(black_box(n))).count())
+    });
 }
 
 /// The matcher this bench compares against: the old backtracking one, in

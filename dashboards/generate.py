@@ -79,9 +79,28 @@ def target(expr, legend="", ref="A", instant=False, fmt=None):
     return t
 
 
-def targets(*pairs):
-    """(expr, legend) pairs -> targets with refIds A, B, C..."""
-    return [target(e, l, chr(ord("A") + i)) for i, (e, l) in enumerate(pairs)]
+def targets(*pairs, **kw):
+    """(expr, legend) pairs -> targets with refIds A, B, C...; `kw` goes to each target()."""
+    return [target(e, l, chr(ord("A") + i), **kw) for i, (e, l) in enumerate(pairs)]
+
+
+GREEN = {"mode": "absolute", "steps": [{"color": "green", "value": None}]}
+LEGEND = {"displayMode": "list", "placement": "bottom", "showLegend": True}
+
+
+def panel(kind, title, tgts, desc, size, defaults, options, **extra):
+    """The fields every panel has, in the order Grafana writes them; `extra` after the options."""
+    return {
+        "type": kind,
+        "title": title,
+        "description": desc,
+        "datasource": DS,
+        "targets": tgts,
+        "fieldConfig": {"defaults": defaults, "overrides": []},
+        "options": options,
+        **extra,
+        "_size": size,
+    }
 
 
 def timeseries(title, tgts, unit="short", desc="", w=12, h=8, stack=False, bars=False, minimum=None, maximum=None):
@@ -98,57 +117,43 @@ def timeseries(title, tgts, unit="short", desc="", w=12, h=8, stack=False, bars=
         defaults["min"] = minimum
     if maximum is not None:
         defaults["max"] = maximum
-    return {
-        "type": "timeseries",
-        "title": title,
-        "description": desc,
-        "datasource": DS,
-        "targets": tgts,
-        "fieldConfig": {"defaults": defaults, "overrides": []},
-        "options": {
-            "legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
-            "tooltip": {"mode": "multi", "sort": "desc"},
-        },
-        "_size": (w, h),
-    }
+    options = {"legend": LEGEND, "tooltip": {"mode": "multi", "sort": "desc"}}
+    return panel("timeseries", title, tgts, desc, (w, h), defaults, options)
+
+
+def share(title, tgts, desc="", **kw):
+    """A timeseries of a ratio in [0, 1], drawn as a percentage."""
+    return timeseries(title, tgts, unit="percentunit", desc=desc, minimum=0, maximum=1, **kw)
 
 
 def stat(title, tgts, unit="short", desc="", w=6, h=4, mappings=None, thresholds=None):
     defaults = {"unit": unit, "color": {"mode": "thresholds"}, "mappings": mappings or []}
-    defaults["thresholds"] = thresholds or {"mode": "absolute", "steps": [{"color": "green", "value": None}]}
-    return {
-        "type": "stat",
-        "title": title,
-        "description": desc,
-        "datasource": DS,
-        "targets": tgts,
-        "fieldConfig": {"defaults": defaults, "overrides": []},
-        "options": {
-            "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
-            "colorMode": "background",
-            "graphMode": "none",
-            "textMode": "auto",
-            "justifyMode": "auto",
-            "orientation": "auto",
-        },
-        "_size": (w, h),
+    defaults["thresholds"] = thresholds or GREEN
+    options = {
+        "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+        "colorMode": "background",
+        "graphMode": "none",
+        "textMode": "auto",
+        "justifyMode": "auto",
+        "orientation": "auto",
     }
+    return panel("stat", title, tgts, desc, (w, h), defaults, options)
 
 
-def table(title, tgts, desc="", w=24, h=8):
-    return {
-        "type": "table",
-        "title": title,
-        "description": desc,
-        "datasource": DS,
-        "targets": tgts,
-        "fieldConfig": {"defaults": {"custom": {"align": "auto"}}, "overrides": []},
-        "options": {"showHeader": True, "cellHeight": "sm"},
-        # Several instant queries become one row per label set.
-        "transformations": ([{"id": "merge", "options": {}}] if len(tgts) > 1 else [])
+def table(title, exprs, desc="", w=24, h=8):
+    """One instant query per expression; several become one row per label set."""
+    tgts = targets(*((e, "") for e in exprs), instant=True, fmt="table")
+    return panel(
+        "table",
+        title,
+        tgts,
+        desc,
+        (w, h),
+        {"custom": {"align": "auto"}},
+        {"showHeader": True, "cellHeight": "sm"},
+        transformations=([{"id": "merge", "options": {}}] if len(tgts) > 1 else [])
         + [{"id": "organize", "options": {"excludeByName": {"Time": True, "__name__": True}}}],
-        "_size": (w, h),
-    }
+    )
 
 
 BREAKER_STATES = [
@@ -164,31 +169,21 @@ BREAKER_STATES = [
 
 
 def state_timeline(title, tgts, desc="", w=24, h=8):
-    return {
-        "type": "state-timeline",
-        "title": title,
-        "description": desc,
-        "datasource": DS,
-        "targets": tgts,
-        "fieldConfig": {
-            "defaults": {
-                "color": {"mode": "thresholds"},
-                "mappings": BREAKER_STATES,
-                "thresholds": {"mode": "absolute", "steps": [{"color": "green", "value": None}]},
-                "custom": {"lineWidth": 0, "fillOpacity": 80},
-            },
-            "overrides": [],
-        },
-        "options": {
-            "mergeValues": True,
-            "showValue": "auto",
-            "alignValue": "left",
-            "rowHeight": 0.9,
-            "legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
-            "tooltip": {"mode": "single", "sort": "none"},
-        },
-        "_size": (w, h),
+    defaults = {
+        "color": {"mode": "thresholds"},
+        "mappings": BREAKER_STATES,
+        "thresholds": GREEN,
+        "custom": {"lineWidth": 0, "fillOpacity": 80},
     }
+    options = {
+        "mergeValues": True,
+        "showValue": "auto",
+        "alignValue": "left",
+        "rowHeight": 0.9,
+        "legend": LEGEND,
+        "tooltip": {"mode": "single", "sort": "none"},
+    }
+    return panel("state-timeline", title, tgts, desc, (w, h), defaults, options)
 
 
 def row(title):
@@ -359,10 +354,7 @@ def overview():
             ),
             table(
                 "Instances",
-                [
-                    target(f"max by (instance, version) (rollstat_build_info{{{I}}})", "", "A", instant=True, fmt="table"),
-                    target(f"max by (instance) (up{{{I}}})", "", "B", instant=True, fmt="table"),
-                ],
+                [f"max by (instance, version) (rollstat_build_info{{{I}}})", f"max by (instance) (up{{{I}}})"],
                 desc="rollstat instances, their version (rollstat_build_info) and whether Prometheus reaches them (up).",
                 h=6,
             ),
@@ -432,10 +424,7 @@ def explorer():
             ),
             table(
                 "Per tag set, now",
-                [
-                    target(f"rollstat_window_rate{{{MW}}}", "", "A", instant=True, fmt="table"),
-                    target(f"rollstat_window_avg{{{MW}}}", "", "B", instant=True, fmt="table"),
-                ],
+                [f"rollstat_window_rate{{{MW}}}", f"rollstat_window_avg{{{MW}}}"],
                 desc="Every tag set of $metric with its current rate (Value #A) and average (Value #B).",
             ),
         ],
@@ -458,21 +447,15 @@ def breakers():
                 targets((f"max by (breaker) (rollstat_breaker_state{{{B}}})", "{{breaker}}")),
                 desc="closed (0), open (1), half-open (2). SRE breakers count as open while their drop ratio is above 0.",
             ),
-            timeseries(
+            share(
                 "Drop ratio",
                 targets((f"max by (breaker) (rollstat_breaker_drop_ratio{{{B}}})", "{{breaker}}")),
-                unit="percentunit",
                 desc="Probability that a call is shed now (SRE: adaptive throttling; error-rate: 0 or 1).",
-                minimum=0,
-                maximum=1,
             ),
-            timeseries(
+            share(
                 "Failure ratio",
                 targets((f"max by (breaker) (rollstat_breaker_failure_ratio{{{B}}})", "{{breaker}}")),
-                unit="percentunit",
                 desc="Failures over the calls that ran, in the breaker's window.",
-                minimum=0,
-                maximum=1,
             ),
             timeseries(
                 "Requests and failures in the window",
@@ -508,14 +491,11 @@ def limits():
         [
             timeseries("Allowed /s", targets((decisions("allowed"), "{{limit}}")), unit="reqps", desc="Requests admitted per second, by limit.", w=8),
             timeseries("Denied /s", targets((decisions("denied"), "{{limit}}")), unit="reqps", desc="Requests answered 429 per second, by limit.", w=8),
-            timeseries(
+            share(
                 "Denied share",
                 targets((f"{decisions('denied')} / sum by (limit) (rate(rollstat_limit_decisions_total{{{L}}}{RI}))", "{{limit}}")),
-                unit="percentunit",
                 desc="Denied over all decisions.",
                 w=8,
-                minimum=0,
-                maximum=1,
             ),
             timeseries(
                 "Errors /s",
@@ -539,7 +519,7 @@ def limits():
             ),
             table(
                 "Decisions in the time range",
-                [target(f"sum by (limit, decision) (increase(rollstat_limit_decisions_total{{{L}}}[$__range]))", "", "A", instant=True, fmt="table")],
+                [f"sum by (limit, decision) (increase(rollstat_limit_decisions_total{{{L}}}[$__range]))"],
                 desc="Allowed, denied and error decisions over the dashboard's time range, by limit.",
             ),
         ],

@@ -21,37 +21,29 @@ pub fn is_valid_label_name(s: &str) -> bool {
 /// A valid Prometheus metric name for a statsd name.
 #[must_use]
 pub fn metric_name(statsd: &str) -> String {
-    let mut out = String::with_capacity(statsd.len() + 1);
-    if statsd.bytes().next().is_none_or(|c| c.is_ascii_digit()) {
-        out.push('_');
-    }
-    out.extend(statsd.chars().map(|c| {
-        if c.is_ascii_alphanumeric() || c == '_' || c == ':' {
-            c
-        } else {
-            '_'
-        }
-    }));
-    out
+    sanitized(statsd, 1, |c| {
+        c.is_ascii_alphanumeric() || c == '_' || c == ':'
+    })
 }
 
 /// A valid label name for a tag key, never one of [`RESERVED_LABELS`].
 #[must_use]
 pub fn label_name(tag: &str) -> String {
-    let mut out = String::with_capacity(tag.len() + 4);
-    if tag.bytes().next().is_none_or(|c| c.is_ascii_digit()) {
-        out.push('_');
-    }
-    out.extend(tag.chars().map(|c| {
-        if c.is_ascii_alphanumeric() || c == '_' {
-            c
-        } else {
-            '_'
-        }
-    }));
+    let mut out = sanitized(tag, 4, |c| c.is_ascii_alphanumeric() || c == '_');
     if out.starts_with("__") || RESERVED_LABELS.contains(&out.as_str()) {
         out.insert_str(0, "tag_");
     }
+    out
+}
+
+/// `s` with every character `keep` refuses turned into `_`, behind a `_`
+/// when `s` is empty or starts with a digit; with room for `spare` more bytes.
+fn sanitized(s: &str, spare: usize, keep: impl Fn(char) -> bool) -> String {
+    let mut out = String::with_capacity(s.len() + spare);
+    if s.bytes().next().is_none_or(|c| c.is_ascii_digit()) {
+        out.push('_');
+    }
+    out.extend(s.chars().map(|c| if keep(c) { c } else { '_' }));
     out
 }
 

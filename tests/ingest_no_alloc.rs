@@ -20,24 +20,14 @@ use counting_alloc::ALLOCS;
 
 #[test]
 fn ingesting_into_existing_series_allocates_nothing_per_line() {
-    let cfg = Config::parse(
-        r#"
-[[windows]]
-name = "10s"
-buckets = 10
-interval_ms = 1000
-[[windows]]
-name = "1m"
-buckets = 60
-interval_ms = 1000
+    let breaker = r#"
 [[breakers]]
 name = "b"
 kind = "sre"
 requests_metric = "api.requests"
 failures_metric = "api.failures"
-"#,
-    )
-    .unwrap();
+"#;
+    let cfg = Config::parse(&[include_str!("common/two_windows.toml"), breaker].concat()).unwrap();
     let clock = ManualClock::new();
     let registry = Arc::new(Registry::new(Plan::from_config(&cfg), 16));
     let services = Arc::new(ServiceHandle::new(

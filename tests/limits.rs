@@ -58,83 +58,22 @@ fn decision(views: &[(Limit, u32, u64)], allowed: bool, retry: u64) -> Decision 
 // Models
 // ---------------------------------------------------------------------------
 
-/// The exact rule, by brute force over every admitted request.
-struct LogModel {
+/// What the models decide from: the limits, as `(max, window)`, and every
+/// request admitted so far, as `(time, weight)`.
+struct History {
     limits: Vec<(u32, u64)>,
     admitted: Vec<(u64, u32)>,
 }
 
-impl LogModel {
-    fn used(&self, (_, w): (u32, u64), t: u64) -> u64 {
-        self.admitted
-            .iter()
-            .filter(|&&(a, _)| a <= t && t - a < w)
-            .map(|&(_, n)| u64::from(n))
-            .sum()
-    }
-
-    fn admits(&self, n: u32, t: u64) -> bool {
-        self.limits
-            .iter()
-            .all(|&l| self.used(l, t) + u64::from(n) <= u64::from(l.0))
-    }
-
-    fn acquire(&mut self, n: u32, t: u64) -> Result<Decision, ()> {
-        if self.limits.iter().any(|&(max, _)| n > max) {
-            return Err(());
+impl History {
+    fn new(limits: Vec<(u32, u64)>) -> Self {
+        History {
+            limits,
+            admitted: Vec::new(),
         }
-        let allowed = self.admits(n, t);
-        let mut retry = 0;
-        if allowed {
-            if n > 0 {
-                self.admitted.push((t, n));
-            }
-        } else {
-            // Admission only changes when an entry leaves a window.
-            let mut candidates: Vec<u64> = self
-                .admitted
-                .iter()
-                .flat_map(|&(a, _)| self.limits.iter().map(move |&(_, w)| a + w))
-                .filter(|&c| c > t)
-                .collect();
-            candidates.sort_unstable();
-            let at = candidates
-                .into_iter()
-                .find(|&c| self.admits(n, c))
-                .expect("some expiry admits any n <= max");
-            retry = at - t;
-        }
-        let views: Vec<_> = self
-            .limits
-            .iter()
-            .map(|&(max, w)| {
-                let used = self.used((max, w), t);
-                let newest = self
-                    .admitted
-                    .iter()
-                    .filter(|&&(a, _)| a <= t && t - a < w)
-                    .map(|&(a, _)| a)
-                    .max();
-                let reset = newest.map_or(0, |a| a + w - t);
-                (
-                    Limit::new(max, Duration::from_nanos(w)).unwrap(),
-                    max - used as u32,
-                    reset,
-                )
-            })
-            .collect();
-        Ok(decision(&views, allowed, retry))
     }
-}
 
-/// The approximate counter's formula, with the fixed-window counts recomputed
-/// from every admitted request each time.
-struct CounterModel {
-    limits: Vec<(u32, u64)>,
-    admitted: Vec<(u64, u32)>,
-}
-
-impl CounterModel {
+    /// The admitted weight with timestamps in `[from, to_incl]`.
     fn sum_in(&self, from: u64, to_incl: u64) -> u64 {
         self.admitted
             .iter()
@@ -143,67 +82,23 @@ impl CounterModel {
             .sum()
     }
 
-    /// (prev, curr, window start) for limit `l` at `t`.
-    fn counts(&self, (_, w): (u32, u64), t: u64) -> (u64, u64, u64) {
-        let s = t / w * w;
-        let prev = if s >= w { self.sum_in(s - w, s - 1) } else { 0 };
-        (prev, self.sum_in(s, t), s)
-    }
-
-    /// `prev · (W − e) / W + curr + n ≤ N`, multiplied through by `W`.
-    fn admits_one(&self, l: (u32, u64), n: u32, t: u64) -> bool {
-        let (prev, curr, s) = self.counts(l, t);
-        let w = u128::from(l.1);
-        u128::from(prev) * (w - u128::from(t - s)) + (u128::from(curr) + u128::from(n)) * w
-            <= u128::from(l.0) * w
-    }
-
-    fn admits(&self, n: u32, t: u64) -> bool {
-        self.limits.iter().all(|&l| self.admits_one(l, n, t))
-    }
-
-    fn acquire(&mut self, n: u32, t: u64) -> Result<Decision, ()> {
+    /// Decides `n` at `t` by rule `R`, building the decision as documented.
+    fn acquire<R: Rule>(&mut self, n: u32, t: u64) -> Result<Decision, ()> {
         if self.limits.iter().any(|&(max, _)| n > max) {
             return Err(());
         }
-        let allowed = self.admits(n, t);
+        let allowed = R::admits(self, n, t);
         let mut retry = 0;
-        if allowed {
-            if n > 0 {
-                self.admitted.push((t, n));
-            }
-        } else {
-            // Admission is monotone in time while nothing is admitted, and
-            // certain two of the longest windows later: binary search.
-            let wmax = self.limits.iter().map(|l| l.1).max().unwrap();
-            let (mut lo, mut hi) = (t, t + 2 * wmax);
-            assert!(self.admits(n, hi));
-            while hi - lo > 1 {
-                let mid = lo + (hi - lo) / 2;
-                if self.admits(n, mid) {
-                    hi = mid;
-                } else {
-                    lo = mid;
-                }
-            }
-            retry = hi - t;
+        if !allowed {
+            retry = R::retry(self, n, t);
+        } else if n > 0 {
+            self.admitted.push((t, n));
         }
         let views: Vec<_> = self
             .limits
             .iter()
             .map(|&(max, w)| {
-                let remaining = (0..=max)
-                    .rev()
-                    .find(|&m| self.admits_one((max, w), m, t))
-                    .unwrap_or(0);
-                let (prev, curr, s) = self.counts((max, w), t);
-                let reset = if curr > 0 {
-                    s + 2 * w - t
-                } else if prev > 0 {
-                    s + w - t
-                } else {
-                    0
-                };
+                let (remaining, reset) = R::view(self, (max, w), t);
                 (
                     Limit::new(max, Duration::from_nanos(w)).unwrap(),
                     remaining,
@@ -212,6 +107,124 @@ impl CounterModel {
             })
             .collect();
         Ok(decision(&views, allowed, retry))
+    }
+}
+
+/// One algorithm's rule, recomputed from the whole [`History`] each time.
+trait Rule {
+    /// Whether every limit admits `n` more at `t`.
+    fn admits(h: &History, n: u32, t: u64) -> bool;
+    /// The wait until `n` is admitted, when it is not at `t`.
+    fn retry(h: &History, n: u32, t: u64) -> u64;
+    /// `(remaining, reset)` of one limit at `t`.
+    fn view(h: &History, limit: (u32, u64), t: u64) -> (u32, u64);
+}
+
+/// The exact rule, by brute force over every admitted request.
+struct Exact;
+
+impl Exact {
+    /// The weight inside `(t − W, t]`, and the newest timestamp there.
+    fn inside(h: &History, w: u64, t: u64) -> (u64, Option<u64>) {
+        let from = (t + 1).saturating_sub(w);
+        let newest = h
+            .admitted
+            .iter()
+            .map(|&(a, _)| a)
+            .filter(|&a| a >= from && a <= t)
+            .max();
+        (h.sum_in(from, t), newest)
+    }
+}
+
+impl Rule for Exact {
+    fn admits(h: &History, n: u32, t: u64) -> bool {
+        h.limits
+            .iter()
+            .all(|&(max, w)| Exact::inside(h, w, t).0 + u64::from(n) <= u64::from(max))
+    }
+
+    fn retry(h: &History, n: u32, t: u64) -> u64 {
+        // Admission only changes when an entry leaves a window.
+        let mut candidates: Vec<u64> = h
+            .admitted
+            .iter()
+            .flat_map(|&(a, _)| h.limits.iter().map(move |&(_, w)| a + w))
+            .filter(|&c| c > t)
+            .collect();
+        candidates.sort_unstable();
+        let at = candidates
+            .into_iter()
+            .find(|&c| Exact::admits(h, n, c))
+            .expect("some expiry admits any n <= max");
+        at - t
+    }
+
+    fn view(h: &History, (max, w): (u32, u64), t: u64) -> (u32, u64) {
+        let (used, newest) = Exact::inside(h, w, t);
+        (max - used as u32, newest.map_or(0, |a| a + w - t))
+    }
+}
+
+/// The approximate counter's formula, with the fixed-window counts recomputed
+/// from every admitted request each time.
+struct Approximate;
+
+impl Approximate {
+    /// (prev, curr, window start) for limit `l` at `t`.
+    fn counts(h: &History, (_, w): (u32, u64), t: u64) -> (u64, u64, u64) {
+        let s = t / w * w;
+        let prev = if s >= w { h.sum_in(s - w, s - 1) } else { 0 };
+        (prev, h.sum_in(s, t), s)
+    }
+
+    /// `prev · (W − e) / W + curr + n ≤ N`, multiplied through by `W`.
+    fn admits_one(h: &History, l: (u32, u64), n: u32, t: u64) -> bool {
+        let (prev, curr, s) = Approximate::counts(h, l, t);
+        let w = u128::from(l.1);
+        u128::from(prev) * (w - u128::from(t - s)) + (u128::from(curr) + u128::from(n)) * w
+            <= u128::from(l.0) * w
+    }
+}
+
+impl Rule for Approximate {
+    fn admits(h: &History, n: u32, t: u64) -> bool {
+        h.limits
+            .iter()
+            .all(|&l| Approximate::admits_one(h, l, n, t))
+    }
+
+    fn retry(h: &History, n: u32, t: u64) -> u64 {
+        // Admission is monotone in time while nothing is admitted, and
+        // certain two of the longest windows later: binary search.
+        let wmax = h.limits.iter().map(|l| l.1).max().unwrap();
+        let (mut lo, mut hi) = (t, t + 2 * wmax);
+        assert!(Approximate::admits(h, n, hi));
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if Approximate::admits(h, n, mid) {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        hi - t
+    }
+
+    fn view(h: &History, (max, w): (u32, u64), t: u64) -> (u32, u64) {
+        let remaining = (0..=max)
+            .rev()
+            .find(|&m| Approximate::admits_one(h, (max, w), m, t))
+            .unwrap_or(0);
+        let (prev, curr, s) = Approximate::counts(h, (max, w), t);
+        let reset = if curr > 0 {
+            s + 2 * w - t
+        } else if prev > 0 {
+            s + w - t
+        } else {
+            0
+        };
+        (remaining, reset)
     }
 }
 
@@ -296,19 +309,7 @@ proptest! {
         steps in timeline(),
         offset in 0u64..1000,
     ) {
-        let mut log = SlidingLog::new(&limits_of(&spec));
-        let mut model = LogModel { limits: spec, admitted: Vec::new() };
-        let mut t = T0 + offset;
-        for (dt, n) in steps {
-            t += dt;
-            let got = log.acquire(n, ts(t));
-            let want = model.acquire(n, t);
-            match (got, want) {
-                (Ok(g), Ok(w)) => prop_assert_eq!(g, w, "at t = T0 + {}, n = {}", t - T0, n),
-                (Err(AcquireError::InsufficientCapacity { .. }), Err(())) => {}
-                (g, w) => prop_assert!(false, "got {:?}, model {:?}", g, w),
-            }
-        }
+        check_matches_model::<SlidingLog, Exact>(spec, &steps, offset)?;
     }
 
     // -----------------------------------------------------------------------
@@ -321,19 +322,7 @@ proptest! {
         steps in timeline(),
         offset in 0u64..1000,
     ) {
-        let mut c = SlidingCounter::new(&limits_of(&spec));
-        let mut model = CounterModel { limits: spec, admitted: Vec::new() };
-        let mut t = T0 + offset;
-        for (dt, n) in steps {
-            t += dt;
-            let got = c.acquire(n, ts(t));
-            let want = model.acquire(n, t);
-            match (got, want) {
-                (Ok(g), Ok(w)) => prop_assert_eq!(g, w, "at t = T0 + {}, n = {}", t - T0, n),
-                (Err(AcquireError::InsufficientCapacity { .. }), Err(())) => {}
-                (g, w) => prop_assert!(false, "got {:?}, model {:?}", g, w),
-            }
-        }
+        check_matches_model::<SlidingCounter, Approximate>(spec, &steps, offset)?;
     }
 
     // -----------------------------------------------------------------------
@@ -371,6 +360,30 @@ proptest! {
     fn approximate_counter_retry_after_is_exact(spec in limit_specs(), steps in timeline()) {
         check_retry_after_is_exact::<SlidingCounter>(&spec, &steps)?;
     }
+}
+
+/// Replays `steps` (time advance, weight) from `T0 + offset` into `A` and the
+/// model of its rule `R`: every decision, and every refusal of an impossible
+/// weight, agree.
+fn check_matches_model<A: LimitState, R: Rule>(
+    spec: Vec<(u32, u64)>,
+    steps: &[(u64, u32)],
+    offset: u64,
+) -> Result<(), TestCaseError> {
+    let mut state = A::new(&limits_of(&spec));
+    let mut model = History::new(spec);
+    let mut t = T0 + offset;
+    for &(dt, n) in steps {
+        t += dt;
+        let got = state.acquire(n, ts(t));
+        let want = model.acquire::<R>(n, t);
+        match (got, want) {
+            (Ok(g), Ok(w)) => prop_assert_eq!(g, w, "at t = T0 + {}, n = {}", t - T0, n),
+            (Err(AcquireError::InsufficientCapacity { .. }), Err(())) => {}
+            (g, w) => prop_assert!(false, "got {:?}, model {:?}", g, w),
+        }
+    }
+    Ok(())
 }
 
 fn check_retry_after_is_exact<A: LimitState + Clone>(

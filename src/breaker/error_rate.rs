@@ -178,16 +178,11 @@ impl ErrorRateConfig {
         if self.half_open_max_wait == Some(Duration::ZERO) {
             return Err(ErrorRateConfigError::HalfOpenMaxWait);
         }
-        let window_err = |source| ErrorRateConfigError::Window {
+        WindowSpec::over(self.window, self.buckets).map_err(|source| ErrorRateConfigError::Window {
             window: self.window,
             buckets: self.buckets,
             source,
-        };
-        if self.buckets == 0 {
-            return Err(window_err(WindowSpecError::NoBuckets));
-        }
-        let interval = self.window / u32::try_from(self.buckets).unwrap_or(u32::MAX);
-        WindowSpec::new(self.buckets, interval).map_err(window_err)
+        })
     }
 
     /// Whether `c` trips the thresholds (ignoring `min_calls`).

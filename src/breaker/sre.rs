@@ -172,16 +172,11 @@ impl SreConfig {
         if self.force_pass.is_zero() {
             return Err(SreConfigError::ForcePass);
         }
-        let window_err = |source| SreConfigError::Window {
+        WindowSpec::over(self.window, self.buckets).map_err(|source| SreConfigError::Window {
             window: self.window,
             buckets: self.buckets,
             source,
-        };
-        if self.buckets == 0 {
-            return Err(window_err(WindowSpecError::NoBuckets));
-        }
-        let interval = self.window / u32::try_from(self.buckets).unwrap_or(u32::MAX);
-        WindowSpec::new(self.buckets, interval).map_err(window_err)
+        })
     }
 }
 

@@ -117,13 +117,11 @@ impl<'t, 'i> Table<'t, 'i> {
 
     pub fn string(&mut self, p: &mut Problems<'_>, key: &str) -> Option<(String, usize)> {
         let v = self.raw(key)?;
-        match v.get_ref() {
-            DeValue::String(s) => Some((s.to_string(), v.span().start)),
-            _ => {
-                self.wrong_type(p, key, v, "a string");
-                None
-            }
+        let s = string_of(v);
+        if s.is_none() {
+            self.wrong_type(p, key, v, "a string");
         }
+        s
     }
 
     pub fn bool(&mut self, p: &mut Problems<'_>, key: &str) -> Option<bool> {
@@ -233,42 +231,38 @@ impl<'t, 'i> Table<'t, 'i> {
 
     /// An array of strings.
     pub fn strings(&mut self, p: &mut Problems<'_>, key: &str) -> Option<Vec<(String, usize)>> {
-        let path = self.key_path(key);
-        let v = self.raw(key)?;
-        let DeValue::Array(items) = v.get_ref() else {
-            self.wrong_type(p, key, v, "an array of strings");
-            return None;
-        };
-        let mut out = Vec::new();
-        for (i, item) in items.iter().enumerate() {
-            match item.get_ref() {
-                DeValue::String(s) => out.push((s.to_string(), item.span().start)),
-                other => p.at(
-                    item.span().start,
-                    &format!("{path}[{i}]"),
-                    format!("expected a string, found {}", type_name(other)),
-                ),
-            }
-        }
-        Some(out)
+        self.array(p, key, "an array of strings", "a string", string_of)
     }
 
     /// An array of numbers.
     pub fn floats(&mut self, p: &mut Problems<'_>, key: &str) -> Option<Vec<(f64, usize)>> {
+        self.array(p, key, "an array of numbers", "a number", float_of)
+    }
+
+    /// An array (`want` says of what) whose items `item` reads; an item it
+    /// cannot read (not `want_item`) is a problem at that item.
+    fn array<T>(
+        &mut self,
+        p: &mut Problems<'_>,
+        key: &str,
+        want: &str,
+        want_item: &str,
+        item: impl Fn(&Spanned<DeValue<'_>>) -> Option<T>,
+    ) -> Option<Vec<T>> {
         let path = self.key_path(key);
         let v = self.raw(key)?;
         let DeValue::Array(items) = v.get_ref() else {
-            self.wrong_type(p, key, v, "an array of numbers");
+            self.wrong_type(p, key, v, want);
             return None;
         };
         let mut out = Vec::new();
-        for (i, item) in items.iter().enumerate() {
-            match float_of(item) {
-                Some(f) => out.push(f),
+        for (i, it) in items.iter().enumerate() {
+            match item(it) {
+                Some(x) => out.push(x),
                 None => p.at(
-                    item.span().start,
+                    it.span().start,
                     &format!("{path}[{i}]"),
-                    format!("expected a number, found {}", type_name(item.get_ref())),
+                    format!("expected {want_item}, found {}", type_name(it.get_ref())),
                 ),
             }
         }
@@ -311,6 +305,14 @@ impl<'t, 'i> Table<'t, 'i> {
                 );
             }
         }
+    }
+}
+
+/// A string, and where it starts.
+fn string_of(v: &Spanned<DeValue<'_>>) -> Option<(String, usize)> {
+    match v.get_ref() {
+        DeValue::String(s) => Some((s.to_string(), v.span().start)),
+        _ => None,
     }
 }
 

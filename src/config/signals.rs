@@ -186,6 +186,43 @@ fn read_name(
     }
 }
 
+/// The keys only an SRE breaker reads.
+const SRE_KEYS: &[&str] = &["k", "min_k", "protection", "force_pass_ms"];
+/// The keys only an error-rate breaker reads.
+const ERROR_RATE_KEYS: &[&str] = &[
+    "min_calls",
+    "failure_rate_threshold",
+    "open_duration_ms",
+    "half_open_trials",
+    "half_open_max_wait_ms",
+    "slow_call_rate_threshold",
+];
+
+/// Reports each of `keys` (which only a breaker of `kind` reads) that the
+/// table sets.
+fn only_for_kind(t: &mut Table<'_, '_>, p: &mut Problems<'_>, kind: &str, keys: &[&str]) {
+    for k in keys {
+        if let Some(v) = t.raw(k) {
+            p.at(
+                v.span().start,
+                &t.key_path(k),
+                format!("only for kind = \"{kind}\""),
+            );
+        }
+    }
+}
+
+/// The breaker kind if its settings validated; else their problem, at the
+/// table's start under `kind`.
+fn valid_kind<E: std::fmt::Display>(
+    t: &Table<'_, '_>,
+    p: &mut Problems<'_>,
+    kind: Result<BreakerKind, E>,
+) -> Option<BreakerKind> {
+    kind.map_err(|e| p.at(t.start(), &t.key_path("kind"), e.to_string()))
+        .ok()
+}
+
 /// Reads one `[[breakers]]` table.
 pub(super) fn read_breaker(
     t: &mut Table<'_, '_>,
@@ -223,29 +260,8 @@ pub(super) fn read_breaker(
             if let Some(d) = ms(t, p, "force_pass_ms") {
                 c.force_pass = d;
             }
-            for k in [
-                "min_calls",
-                "failure_rate_threshold",
-                "open_duration_ms",
-                "half_open_trials",
-                "half_open_max_wait_ms",
-                "slow_call_rate_threshold",
-            ] {
-                if let Some(v) = t.raw(k) {
-                    p.at(
-                        v.span().start,
-                        &t.key_path(k),
-                        "only for kind = \"error_rate\"",
-                    );
-                }
-            }
-            match c.validate() {
-                Ok(_) => Some(BreakerKind::Sre(c)),
-                Err(e) => {
-                    p.at(start, &t.key_path("kind"), e.to_string());
-                    None
-                }
-            }
+            only_for_kind(t, p, "error_rate", ERROR_RATE_KEYS);
+            valid_kind(t, p, c.validate().map(|_| BreakerKind::Sre(c)))
         }
         Some((k, _)) if k == "error_rate" => {
             let mut c = ErrorRateConfig::default();
@@ -276,18 +292,8 @@ pub(super) fn read_breaker(
                     rate_threshold: slow_rate.unwrap_or(1.0),
                 });
             }
-            for k in ["k", "min_k", "protection", "force_pass_ms"] {
-                if let Some(v) = t.raw(k) {
-                    p.at(v.span().start, &t.key_path(k), "only for kind = \"sre\"");
-                }
-            }
-            match c.validate() {
-                Ok(_) => Some(BreakerKind::ErrorRate(c)),
-                Err(e) => {
-                    p.at(start, &t.key_path("kind"), e.to_string());
-                    None
-                }
-            }
+            only_for_kind(t, p, "sre", SRE_KEYS);
+            valid_kind(t, p, c.validate().map(|_| BreakerKind::ErrorRate(c)))
         }
         Some((k, off)) => {
             p.at(

@@ -2,7 +2,7 @@
 //! weighted by its remaining overlap plus the current window. See the
 //! [module docs](super) for the formula and its worst-case overshoot.
 
-use super::{decide, AcquireError, Decision, Limit, LimitState, LimitView, Limits, PerLimit};
+use super::{decide, Decision, Limit, LimitView, Limits, OneLimit, Sliding};
 use crate::clock::Timestamp;
 
 /// Approximate sliding-counter state for one key and all its limits.
@@ -14,13 +14,7 @@ use crate::clock::Timestamp;
 /// no floating point). `O(1)` memory and time per limit; a division only when
 /// time jumps two windows or more.
 #[derive(Clone, Debug)]
-pub struct SlidingCounter {
-    windows: PerLimit<Window>,
-    /// The latest `now` seen; earlier ones are clamped to it.
-    last_now: u64,
-    /// The smallest `max` of all limits: a larger `n` can never be admitted.
-    min_max: u32,
-}
+pub struct SlidingCounter(Sliding<Window>);
 
 #[derive(Clone, Copy, Debug)]
 struct Window {
@@ -33,7 +27,7 @@ struct Window {
 
 // === impl Window ===
 
-impl Window {
+impl OneLimit for Window {
     fn new(limit: Limit) -> Self {
         Window {
             limit,
@@ -43,9 +37,13 @@ impl Window {
         }
     }
 
+    fn limit(&self) -> Limit {
+        self.limit
+    }
+
     /// Moves the current window to the one containing `now` (`now >= start`).
     #[inline]
-    fn roll(&mut self, now: u64) {
+    fn advance(&mut self, now: u64) {
         let w = self.limit.window;
         let elapsed = now - self.start;
         if elapsed < w {
@@ -61,14 +59,7 @@ impl Window {
         self.curr = 0;
     }
 
-    /// `prev · (W − elapsed)`: `W` times the weighted previous-window term.
-    #[inline]
-    fn weighted_prev(&self, now: u64) -> u128 {
-        let left = self.limit.window - (now - self.start);
-        u128::from(self.prev) * u128::from(left)
-    }
-
-    /// Whether `n` more fit at `now` (after `roll(now)`).
+    /// Whether `n` more fit at `now` (after `advance(now)`).
     #[inline]
     fn admits(&self, n: u32, now: u64) -> bool {
         let max = u64::from(self.limit.max);
@@ -77,6 +68,73 @@ impl Window {
         };
         self.prev == 0
             || self.weighted_prev(now) <= u128::from(room) * u128::from(self.limit.window)
+    }
+
+    /// Admitted, so `curr + n <= max`.
+    #[inline]
+    fn record(&mut self, n: u32, _now: u64) {
+        self.curr += n;
+    }
+
+    /// The wait until `n` would be admitted at `now` (after `advance(now)`),
+    /// if nothing else is admitted. Exact to the nanosecond: the estimate
+    /// never increases while nothing is admitted, so the first admitting
+    /// instant is found by solving the formula in the current window, then
+    /// the next one (where `prev` is today's `curr` and `curr` is 0), then the
+    /// one after (empty).
+    fn wait_for(&self, n: u32, now: u64) -> u64 {
+        if self.admits(n, now) {
+            return 0;
+        }
+        let w = self.limit.window;
+        let max = u64::from(self.limit.max);
+        let elapsed = now - self.start;
+        let curr = u64::from(self.curr);
+        let n = u64::from(n);
+        if curr + n <= max {
+            let e = self.earliest_elapsed(self.prev, max - curr - n);
+            if e < w {
+                // e > elapsed, since it does not admit now.
+                return e - elapsed;
+            }
+        }
+        // `n <= max` was checked by `acquire`.
+        let e = self.earliest_elapsed(self.curr, max - n);
+        let to_next = w - elapsed;
+        if e < w {
+            to_next.saturating_add(e)
+        } else {
+            to_next.saturating_add(w)
+        }
+    }
+
+    fn view(&self, now: u64) -> LimitView {
+        LimitView {
+            limit: self.limit,
+            remaining: self.remaining(now),
+            reset: self.idle_at().saturating_sub(now),
+        }
+    }
+
+    /// When the estimate reaches zero if nothing else is admitted.
+    fn idle_at(&self) -> u64 {
+        let w = self.limit.window;
+        if self.curr > 0 {
+            self.start.saturating_add(w).saturating_add(w)
+        } else if self.prev > 0 {
+            self.start.saturating_add(w)
+        } else {
+            0
+        }
+    }
+}
+
+impl Window {
+    /// `prev · (W − elapsed)`: `W` times the weighted previous-window term.
+    #[inline]
+    fn weighted_prev(&self, now: u64) -> u128 {
+        let left = self.limit.window - (now - self.start);
+        u128::from(self.prev) * u128::from(left)
     }
 
     /// The largest `m` with `estimate + m ≤ N`:
@@ -107,58 +165,6 @@ impl Window {
         }
         // room < p, so ⌊room · W / p⌋ < W fits in u64.
         w - mul_div_floor(room, w, u64::from(p))
-    }
-
-    /// The wait until `n` would be admitted at `now` (after `roll(now)`), if
-    /// nothing else is admitted. Exact to the nanosecond: the estimate never
-    /// increases while nothing is admitted, so the first admitting instant is
-    /// found by solving the formula in the current window, then the next one
-    /// (where `prev` is today's `curr` and `curr` is 0), then the one after
-    /// (empty).
-    fn wait_for(&self, n: u32, now: u64) -> u64 {
-        if self.admits(n, now) {
-            return 0;
-        }
-        let w = self.limit.window;
-        let max = u64::from(self.limit.max);
-        let elapsed = now - self.start;
-        let curr = u64::from(self.curr);
-        let n = u64::from(n);
-        if curr + n <= max {
-            let e = self.earliest_elapsed(self.prev, max - curr - n);
-            if e < w {
-                // e > elapsed, since it does not admit now.
-                return e - elapsed;
-            }
-        }
-        // `n <= max` was checked by `acquire`.
-        let e = self.earliest_elapsed(self.curr, max - n);
-        let to_next = w - elapsed;
-        if e < w {
-            to_next.saturating_add(e)
-        } else {
-            to_next.saturating_add(w)
-        }
-    }
-
-    /// When the estimate reaches zero if nothing else is admitted.
-    fn idle_at(&self) -> u64 {
-        let w = self.limit.window;
-        if self.curr > 0 {
-            self.start.saturating_add(w).saturating_add(w)
-        } else if self.prev > 0 {
-            self.start.saturating_add(w)
-        } else {
-            0
-        }
-    }
-
-    fn view(&self, now: u64) -> LimitView {
-        LimitView {
-            limit: self.limit,
-            remaining: self.remaining(now),
-            reset: self.idle_at().saturating_sub(now),
-        }
     }
 }
 
@@ -208,29 +214,15 @@ impl SlidingCounter {
     /// A fresh counter for `limits`, nothing admitted.
     #[must_use]
     pub fn new(limits: &Limits) -> Self {
-        SlidingCounter {
-            windows: PerLimit::new(limits, Window::new),
-            last_now: 0,
-            min_max: limits.as_slice().iter().map(Limit::max).min().unwrap_or(0),
-        }
-    }
-
-    #[cold]
-    fn limits_error(&self, n: u32) -> AcquireError {
-        let limit = self
-            .windows
-            .iter()
-            .map(|w| w.limit)
-            .find(|l| n > l.max)
-            .unwrap_or(self.windows.first.limit);
-        AcquireError::InsufficientCapacity { n, limit }
+        SlidingCounter(Sliding::new(limits))
     }
 
     /// Per limit, in the order given: the current window's start and the
     /// admitted weight of the previous and current fixed windows, as of the
     /// latest `now` seen (for inspection).
     pub fn counts(&self) -> impl Iterator<Item = (Limit, Timestamp, u32, u32)> + '_ {
-        self.windows
+        self.0
+            .per_limit
             .iter()
             .map(|w| (w.limit, Timestamp::from_nanos(w.start), w.prev, w.curr))
     }
@@ -272,75 +264,45 @@ pub(crate) fn decision_from_counts(
     decide(windows.iter().map(|w| w.view(now)), allowed, retry)
 }
 
-impl LimitState for SlidingCounter {
-    fn new(limits: &Limits) -> Self {
-        SlidingCounter::new(limits)
-    }
-
-    #[inline]
-    fn acquire(&mut self, n: u32, now: Timestamp) -> Result<Decision, AcquireError> {
-        if n > self.min_max {
-            return Err(self.limits_error(n));
-        }
-        let now = now.as_nanos().max(self.last_now);
-        self.last_now = now;
-        // The common case, one limit per key: no loops.
-        if let Some(w) = self.windows.single_mut() {
-            w.roll(now);
-            let allowed = w.admits(n, now);
-            let mut retry = 0;
-            if allowed {
-                w.curr += n;
-            } else {
-                retry = w.wait_for(n, now);
-            }
-            return Ok(decide(std::iter::once(w.view(now)), allowed, retry));
-        }
-        let mut allowed = true;
-        for w in self.windows.iter_mut() {
-            w.roll(now);
-            allowed &= w.admits(n, now);
-        }
-        let mut retry = 0;
-        if allowed {
-            for w in self.windows.iter_mut() {
-                // Admitted, so `curr + n <= max`.
-                w.curr += n;
-            }
-        } else {
-            for w in self.windows.iter() {
-                retry = retry.max(w.wait_for(n, now));
-            }
-        }
-        Ok(decide(
-            self.windows.iter().map(|w| w.view(now)),
-            allowed,
-            retry,
-        ))
-    }
-
-    fn idle_at(&self) -> Timestamp {
-        Timestamp::from_nanos(self.windows.iter().map(Window::idle_at).max().unwrap_or(0))
-    }
-}
+limit_state_by_sliding!(SlidingCounter);
 
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
-    use super::*;
+    use proptest::prelude::*;
 
-    /// A multiple of 1 s and of 1 min: the start of a fixed window.
-    const T0: Timestamp = Timestamp::from_secs(1_767_225_600);
-    const NS: Duration = Duration::from_nanos(1);
-    const MS: Duration = Duration::from_millis(1);
+    use super::*;
+    use crate::limit::testing::{ok, one, per_second_and_minute, MS, NS, T0};
+    use crate::limit::LimitState;
 
     fn counter(max: u32, window: Duration) -> SlidingCounter {
-        SlidingCounter::new(&Limit::new(max, window).unwrap().into())
+        one(max, window)
     }
 
-    fn ok(c: &mut SlidingCounter, n: u32, t: Timestamp) -> Decision {
-        c.acquire(n, t).unwrap()
+    /// `mul_div_floor` and `mul_div_ceil` against 128-bit division, for
+    /// quotients that fit in `u64`.
+    fn check_mul_div(a: u64, b: u64, d: u64) -> Result<(), TestCaseError> {
+        let x = u128::from(a) * u128::from(b);
+        let d128 = u128::from(d);
+        prop_assume!(x.div_ceil(d128) <= u128::from(u64::MAX));
+        prop_assert_eq!(
+            u128::from(mul_div_floor(a, b, d)),
+            x / d128,
+            "{}·{}/{}",
+            a,
+            b,
+            d
+        );
+        prop_assert_eq!(
+            u128::from(mul_div_ceil(a, b, d)),
+            x.div_ceil(d128),
+            "{}·{}/{}",
+            a,
+            b,
+            d
+        );
+        Ok(())
     }
 
     #[test]
@@ -355,36 +317,20 @@ mod tests {
             (123_456_789, 987_654_321, 60_000_000_000),
         ];
         for (a, b, d) in cases {
-            let x = u128::from(a) * u128::from(b);
-            let d128 = u128::from(d);
-            assert_eq!(u128::from(mul_div_floor(a, b, d)), x / d128, "{a}·{b}/{d}");
-            assert_eq!(
-                u128::from(mul_div_ceil(a, b, d)),
-                x.div_ceil(d128),
-                "{a}·{b}/{d}"
-            );
+            check_mul_div(a, b, d).unwrap();
         }
     }
 
-    proptest::proptest! {
+    proptest! {
         #[test]
         fn mul_div_matches_128_bit_division(a: u64, b: u64, d in 1u64..) {
-            let x = u128::from(a) * u128::from(b);
-            let d128 = u128::from(d);
-            proptest::prop_assume!(x.div_ceil(d128) <= u128::from(u64::MAX));
-            proptest::prop_assert_eq!(u128::from(mul_div_floor(a, b, d)), x / d128);
-            proptest::prop_assert_eq!(u128::from(mul_div_ceil(a, b, d)), x.div_ceil(d128));
+            check_mul_div(a, b, d)?;
         }
 
         #[test]
         fn mul_div_is_exact_for_small_quotients(a in 0u64..1 << 33, b: u64, d: u64) {
             // The shapes the counter uses: a count times a time over a time.
-            let d = d.max(1);
-            let x = u128::from(a) * u128::from(b);
-            let d128 = u128::from(d);
-            proptest::prop_assume!(x.div_ceil(d128) <= u128::from(u64::MAX));
-            proptest::prop_assert_eq!(u128::from(mul_div_floor(a, b, d)), x / d128);
-            proptest::prop_assert_eq!(u128::from(mul_div_ceil(a, b, d)), x.div_ceil(d128));
+            check_mul_div(a, b, d.max(1))?;
         }
     }
 
@@ -457,9 +403,8 @@ mod tests {
 
     #[test]
     fn several_limits_at_once_all_must_admit_and_all_record() {
-        let per_s = Limit::per_second(100).unwrap();
         let per_m = Limit::per_minute(1000).unwrap();
-        let mut c = SlidingCounter::new(&Limits::new([per_s, per_m]).unwrap());
+        let mut c = SlidingCounter::new(&per_second_and_minute(100, 1000));
         let mut admitted = 0;
         for i in 0..4000u64 {
             if ok(&mut c, 1, T0 + Duration::from_millis(5 * i)).allowed {

@@ -500,9 +500,9 @@ impl<A> std::fmt::Debug for KeyedLimiter<A> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::limit::testing::T0;
     use crate::limit::{Limit, SlidingCounter, SlidingLog};
 
-    const T0: Timestamp = Timestamp::from_secs(1_767_225_600);
     const S: Duration = Duration::from_secs(1);
 
     fn limiter<A: LimitState>(max_keys: usize, overflow: OverflowPolicy) -> KeyedLimiter<A> {

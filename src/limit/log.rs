@@ -3,8 +3,7 @@
 
 use std::collections::VecDeque;
 
-use super::{decide, AcquireError, Decision, Limit, LimitState, LimitView, Limits, PerLimit};
-use crate::clock::Timestamp;
+use super::{Limit, LimitView, Limits, OneLimit, Sliding};
 
 /// Initial ring capacity (entries) for a limit, so small limits allocate once
 /// and large ones start small and double only while their traffic needs it.
@@ -17,13 +16,7 @@ const INITIAL_ENTRIES: u32 = 64;
 /// `O(limits)` plus the entries that expire (amortised `O(1)` each) and
 /// allocates nothing once the rings have reached their working size.
 #[derive(Clone, Debug)]
-pub struct SlidingLog {
-    rings: PerLimit<Ring>,
-    /// The latest `now` seen; earlier ones are clamped to it.
-    last_now: u64,
-    /// The smallest `max` of all limits: a larger `n` can never be admitted.
-    min_max: u32,
-}
+pub struct SlidingLog(Sliding<Ring>);
 
 #[derive(Clone, Debug)]
 struct Ring {
@@ -45,7 +38,7 @@ struct Entry {
 
 // === impl Ring ===
 
-impl Ring {
+impl OneLimit for Ring {
     fn new(limit: Limit) -> Self {
         Ring {
             limit,
@@ -55,10 +48,14 @@ impl Ring {
         }
     }
 
+    fn limit(&self) -> Limit {
+        self.limit
+    }
+
     /// Drops the entries that left `(now − W, now]`: those with `at + W <= now`.
     /// Needs `now >= at` for every entry (the clamp guarantees it).
     #[inline]
-    fn expire(&mut self, now: u64) {
+    fn advance(&mut self, now: u64) {
         let w = self.limit.window;
         while let Some(e) = self.entries.front() {
             if now - e.at < w {
@@ -70,7 +67,7 @@ impl Ring {
     }
 
     #[inline]
-    fn admits(&self, n: u32) -> bool {
+    fn admits(&self, n: u32, _now: u64) -> bool {
         self.used + u64::from(n) <= u64::from(self.limit.max)
     }
 
@@ -102,22 +99,6 @@ impl Ring {
         }
     }
 
-    /// `wait_for` when several entries must expire.
-    #[cold]
-    fn wait_for_more(&self, excess: u64, now: u64) -> u64 {
-        let mut freed = 0u64;
-        for e in &self.entries {
-            freed += u64::from(e.weight);
-            if freed >= excess {
-                // Entry `e` leaves the window at `e.at + W` (> now, unexpired).
-                return e.at.saturating_add(self.limit.window) - now;
-            }
-        }
-        // Unreachable when `n <= max` (checked before): all entries expiring
-        // frees `used >= excess`.
-        0
-    }
-
     #[inline]
     fn view(&self, now: u64) -> LimitView {
         LimitView {
@@ -138,105 +119,53 @@ impl Ring {
     }
 }
 
+impl Ring {
+    /// `wait_for` when several entries must expire.
+    #[cold]
+    fn wait_for_more(&self, excess: u64, now: u64) -> u64 {
+        let mut freed = 0u64;
+        for e in &self.entries {
+            freed += u64::from(e.weight);
+            if freed >= excess {
+                // Entry `e` leaves the window at `e.at + W` (> now, unexpired).
+                return e.at.saturating_add(self.limit.window) - now;
+            }
+        }
+        // Unreachable when `n <= max` (checked before): all entries expiring
+        // frees `used >= excess`.
+        0
+    }
+}
+
 // === impl SlidingLog ===
 
 impl SlidingLog {
     /// A fresh log for `limits`, nothing admitted.
     #[must_use]
     pub fn new(limits: &Limits) -> Self {
-        SlidingLog {
-            rings: PerLimit::new(limits, Ring::new),
-            last_now: 0,
-            min_max: limits.as_slice().iter().map(Limit::max).min().unwrap_or(0),
-        }
-    }
-
-    #[cold]
-    fn limits_error(&self, n: u32) -> AcquireError {
-        let limit = self
-            .rings
-            .iter()
-            .map(|r| r.limit)
-            .find(|l| n > l.max)
-            .unwrap_or(self.rings.first.limit);
-        AcquireError::InsufficientCapacity { n, limit }
+        SlidingLog(Sliding::new(limits))
     }
 
     /// The admitted weight still inside each limit's window at the latest
     /// `now` seen, in the order the limits were given (for inspection).
     pub fn used(&self) -> impl Iterator<Item = (Limit, u64)> + '_ {
-        self.rings.iter().map(|r| (r.limit, r.used))
+        self.0.per_limit.iter().map(|r| (r.limit, r.used))
     }
 }
 
-impl LimitState for SlidingLog {
-    fn new(limits: &Limits) -> Self {
-        SlidingLog::new(limits)
-    }
-
-    #[inline]
-    fn acquire(&mut self, n: u32, now: Timestamp) -> Result<Decision, AcquireError> {
-        if n > self.min_max {
-            return Err(self.limits_error(n));
-        }
-        let now = now.as_nanos().max(self.last_now);
-        self.last_now = now;
-        // The common case, one limit per key: no loops.
-        if let Some(r) = self.rings.single_mut() {
-            r.expire(now);
-            let allowed = r.admits(n);
-            let mut retry = 0;
-            if !allowed {
-                retry = r.wait_for(n, now);
-            } else if n > 0 {
-                r.record(n, now);
-            }
-            return Ok(decide(std::iter::once(r.view(now)), allowed, retry));
-        }
-        let mut allowed = true;
-        for r in self.rings.iter_mut() {
-            r.expire(now);
-            allowed &= r.admits(n);
-        }
-        let mut retry = 0;
-        if allowed {
-            if n > 0 {
-                for r in self.rings.iter_mut() {
-                    r.record(n, now);
-                }
-            }
-        } else {
-            for r in self.rings.iter() {
-                retry = retry.max(r.wait_for(n, now));
-            }
-        }
-        Ok(decide(
-            self.rings.iter().map(|r| r.view(now)),
-            allowed,
-            retry,
-        ))
-    }
-
-    fn idle_at(&self) -> Timestamp {
-        Timestamp::from_nanos(self.rings.iter().map(Ring::idle_at).max().unwrap_or(0))
-    }
-}
+limit_state_by_sliding!(SlidingLog);
 
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
     use super::*;
-
-    const T0: Timestamp = Timestamp::from_secs(1_767_225_600);
-    const NS: Duration = Duration::from_nanos(1);
+    use crate::clock::Timestamp;
+    use crate::limit::testing::{ok, one, per_second_and_minute, NS, T0};
+    use crate::limit::{AcquireError, LimitState};
 
     fn log(max: u32, window: Duration) -> SlidingLog {
-        SlidingLog::new(&Limit::new(max, window).unwrap().into())
-    }
-
-    fn ok(l: &mut SlidingLog, n: u32, t: Timestamp) -> Decision {
-        l.acquire(n, t).unwrap()
+        one(max, window)
     }
 
     #[test]
@@ -274,7 +203,7 @@ mod tests {
         assert!(!d.allowed);
         assert_eq!(d.retry_after, Some(Duration::from_secs(1)));
         // They share one entry.
-        assert_eq!(l.rings.first.entries.len(), 1);
+        assert_eq!(l.0.per_limit.first.entries.len(), 1);
     }
 
     #[test]
@@ -284,7 +213,7 @@ mod tests {
         assert!(ok(&mut l, 4, T0).allowed);
         assert!(ok(&mut l, 3, T0 + Duration::from_millis(100)).allowed);
         assert!(ok(&mut l, 2, T0 + Duration::from_millis(200)).allowed);
-        assert_eq!(l.rings.first.entries.len(), 3);
+        assert_eq!(l.0.per_limit.first.entries.len(), 3);
         // 9 used; 6 needs 5 freed: the 4 at T0 and the 3 at 100 ms must go.
         let now = T0 + Duration::from_millis(300);
         let d = ok(&mut l, 6, now);
@@ -298,12 +227,7 @@ mod tests {
 
     #[test]
     fn weight_above_max_is_an_error_naming_the_limit() {
-        let limits = Limits::new([
-            Limit::per_second(100).unwrap(),
-            Limit::per_minute(50).unwrap(),
-        ])
-        .unwrap();
-        let mut l = SlidingLog::new(&limits);
+        let mut l = SlidingLog::new(&per_second_and_minute(100, 50));
         assert_eq!(
             l.acquire(60, T0),
             Err(AcquireError::InsufficientCapacity {
@@ -318,7 +242,7 @@ mod tests {
     fn several_limits_at_once_all_must_admit_and_all_record() {
         let per_s = Limit::per_second(100).unwrap();
         let per_m = Limit::per_minute(1000).unwrap();
-        let mut l = SlidingLog::new(&Limits::new([per_s, per_m]).unwrap());
+        let mut l = SlidingLog::new(&per_second_and_minute(100, 1000));
         let mut admitted = 0;
         // 200 requests per second for 20 s, 5 ms apart.
         for i in 0..4000u64 {
@@ -353,7 +277,7 @@ mod tests {
         for i in 1..1000 {
             assert!(!ok(&mut l, 1, T0 + Duration::from_millis(i)).allowed);
         }
-        assert_eq!(l.rings.first.used, 2);
+        assert_eq!(l.0.per_limit.first.used, 2);
         let d = ok(&mut l, 2, T0 + w);
         assert!(d.allowed);
         assert_eq!(d.remaining, 0);
@@ -366,7 +290,7 @@ mod tests {
         let d = ok(&mut l, 0, T0);
         assert!(d.allowed);
         assert_eq!((d.remaining, d.retry_after), (0, None));
-        assert_eq!(l.rings.first.used, 1);
+        assert_eq!(l.0.per_limit.first.used, 1);
     }
 
     #[test]
@@ -386,12 +310,10 @@ mod tests {
         // Entries stay sorted: the stale admitted request is stamped T0 + 1 s.
         let d = ok(&mut l, 0, Timestamp::EPOCH);
         assert_eq!(d.reset, w);
-        assert!(l
-            .rings
-            .first
-            .entries
+        let entries = &l.0.per_limit.first.entries;
+        assert!(entries
             .iter()
-            .zip(l.rings.first.entries.iter().skip(1))
+            .zip(entries.iter().skip(1))
             .all(|(a, b)| a.at < b.at));
     }
 
@@ -408,12 +330,7 @@ mod tests {
 
     #[test]
     fn idle_once_every_entry_has_expired() {
-        let limits = Limits::new([
-            Limit::per_second(5).unwrap(),
-            Limit::per_minute(50).unwrap(),
-        ])
-        .unwrap();
-        let mut l = SlidingLog::new(&limits);
+        let mut l = SlidingLog::new(&per_second_and_minute(5, 50));
         assert!(l.is_idle(T0));
         assert!(ok(&mut l, 1, T0).allowed);
         assert!(!l.is_idle(T0 + Duration::from_secs(60) - NS));
@@ -426,7 +343,7 @@ mod tests {
         for i in 0..10_000u64 {
             ok(&mut l, 1, T0 + Duration::from_millis(i));
         }
-        let cap = l.rings.first.entries.capacity();
+        let cap = l.0.per_limit.first.entries.capacity();
         assert!((100..=256).contains(&cap), "{cap}");
     }
 }

@@ -133,9 +133,36 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+/// Implements [`LimitState`] for `$t`, a newtype over [`Sliding`]: the
+/// shared core does all of it.
+macro_rules! limit_state_by_sliding {
+    ($t:ident) => {
+        impl $crate::limit::LimitState for $t {
+            fn new(limits: &$crate::limit::Limits) -> Self {
+                $t($crate::limit::Sliding::new(limits))
+            }
+
+            #[inline]
+            fn acquire(
+                &mut self,
+                n: u32,
+                now: $crate::clock::Timestamp,
+            ) -> Result<$crate::limit::Decision, $crate::limit::AcquireError> {
+                self.0.acquire(n, now)
+            }
+
+            fn idle_at(&self) -> $crate::clock::Timestamp {
+                self.0.idle_at()
+            }
+        }
+    };
+}
+
 pub(crate) mod counter;
 mod keyed;
 mod log;
+#[cfg(test)]
+mod testing;
 
 use std::fmt;
 use std::time::Duration;
@@ -381,6 +408,111 @@ impl<T> PerLimit<T> {
 
     fn iter_mut(&mut self) -> impl Iterator<Item = &mut T> {
         std::iter::once(&mut self.first).chain(self.rest.iter_mut())
+    }
+}
+
+/// The state one limit keeps for one key: the log's ring of admitted
+/// entries or the counter's pair of fixed windows. [`Sliding`] keeps one per
+/// limit and drives them; `now` is in nanoseconds and never goes backwards.
+trait OneLimit {
+    /// A fresh state for `limit`, nothing admitted.
+    fn new(limit: Limit) -> Self;
+    /// The limit this state enforces.
+    fn limit(&self) -> Limit;
+    /// Brings the state to `now`: forgets what has left the window.
+    fn advance(&mut self, now: u64);
+    /// Whether `n` more fit at `now` (after `advance(now)`).
+    fn admits(&self, n: u32, now: u64) -> bool;
+    /// Records an admitted weight `n > 0` at `now`.
+    fn record(&mut self, n: u32, now: u64);
+    /// The wait until `n` would be admitted at `now` (after `advance(now)`),
+    /// if nothing else is admitted; 0 if it is now. `n <= max`.
+    fn wait_for(&self, n: u32, now: u64) -> u64;
+    /// This limit's figures at `now`, for the [`Decision`].
+    fn view(&self, now: u64) -> LimitView;
+    /// When the state is idle if nothing else is admitted; 0 if it already is.
+    fn idle_at(&self) -> u64;
+}
+
+/// What [`SlidingLog`] and [`SlidingCounter`] share: one `S` per limit, the
+/// capacity check, the clamp of a stale `now`, and the decision over all the
+/// limits (admit only if every one admits, then record in every one).
+#[derive(Clone, Debug)]
+struct Sliding<S> {
+    per_limit: PerLimit<S>,
+    /// The latest `now` seen; earlier ones are clamped to it.
+    last_now: u64,
+    /// The smallest `max` of all limits: a larger `n` can never be admitted.
+    min_max: u32,
+}
+
+impl<S: OneLimit> Sliding<S> {
+    fn new(limits: &Limits) -> Self {
+        Sliding {
+            per_limit: PerLimit::new(limits, S::new),
+            last_now: 0,
+            min_max: limits.as_slice().iter().map(Limit::max).min().unwrap_or(0),
+        }
+    }
+
+    #[cold]
+    fn limits_error(&self, n: u32) -> AcquireError {
+        let limit = self
+            .per_limit
+            .iter()
+            .map(S::limit)
+            .find(|l| n > l.max)
+            .unwrap_or(self.per_limit.first.limit());
+        AcquireError::InsufficientCapacity { n, limit }
+    }
+
+    /// [`LimitState::acquire`].
+    #[inline]
+    fn acquire(&mut self, n: u32, now: Timestamp) -> Result<Decision, AcquireError> {
+        if n > self.min_max {
+            return Err(self.limits_error(n));
+        }
+        let now = now.as_nanos().max(self.last_now);
+        self.last_now = now;
+        // The common case, one limit per key: no loops.
+        if let Some(s) = self.per_limit.single_mut() {
+            s.advance(now);
+            let allowed = s.admits(n, now);
+            let mut retry = 0;
+            if !allowed {
+                retry = s.wait_for(n, now);
+            } else if n > 0 {
+                s.record(n, now);
+            }
+            return Ok(decide(std::iter::once(s.view(now)), allowed, retry));
+        }
+        let mut allowed = true;
+        for s in self.per_limit.iter_mut() {
+            s.advance(now);
+            allowed &= s.admits(n, now);
+        }
+        let mut retry = 0;
+        if allowed {
+            if n > 0 {
+                for s in self.per_limit.iter_mut() {
+                    s.record(n, now);
+                }
+            }
+        } else {
+            for s in self.per_limit.iter() {
+                retry = retry.max(s.wait_for(n, now));
+            }
+        }
+        Ok(decide(
+            self.per_limit.iter().map(|s| s.view(now)),
+            allowed,
+            retry,
+        ))
+    }
+
+    /// [`LimitState::idle_at`].
+    fn idle_at(&self) -> Timestamp {
+        Timestamp::from_nanos(self.per_limit.iter().map(S::idle_at).max().unwrap_or(0))
     }
 }
 

@@ -494,12 +494,10 @@ fn literal_row<S: Steps>(l: &[u8], m: &[u8], next: &[u64], out: &mut [u64], st: 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mapping::{captures_of, Matcher};
 
     fn caps(g: &str, name: &str) -> Option<Vec<String>> {
-        let g = Glob::new(g).unwrap();
-        let mut c = Vec::new();
-        g.matches(name, &mut c)
-            .then(|| c.iter().map(|s| s.to_string()).collect())
+        captures_of(&Matcher::Glob(Glob::new(g).unwrap()), name)
     }
 
     #[test]

@@ -87,6 +87,14 @@ impl Matcher {
     }
 }
 
+/// The captures `m` finds in `name`, owned; `None` if it does not match.
+#[cfg(test)]
+fn captures_of(m: &Matcher, name: &str) -> Option<Vec<String>> {
+    let mut c = Vec::new();
+    m.matches(name, &mut c)
+        .then(|| c.iter().map(|s| s.to_string()).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -72,12 +72,10 @@ impl fmt::Debug for NameRegex {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mapping::{captures_of, Matcher};
 
     fn regex_caps(re: &str, name: &str) -> Option<Vec<String>> {
-        let r = NameRegex::new(re).unwrap();
-        let mut c = Vec::new();
-        r.matches(name, &mut c)
-            .then(|| c.iter().map(|s| s.to_string()).collect())
+        captures_of(&Matcher::Regex(NameRegex::new(re).unwrap()), name)
     }
 
     #[test]

@@ -280,7 +280,7 @@ fn parse_timestamp(s: &str) -> Result<u64, ParseError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::parse::testing::{check, reject, sample, w};
+    use crate::parse::testing::{check, reject, rejects, sample, w};
 
     use MetricKind::*;
 
@@ -655,12 +655,7 @@ mod tests {
             b"a:1|c|@ 0.5",
             b"g:1|g|@0",
         ] {
-            assert_eq!(
-                reject(bad),
-                "invalid_sample_rate",
-                "{:?}",
-                String::from_utf8_lossy(bad)
-            );
+            rejects(bad, "invalid_sample_rate");
         }
     }
 
@@ -683,7 +678,7 @@ mod tests {
             (b"a:--1|g", "malformed_value"),
             (b"a:1e|c", "malformed_value"),
         ] {
-            assert_eq!(reject(line), reason, "{:?}", String::from_utf8_lossy(line));
+            rejects(line, reason);
         }
         // Underflow is fine (rounds to zero); so are the usual spellings.
         assert_eq!(sample("a:1e-999|c").first_value(), 0.0);
@@ -712,7 +707,7 @@ mod tests {
             (b"a:1|c|#a:b|#c:d", "duplicate_field"),
             (b"a:1|c|T1|T2", "duplicate_field"),
         ] {
-            assert_eq!(reject(line), reason, "{:?}", String::from_utf8_lossy(line));
+            rejects(line, reason);
         }
     }
 
@@ -809,12 +804,7 @@ mod tests {
             b"a:1|c|T+1",
             b"a:1|c|T99999999999999999999",
         ] {
-            assert_eq!(
-                reject(bad),
-                "malformed_timestamp",
-                "{:?}",
-                String::from_utf8_lossy(bad)
-            );
+            rejects(bad, "malformed_timestamp");
         }
     }
 

@@ -210,7 +210,7 @@ pub fn route_key(line: &[u8]) -> &[u8] {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::parse::testing::{check, reject, sample, w};
+    use crate::parse::testing::{check, reject, rejects, sample, w};
     use crate::parse::{
         parse_datagram_with, parse_line_with, Line, MetricKind::*, ParseOptions, MAX_NAME_LEN,
     };
@@ -291,7 +291,7 @@ mod tests {
             (b"[k=v:1|c", "malformed_tag"),
             (b"a[k]:1|c", "malformed_tag"),
         ] {
-            assert_eq!(reject(line), reason, "{:?}", String::from_utf8_lossy(line));
+            rejects(line, reason);
         }
     }
 

@@ -1,5 +1,6 @@
 //! Helpers the parse unit tests share: parse a line that must be a sample,
-//! or must be rejected, and compare a sample with the fields expected.
+//! or must be rejected (for a given reason), and compare a sample with the
+//! fields expected.
 
 use super::{parse_line, Line, MetricKind, Sample};
 
@@ -43,6 +44,11 @@ pub(super) fn reject(line: &[u8]) -> &'static str {
             String::from_utf8_lossy(line)
         ),
     }
+}
+
+/// Asserts that `line` is rejected for `reason`.
+pub(super) fn rejects(line: &[u8], reason: &str) {
+    assert_eq!(reject(line), reason, "{:?}", String::from_utf8_lossy(line));
 }
 
 pub(super) fn check(line: &str, want: &Want<'_>) {

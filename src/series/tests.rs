@@ -10,12 +10,29 @@ use crate::parse::{parse_datagram, Line};
 
 const T0: Timestamp = Timestamp::from_secs(1_767_225_600);
 
+/// One window, `10s` (10 x 1 s).
+const ONE_WINDOW: &str = "[[windows]]\nname = \"10s\"\nbuckets = 10\ninterval_ms = 1000\n";
+
+/// `10s` and `1m` (60 x 1 s).
+const TWO_WINDOWS: &str = include_str!("../../tests/common/two_windows.toml");
+
+/// config.toml's windows: `10s` and `1m` with ignore-current.
+fn shipped_windows() -> Config {
+    Config::parse(&format!("{TWO_WINDOWS}ignore_current = true\n")).unwrap()
+}
+
+/// What `feed` says of each line.
+type Outcome = Result<Applied, Refusal>;
+const STORED: Outcome = Ok(Applied::Stored);
+const DROPPED: Outcome = Ok(Applied::DroppedByMapping);
+const CONFLICT: Outcome = Err(Refusal::TypeConflict);
+
 fn registry(cfg: &str) -> Registry {
     Registry::new(Plan::from_config(&Config::parse(cfg).unwrap()), 4)
 }
 
 /// Feeds a datagram at `now`; returns the per-line outcome.
-fn feed(r: &Registry, now: Timestamp, dgram: &str) -> Vec<Result<Applied, Refusal>> {
+fn feed(r: &Registry, now: Timestamp, dgram: &str) -> Vec<Outcome> {
     let mut buf = KeyBuf::default();
     parse_datagram(dgram.as_bytes())
         .map(|l| match l {
@@ -77,21 +94,13 @@ fn tag_order_is_one_series_and_tags_become_sanitised_labels() {
 fn a_name_keeps_its_first_type_and_other_types_are_refused() {
     let r = registry("");
     let out = feed(&r, T0, "n:1|c\nn:5|g\nn:1|c|#t:x\nn:2|ms");
-    assert_eq!(
-        out,
-        [
-            Ok(Applied::Stored),
-            Err(Refusal::TypeConflict),
-            Ok(Applied::Stored),
-            Err(Refusal::TypeConflict)
-        ]
-    );
+    assert_eq!(out, [STORED, CONFLICT, STORED, CONFLICT]);
     assert_eq!(r.counters.refused[0].load(Ordering::Relaxed), 2);
     // A gauge `x_count` cannot sit beside a histogram `x` (x_count is its family).
     let out = feed(&r, T0, "x:1|h\nx_count:2|g\nx.total:1|g\nx:1|c");
-    assert_eq!(out[1], Err(Refusal::TypeConflict));
-    assert_eq!(out[2], Ok(Applied::Stored));
-    assert_eq!(out[3], Err(Refusal::TypeConflict));
+    assert_eq!(out[1], CONFLICT);
+    assert_eq!(out[2], STORED);
+    assert_eq!(out[3], CONFLICT);
 }
 
 #[test]
@@ -108,7 +117,7 @@ fn the_series_cap_refuses_new_series_but_feeds_existing_ones() {
     let r = registry("[series]\nmax_series = 2\n");
     let out = feed(&r, T0, "a:1|c\nb:1|c\nc:1|c\na:1|c");
     assert_eq!(out[2], Err(Refusal::SeriesCap));
-    assert_eq!(out[3], Ok(Applied::Stored));
+    assert_eq!(out[3], STORED);
     assert_eq!(r.counters.refused[1].load(Ordering::Relaxed), 1);
 }
 
@@ -122,24 +131,12 @@ fn idle_series_expire_after_the_ttl_and_free_their_names() {
     assert_eq!(r.len(), 1);
     assert_eq!(r.counters.expired.load(Ordering::Relaxed), 1);
     // `a` may come back as another type once its series are gone.
-    assert_eq!(
-        feed(&r, T0 + Duration::from_secs(61), "a:1|g"),
-        [Ok(Applied::Stored)]
-    );
+    assert_eq!(feed(&r, T0 + Duration::from_secs(61), "a:1|g"), [STORED]);
 }
 
 #[test]
 fn mappings_drop_rename_relabel_and_choose_windows() {
-    let r = registry(
-        r#"
-[[windows]]
-name = "10s"
-buckets = 10
-interval_ms = 1000
-[[windows]]
-name = "1m"
-buckets = 60
-interval_ms = 1000
+    let mappings = r#"
 [[mappings]]
 match = "debug.**"
 action = "drop"
@@ -149,14 +146,14 @@ match_type = "timer"
 rename = "api.latency"
 labels = { endpoint = "$1" }
 windows = ["1m"]
-"#,
-    );
+"#;
+    let r = registry(&[TWO_WINDOWS, mappings].concat());
     let out = feed(
         &r,
         T0,
         "debug.x.y:1|c\napi.users.latency:250|ms|#env:prod\napi.users.latency:1|c",
     );
-    assert_eq!(out[0], Ok(Applied::DroppedByMapping));
+    assert_eq!(out[0], DROPPED);
     let mut metas = Vec::new();
     r.visit(|m, _| {
         metas.push((
@@ -220,7 +217,7 @@ action = "drop"
         T0,
         "http.get.200:1|c\nhttp.post.500:2|c|#az:b\nhttp.get.200x:1|c\ntmp.a.b:1|c",
     );
-    assert_eq!(out[3], Ok(Applied::DroppedByMapping));
+    assert_eq!(out[3], DROPPED);
     let v = views(&r, T0);
     let got: Vec<(&str, &[(String, String)])> =
         v.iter().map(|x| (x.0.as_str(), &x.1[..])).collect();
@@ -250,17 +247,6 @@ action = "drop"
 }
 
 // ---- reloads re-plan existing series ----
-
-const TWO_WINDOWS: &str = r#"
-[[windows]]
-name = "10s"
-buckets = 10
-interval_ms = 1000
-[[windows]]
-name = "1m"
-buckets = 60
-interval_ms = 1000
-"#;
 
 fn reload(r: &Registry, cfg: &str, now: Timestamp) -> ReplanReport {
     r.set_plan(Plan::from_config(&Config::parse(cfg).unwrap()));
@@ -438,15 +424,7 @@ rename = "old.x"
     // Their next lines start them fresh under the new rules; the identity
     // `old.x` was freed, so another name may now take it.
     let out = feed(&r, T0, "old.x:1|c\ngone.y:1|c\nlab.z:1|c\nalias.x:1|c");
-    assert_eq!(
-        out,
-        [
-            Ok(Applied::Stored),
-            Ok(Applied::DroppedByMapping),
-            Ok(Applied::Stored),
-            Ok(Applied::Stored)
-        ]
-    );
+    assert_eq!(out, [STORED, DROPPED, STORED, STORED]);
     let v = seen(&r, T0);
     let got: Vec<(&str, usize, f64)> = v
         .iter()
@@ -473,29 +451,20 @@ fn drop_rules_keep_nothing_and_follow_the_new_rules() {
     );
     // Junk a rule drops takes no place under max_series.
     let junk: String = (0..50).map(|i| format!("debug.x{i}:1|c\n")).collect();
-    assert!(feed(&r, T0, &junk)
-        .iter()
-        .all(|o| *o == Ok(Applied::DroppedByMapping)));
+    assert!(feed(&r, T0, &junk).iter().all(|o| *o == DROPPED));
     assert_eq!(r.len(), 0);
     assert_eq!(
         feed(&r, T0, "a:1|c\nb:1|c\nc:1|c"),
-        [
-            Ok(Applied::Stored),
-            Ok(Applied::Stored),
-            Err(Refusal::SeriesCap)
-        ]
+        [STORED, STORED, Err(Refusal::SeriesCap)]
     );
     // At the cap, a dropped line is still dropped, not refused.
-    assert_eq!(feed(&r, T0, "debug.y:1|c"), [Ok(Applied::DroppedByMapping)]);
+    assert_eq!(feed(&r, T0, "debug.y:1|c"), [DROPPED]);
     reload(
         &r,
         "[series]\nmax_series = 5\n[[mappings]]\nmatch = \"debug.**\"\nmatch_type = \"gauge\"\naction = \"drop\"\n",
         T0,
     );
-    assert_eq!(
-        feed(&r, T0, "debug.a:1|c\ndebug.b:1|g"),
-        [Ok(Applied::Stored), Ok(Applied::DroppedByMapping)]
-    );
+    assert_eq!(feed(&r, T0, "debug.a:1|c\ndebug.b:1|g"), [STORED, DROPPED]);
 }
 
 #[test]
@@ -504,7 +473,7 @@ fn a_name_has_one_type_whatever_the_tags() {
     let r = registry("");
     assert_eq!(
         feed(&r, T0, "tc.x:1|c|#a:1\ntc.x:5|g|#a:2"),
-        [Ok(Applied::Stored), Err(Refusal::TypeConflict)]
+        [STORED, CONFLICT]
     );
     // A counter `y` owns `y`, `y_total` and `y_created`.
     let out = feed(
@@ -512,15 +481,7 @@ fn a_name_has_one_type_whatever_the_tags() {
         T0,
         "y:1|c\ny_total:1|g\ny_created:1|g\ny.total:1|c|#k:v",
     );
-    assert_eq!(
-        out,
-        [
-            Ok(Applied::Stored),
-            Err(Refusal::TypeConflict),
-            Err(Refusal::TypeConflict),
-            Err(Refusal::TypeConflict),
-        ]
-    );
+    assert_eq!(out, [STORED, CONFLICT, CONFLICT, CONFLICT,]);
     assert_eq!(
         r.counters.refused[Refusal::TypeConflict.index()].load(Ordering::Relaxed),
         4
@@ -578,27 +539,20 @@ fn a_line_that_would_make_a_number_infinite_is_refused_whole() {
     // 1e305 at @1e-6 is 1e311 for one line.
     assert_eq!(feed(&r, T0, "ov.c:1e305|c|@0.000001"), [overflow]);
     assert_eq!(r.len(), 0, "a refused first line creates no series");
-    // A total that would overflow over several lines.
-    assert_eq!(
-        feed(&r, T0, "ov.t:1e308|c\nov.t:1e308|c"),
-        [Ok(Applied::Stored), overflow]
-    );
-    // Gauges: a delta that would overflow; the value stays.
-    assert_eq!(
-        feed(&r, T0, "ov.g:1e308|g\nov.g:+1e308|g"),
-        [Ok(Applied::Stored), overflow]
-    );
-    // A histogram sum; a multi-value line is refused whole.
-    assert_eq!(
-        feed(&r, T0, "ov.h:1e308|h\nov.h:1:1e308|h"),
-        [Ok(Applied::Stored), overflow]
-    );
-    // A window bucket: the total stays finite (negative increments are left
-    // out of it) but the bucket's sum would not.
-    assert_eq!(
-        feed(&r, T0, "ov.w:-1e308|c\nov.w:-1e308|c"),
-        [Ok(Applied::Stored), overflow]
-    );
+    // A first line stored, then one that would overflow:
+    for dgram in [
+        // a total, over several lines;
+        "ov.t:1e308|c\nov.t:1e308|c",
+        // a gauge's delta (the value stays);
+        "ov.g:1e308|g\nov.g:+1e308|g",
+        // a histogram sum (a multi-value line is refused whole);
+        "ov.h:1e308|h\nov.h:1:1e308|h",
+        // a window bucket: the total stays finite (negative increments are
+        // left out of it) but the bucket's sum would not.
+        "ov.w:-1e308|c\nov.w:-1e308|c",
+    ] {
+        assert_eq!(feed(&r, T0, dgram), [STORED, overflow], "{dgram}");
+    }
     assert_eq!(
         r.counters.refused[Refusal::Overflow.index()].load(Ordering::Relaxed),
         5
@@ -623,7 +577,7 @@ fn label_bytes_and_series_per_metric_are_capped() {
     let long = "v".repeat(70);
     assert_eq!(
         feed(&r, T0, &format!("big:1|c|#k:{long}\nbig:1|c|#k:short")),
-        [Err(Refusal::LabelsTooLarge), Ok(Applied::Stored)]
+        [Err(Refusal::LabelsTooLarge), STORED]
     );
     let out = feed(
         &r,
@@ -633,11 +587,11 @@ fn label_bytes_and_series_per_metric_are_capped() {
     assert_eq!(
         out,
         [
-            Ok(Applied::Stored),
-            Ok(Applied::Stored),
+            STORED,
+            STORED,
             Err(Refusal::MetricSeriesCap),
-            Ok(Applied::Stored),
-            Ok(Applied::Stored),
+            STORED,
+            STORED,
         ]
     );
     // `m.x` publishes as `m_x`, a metric of its own; `m` and `m_` differ.
@@ -651,7 +605,7 @@ fn label_bytes_and_series_per_metric_are_capped() {
     r.sweep(T0 + Duration::from_secs(3600));
     assert_eq!(
         feed(&r, T0 + Duration::from_secs(3601), "m:1|c|#i:3"),
-        [Ok(Applied::Stored)]
+        [STORED]
     );
 }
 
@@ -661,7 +615,6 @@ fn reloads_racing_ingest_keep_the_registry_consistent() {
     let renamed = format!(
         "{TWO_WINDOWS}\n[[mappings]]\nmatch = \"n*\"\nmatch_type = \"counter\"\nrename = \"m$1\"\n[[mappings]]\nmatch = \"d*\"\naction = \"drop\"\n"
     );
-    let one_window = "[[windows]]\nname = \"10s\"\nbuckets = 10\ninterval_ms = 1000\n";
     let dgram: String = (0..20)
         .map(|i| format!("n{i}:1|c\nd{i}:1|c\ng{i}:1|g|#k:{}\n", i % 3))
         .collect();
@@ -677,7 +630,7 @@ fn reloads_racing_ingest_keep_the_registry_consistent() {
             });
         }
         for i in 0..60 {
-            let cfg = [TWO_WINDOWS, renamed.as_str(), one_window][i % 3];
+            let cfg = [TWO_WINDOWS, renamed.as_str(), ONE_WINDOW][i % 3];
             reload(&r, cfg, T0);
         }
     });
@@ -713,8 +666,8 @@ fn a_series_found_before_a_reload_is_found_after_it_with_its_new_windows() {
     assert_eq!(only_b.len(), 1);
     // A reload keeps one window (rewindowed: a new meta, the same entry),
     // and drops `gone` (removed).
-    let one_window = "[[windows]]\nname = \"10s\"\nbuckets = 10\ninterval_ms = 1000\n[[mappings]]\nmatch = \"gone\"\naction = \"drop\"\n";
-    let report = reload(&r, one_window, T0);
+    let drop_gone = format!("{ONE_WINDOW}[[mappings]]\nmatch = \"gone\"\naction = \"drop\"\n");
+    let report = reload(&r, &drop_gone, T0);
     assert_eq!((report.rewindowed, report.removed), (2, 1));
     let mut after: Vec<(String, usize, f64)> = refs
         .iter()
@@ -753,19 +706,6 @@ fn a_walk_visits_every_live_series_once_and_skips_expired_ones() {
     assert_eq!(n, 0);
 }
 
-/// config.toml's windows: `10s` (10 x 1 s) and `1m` (60 x 1 s, ignore-current).
-const SHIPPED_WINDOWS: &str = r#"
-[[windows]]
-name = "10s"
-buckets = 10
-interval_ms = 1000
-[[windows]]
-name = "1m"
-buckets = 60
-interval_ms = 1000
-ignore_current = true
-"#;
-
 /// (rate on `10s`, rate on `1m`) of the one series named `name`.
 fn rates(r: &Registry, name: &str, now: Timestamp) -> (f64, f64) {
     let mut out = None;
@@ -785,8 +725,7 @@ fn rates_divide_by_the_time_watched_from_the_first_second() {
     // The daemon starts 300 ms into a slot; 100 increments per second
     // follow, one every 10 ms.
     let start = T0 + Duration::from_millis(300);
-    let cfg = Config::parse(SHIPPED_WINDOWS).unwrap();
-    let r = Registry::new(Plan::from_config(&cfg).watched_from(start), 4);
+    let r = Registry::new(Plan::from_config(&shipped_windows()).watched_from(start), 4);
     let ms = Duration::from_millis;
     for i in 0..470 {
         feed(&r, start + ms(10 * i), "rate.c:1|c");
@@ -820,9 +759,8 @@ fn rates_divide_by_the_time_watched_from_the_first_second() {
 #[test]
 fn a_window_a_reload_creates_is_watched_from_the_reload() {
     let start = T0;
-    let one = "[[windows]]\nname = \"10s\"\nbuckets = 10\ninterval_ms = 1000\n";
     let r = Registry::new(
-        Plan::from_config(&Config::parse(one).unwrap()).watched_from(start),
+        Plan::from_config(&Config::parse(ONE_WINDOW).unwrap()).watched_from(start),
         4,
     );
     let at = |s: u64| start + Duration::from_secs(s);
@@ -830,9 +768,7 @@ fn a_window_a_reload_creates_is_watched_from_the_reload() {
         feed(&r, at(s), "c:10|c");
     }
     // At 100 s a reload adds `1m`; `10s` keeps its watch (and history).
-    let next = r
-        .plan()
-        .successor(&Config::parse(SHIPPED_WINDOWS).unwrap(), at(100));
+    let next = r.plan().successor(&shipped_windows(), at(100));
     r.set_plan(next);
     assert_eq!(r.replan(at(100)).rewindowed, 1);
     for s in 100..105 {

@@ -113,6 +113,16 @@ impl WindowSpec {
         })
     }
 
+    /// `buckets` buckets that split `length` evenly: how the breakers are
+    /// configured (a window and a bucket count, as go-zero and resilience4j
+    /// take them).
+    pub fn over(length: Duration, buckets: usize) -> Result<Self, WindowSpecError> {
+        if buckets == 0 {
+            return Err(WindowSpecError::NoBuckets);
+        }
+        WindowSpec::new(buckets, length / u32::try_from(buckets).unwrap_or(u32::MAX))
+    }
+
     /// Sets go-zero's `IgnoreCurrentBucket` option.
     #[must_use]
     pub fn ignore_current(mut self, on: bool) -> Self {
