@@ -23,6 +23,28 @@ pub enum Kind {
     Set,
 }
 
+impl std::str::FromStr for Kind {
+    type Err = String;
+
+    /// `counter`, `gauge`, `timer`, `histogram`, `distribution` or `set`
+    /// (what a command line names).
+    fn from_str(s: &str) -> Result<Kind, String> {
+        Ok(match s {
+            "counter" => Kind::Counter,
+            "gauge" => Kind::Gauge,
+            "timer" => Kind::Timer,
+            "histogram" => Kind::Histogram,
+            "distribution" => Kind::Distribution,
+            "set" => Kind::Set,
+            _ => {
+                return Err(format!(
+                    "`{s}` is no statsd type; use counter, gauge, timer, histogram, distribution or set"
+                ))
+            }
+        })
+    }
+}
+
 impl Kind {
     /// Every kind, in declaration order.
     pub const ALL: [Kind; 6] = [

@@ -106,43 +106,14 @@ struct Args {
     /// size (`--lines-per-datagram 1 --tags 0`, fewer than a million names).
     #[arg(long)]
     gso: bool,
-    /// statsd type of every line.
-    #[arg(long = "type", value_enum, default_value_t = KindArg::Counter)]
-    kind: KindArg,
+    /// statsd type of every line: counter, gauge, timer, histogram,
+    /// distribution or set.
+    #[arg(long = "type", default_value = "counter")]
+    kind: Kind,
     /// Longest wait for the daemon's counters to settle after sending
     /// (capped at 30 s).
     #[arg(long, default_value_t = 10.0)]
     drain_secs: f64,
-}
-
-/// statsd types the tool can send ([`Kind`] as a command-line value).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-enum KindArg {
-    /// `name:1|c`
-    Counter,
-    /// `name:42|g`
-    Gauge,
-    /// `name:12.5|ms`
-    Timer,
-    /// `name:3|h`
-    Histogram,
-    /// `name:3|d`
-    Distribution,
-    /// `name:u123|s`
-    Set,
-}
-
-impl From<KindArg> for Kind {
-    fn from(k: KindArg) -> Kind {
-        match k {
-            KindArg::Counter => Kind::Counter,
-            KindArg::Gauge => Kind::Gauge,
-            KindArg::Timer => Kind::Timer,
-            KindArg::Histogram => Kind::Histogram,
-            KindArg::Distribution => Kind::Distribution,
-            KindArg::Set => Kind::Set,
-        }
-    }
 }
 
 fn main() -> ExitCode {
@@ -239,7 +210,7 @@ fn run(a: &Args) -> io::Result<Report> {
     let datagrams = render_datagrams(
         a.names,
         a.tags,
-        a.kind.into(),
+        a.kind,
         a.lines_per_datagram,
         a.max_datagram_bytes,
     );
