@@ -110,16 +110,7 @@ fn datadog_dogstatsd_metrics_arrive_with_tags_and_events_and_checks_are_skipped(
     let d = Daemon::start();
     let mut cmd = Command::new(python());
     cmd.arg(repo().join("tests/clients/python/send_datadog.py"));
-    run_client(cmd, &d);
-    d.wait_lines("udp", 14.0, Duration::from_secs(10));
-    // The event and the check come last: let them land too.
-    let s = d.wait_scrape(Duration::from_secs(5), "2 skipped lines", |s| {
-        s.sum("rollstat_ingest_skipped_lines_total") >= 2.0
-    });
-    assert_nothing_rejected(&s);
-    let sk = s.by_label("rollstat_ingest_skipped_lines_total", "kind");
-    assert_eq!(sk.get("event"), Some(&1.0), "{sk:?}");
-    assert_eq!(sk.get("service_check"), Some(&1.0), "{sk:?}");
+    let s = metrics_event_and_check(cmd, &d, 14.0);
 
     let api = [("env", "test"), ("route", "/api")];
     // 1 + 1 + 3 @0.5 (x2), and - 1 in the window only.
@@ -160,15 +151,7 @@ fn node_hot_shots_metrics_arrive_with_global_tags_and_sample_rates() {
     let d = Daemon::start();
     let mut cmd = Command::new(node);
     cmd.arg(repo().join("tests/clients/node/send.js"));
-    run_client(cmd, &d);
-    d.wait_lines("udp", 12.0, Duration::from_secs(10));
-    let s = d.wait_scrape(Duration::from_secs(5), "2 skipped lines", |s| {
-        s.sum("rollstat_ingest_skipped_lines_total") >= 2.0
-    });
-    assert_nothing_rejected(&s);
-    let sk = s.by_label("rollstat_ingest_skipped_lines_total", "kind");
-    assert_eq!(sk.get("event"), Some(&1.0), "{sk:?}");
-    assert_eq!(sk.get("service_check"), Some(&1.0), "{sk:?}");
+    let s = metrics_event_and_check(cmd, &d, 12.0);
 
     let api = [("env", "test"), ("route", "/api")];
     // 1 + 1 + 2 @0.5 (x2), and - 1 in the window only.
@@ -192,4 +175,21 @@ fn node_hot_shots_metrics_arrive_with_global_tags_and_sample_rates() {
     let j = d.series("js.users");
     assert_eq!(j[0]["type"], "set", "{j}");
     assert_eq!(j[0]["windows"]["5s"]["unique"], 2, "{j}");
+}
+
+/// Runs a DogStatsD client that sends `lines` metric lines, then one event
+/// and one service check; waits until all have landed and checks that the
+/// event and the check were skipped (counted by kind) and nothing rejected.
+fn metrics_event_and_check(cmd: Command, d: &Daemon, lines: f64) -> Scrape {
+    run_client(cmd, d);
+    d.wait_lines("udp", lines, Duration::from_secs(10));
+    // The event and the check come last: let them land too.
+    let s = d.wait_scrape(Duration::from_secs(5), "2 skipped lines", |s| {
+        s.sum("rollstat_ingest_skipped_lines_total") >= 2.0
+    });
+    assert_nothing_rejected(&s);
+    let sk = s.by_label("rollstat_ingest_skipped_lines_total", "kind");
+    assert_eq!(sk.get("event"), Some(&1.0), "{sk:?}");
+    assert_eq!(sk.get("service_check"), Some(&1.0), "{sk:?}");
+    s
 }
