@@ -1,5 +1,5 @@
 //! `[redis]`: how to reach the shared store (one server or a cluster), its
-//! deadline, sync interval and key prefix. The store (`crate::store`) takes
+//! deadline, sync interval and key prefix. The shared store takes
 //! these values; reading and checking them is the config's job.
 
 use std::time::Duration;
