@@ -108,10 +108,8 @@ fn the_ticker_moves_an_open_breaker_to_half_open_without_callers() {
     assert_eq!(verdicts, [true, true, false]);
 }
 
-#[test]
-fn slow_timer_samples_mark_successes_slow() {
-    let s = services(
-        r#"
+/// An error-rate breaker fed by the timer `rt`: calls over 100 ms are slow.
+const LATENCY_BREAKER: &str = r#"
 [[breakers]]
 name = "lat"
 kind = "error_rate"
@@ -119,8 +117,11 @@ latency_metric = "rt"
 slow_call_ms = 100
 slow_call_rate_threshold = 0.5
 min_calls = 4
-"#,
-    );
+"#;
+
+#[test]
+fn slow_timer_samples_mark_successes_slow() {
+    let s = services(LATENCY_BREAKER);
     observe(&s, "rt:50|ms\nrt:150|ms\nrt:200:300|ms");
     s.breakers.tick(T0);
     let b = s.breakers.get("lat").unwrap();
@@ -236,17 +237,7 @@ fn absurd_counter_lines_move_a_breaker_by_at_most_the_cap_each() {
 
 #[test]
 fn a_timer_line_counts_its_samples_times_the_weight_clamped_to_the_cap() {
-    let s = services(
-        r#"
-[[breakers]]
-name = "lat"
-kind = "error_rate"
-latency_metric = "rt"
-slow_call_ms = 100
-slow_call_rate_threshold = 0.5
-min_calls = 4
-"#,
-    );
+    let s = services(LATENCY_BREAKER);
     // 1001 samples at @0.000001 stand for 1.001e9 calls: the cap.
     let line = format!("rt:{}|ms|@0.000001", vec!["50"; 1001].join(":"));
     observe(&s, &line);
