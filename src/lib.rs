@@ -105,6 +105,7 @@
 #![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 #![warn(missing_docs)]
 
+pub mod access;
 pub mod breaker;
 pub mod clock;
 pub mod config;

@@ -2,12 +2,14 @@
 //! config in force, says why, and sets the last-reload-success gauge to 0.
 //!
 //! What a reload changes: windows, mappings, quantiles, histogram buckets,
-//! TTL and the series cap for series created afterwards, and windows and
+//! TTL and the series cap for series created afterwards, the HTTP access
+//! rules (`allowed_hosts`, `allowed_origins`, `[http.auth.*]` and the
+//! credentials files they name, read again), and windows and
 //! mappings for existing series too: after a good reload every live series
 //! is re-planned ([`Registry::replan`]): kept, given its new windows, or
 //! removed if the new rules drop, rename or relabel it (its next line starts
 //! it fresh). Existing series keep their histogram bounds. `[listen]`,
-//! `[ingest]` (limits and `tag_styles`), `[http]` (deadlines and caps) and
+//! `[ingest]` (limits and `tag_styles`), the rest of `[http]` (deadlines and caps) and
 //! `[redis]` are read at start only; changing them needs a restart, and the
 //! reload log says so.
 
@@ -16,6 +18,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use crate::access::AccessHandle;
 use crate::clock::Clock;
 use crate::config::{Config, ConfigError};
 use crate::error::Causes;
@@ -47,6 +50,7 @@ pub struct Reloader {
     telemetry: Arc<Telemetry>,
     services: Arc<ServiceHandle>,
     clock: Arc<dyn Clock>,
+    access: Arc<AccessHandle>,
     current: Mutex<Config>,
 }
 
@@ -61,6 +65,7 @@ impl Reloader {
         telemetry: Arc<Telemetry>,
         services: Arc<ServiceHandle>,
         clock: Arc<dyn Clock>,
+        access: Arc<AccessHandle>,
     ) -> Self {
         Reloader {
             path,
@@ -68,6 +73,7 @@ impl Reloader {
             telemetry,
             services,
             clock,
+            access,
             current: Mutex::new(config),
         }
     }
@@ -103,8 +109,15 @@ impl Reloader {
                 if cfg.listen != cur.listen || cfg.ingest != cur.ingest {
                     tracing::warn!(path = %path.display(), "[listen] and [ingest] changes (tag_styles included) take effect only after a restart.");
                 }
-                if cfg.http != cur.http {
-                    tracing::warn!(path = %path.display(), "[http] changes (deadlines and caps) take effect only after a restart.");
+                // Access (credentials files included, read again just now)
+                // is taken at once; the rest of [http] needs a restart.
+                self.access.replace(cfg.http.access.clone());
+                let restart_only = |h: &crate::config::HttpLimits| crate::config::HttpLimits {
+                    access: crate::access::Access::default(),
+                    ..h.clone()
+                };
+                if restart_only(&cfg.http) != restart_only(&cur.http) {
+                    tracing::warn!(path = %path.display(), "[http] changes other than allowed_hosts, allowed_origins and [http.auth] (deadlines and caps) take effect only after a restart.");
                 }
                 if cfg.redis != cur.redis {
                     tracing::warn!(path = %path.display(), "[redis] changes take effect only after a restart.");

@@ -110,8 +110,25 @@ pub mod refuse_reason {
     /// text (`text/plain`, `application/x-www-form-urlencoded`, none) nor
     /// `application/json`: 415.
     pub const UNSUPPORTED_MEDIA_TYPE: &str = "unsupported_media_type";
+    /// A route whose group (`[http.auth.*]`) is off, e.g. `/-/reload`
+    /// while the lifecycle API is off: 403.
+    pub const ROUTE_GROUP_OFF: &str = "route_group_off";
+    /// A protected route without credentials: 401.
+    pub const UNAUTHENTICATED: &str = "unauthenticated";
+    /// A protected route with a token or user that matches nothing, or an
+    /// unknown `Authorization` scheme: 401.
+    pub const BAD_CREDENTIALS: &str = "bad_credentials";
+    /// A basic-auth pair that needs bcrypt while the verifications allowed
+    /// at once are all running: 503.
+    pub const AUTH_BUSY: &str = "auth_busy";
+    /// A `Host` that is a name the daemon does not answer to (DNS
+    /// rebinding): 403.
+    pub const HOST_NOT_ALLOWED: &str = "host_not_allowed";
+    /// An `Origin` that is neither the daemon's own nor listed in
+    /// `http.allowed_origins` (a cross-site request): 403.
+    pub const ORIGIN_NOT_ALLOWED: &str = "origin_not_allowed";
     /// Every reason, in label order.
-    pub const ALL: [&str; 11] = [
+    pub const ALL: [&str; 17] = [
         BODY_TOO_LARGE,
         UNSUPPORTED_ENCODING,
         BAD_ENCODING,
@@ -123,6 +140,12 @@ pub mod refuse_reason {
         BAD_QUERY,
         BAD_OUTCOMES,
         UNSUPPORTED_MEDIA_TYPE,
+        ROUTE_GROUP_OFF,
+        UNAUTHENTICATED,
+        BAD_CREDENTIALS,
+        AUTH_BUSY,
+        HOST_NOT_ALLOWED,
+        ORIGIN_NOT_ALLOWED,
     ];
 }
 
@@ -424,7 +447,7 @@ impl Telemetry {
         let http_refused = ReasonCounters::register(
             &r,
             "rollstat_http_requests_refused_total",
-            "HTTP requests refused, by reason: body_too_large (413), unsupported_encoding (415), bad_encoding (400), ambiguous_framing (Content-Length with Transfer-Encoding: 400), api_busy (503), bad_pattern (a ?match= glob: 400), malformed_request (hyper's own 400, e.g. two different Content-Length values, or a broken chunked body), bodies_busy (503), bad_query (a bad limit or cursor: 400), bad_outcomes (breaker outcomes that are not whole numbers up to the cap: 400), unsupported_media_type (an ingest Content-Type other than text/plain, application/x-www-form-urlencoded or application/json: 415). A body that does not arrive in time is counted in rollstat_http_connections_closed_total{reason=\"body_timeout\"}.",
+            "HTTP requests refused, by reason: body_too_large (413), unsupported_encoding (415), bad_encoding (400), ambiguous_framing (Content-Length with Transfer-Encoding: 400), api_busy (503), bad_pattern (a ?match= glob: 400), malformed_request (hyper's own 400, e.g. two different Content-Length values, or a broken chunked body), bodies_busy (503), bad_query (a bad limit or cursor: 400), bad_outcomes (breaker outcomes that are not whole numbers up to the cap: 400), unsupported_media_type (an ingest Content-Type other than text/plain, application/x-www-form-urlencoded or application/json, or a JSON route's other than application/json: 415), route_group_off (the route's [http.auth] group is off, e.g. /-/reload by default: 403), unauthenticated (no credentials on a protected route: 401), bad_credentials (a token or user that matches nothing: 401), auth_busy (too many bcrypt verifications at once: 503), host_not_allowed (a Host name the daemon does not answer to: 403), origin_not_allowed (a cross-site Origin: 403). A body that does not arrive in time is counted in rollstat_http_connections_closed_total{reason=\"body_timeout\"}.",
             &refuse_reason::ALL,
         )?;
         let http_accept_errors = IntCounter::new(
@@ -572,6 +595,20 @@ pub fn registry_families(series: &SeriesRegistry) -> Vec<MetricFamily> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn every_access_refusal_has_its_reason_in_the_refused_family() {
+        use crate::access::Refusal;
+        for r in [
+            Refusal::GroupOff,
+            Refusal::NoCredentials,
+            Refusal::BadCredentials,
+            Refusal::Host,
+            Refusal::Origin,
+        ] {
+            assert!(refuse_reason::ALL.contains(&r.reason()), "{r:?}");
+        }
+    }
+
     use super::*;
 
     #[test]

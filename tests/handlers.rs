@@ -214,7 +214,14 @@ async fn reload_reads_the_file_again_and_keeps_the_old_config_when_it_is_wrong()
     let dir = std::env::temp_dir().join(format!("rollstat-handlers-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("config.toml");
-    let shipped = std::fs::read_to_string(repo().join("config.toml")).unwrap();
+    // The shipped config with the lifecycle API turned on.
+    let shipped = std::fs::read_to_string(repo().join("config.toml"))
+        .unwrap()
+        .replace(
+            "[http.auth.admin]\naccess = \"off\"",
+            "[http.auth.admin]\naccess = \"open\"",
+        );
+    assert!(shipped.contains("[http.auth.admin]\naccess = \"open\""));
     std::fs::write(&path, &shipped).unwrap();
     let cfg = Config::load(&path).unwrap();
     let (_state, router, clock) = build(cfg, Some(path.clone()));

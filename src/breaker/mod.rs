@@ -292,6 +292,22 @@ impl<B: Breaker> SharedBreaker<B> {
         g.breaker.allow(now, draw)
     }
 
+    /// What [`SharedBreaker::allow`] would answer at `now`, without taking
+    /// it: the breaker and its generator are copied under the lock and the
+    /// copy decides, so no trial permit is used and no state moves.
+    #[must_use]
+    pub fn peek(&self, now: Timestamp) -> Verdict
+    where
+        B: Clone,
+    {
+        let (mut b, mut rng) = {
+            let g = self.inner.lock();
+            (g.breaker.clone(), g.rng.clone())
+        };
+        let draw = rng.next_f64();
+        b.allow(now, draw)
+    }
+
     /// [`Breaker::record`] under the lock.
     #[inline]
     pub fn record(&self, outcome: Outcome, now: Timestamp) {

@@ -7,6 +7,7 @@
 //! Unknown keys are problems. The sample `config.toml` at the repository root
 //! documents every key, and a test loads it.
 
+mod access;
 mod reader;
 mod redis;
 mod signals;
@@ -24,6 +25,7 @@ pub use signals::{
     BreakerDef, BreakerInputs, BreakerKind, LimitAlgorithm, LimitDef, OutcomeTag, StoreFallback,
 };
 
+use crate::access::Access;
 use crate::mapping::{Glob, Matcher, NameRegex, Template};
 use crate::parse::{MetricKind, TagStyles};
 use crate::window::WindowSpec;
@@ -113,6 +115,10 @@ pub struct HttpLimits {
     /// `GET /api/v1/series` and `/api/v1/metrics` running at once; more get
     /// `503` with `Retry-After: 1`.
     pub max_concurrent_api_reads: usize,
+    /// Who may use which routes (`[http.auth.*]`), and the Host and Origin
+    /// rules (`allowed_hosts`, `allowed_origins`). Unlike the rest of
+    /// `[http]`, taken at every reload.
+    pub access: Access,
 }
 
 /// `[series]`.
@@ -221,6 +227,9 @@ const HTTP_KEYS: &[&str] = &[
     "write_timeout_ms",
     "response_timeout_ms",
     "max_concurrent_api_reads",
+    "allowed_hosts",
+    "allowed_origins",
+    "auth",
 ];
 const SERIES_KEYS: &[&str] = &[
     "ttl_secs",
@@ -293,6 +302,7 @@ impl Default for HttpLimits {
             write_timeout: Duration::from_secs(30),
             response_timeout: Duration::from_secs(60),
             max_concurrent_api_reads: 4,
+            access: Access::default(),
         }
     }
 }
@@ -470,6 +480,7 @@ impl Config {
             if let Some(n) = t.int(&mut p, "max_concurrent_api_reads", 1, 1024) {
                 h.max_concurrent_api_reads = n as usize;
             }
+            access::read_access(&mut t, &mut p, &mut h.access);
             t.finish(&mut p, HTTP_KEYS);
         }
 

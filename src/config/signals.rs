@@ -5,6 +5,14 @@ use std::time::Duration;
 use super::reader::{Problems, Table};
 use crate::breaker::{ErrorRateConfig, SlowCallConfig, SreConfig};
 
+/// `half_open_max_wait_ms` when a breaker does not set it: a half-open
+/// breaker whose trials' outcomes have not all come back 30 s after it
+/// half-opened opens again (and half-opens again after
+/// `open_duration_ms`). Finite, so that trials handed out to clients that
+/// crashed, or whose outcome lines were lost on UDP, cannot hold a breaker
+/// half-open for ever; long enough for a slow trial call to report.
+pub const DEFAULT_HALF_OPEN_MAX_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Which breaker algorithm, with its parameters.
 #[derive(Clone, Debug, PartialEq)]
 pub enum BreakerKind {
@@ -264,7 +272,10 @@ pub(super) fn read_breaker(
             valid_kind(t, p, c.validate().map(|_| BreakerKind::Sre(c)))
         }
         Some((k, _)) if k == "error_rate" => {
-            let mut c = ErrorRateConfig::default();
+            let mut c = ErrorRateConfig {
+                half_open_max_wait: Some(DEFAULT_HALF_OPEN_MAX_WAIT),
+                ..ErrorRateConfig::default()
+            };
             if let Some(w) = window {
                 c.window = w;
             }

@@ -276,3 +276,82 @@ fn a_ttl_below_the_longest_window_and_reserved_mapping_labels_are_refused() {
         &["at least 60"],
     );
 }
+
+#[test]
+fn access_defaults_keep_reads_and_writes_open_and_the_lifecycle_off() {
+    use crate::access::GroupAccess;
+    let a = Config::parse("").unwrap().http.access;
+    assert_eq!(
+        (a.read, a.write, a.admin),
+        (GroupAccess::Open, GroupAccess::Open, GroupAccess::Off)
+    );
+    let a = Config::parse("[http.auth.admin]\naccess = \"open\"\n")
+        .unwrap()
+        .http
+        .access;
+    assert_eq!(a.admin, GroupAccess::Open);
+}
+
+#[test]
+fn access_problems_name_the_key_and_never_the_secret() {
+    let dir = std::env::temp_dir().join(format!("rollstat-config-access-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let short = dir.join("short.tokens");
+    std::fs::write(&short, "0123456789abcdef0123\nshort-secret\n").unwrap();
+    let missing = dir.join("missing.tokens");
+    let cfg = format!(
+        "[http]\nallowed_hosts = [\"ok.example\", \"http://x\"]\nallowed_origins = [\"https://x/\"]\n\
+         [http.auth.read]\naccess = \"maybe\"\n\
+         [http.auth.write]\naccess = \"protected\"\ntokens_file = \"{}\"\nusers_file = \"{}\"\n\
+         [http.auth.admin]\naccess = \"open\"\ntokens_file = \"x\"\ncolour = 1\n",
+        short.display(),
+        missing.display()
+    );
+    let err = Config::parse(&cfg).unwrap_err();
+    let text = err.to_string();
+    assert!(!text.contains("short-secret"), "{text}");
+    let got: Vec<(usize, &str)> = err
+        .problems
+        .iter()
+        .map(|p| (p.line, p.key.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (2, "http.allowed_hosts"),
+            (3, "http.allowed_origins"),
+            (5, "http.auth.read.access"),
+            (8, "http.auth.write.tokens_file"),
+            (9, "http.auth.write.users_file"),
+            (12, "http.auth.admin.tokens_file"),
+            (13, "http.auth.admin.colour"),
+        ],
+        "{text}"
+    );
+    assert!(
+        text.contains("short.tokens:2: a token must be at least 16"),
+        "{text}"
+    );
+    assert!(text.contains("cannot read"), "{text}");
+    assert_problems(
+        "[http.auth.write]\naccess = \"protected\"\n",
+        &[(2, "http.auth.write.access")],
+        &["needs `tokens_file`"],
+    );
+    assert_problems(
+        "[http.auth.write]\ntokens_file = \"x\"\n",
+        &[(1, "http.auth.write.access")],
+        &["access = \"open\", \"protected\""],
+    );
+    let empty = dir.join("empty.tokens");
+    std::fs::write(&empty, "# nobody yet\n").unwrap();
+    assert_problems(
+        &format!(
+            "[http.auth.write]\naccess = \"protected\"\ntokens_file = \"{}\"\n",
+            empty.display()
+        ),
+        &[(2, "http.auth.write.access")],
+        &["hold no token and no user"],
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use axum::Router;
 
+use crate::access::AccessHandle;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::expose::prometheus::SeriesCollector;
@@ -64,9 +65,21 @@ pub struct State {
     pub ingestor: Arc<Ingestor>,
     /// Config reloads (SIGHUP, `POST /-/reload`).
     pub reloader: Arc<Reloader>,
+    /// Who may use which HTTP route (replaced at reload).
+    pub access: Arc<AccessHandle>,
 }
 
 // === impl State ===
+
+/// This machine's host name, accepted as an HTTP `Host` (see
+/// `http.allowed_hosts`); none if it cannot be read.
+fn machine_names() -> Vec<String> {
+    nix::unistd::gethostname()
+        .ok()
+        .and_then(|n| n.into_string().ok())
+        .into_iter()
+        .collect()
+}
 
 impl State {
     /// The state of a daemon running `config` (read from `config_path`, if
@@ -127,6 +140,10 @@ impl State {
             )
             .with_parse_options(ParseOptions::default().tag_styles(config.ingest.tag_styles)),
         );
+        let access = Arc::new(AccessHandle::new(
+            config.http.access.clone(),
+            machine_names(),
+        ));
         let reloader = Arc::new(Reloader::new(
             config_path,
             config.clone(),
@@ -134,6 +151,7 @@ impl State {
             telemetry.clone(),
             services.clone(),
             clock.clone(),
+            access.clone(),
         ));
         Ok(State {
             config,
@@ -146,6 +164,7 @@ impl State {
             families,
             ingestor,
             reloader,
+            access,
         })
     }
 
@@ -156,6 +175,7 @@ impl State {
             self.ingestor.clone(),
             self.reloader.clone(),
             self.families.clone(),
+            self.access.clone(),
             udp_port,
             &self.config,
         ))

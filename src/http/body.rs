@@ -196,6 +196,55 @@ pub async fn guard(State(rules): State<Arc<BodyRules>>, req: Request, next: Next
     next.run(Request::from_parts(parts, Body::from(body))).await
 }
 
+/// The check of a JSON route (breaker outcomes and decisions, limit
+/// acquires): its `Content-Type` must be `application/json` (or a `+json`
+/// type), or absent with an empty body; anything else is `415`, counted as
+/// `unsupported_media_type`. A browser form can post `text/plain` to any
+/// site without asking; it cannot post `application/json` without a CORS
+/// preflight, which the daemon answers only for listed origins.
+pub fn json_only(
+    headers: &axum::http::HeaderMap,
+    body: &[u8],
+    tel: &Telemetry,
+) -> Option<Response> {
+    let ct = headers
+        .get(header::CONTENT_TYPE)
+        .filter(|v| !v.as_bytes().trim_ascii().is_empty());
+    let ok = match ct {
+        None => body.is_empty(),
+        Some(v) => v.to_str().ok().is_some_and(is_json_type),
+    };
+    if ok {
+        return None;
+    }
+    tel.http_refused.inc(refuse_reason::UNSUPPORTED_MEDIA_TYPE);
+    let sent = ct.and_then(|v| v.to_str().ok()).map_or_else(
+        || "none, with a body".to_string(),
+        |s| format!("`{}`", s.chars().take(64).collect::<String>()),
+    );
+    Some(
+        (
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            axum::Json(serde_json::json!({
+                "error": format!("this route takes JSON: send Content-Type: application/json (sent: {sent})")
+            })),
+        )
+            .into_response(),
+    )
+}
+
+/// `application/json`, `application/x+json`, with any parameters.
+fn is_json_type(ct: &str) -> bool {
+    let essence = ct
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    essence == "application/json"
+        || (essence.starts_with("application/") && essence.ends_with("+json"))
+}
+
 fn cap_key(is_ingest: bool) -> &'static str {
     if is_ingest {
         " (ingest.http_max_body_bytes)"

@@ -10,7 +10,7 @@
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
@@ -35,17 +35,43 @@ pub(super) async fn one(State(st): State<AppState>, Path(name): Path<String>) ->
     }
 }
 
-pub(super) async fn decision(State(st): State<AppState>, Path(name): Path<String>) -> Response {
-    let s = services(&st);
-    let Some(b) = s.breakers.get(&name) else {
-        return unknown("breaker", &name);
+/// `POST .../decision`: the central verdict, taken: a half-open
+/// error-rate breaker hands out one of its trial permits with an `allow`.
+pub(super) async fn decision(
+    State(st): State<AppState>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if let Some(refused) = super::body::json_only(&headers, &body, &st.ingestor.telemetry) {
+        return refused;
+    }
+    verdict(&st, &name, true)
+}
+
+/// `GET .../decision`: what a `POST` would answer now, without taking it:
+/// no trial permit is used, so a browser prefetch or a crawler changes
+/// nothing.
+pub(super) async fn peek(State(st): State<AppState>, Path(name): Path<String>) -> Response {
+    verdict(&st, &name, false)
+}
+
+fn verdict(st: &AppState, name: &str, take: bool) -> Response {
+    let s = services(st);
+    let Some(b) = s.breakers.get(name) else {
+        return unknown("breaker", name);
     };
     let now = st.ingestor.now();
-    let verdict = b.breaker.allow(now);
+    let verdict = if take {
+        b.breaker.allow(now)
+    } else {
+        b.breaker.peek(now)
+    };
     let sig = b.breaker.signals(now);
     Json(serde_json::json!({
         "breaker": name,
         "decision": if verdict.is_allowed() { "allow" } else { "shed" },
+        "taken": take,
         "state": sig.state.as_str(),
         "drop_ratio": sig.drop_ratio,
     }))
@@ -111,8 +137,12 @@ fn parse_outcomes(body: &[u8]) -> Result<Counts, String> {
 pub(super) async fn outcomes(
     State(st): State<AppState>,
     Path(name): Path<String>,
+    headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    if let Some(refused) = super::body::json_only(&headers, &body, &st.ingestor.telemetry) {
+        return refused;
+    }
     let s = services(&st);
     let Some(b) = s.breakers.get(&name) else {
         return unknown("breaker", &name);

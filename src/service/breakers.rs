@@ -94,6 +94,7 @@ fn add_pending(a: &AtomicU64, n: u64) {
 }
 
 /// Either breaker algorithm.
+#[derive(Clone)]
 pub enum AnyBreaker {
     /// Google SRE adaptive throttling.
     Sre(SreBreaker),

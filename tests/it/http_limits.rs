@@ -214,7 +214,7 @@ fn silent_slow_idle_and_stalled_connections_are_closed_within_their_deadlines() 
     let mut slow = connect(d.http);
     let t = Instant::now();
     let mut cut = false;
-    for b in b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n" {
+    for b in b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n" {
         if slow.write_all(&[*b]).is_err() {
             cut = true;
             break;
@@ -235,7 +235,7 @@ fn silent_slow_idle_and_stalled_connections_are_closed_within_their_deadlines() 
     assert!(t.elapsed() < Duration::from_secs(10));
     // 3. Kept alive after a response, then idle: closed by the idle deadline.
     let mut idle = connect(d.http);
-    idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         .unwrap();
     let (got, took) = read_to_close(&mut idle);
     let text = String::from_utf8_lossy(&got);
@@ -247,7 +247,7 @@ fn silent_slow_idle_and_stalled_connections_are_closed_within_their_deadlines() 
     // 4. A body that stops half way: 408, then closed.
     let mut stalled = connect(d.http);
     stalled
-        .write_all(b"POST /api/v1/ingest HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: 100\r\n\r\nstall.x:1|c\n")
+        .write_all(b"POST /api/v1/ingest HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: text/plain\r\nContent-Length: 100\r\n\r\nstall.x:1|c\n")
         .unwrap();
     let (got, _) = read_to_close(&mut stalled);
     let text = String::from_utf8_lossy(&got);
@@ -319,7 +319,7 @@ fn a_scraper_that_stops_reading_loses_its_connection_and_its_slot() {
         sock.set_recv_buffer_size(4096).unwrap();
         sock.connect(&d.http.into()).unwrap();
         let mut s: TcpStream = sock.into();
-        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             .unwrap();
         stuck.push(s); // never read
     }
@@ -354,7 +354,7 @@ fn bodies_are_read_as_the_rfcs_say() {
         e.finish().unwrap()
     };
     let body = gz(b"gz.ok:1|c\ngz.ok:2|c\n");
-    let mut req = format!("POST /api/v1/ingest HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: text/plain\r\nContent-Encoding: gzip\r\nContent-Length: {}\r\n\r\n", body.len()).into_bytes();
+    let mut req = format!("POST /api/v1/ingest HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Type: text/plain\r\nContent-Encoding: gzip\r\nContent-Length: {}\r\n\r\n", body.len()).into_bytes();
     req.extend_from_slice(&body);
     let r = raw(d.http, &req);
     assert!(r.starts_with("HTTP/1.1 200"), "{r}");
@@ -363,29 +363,29 @@ fn bodies_are_read_as_the_rfcs_say() {
     // capped on the inflated size.
     let bomb = gz(&vec![b'0'; 3 << 20]);
     assert!(bomb.len() < 4096);
-    let mut req = format!("POST /api/v1/ingest HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Encoding: gzip\r\nContent-Length: {}\r\n\r\n", bomb.len()).into_bytes();
+    let mut req = format!("POST /api/v1/ingest HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: text/plain\r\nContent-Encoding: gzip\r\nContent-Length: {}\r\n\r\n", bomb.len()).into_bytes();
     req.extend_from_slice(&bomb);
     let r = raw(d.http, &req);
     assert!(r.starts_with("HTTP/1.1 413"), "{r}");
     // An unknown coding.
-    let r = raw(d.http, b"POST /api/v1/ingest HTTP/1.1\r\nHost: x\r\nContent-Encoding: br\r\nContent-Length: 3\r\n\r\nabc");
+    let r = raw(d.http, b"POST /api/v1/ingest HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Encoding: br\r\nContent-Length: 3\r\n\r\nabc");
     assert!(r.starts_with("HTTP/1.1 415"), "{r}");
     // Expect: 100-continue above the cap: 413 before any body byte is sent.
-    let r = raw(d.http, b"POST /api/v1/ingest HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 1000000\r\n\r\n");
+    let r = raw(d.http, b"POST /api/v1/ingest HTTP/1.1\r\nHost: 127.0.0.1\r\nExpect: 100-continue\r\nContent-Length: 1000000\r\n\r\n");
     assert!(r.starts_with("HTTP/1.1 413"), "{r}");
     assert!(!r.contains("100 Continue"), "{r}");
     // Ambiguous framing: two lengths, or a length with chunked.
-    let r = raw(d.http, b"POST /api/v1/ingest HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nab:1|c");
+    let r = raw(d.http, b"POST /api/v1/ingest HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nab:1|c");
     assert!(r.starts_with("HTTP/1.1 400"), "{r}");
-    let r = raw(d.http, b"POST /api/v1/ingest HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab:1|\r\n0\r\n\r\n");
+    let r = raw(d.http, b"POST /api/v1/ingest HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab:1|\r\n0\r\n\r\n");
     assert!(r.starts_with("HTTP/1.1 400"), "{r}");
-    let r = raw(d.http, b"POST /api/v1/ingest HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n5\r\nab:1|\r\n0\r\n\r\n");
+    let r = raw(d.http, b"POST /api/v1/ingest HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n5\r\nab:1|\r\n0\r\n\r\n");
     assert!(r.starts_with("HTTP/1.1 400"), "{r}");
     // Empty lines before the request line (allowed) do not hide it.
     let mut s = connect(d.http);
     s.write_all(b"\r\n\r\n").unwrap();
     std::thread::sleep(Duration::from_millis(50));
-    s.write_all(b"POST /api/v1/ingest HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab:1|\r\n0\r\n\r\n").unwrap();
+    s.write_all(b"POST /api/v1/ingest HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab:1|\r\n0\r\n\r\n").unwrap();
     let (got, _) = read_to_close(&mut s);
     let r = String::from_utf8_lossy(&got);
     assert!(r.starts_with("HTTP/1.1 400"), "{r}");
@@ -501,7 +501,7 @@ fn a_scraper_that_reads_too_slowly_loses_its_slot_at_its_own_timeout() {
             sock.set_recv_buffer_size(4096).unwrap();
             sock.connect(&d.http.into()).unwrap();
             let mut s: TcpStream = sock.into();
-            s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Prometheus-Scrape-Timeout-Seconds: 3\r\n\r\n")
+            s.write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Prometheus-Scrape-Timeout-Seconds: 3\r\n\r\n")
                 .unwrap();
             s.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
             let (stop, served) = (stop.clone(), served.clone());

@@ -346,7 +346,11 @@ fn a_second_sigterm_during_the_graceful_stop_exits_at_once() {
     const SERIES: usize = 20_000;
     d.create_counters("slow", SERIES);
     let mut stuck = std::net::TcpStream::connect(d.http).unwrap();
-    std::io::Write::write_all(&mut stuck, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    std::io::Write::write_all(
+        &mut stuck,
+        b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+    )
+    .unwrap();
     let mut first = [0u8; 64];
     std::io::Read::read_exact(&mut stuck, &mut first).unwrap();
     d.signal("TERM");

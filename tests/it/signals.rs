@@ -216,7 +216,11 @@ fn statsd_failures_open_the_breaker_half_open_admits_exactly_the_trials_and_succ
         d.metric(state) == Some(2.0)
     });
     let verdicts: Vec<bool> = (0..5)
-        .map(|_| get(&d, "/api/v1/breakers/pay/decision").contains("\"decision\":\"allow\""))
+        .map(|_| {
+            d.post("/api/v1/breakers/pay/decision", "application/json", b"")
+                .text()
+                .contains("\"decision\":\"allow\"")
+        })
         .collect();
     assert_eq!(
         verdicts,

@@ -41,6 +41,10 @@ interval_ms = 1000
 name = "2s"
 buckets = 2
 interval_ms = 1000
+
+# The lifecycle tests reload over HTTP (off by default).
+[http.auth.admin]
+access = "open"
 "#
 );
 
