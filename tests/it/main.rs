@@ -21,6 +21,8 @@ mod exactness;
 // redis-server processes and a 3-node cluster on loopback (for `redis`).
 mod redis_server;
 
+// Issue #15: route groups, credentials, Host and Origin rules on the real binary.
+mod access;
 // Real statsd clients (Python statsd, datadog, Node hot-shots) end to end.
 mod clients;
 // The Grafana dashboards: generated, importable, every query checked by promtool and a real Prometheus.

@@ -161,7 +161,11 @@ fn request_head(
     body: &[u8],
     close: bool,
 ) -> String {
-    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\n");
+    let mut req = format!("{method} {path} HTTP/1.1\r\n");
+    // The address, unless the caller sends a Host of its own.
+    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        let _ = write!(req, "Host: {addr}\r\n");
+    }
     if close {
         req.push_str("Connection: close\r\n");
     }
