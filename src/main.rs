@@ -47,6 +47,10 @@ fn main() -> ExitCode {
                     cfg.windows.len(),
                     cfg.mappings.len()
                 );
+                println!("{}", rollstat::config::exposure::summary(&cfg));
+                for w in rollstat::config::exposure::warnings(&cfg) {
+                    eprintln!("{}: warning: {w}", file.display());
+                }
                 // A warning, not an error: the limit belongs to where the
                 // daemon runs, which may differ from here.
                 match rollstat::fdlimit::check(&cfg) {

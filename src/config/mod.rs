@@ -8,6 +8,7 @@
 //! documents every key, and a test loads it.
 
 mod access;
+pub mod exposure;
 mod reader;
 mod redis;
 mod signals;

@@ -63,6 +63,9 @@ pub async fn run(
     clock: Arc<dyn Clock>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), DaemonError> {
+    for w in crate::config::exposure::warnings(&cfg) {
+        tracing::warn!("{w}");
+    }
     let state = Arc::new(State::build(cfg, config_path, clock)?);
     serve(state, listeners, shutdown).await
 }
