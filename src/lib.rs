@@ -20,7 +20,7 @@
 //! The rule behind the layout: arrows point one way, and the middle of the
 //! pipeline is plain data and functions. The algorithm modules (`clock`,
 //! `parse`, `window`, `sketch`, `stats`, `limit`, `breaker`, `mapping`,
-//! `names`, `config`, `series`) never touch a socket, tokio, hyper, redis or
+//! `names`, `access`, `config`, `series`) never touch a socket, tokio, hyper, redis or
 //! the prometheus crate, and never read the OS clock; only [`clock`] does.
 //! The daemon modules (`store`, `fleet`, `service`, `telemetry`, `expose`,
 //! `ingest`, `http`, `reload`, `daemon`) wire them to the world.
@@ -52,6 +52,9 @@
 //!
 //! * [`config`]: `config.toml` to a typed [`config::Config`], every problem
 //!   reported with its key and line.
+//! * [`access`]: who may use which HTTP route (route groups, bearer tokens
+//!   and bcrypt users, the Host and Origin rules), as pure data and checks
+//!   the HTTP layer asks.
 //! * [`store`]: Redis, for limits and window buckets shared by a fleet;
 //!   [`fleet`]: which shared windows to push, and the fleet view.
 //! * [`service`]: named breakers (fed by statsd) and keyed limits, and what
