@@ -12,7 +12,7 @@
 //!   exporter-toolkit's `basic_auth_users` uses. Other htpasswd hashes (MD5
 //!   `$apr1$`, SHA-1 `{SHA}`, crypt) are refused: they are fast to guess.
 //!   bcrypt is slow by design (tens of milliseconds at cost 10), so a
-//!   verified `(user, password)` pair is remembered: [`VerifiedCache`] keeps
+//!   verified `(user, password)` pair is remembered: the cache keeps
 //!   the SHA-256 of the user, the password and the stored hash together,
 //!   each part length-prefixed so that no two pairs share a key (the flaw of
 //!   exporter-toolkit's GHSA-4v48-4q5m-8vx4 cache was a key two different
