@@ -196,13 +196,32 @@ pub async fn guard(State(rules): State<Arc<BodyRules>>, req: Request, next: Next
     next.run(Request::from_parts(parts, Body::from(body))).await
 }
 
-/// The check of a JSON route (breaker outcomes and decisions, limit
-/// acquires): its `Content-Type` must be `application/json` (or a `+json`
-/// type), or absent with an empty body; anything else is `415`, counted as
-/// `unsupported_media_type`. A browser form can post `text/plain` to any
-/// site without asking; it cannot post `application/json` without a CORS
-/// preflight, which the daemon answers only for listed origins.
-pub fn json_only(
+/// The body of a JSON route (breaker outcomes and decisions, limit
+/// acquires), as an extractor: see [`json_only`].
+pub struct JsonBody(pub Bytes);
+
+impl axum::extract::FromRequest<super::AppState> for JsonBody {
+    type Rejection = Response;
+
+    async fn from_request(req: Request, st: &super::AppState) -> Result<Self, Response> {
+        let headers = req.headers().clone();
+        let body = Bytes::from_request(req, st)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        match json_only(&headers, &body, &st.ingestor.telemetry) {
+            Some(refused) => Err(refused),
+            None => Ok(JsonBody(body)),
+        }
+    }
+}
+
+/// The check of a JSON route: its `Content-Type` must be
+/// `application/json` (or a `+json` type), or absent with an empty body;
+/// anything else is `415`, counted as `unsupported_media_type`. A browser
+/// form can post `text/plain` to any site without asking; it cannot post
+/// `application/json` without a CORS preflight, which the daemon answers
+/// only for listed origins.
+fn json_only(
     headers: &axum::http::HeaderMap,
     body: &[u8],
     tel: &Telemetry,

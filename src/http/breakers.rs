@@ -8,13 +8,13 @@
 //! `rollstat_http_requests_refused_total{reason="bad_outcomes"}`, and
 //! records nothing.
 
-use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
 
+use super::body::JsonBody;
 use super::{api_error, services, unknown, AppState};
 use crate::expose::signals::BreakerJson;
 use crate::service::breakers::MAX_OUTCOMES;
@@ -40,12 +40,8 @@ pub(super) async fn one(State(st): State<AppState>, Path(name): Path<String>) ->
 pub(super) async fn decision(
     State(st): State<AppState>,
     Path(name): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
+    _: JsonBody,
 ) -> Response {
-    if let Some(refused) = super::body::json_only(&headers, &body, &st.ingestor.telemetry) {
-        return refused;
-    }
     verdict(&st, &name, true)
 }
 
@@ -137,12 +133,8 @@ fn parse_outcomes(body: &[u8]) -> Result<Counts, String> {
 pub(super) async fn outcomes(
     State(st): State<AppState>,
     Path(name): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
+    JsonBody(body): JsonBody,
 ) -> Response {
-    if let Some(refused) = super::body::json_only(&headers, &body, &st.ingestor.telemetry) {
-        return refused;
-    }
     let s = services(&st);
     let Some(b) = s.breakers.get(&name) else {
         return unknown("breaker", &name);

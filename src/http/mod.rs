@@ -448,12 +448,8 @@ async fn acquire(
     State(st): State<AppState>,
     Path(name): Path<String>,
     Query(q): Query<AcquireRequest>,
-    headers: HeaderMap,
-    body: Bytes,
+    body::JsonBody(body): body::JsonBody,
 ) -> Response {
-    if let Some(refused) = body::json_only(&headers, &body, &st.ingestor.telemetry) {
-        return refused;
-    }
     let s = services(&st);
     let Some(limit) = s.limits.get(&name) else {
         return unknown("limit", &name);
