@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
-use rollstat::config::Config;
+use rollstat::config::{ClientAuth, Config};
 use rollstat::daemon::{self, Listeners};
 use rollstat::error::Causes;
 use rollstat::series::footprint::{self, Footprint};
@@ -41,6 +41,16 @@ fn main() -> ExitCode {
     if let Some(Command::CheckConfig { file }) = &cli.command {
         return match Config::load(file) {
             Ok(cfg) => {
+                // The reader saw the [http.tls] files readable; whether they
+                // hold a certificate chain and the key that matches it is
+                // known only by building the server's TLS settings.
+                if let Some(tls) = &cfg.http.tls {
+                    if let Err(e) = rollstat::tls::server_config(tls) {
+                        let file = file.display();
+                        eprintln!("error: 1 problem(s) in {file}:\n  {file}: {e}");
+                        return ExitCode::from(2);
+                    }
+                }
                 println!(
                     "{}: ok ({} window(s), {} mapping rule(s))",
                     file.display(),
@@ -50,6 +60,26 @@ fn main() -> ExitCode {
                 println!("{}", rollstat::config::exposure::summary(&cfg));
                 for w in rollstat::config::exposure::warnings(&cfg) {
                     eprintln!("{}: warning: {w}", file.display());
+                }
+                if let Some(tls) = &cfg.http.tls {
+                    let clients = match (&tls.client_ca_file, tls.client_auth) {
+                        (None, _) => "no client certificate asked".to_string(),
+                        (Some(ca), auth) => format!(
+                            "client certificates signed by {} {}",
+                            ca.display(),
+                            match auth {
+                                ClientAuth::Require => "required",
+                                ClientAuth::Optional => "verified if given",
+                            }
+                        ),
+                    };
+                    println!(
+                        "{}: HTTPS on {} ({} or later): the key matches the certificate of {}; {clients}",
+                        file.display(),
+                        cfg.listen.http,
+                        tls.min_version.as_str(),
+                        tls.cert_file.display(),
+                    );
                 }
                 // A warning, not an error: the limit belongs to where the
                 // daemon runs, which may differ from here.
