@@ -121,6 +121,16 @@ fn main() -> ExitCode {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .or_else(|_| tracing_subscriber::EnvFilter::try_new(&cli.log))
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // rustls logs at `warn` what a TLS client sends (a warning alert, an
+    // unexpected message): a line per connection anyone can open. Unless
+    // the filter names rustls itself, only its errors are logged (traffic
+    // keys exhausted, nothing a peer can cause); rollstat counts failed
+    // handshakes and logs them at debug.
+    let filter = if filter.to_string().contains("rustls") {
+        filter
+    } else {
+        filter.add_directive(RUSTLS_LOGS.parse().expect("a valid directive"))
+    };
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -176,6 +186,9 @@ fn main() -> ExitCode {
         }
     }
 }
+
+/// The log directive for rustls unless the filter names it: see `main`.
+const RUSTLS_LOGS: &str = "rustls=error";
 
 /// Prints `e` to stderr with every cause under it, one per line
 /// (`error: ...` then `  caused by: ...`): the one way the binary reports an
