@@ -70,6 +70,8 @@
 //!   log escaping (`escape`) are crate-internal.
 //! * [`fdlimit`]: the open-file limit, raised at start and checked against
 //!   the connection caps.
+//! * [`tls`]: the HTTP listener's TLS settings from `[http.tls]` (built by
+//!   `check-config` too), swapped on reload.
 //! * [`error`]: an error shown with its chain of causes, one per line.
 //!
 //! The layers, and a test that keeps every import pointing down them, are
@@ -131,6 +133,7 @@ pub mod sketch;
 pub mod stats;
 pub mod store;
 pub mod telemetry;
+pub mod tls;
 pub mod window;
 
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};

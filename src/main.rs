@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
-use rollstat::config::Config;
+use rollstat::config::{ClientAuth, Config};
 use rollstat::daemon::{self, Listeners};
 use rollstat::error::Causes;
 use rollstat::series::footprint::{self, Footprint};
@@ -41,6 +41,16 @@ fn main() -> ExitCode {
     if let Some(Command::CheckConfig { file }) = &cli.command {
         return match Config::load(file) {
             Ok(cfg) => {
+                // The reader saw the [http.tls] files readable; whether they
+                // hold a certificate chain and the key that matches it is
+                // known only by building the server's TLS settings.
+                if let Some(tls) = &cfg.http.tls {
+                    if let Err(e) = rollstat::tls::server_config(tls) {
+                        let file = file.display();
+                        eprintln!("error: 1 problem(s) in {file}:\n  {file}: {e}");
+                        return ExitCode::from(2);
+                    }
+                }
                 println!(
                     "{}: ok ({} window(s), {} mapping rule(s))",
                     file.display(),
@@ -50,6 +60,26 @@ fn main() -> ExitCode {
                 println!("{}", rollstat::config::exposure::summary(&cfg));
                 for w in rollstat::config::exposure::warnings(&cfg) {
                     eprintln!("{}: warning: {w}", file.display());
+                }
+                if let Some(tls) = &cfg.http.tls {
+                    let clients = match (&tls.client_ca_file, tls.client_auth) {
+                        (None, _) => "no client certificate asked".to_string(),
+                        (Some(ca), auth) => format!(
+                            "client certificates signed by {} {}",
+                            ca.display(),
+                            match auth {
+                                ClientAuth::Require => "required",
+                                ClientAuth::Optional => "verified if given",
+                            }
+                        ),
+                    };
+                    println!(
+                        "{}: HTTPS on {} ({} or later): the key matches the certificate of {}; {clients}",
+                        file.display(),
+                        cfg.listen.http,
+                        tls.min_version.as_str(),
+                        tls.cert_file.display(),
+                    );
                 }
                 // A warning, not an error: the limit belongs to where the
                 // daemon runs, which may differ from here.
@@ -91,6 +121,16 @@ fn main() -> ExitCode {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .or_else(|_| tracing_subscriber::EnvFilter::try_new(&cli.log))
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // rustls logs at `warn` what a TLS client sends (a warning alert, an
+    // unexpected message): a line per connection anyone can open. Unless
+    // the filter names rustls itself, only its errors are logged (traffic
+    // keys exhausted, nothing a peer can cause); rollstat counts failed
+    // handshakes and logs them at debug.
+    let filter = if filter.to_string().contains("rustls") {
+        filter
+    } else {
+        filter.add_directive(RUSTLS_LOGS.parse().expect("a valid directive"))
+    };
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -146,6 +186,9 @@ fn main() -> ExitCode {
         }
     }
 }
+
+/// The log directive for rustls unless the filter names it: see `main`.
+const RUSTLS_LOGS: &str = "rustls=error";
 
 /// Prints `e` to stderr with every cause under it, one per line
 /// (`error: ...` then `  caused by: ...`): the one way the binary reports an

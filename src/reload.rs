@@ -12,6 +12,12 @@
 //! `[ingest]` (limits and `tag_styles`), the rest of `[http]` (deadlines and caps) and
 //! `[redis]` are read at start only; changing them needs a restart, and the
 //! reload log says so.
+//!
+//! `[http.tls]` is taken at every reload too: each reads its
+//! files again (certificate, key, client CAs) and takes its settings, and
+//! the next connections use them; files that are bad fail the whole reload
+//! (the certificate in use stays, as the rest of the config does). Turning
+//! HTTPS on or off needs a restart, and the reload log says so.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -20,11 +26,12 @@ use parking_lot::Mutex;
 
 use crate::access::AccessHandle;
 use crate::clock::Clock;
-use crate::config::{Config, ConfigError};
+use crate::config::{Config, ConfigError, HttpLimits};
 use crate::error::Causes;
 use crate::series::Registry;
 use crate::service::{ServiceError, ServiceHandle, Services};
 use crate::telemetry::Telemetry;
+use crate::tls::{ServerTls, TlsError};
 
 /// Why a reload was refused; the previous config stays in force.
 #[derive(Debug, thiserror::Error)]
@@ -41,6 +48,16 @@ pub enum ReloadError {
         #[source]
         source: ServiceError,
     },
+    /// The file reads well, but the files of its `[http.tls]` cannot be
+    /// used; the certificate in use stays.
+    #[error("{}: the config reads well, but the files of its [http.tls] cannot be used; the certificate in use stays", path.display())]
+    Tls {
+        /// The config file.
+        path: PathBuf,
+        /// Which file, and why.
+        #[source]
+        source: TlsError,
+    },
 }
 
 /// Reloads the config file into the registry.
@@ -52,6 +69,8 @@ pub struct Reloader {
     clock: Arc<dyn Clock>,
     access: Arc<AccessHandle>,
     current: Mutex<Config>,
+    /// The HTTP listener's TLS settings, when it speaks HTTPS.
+    tls: Option<Arc<ServerTls>>,
 }
 
 impl Reloader {
@@ -75,7 +94,16 @@ impl Reloader {
             clock,
             access,
             current: Mutex::new(config),
+            tls: None,
         }
+    }
+
+    /// Reloads also re-read the files of `[http.tls]` into `tls`, the
+    /// settings the HTTP listener's handshakes use.
+    #[must_use]
+    pub fn with_tls(mut self, tls: Option<Arc<ServerTls>>) -> Self {
+        self.tls = tls;
+        self
     }
 
     /// Reads the file again and applies it, or keeps the old config.
@@ -101,23 +129,54 @@ impl Reloader {
                         path: path.clone(),
                         source,
                     })
+            })
+            .and_then(|(cfg, services)| {
+                // Built before anything is applied: bad files fail the
+                // whole reload, and the certificate in use stays.
+                let tls = match (&self.tls, &cfg.http.tls) {
+                    (Some(_), Some(t)) => {
+                        Some(
+                            crate::tls::server_config(t).map_err(|source| ReloadError::Tls {
+                                path: path.clone(),
+                                source,
+                            })?,
+                        )
+                    }
+                    _ => None,
+                };
+                Ok((cfg, services, tls))
             });
         match loaded {
-            Ok((cfg, services)) => {
+            Ok((cfg, services, tls)) => {
                 self.services.replace(services);
+                if let (Some(server), Some(next)) = (&self.tls, tls) {
+                    server.replace(next);
+                    tracing::info!(path = %path.display(), "[http.tls] files read again; new HTTPS connections use them.");
+                }
+                match (&self.tls, &cfg.http.tls) {
+                    (None, Some(_)) => {
+                        tracing::warn!(path = %path.display(), "[http.tls] is set, but turning HTTPS on takes effect only after a restart; the listener keeps speaking plain HTTP.")
+                    }
+                    (Some(_), None) => {
+                        tracing::warn!(path = %path.display(), "[http.tls] is gone, but turning HTTPS off takes effect only after a restart; the listener keeps speaking HTTPS with the certificate in use.")
+                    }
+                    _ => {}
+                }
                 let mut cur = self.current.lock();
                 if cfg.listen != cur.listen || cfg.ingest != cur.ingest {
                     tracing::warn!(path = %path.display(), "[listen] and [ingest] changes (tag_styles included) take effect only after a restart.");
                 }
                 // Access (credentials files included, read again just now)
-                // is taken at once; the rest of [http] needs a restart.
+                // is taken at once, and so is [http.tls] (above); the rest
+                // of [http] needs a restart.
                 self.access.replace(cfg.http.access.clone());
-                let restart_only = |h: &crate::config::HttpLimits| crate::config::HttpLimits {
+                let restart_only = |h: &HttpLimits| HttpLimits {
                     access: crate::access::Access::default(),
+                    tls: None,
                     ..h.clone()
                 };
                 if restart_only(&cfg.http) != restart_only(&cur.http) {
-                    tracing::warn!(path = %path.display(), "[http] changes other than allowed_hosts, allowed_origins and [http.auth] (deadlines and caps) take effect only after a restart.");
+                    tracing::warn!(path = %path.display(), "[http] changes other than allowed_hosts, allowed_origins, [http.auth] and [http.tls] (deadlines and caps) take effect only after a restart.");
                 }
                 if cfg.redis != cur.redis {
                     tracing::warn!(path = %path.display(), "[redis] changes take effect only after a restart.");

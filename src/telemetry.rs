@@ -63,13 +63,18 @@ pub mod close_reason {
     pub const IDLE_TIMEOUT: &str = "idle_timeout";
     /// HTTP: a write made no progress for `http.write_timeout_ms`.
     pub const WRITE_TIMEOUT: &str = "write_timeout";
+    /// HTTPS: the TLS handshake failed (plain HTTP to the TLS port, a
+    /// client that refused the certificate, no client certificate where
+    /// one is required, no common version or cipher).
+    pub const TLS_HANDSHAKE: &str = "tls_handshake";
     /// HTTP: every reason, in label order.
-    pub const HTTP: [&str; 5] = [
+    pub const HTTP: [&str; 6] = [
         CONNECTION_CAP,
         HEADER_TIMEOUT,
         BODY_TIMEOUT,
         IDLE_TIMEOUT,
         WRITE_TIMEOUT,
+        TLS_HANDSHAKE,
     ];
     /// TCP statsd: every reason, in label order.
     pub const TCP: [&str; 2] = [CONNECTION_CAP, IDLE_TIMEOUT];
@@ -441,7 +446,7 @@ impl Telemetry {
         let http_closed = ReasonCounters::register(
             &r,
             "rollstat_http_connections_closed_total",
-            "HTTP connections the daemon closed or refused, by reason: connection_cap (beyond http.max_connections: 503, closed), header_timeout, body_timeout, idle_timeout, write_timeout (the [http] deadlines).",
+            "HTTP connections the daemon closed or refused, by reason: connection_cap (beyond http.max_connections: 503, closed), header_timeout, body_timeout, idle_timeout, write_timeout (the [http] deadlines; header_timeout includes a TLS handshake not finished in time), tls_handshake (a failed TLS handshake: plain HTTP to an HTTPS listener, a client that refused the certificate or sent none where [http.tls] requires one).",
             &close_reason::HTTP,
         )?;
         let http_refused = ReasonCounters::register(

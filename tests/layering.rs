@@ -11,8 +11,9 @@
 //!  7 ingest reload               sockets to the registry; config reloads
 //!  6 expose                      /metrics, OpenMetrics, JSON, the page
 //!  5 fleet service telemetry     shared windows; named breakers and limits; self-metrics
-//!  4 series store fdlimit        the registry of series; Redis (shared limits and
-//!                                window buckets); the open-file limit
+//!  4 series store fdlimit tls    the registry of series; Redis (shared limits and
+//!                                window buckets); the open-file limit; the
+//!                                HTTP listener's TLS settings
 //!  3 config                      config.toml to typed values
 //!  2 stats breaker               windowed statistics; circuit breakers
 //!  1 window limit names          rolling windows; rate limiters; Prometheus names
@@ -46,6 +47,7 @@ const FLOORS: &[(&str, u8)] = &[
     ("series", 4),
     ("fdlimit", 4),
     ("store", 4),
+    ("tls", 4),
     ("fleet", 5),
     ("service", 5),
     ("telemetry", 5),
@@ -75,6 +77,8 @@ const IO_CRATES: &[&str] = &[
     "prometheus",
     "socket2",
     "nix",
+    "rustls",
+    "tokio_rustls",
 ];
 
 fn src() -> PathBuf {

@@ -12,6 +12,7 @@ pub mod exposure;
 mod reader;
 mod redis;
 mod signals;
+mod tls;
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -25,6 +26,7 @@ use reader::{Problems, Table};
 pub use signals::{
     BreakerDef, BreakerInputs, BreakerKind, LimitAlgorithm, LimitDef, OutcomeTag, StoreFallback,
 };
+pub use tls::{ClientAuth, TlsConfig, TlsVersion};
 
 use crate::access::Access;
 use crate::mapping::{Glob, Matcher, NameRegex, Template};
@@ -120,6 +122,8 @@ pub struct HttpLimits {
     /// rules (`allowed_hosts`, `allowed_origins`). Unlike the rest of
     /// `[http]`, taken at every reload.
     pub access: Access,
+    /// `[http.tls]`: HTTPS only, with these files; `None`: plain HTTP.
+    pub tls: Option<TlsConfig>,
 }
 
 /// `[series]`.
@@ -231,6 +235,7 @@ const HTTP_KEYS: &[&str] = &[
     "allowed_hosts",
     "allowed_origins",
     "auth",
+    "tls",
 ];
 const SERIES_KEYS: &[&str] = &[
     "ttl_secs",
@@ -304,6 +309,7 @@ impl Default for HttpLimits {
             response_timeout: Duration::from_secs(60),
             max_concurrent_api_reads: 4,
             access: Access::default(),
+            tls: None,
         }
     }
 }
@@ -482,6 +488,10 @@ impl Config {
                 h.max_concurrent_api_reads = n as usize;
             }
             access::read_access(&mut t, &mut p, &mut h.access);
+            if let Some(mut tt) = t.table(&mut p, "tls") {
+                h.tls = tls::read_tls(&mut tt, &mut p);
+                tt.finish(&mut p, tls::TLS_KEYS);
+            }
             t.finish(&mut p, HTTP_KEYS);
         }
 

@@ -96,6 +96,7 @@ pub async fn serve(
         http,
         state.router(udp_port),
         state.config.http.clone(),
+        state.tls.clone(),
         state.telemetry.clone(),
         stop_rx.clone(),
     ));

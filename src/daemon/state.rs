@@ -26,6 +26,7 @@ use crate::series::{Plan, Registry};
 use crate::service::{ServiceError, ServiceHandle, Services};
 use crate::store::{RedisStore, StoreSetupError};
 use crate::telemetry::Telemetry;
+use crate::tls::{ServerTls, TlsError};
 
 /// Why the daemon's state could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -40,6 +41,9 @@ pub enum BuildError {
     /// A self-metric could not be registered (a bug: names clash).
     #[error("cannot register rollstat's own metrics")]
     Telemetry(#[source] prometheus::Error),
+    /// A `[http.tls]` file cannot be used (`check-config` says the same).
+    #[error("cannot set up HTTPS from [http.tls]")]
+    Tls(#[source] TlsError),
 }
 
 /// Everything the daemon serves from, built without I/O.
@@ -67,6 +71,9 @@ pub struct State {
     pub reloader: Arc<Reloader>,
     /// Who may use which HTTP route (replaced at reload).
     pub access: Arc<AccessHandle>,
+    /// The HTTP listener's TLS settings with `[http.tls]`, swapped by
+    /// reloads.
+    pub tls: Option<Arc<ServerTls>>,
 }
 
 // === impl State ===
@@ -144,15 +151,27 @@ impl State {
             config.http.access.clone(),
             machine_names(),
         ));
-        let reloader = Arc::new(Reloader::new(
-            config_path,
-            config.clone(),
-            registry.clone(),
-            telemetry.clone(),
-            services.clone(),
-            clock.clone(),
-            access.clone(),
-        ));
+        // Reads the certificate and key files: a pair that does not match
+        // stops the start here, as check-config would have said.
+        let tls = config
+            .http
+            .tls
+            .as_ref()
+            .map(|t| ServerTls::new(t).map(Arc::new))
+            .transpose()
+            .map_err(BuildError::Tls)?;
+        let reloader = Arc::new(
+            Reloader::new(
+                config_path,
+                config.clone(),
+                registry.clone(),
+                telemetry.clone(),
+                services.clone(),
+                clock.clone(),
+                access.clone(),
+            )
+            .with_tls(tls.clone()),
+        );
         Ok(State {
             config,
             clock,
@@ -165,6 +184,7 @@ impl State {
             ingestor,
             reloader,
             access,
+            tls,
         })
     }
 

@@ -24,6 +24,18 @@
 //! The wrapper also keeps the raw bytes of each request head (up to
 //! [`MAX_SNIFFED_HEAD`]) so that [`framing_problem`] can see what
 //! hyper folds away: a `Content-Length` next to `Transfer-Encoding`.
+//!
+//! **Over TLS** the wrapper sits on the TLS stream (above the decryption),
+//! not on the TCP stream under it: the phases and the framing check must
+//! see request bytes, and under TLS the socket also carries records that
+//! are no request (session tickets, alerts, key updates), so a wrapper on
+//! the TCP stream would take a close_notify for a request's first byte and
+//! never find a head's end in ciphertext. The deadlines still hold at the
+//! socket: a TLS read is pending until a whole record has arrived, and a
+//! TLS write or flush is pending while the socket takes no more, so the
+//! same timers fire. The handshake happens before the wrapper exists, cut
+//! at the connection's header deadline ([`super::tls`]), which counts from
+//! accept as it does for plain HTTP.
 
 use std::future::Future;
 use std::io;
@@ -34,7 +46,6 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
 use tokio::time::{Instant, Sleep};
 
 use crate::telemetry::{close_reason, ReasonCounters};
@@ -266,11 +277,11 @@ pub fn framing_problem(head: &[u8]) -> Option<&'static str> {
         .then_some(crate::telemetry::refuse_reason::AMBIGUOUS_FRAMING)
 }
 
-/// A TCP stream whose reads and writes fail with `TimedOut` when the
-/// connection's phase deadline passes (counted under its reason in
-/// `closed`).
-pub struct DeadlineIo {
-    stream: TcpStream,
+/// A stream (TCP, or TLS over TCP) whose reads and writes fail with
+/// `TimedOut` when the connection's phase deadline passes (counted under
+/// its reason in `closed`).
+pub struct DeadlineIo<S> {
+    stream: S,
     state: Arc<ConnState>,
     deadlines: Deadlines,
     closed: ReasonCounters,
@@ -278,15 +289,15 @@ pub struct DeadlineIo {
     write_timer: Option<Pin<Box<Sleep>>>,
 }
 
-impl DeadlineIo {
+impl<S> DeadlineIo<S> {
     /// Wraps an accepted stream.
     #[must_use]
     pub fn new(
-        stream: TcpStream,
+        stream: S,
         state: Arc<ConnState>,
         deadlines: Deadlines,
         closed: ReasonCounters,
-    ) -> DeadlineIo {
+    ) -> DeadlineIo<S> {
         DeadlineIo {
             stream,
             state,
@@ -327,7 +338,7 @@ impl DeadlineIo {
     }
 }
 
-impl DeadlineIo {
+impl<S> DeadlineIo<S> {
     /// Bytes written count as activity (a flush that had nothing to write
     /// does not: hyper flushes after every read).
     fn wrote(&self, r: &Poll<io::Result<usize>>) {
@@ -343,7 +354,7 @@ fn timed_out(reason: &'static str) -> io::Error {
     io::Error::new(io::ErrorKind::TimedOut, reason)
 }
 
-impl AsyncRead for DeadlineIo {
+impl<S: AsyncRead + Unpin> AsyncRead for DeadlineIo<S> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -385,7 +396,7 @@ impl AsyncRead for DeadlineIo {
     }
 }
 
-impl AsyncWrite for DeadlineIo {
+impl<S: AsyncWrite + Unpin> AsyncWrite for DeadlineIo<S> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,

@@ -4,6 +4,7 @@
 //!   back-off, hyper's HTTP/1 per connection, graceful shutdown;
 //! * [`conn`]: one connection's header, idle and write deadlines at the
 //!   socket;
+//! * [`tls`]: the TLS handshake of an HTTPS connection (`[http.tls]`);
 //! * [`body`]: request bodies (framing, encoding, caps, body deadline),
 //!   a middleware on every route;
 //! * [`reads`]: registry reads (`/api/v1/series`, `/api/v1/metrics`) off the
@@ -47,6 +48,7 @@ pub mod held;
 pub mod ingest;
 pub mod reads;
 pub mod serve;
+pub mod tls;
 
 use crate::expose::prometheus::SeriesCollector;
 use crate::expose::{openmetrics, text};

@@ -51,6 +51,8 @@ mod registry;
 mod signals;
 // statsd TCP idle timeout and connection cap; the open-file limit at start and in check-config.
 mod tcp_limits;
+// HTTPS with certificates made in the test: serving, plain HTTP refused, stalled handshakes, client certificates, reloads, Prometheus over TLS.
+mod tls;
 // Issue #13: every number served is true as Prometheus reads it; memory bounded in bytes.
 mod truth;
 // The same lines over UDP, TCP, Unix datagrams and HTTP.

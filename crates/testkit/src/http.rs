@@ -103,6 +103,25 @@ pub fn try_http(
     read_response(&mut s, &mut Vec::new()).map_err(|e| fail(&e))
 }
 
+/// One request on a connection the caller opened (a TLS stream, say), to
+/// the server at `addr` (its `Host`), with `Connection: close`; the answer
+/// is read as [`try_http`] reads it.
+pub fn request_on(
+    s: &mut (impl Read + Write),
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Result<Response, String> {
+    let mut req = request_head(addr, method, path, headers, body, true).into_bytes();
+    req.extend_from_slice(body);
+    s.write_all(&req)
+        .and_then(|()| s.flush())
+        .map_err(|e| format!("{method} {path}: {e}"))?;
+    read_response(s, &mut Vec::new()).map_err(|e| format!("{method} {path}: {e}"))
+}
+
 /// A keep-alive HTTP/1.1 connection: requests one after another, each
 /// answer read exactly (by Content-Length or chunks) so the next one starts
 /// where it ended. No Nagle delay; timeouts as [`try_http`]'s.

@@ -22,6 +22,24 @@ impl Prometheus {
     /// Starts Prometheus scraping `target` every second and waits, at most
     /// 30 s, until it is ready.
     pub fn start(target: SocketAddr) -> Prometheus {
+        Prometheus::start_scraping(target, "")
+    }
+
+    /// [`Prometheus::start`] over HTTPS, trusting the CA in `ca_file` and
+    /// checking the certificate against the name `localhost`.
+    pub fn start_https(target: SocketAddr, ca_file: &std::path::Path) -> Prometheus {
+        Prometheus::start_scraping(
+            target,
+            &format!(
+                "    scheme: https\n    tls_config:\n      ca_file: '{}'\n      server_name: localhost\n",
+                ca_file.display()
+            ),
+        )
+    }
+
+    /// Starts Prometheus scraping `target` with `job` (more YAML keys of
+    /// the scrape job, indented by 4) added to its job.
+    fn start_scraping(target: SocketAddr, job: &str) -> Prometheus {
         let bin = require_tool("prometheus");
         let dir = TempDir::new("prometheus");
         let cfg = dir.path().join("prometheus.yml");
@@ -29,7 +47,7 @@ impl Prometheus {
             &cfg,
             format!(
                 "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
-                 scrape_configs:\n  - job_name: rollstat\n    static_configs:\n      - targets: ['{target}']\n"
+                 scrape_configs:\n  - job_name: rollstat\n{job}    static_configs:\n      - targets: ['{target}']\n"
             ),
         )
         .expect("write prometheus.yml");

@@ -1,0 +1,436 @@
+//! `[http.tls]`: HTTPS on the HTTP listener. The reader takes the paths of
+//! the PEM files and checks that each exists and can be read by this
+//! process; what is inside (a certificate chain, a key that matches it, a
+//! CA bundle) is checked where the server's TLS settings are built, which
+//! `check-config` does too, before start.
+//!
+//! The keys follow Prometheus' exporter-toolkit web config (`cert_file`,
+//! `key_file`, `client_ca_file`, `client_auth_type`, `min_version`), so
+//! that a node_exporter or statsd_exporter setup carries over; the values
+//! of `client_auth` and `min_version` may be spelled its way too.
+
+use std::path::PathBuf;
+
+use super::reader::{Problems, Table};
+use super::HttpLimits;
+
+/// The keys of `[http.tls]`.
+pub(super) const TLS_KEYS: &[&str] = &[
+    "cert_file",
+    "key_file",
+    "client_ca_file",
+    "client_auth",
+    "min_version",
+];
+
+/// `[http.tls]`: the listener speaks HTTPS only.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsConfig {
+    /// PEM: the server's certificate, then any intermediates.
+    pub cert_file: PathBuf,
+    /// PEM: the private key of the first certificate (PKCS#8, PKCS#1 or
+    /// SEC1, unencrypted).
+    pub key_file: PathBuf,
+    /// PEM: the CAs a client certificate must be signed by. `None`: clients
+    /// are not asked for a certificate.
+    pub client_ca_file: Option<PathBuf>,
+    /// Whether a client must present a certificate (read only when
+    /// `client_ca_file` is set).
+    pub client_auth: ClientAuth,
+    /// The oldest protocol version accepted.
+    pub min_version: TlsVersion,
+}
+
+/// What is asked of clients when `client_ca_file` is set.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ClientAuth {
+    /// A client without a certificate signed by the CA is refused in the
+    /// handshake (exporter-toolkit's `RequireAndVerifyClientCert`).
+    #[default]
+    Require,
+    /// A certificate is verified if given; a client may also come without
+    /// one (exporter-toolkit's `VerifyClientCertIfGiven`).
+    Optional,
+}
+
+/// The oldest TLS version the listener accepts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TlsVersion {
+    /// TLS 1.2 and 1.3.
+    #[default]
+    Tls12,
+    /// TLS 1.3 only.
+    Tls13,
+}
+
+impl ClientAuth {
+    /// The config spelling.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClientAuth::Require => "require",
+            ClientAuth::Optional => "optional",
+        }
+    }
+}
+
+impl TlsVersion {
+    /// The config spelling.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TlsVersion::Tls12 => "TLS1.2",
+            TlsVersion::Tls13 => "TLS1.3",
+        }
+    }
+}
+
+impl HttpLimits {
+    /// Whether the HTTP listener speaks HTTPS (`[http.tls]` is set): the
+    /// scheme of its own URLs is then `https`. Turning TLS on or off needs
+    /// a restart, so this holds for the daemon's whole life.
+    #[must_use]
+    pub fn tls_enabled(&self) -> bool {
+        self.tls.is_some()
+    }
+}
+
+/// Reads `[http.tls]`; `None` if a key has a problem (recorded in `p`).
+pub(super) fn read_tls(t: &mut Table<'_, '_>, p: &mut Problems<'_>) -> Option<TlsConfig> {
+    let cert_file = readable_file(
+        t,
+        p,
+        "cert_file",
+        "the server's certificate chain (PEM)",
+        true,
+    );
+    let key_file = readable_file(
+        t,
+        p,
+        "key_file",
+        "the private key of the certificate (PEM)",
+        true,
+    );
+    let client_ca_file = readable_file(
+        t,
+        p,
+        "client_ca_file",
+        "the CA certificates that sign client certificates (PEM)",
+        false,
+    );
+    let mut ok = true;
+    let client_auth = match t.string(p, "client_auth") {
+        None => ClientAuth::Require,
+        Some((s, off)) => {
+            let key = t.key_path("client_auth");
+            let auth = match s.as_str() {
+                "require" | "RequireAndVerifyClientCert" => Some(ClientAuth::Require),
+                "optional" | "VerifyClientCertIfGiven" => Some(ClientAuth::Optional),
+                "NoClientCert" => {
+                    p.at(off, &key, "to accept clients without certificates, leave out `client_ca_file` and `client_auth`");
+                    None
+                }
+                "RequestClientCert" | "RequireAnyClientCert" => {
+                    p.at(off, &key, format!("`{s}` would accept a client certificate without verifying it; rollstat verifies every client certificate against `client_ca_file`: use \"require\" or \"optional\""));
+                    None
+                }
+                _ => {
+                    p.at(off, &key, format!("unknown value `{s}`; use \"require\" (a client must present a certificate signed by `client_ca_file`) or \"optional\" (verified if given)"));
+                    None
+                }
+            };
+            if auth.is_some() && client_ca_file == Some(None) {
+                p.at(
+                    off,
+                    &key,
+                    "needs `client_ca_file`: the CAs that sign the client certificates",
+                );
+            }
+            auth.unwrap_or_else(|| {
+                ok = false;
+                ClientAuth::Require
+            })
+        }
+    };
+    let min_version = match t.string(p, "min_version") {
+        None => TlsVersion::Tls12,
+        Some((s, off)) => match s.as_str() {
+            "TLS1.2" | "TLS12" => TlsVersion::Tls12,
+            "TLS1.3" | "TLS13" => TlsVersion::Tls13,
+            "TLS1.0" | "TLS10" | "TLS1.1" | "TLS11" => {
+                p.at(off, &t.key_path("min_version"), format!("`{s}` is not offered: TLS 1.0 and 1.1 are deprecated (RFC 8996); use \"TLS1.2\" or \"TLS1.3\""));
+                ok = false;
+                TlsVersion::Tls12
+            }
+            _ => {
+                p.at(
+                    off,
+                    &t.key_path("min_version"),
+                    format!("unknown version `{s}`; use \"TLS1.2\" (1.2 and 1.3) or \"TLS1.3\""),
+                );
+                ok = false;
+                TlsVersion::Tls12
+            }
+        },
+    };
+    if cert_file.is_none() && t.raw("cert_file").is_none() {
+        p.at(
+            t.start(),
+            &t.key_path("cert_file"),
+            "`[http.tls]` needs `cert_file` (the certificate chain, PEM) and `key_file` (its private key, PEM)",
+        );
+    } else if key_file.is_none() && t.raw("key_file").is_none() {
+        p.at(
+            t.start(),
+            &t.key_path("key_file"),
+            "`[http.tls]` needs `key_file`: the private key of `cert_file` (PEM)",
+        );
+    }
+    let (Some(Some(cert_file)), Some(Some(key_file)), Some(client_ca_file)) =
+        (cert_file, key_file, client_ca_file)
+    else {
+        return None;
+    };
+    ok.then_some(TlsConfig {
+        cert_file,
+        key_file,
+        client_ca_file,
+        client_auth,
+        min_version,
+    })
+}
+
+/// The path at `key`, if this process can open it as a file: `Some(None)`
+/// when the key is absent, `None` when it has a problem (recorded) or is
+/// absent but `required` (the caller says so).
+fn readable_file(
+    t: &mut Table<'_, '_>,
+    p: &mut Problems<'_>,
+    key: &str,
+    what: &str,
+    required: bool,
+) -> Option<Option<PathBuf>> {
+    let path = t.key_path(key);
+    let Some((s, off)) = t.string(p, key) else {
+        // A value of the wrong type is recorded by `string`.
+        return (!required && t.raw(key).is_none()).then_some(None);
+    };
+    if s.is_empty() {
+        p.at(off, &path, format!("give the path of {what}"));
+        return None;
+    }
+    let file = PathBuf::from(&s);
+    let problem = match std::fs::File::open(&file).and_then(|f| f.metadata()) {
+        Ok(m) if m.is_dir() => format!("`{s}` is a directory; give the path of {what}"),
+        Ok(_) => return Some(Some(file)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => format!(
+            "`{s}` does not exist ({e}); give the path of {what}{}",
+            if file.is_relative() {
+                " (a relative path is read from the daemon's working directory; an absolute one is safer)"
+            } else {
+                ""
+            }
+        ),
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => format!(
+            "`{s}` cannot be read by this process ({e}); let the user rollstat runs as read it (e.g. owned by root, group rollstat, mode 0640)"
+        ),
+        Err(e) => format!("cannot read `{s}`: {e}"),
+    };
+    p.at(off, &path, problem);
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use crate::config::Config;
+
+    use super::*;
+
+    /// A directory with an empty `cert.pem`, `key.pem` and `ca.pem`: the
+    /// reader checks only that files exist and can be read.
+    struct Files(PathBuf);
+
+    impl Files {
+        fn new(name: &str) -> Files {
+            let dir = std::env::temp_dir()
+                .join(format!("rollstat-config-tls-{name}-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            for f in ["cert.pem", "key.pem", "ca.pem"] {
+                std::fs::write(dir.join(f), "").unwrap();
+            }
+            Files(dir)
+        }
+
+        fn path(&self, f: &str) -> String {
+            self.0.join(f).display().to_string()
+        }
+    }
+
+    impl Drop for Files {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn problems(src: &str) -> Vec<(usize, String, String)> {
+        Config::parse(src)
+            .unwrap_err()
+            .problems
+            .into_iter()
+            .map(|p| (p.line, p.key, p.message))
+            .collect()
+    }
+
+    #[test]
+    fn no_tls_table_means_plain_http() {
+        let cfg = Config::parse("[http]\nmax_connections = 8\n").unwrap();
+        assert_eq!(cfg.http.tls, None);
+        assert!(!cfg.http.tls_enabled());
+    }
+
+    #[test]
+    fn the_defaults_ask_no_client_certificate_and_accept_tls_1_2() {
+        let f = Files::new("defaults");
+        let src = format!(
+            "[http.tls]\ncert_file = {:?}\nkey_file = {:?}\n",
+            f.path("cert.pem"),
+            f.path("key.pem")
+        );
+        let cfg = Config::parse(&src).unwrap_or_else(|e| panic!("{e}"));
+        assert!(cfg.http.tls_enabled());
+        let tls = cfg.http.tls.unwrap();
+        assert_eq!(tls.cert_file, Path::new(&f.path("cert.pem")));
+        assert_eq!(tls.key_file, Path::new(&f.path("key.pem")));
+        assert_eq!(tls.client_ca_file, None);
+        assert_eq!(tls.min_version, TlsVersion::Tls12);
+    }
+
+    #[test]
+    fn a_client_ca_requires_client_certificates_unless_told_optional() {
+        let f = Files::new("client");
+        let head = format!(
+            "[http.tls]\ncert_file = {:?}\nkey_file = {:?}\nclient_ca_file = {:?}\nmin_version = \"TLS1.3\"\n",
+            f.path("cert.pem"),
+            f.path("key.pem"),
+            f.path("ca.pem")
+        );
+        let tls = Config::parse(&head).unwrap().http.tls.unwrap();
+        assert_eq!(tls.client_ca_file, Some(PathBuf::from(f.path("ca.pem"))));
+        assert_eq!(tls.client_auth, ClientAuth::Require);
+        assert_eq!(tls.min_version, TlsVersion::Tls13);
+        for (value, want) in [
+            ("optional", ClientAuth::Optional),
+            ("VerifyClientCertIfGiven", ClientAuth::Optional),
+            ("require", ClientAuth::Require),
+            ("RequireAndVerifyClientCert", ClientAuth::Require),
+        ] {
+            let src = format!("{head}client_auth = {value:?}\n");
+            let tls = Config::parse(&src).unwrap().http.tls.unwrap();
+            assert_eq!(tls.client_auth, want, "{value}");
+        }
+        // exporter-toolkit's spelling of the version too.
+        let src = head.replace("TLS1.3", "TLS12");
+        let tls = Config::parse(&src).unwrap().http.tls.unwrap();
+        assert_eq!(tls.min_version, TlsVersion::Tls12);
+    }
+
+    #[test]
+    fn missing_unreadable_and_wrong_files_are_named_with_their_key_and_line() {
+        let f = Files::new("problems");
+        let src = format!(
+            "[http]\nmax_connections = 8\n\n[http.tls]\ncert_file = {:?}\nkey_file = {:?}\nclient_ca_file = \"\"\n",
+            f.path("nope.pem"),
+            f.0.display().to_string(),
+        );
+        let got = problems(&src);
+        let keys: Vec<(usize, &str)> = got.iter().map(|(l, k, _)| (*l, k.as_str())).collect();
+        assert_eq!(
+            keys,
+            [
+                (5, "http.tls.cert_file"),
+                (6, "http.tls.key_file"),
+                (7, "http.tls.client_ca_file")
+            ],
+            "{got:?}"
+        );
+        assert!(got[0].2.contains("does not exist"), "{}", got[0].2);
+        assert!(got[1].2.contains("is a directory"), "{}", got[1].2);
+        assert!(got[2].2.contains("give the path"), "{}", got[2].2);
+    }
+
+    #[test]
+    fn a_relative_path_that_does_not_exist_says_where_it_was_looked_for() {
+        let got = problems(
+            "[http.tls]\ncert_file = \"no/such/cert.pem\"\nkey_file = \"no/such/key.pem\"\n",
+        );
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert!(got[0].2.contains("working directory"), "{}", got[0].2);
+    }
+
+    #[test]
+    fn an_unreadable_key_is_refused_with_what_to_do() {
+        // Permission bits do not stop root: only meaningful as a user.
+        let f = Files::new("unreadable");
+        let key = f.0.join("key.pem");
+        let mut perms = std::fs::metadata(&key).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o000);
+        std::fs::set_permissions(&key, perms).unwrap();
+        if std::fs::File::open(&key).is_ok() {
+            return; // running as root
+        }
+        let src = format!(
+            "[http.tls]\ncert_file = {:?}\nkey_file = {:?}\n",
+            f.path("cert.pem"),
+            f.path("key.pem")
+        );
+        let got = problems(&src);
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(got[0].1, "http.tls.key_file");
+        assert!(got[0].2.contains("cannot be read"), "{}", got[0].2);
+    }
+
+    #[test]
+    fn both_files_are_needed_and_values_are_checked() {
+        let f = Files::new("values");
+        let got = problems("[http.tls]\n");
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(got[0].1, "http.tls.cert_file");
+        assert!(got[0].2.contains("key_file"), "{}", got[0].2);
+
+        let src = format!("[http.tls]\ncert_file = {:?}\n", f.path("cert.pem"));
+        let got = problems(&src);
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(got[0].1, "http.tls.key_file");
+
+        let src = format!(
+            "[http.tls]\ncert_file = {:?}\nkey_file = {:?}\nclient_auth = \"optional\"\nmin_version = \"TLS1.1\"\ncolour = 1\n",
+            f.path("cert.pem"),
+            f.path("key.pem")
+        );
+        let got = problems(&src);
+        let keys: Vec<(usize, &str)> = got.iter().map(|(l, k, _)| (*l, k.as_str())).collect();
+        assert_eq!(
+            keys,
+            [
+                (4, "http.tls.client_auth"),
+                (5, "http.tls.min_version"),
+                (6, "http.tls.colour")
+            ],
+            "{got:?}"
+        );
+        assert!(got[0].2.contains("needs `client_ca_file`"), "{}", got[0].2);
+        assert!(got[1].2.contains("RFC 8996"), "{}", got[1].2);
+
+        let src = format!(
+            "[http.tls]\ncert_file = {:?}\nkey_file = {:?}\nclient_ca_file = {:?}\nclient_auth = \"RequireAnyClientCert\"\n",
+            f.path("cert.pem"),
+            f.path("key.pem"),
+            f.path("ca.pem"),
+        );
+        let got = problems(&src);
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert!(got[0].2.contains("without verifying"), "{}", got[0].2);
+    }
+}
