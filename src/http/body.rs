@@ -221,11 +221,7 @@ impl axum::extract::FromRequest<super::AppState> for JsonBody {
 /// form can post `text/plain` to any site without asking; it cannot post
 /// `application/json` without a CORS preflight, which the daemon answers
 /// only for listed origins.
-fn json_only(
-    headers: &axum::http::HeaderMap,
-    body: &[u8],
-    tel: &Telemetry,
-) -> Option<Response> {
+fn json_only(headers: &axum::http::HeaderMap, body: &[u8], tel: &Telemetry) -> Option<Response> {
     let ct = headers
         .get(header::CONTENT_TYPE)
         .filter(|v| !v.as_bytes().trim_ascii().is_empty());

@@ -103,7 +103,7 @@ impl AppState {
         let access = access::AccessState {
             handle: access,
             telemetry: ingestor.telemetry.clone(),
-            https: false,
+            https: config.http.tls_enabled(),
             bcrypt_slots: Arc::new(tokio::sync::Semaphore::new(access::MAX_BCRYPT_AT_ONCE)),
         };
         AppState {

@@ -142,13 +142,23 @@ fn https(
     config: &Arc<ClientConfig>,
     path: &str,
 ) -> Result<(Response, CertificateDer<'static>), String> {
+    https_with(addr, config, path, &[])
+}
+
+/// [`https`] with extra request headers.
+fn https_with(
+    addr: SocketAddr,
+    config: &Arc<ClientConfig>,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Result<(Response, CertificateDer<'static>), String> {
     let tcp =
         TcpStream::connect_timeout(&addr, Duration::from_secs(5)).map_err(|e| e.to_string())?;
     tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let conn = ClientConnection::new(config.clone(), ServerName::try_from("localhost").unwrap())
         .map_err(|e| e.to_string())?;
     let mut tls = StreamOwned::new(conn, tcp);
-    let r = request_on(&mut tls, addr, "GET", path, &[], b"")?;
+    let r = request_on(&mut tls, addr, "GET", path, headers, b"")?;
     let cert = tls
         .conn
         .peer_certificates()
@@ -224,6 +234,24 @@ fn metrics_over_https_and_plain_http_told_to_use_https() {
         !log.contains("handshake") && !log.contains("rustls"),
         "handshake failures are logged at debug only:\n{log}"
     );
+}
+
+#[test]
+fn over_https_the_daemons_own_origin_is_its_https_one() {
+    let ca = Ca::new("rollstat test CA");
+    let files = Files::new("tls-origin", &Leaf::server(&ca, 1, &[]));
+    let d = Daemon::start_with(&files.config("", ""));
+    let c = client(&ca, None);
+    let status = |origin: &str| {
+        https_with(d.http, &c, "/api/v1/limits", &[("Origin", origin)])
+            .unwrap()
+            .0
+            .status
+    };
+    // The live page served over HTTPS sends its https origin.
+    assert_eq!(status(&format!("https://{}", d.http)), 200);
+    // The same host over plain http is another origin.
+    assert_eq!(status(&format!("http://{}", d.http)), 403);
 }
 
 #[test]
