@@ -20,7 +20,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use self::redis::read_redis;
-pub use self::redis::{RedisConfig, RedisTarget};
+pub use self::redis::{
+    redact_url, redact_urls_in, ClientIdentity, Password, PemFile, RedisConfig, RedisTarget,
+    RedisTls, Secret,
+};
 pub use reader::ConfigProblem;
 use reader::{Problems, Table};
 pub use signals::{
@@ -265,6 +268,12 @@ const REDIS_KEYS: &[&str] = &[
     "timeout_ms",
     "sync_interval_ms",
     "key_prefix",
+    "username",
+    "password_file",
+    "password_env",
+    "ca_file",
+    "client_cert_file",
+    "client_key_file",
 ];
 
 /// Prometheus' default histogram buckets (seconds).
