@@ -41,15 +41,27 @@ fn main() -> ExitCode {
     if let Some(Command::CheckConfig { file }) = &cli.command {
         return match Config::load(file) {
             Ok(cfg) => {
-                // The reader saw the [http.tls] files readable; whether they
+                // What only building them tells (nothing is connected): the
+                // reader saw the [http.tls] files readable, but whether they
                 // hold a certificate chain and the key that matches it is
-                // known only by building the server's TLS settings.
-                if let Some(tls) = &cfg.http.tls {
-                    if let Err(e) = rollstat::tls::server_config(tls) {
-                        let file = file.display();
-                        eprintln!("error: 1 problem(s) in {file}:\n  {file}: {e}");
-                        return ExitCode::from(2);
+                // known only by building the server's TLS settings; the Redis
+                // client and rustls may still refuse [redis] (a CA file
+                // rustls cannot read, a client key that does not match its
+                // certificate).
+                let mut problems = Vec::new();
+                if let Some(Err(e)) = cfg.http.tls.as_ref().map(rollstat::tls::server_config) {
+                    problems.push(e.to_string());
+                }
+                if let Some(Err(e)) = cfg.redis.as_ref().map(rollstat::store::check) {
+                    problems.push(e.to_string());
+                }
+                if !problems.is_empty() {
+                    let file = file.display();
+                    eprintln!("error: {} problem(s) in {file}:", problems.len());
+                    for p in &problems {
+                        eprintln!("  {file}: {p}");
                     }
+                    return ExitCode::from(2);
                 }
                 println!(
                     "{}: ok ({} window(s), {} mapping rule(s))",

@@ -33,7 +33,9 @@ const DENY_RETRY_AFTER: Duration = Duration::from_secs(1);
 /// 400), as it would be with the store up (the Redis store refuses it before
 /// sending anything, so it does not reach here in practice). The verdict
 /// carries `error`, shown as `store_error` (or `error` for the 503) in the
-/// JSON answer.
+/// JSON answer by its `Display`: "the shared store is unavailable (reason:
+/// ...)" with a stable reason ([`StoreError::reason`]), never the Redis
+/// client's text (which the store logs, redacted).
 ///
 /// What is counted: the store has already counted the failure itself, in
 /// `rollstat_store_errors_total{op="limit"}` (an error or a missed deadline,

@@ -320,7 +320,13 @@ async fn a_failed_store_is_answered_by_each_limits_policy_and_counted() {
         (v.source, allowed(&v)),
         (super::limits::Source::Local, true)
     );
-    assert!(v.store_error.is_some());
+    // What a caller sees: a stable reason, never the client's own text.
+    let e = v.store_error.as_ref().unwrap();
+    assert_eq!(
+        e.to_string(),
+        "the shared store is unavailable (reason: connection)"
+    );
+    assert!(e.detail().starts_with("connection: "), "{}", e.detail());
     let v = decide("local").await;
     assert_eq!(
         (v.source, allowed(&v)),
@@ -334,8 +340,12 @@ async fn a_failed_store_is_answered_by_each_limits_policy_and_counted() {
     );
     assert!(matches!(
         v.store_error,
-        Some(crate::store::StoreError::Down(_))
+        Some(crate::store::StoreError::Down { .. })
     ));
+    assert_eq!(
+        v.store_error.unwrap().to_string(),
+        "the shared store is unavailable (reason: down; last failure: connection); backing off before the next retry"
+    );
     let v = decide("allow").await;
     assert_eq!(
         (v.source, allowed(&v)),

@@ -16,6 +16,9 @@
 //!   [`redis`] for the keys, the scripts, the clock-skew assumption and how
 //!   the store itself behaves when Redis is down (deadline, backoff, counts).
 //!
+//! How the Redis client is built (credentials, TLS files) and how texts
+//! lose their credentials before a log line: [`connect`].
+//!
 //! The trait is object safe and returns a [`StoreFuture`]: a memory
 //! decision is ready at once (no allocation), a Redis decision is a boxed
 //! future that awaits one round trip under a deadline.
@@ -28,6 +31,7 @@
 //! [`NamedLimit::decide`]: crate::service::NamedLimit::decide
 //! [`on_store_error`]: crate::service::fallback::on_store_error
 
+pub mod connect;
 pub mod redis;
 pub mod windows;
 
@@ -39,6 +43,7 @@ use std::time::Duration;
 use crate::clock::Timestamp;
 use crate::limit::{AcquireError, Decision, KeyedLimiter, LimitError, LimitState, Limits};
 
+pub use self::connect::{check, Redactor};
 pub use self::redis::{RedisLimits, RedisStore, SharedAlgorithm, StoreMetrics, SyncOutcome};
 pub use self::windows::{window_key, WindowBatch, WindowRead, WindowTotals};
 /// Re-exported from [`crate::config`], which reads and checks them.
@@ -86,10 +91,12 @@ impl<T> Future for StoreFuture<'_, T> {
 
 /// Why a store could not decide.
 ///
-/// Its text is what a limit's JSON answer shows as `store_error`, so each
-/// variant says it all in one line: [`StoreError::Redis`] keeps the client's
-/// error as a value and quotes it rather than offering it as a
-/// [`source`](std::error::Error::source), which would print it twice.
+/// Its `Display` is what callers see (a limit's JSON answer shows it as
+/// `store_error`, or `error` for a fail-closed 503): that the shared store is
+/// unavailable and a stable `reason` ([`StoreError::reason`]), never the
+/// Redis client's own text, which may quote what the server sent. The
+/// operator's text, for logs, is [`StoreError::detail`], with credentials
+/// taken out.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     /// The request itself cannot be decided (too heavy, key cap): the same
@@ -98,17 +105,29 @@ pub enum StoreError {
     Acquire(#[from] AcquireError),
     /// The store was not asked: it failed recently and is backing off until
     /// its next retry.
-    #[error("the shared store is down (last error: {0}); backing off before the next retry")]
-    Down(String),
+    #[error("the shared store is unavailable (reason: down; last failure: {last}); backing off before the next retry")]
+    Down {
+        /// The reason of the failure that marked it down.
+        last: &'static str,
+        /// That failure's text, redacted (for logs).
+        detail: String,
+    },
     /// The store did not answer within the deadline (retries included).
-    #[error("the shared store did not answer within {0:?}")]
+    #[error("the shared store is unavailable (reason: timeout; no answer within {0:?})")]
     Timeout(Duration),
     /// The store answered with an error, or the connection failed.
-    #[error("shared store error: {0}")]
-    Redis(::redis::RedisError),
+    #[error("the shared store is unavailable (reason: {reason})")]
+    Redis {
+        /// `auth` (wrong username or password), `denied` (the ACL user may
+        /// not run a command or touch a key), `connection` (cannot connect,
+        /// TLS included) or `error` (any other).
+        reason: &'static str,
+        /// The client's text, redacted (for logs).
+        detail: String,
+    },
     /// A limit script answered something else than the numbers it returns
     /// (another program's script under the same SHA, or a server bug).
-    #[error("shared store error: the {script} script answered {got} numbers, expected {expected}")]
+    #[error("the shared store is unavailable (reason: bad_reply)")]
     BadReply {
         /// `sliding-log` or `sliding-counter`.
         script: &'static str,
@@ -119,21 +138,31 @@ pub enum StoreError {
     },
     /// A limit's rules, rounded up to the whole microseconds the scripts
     /// work in, are no longer valid rules.
-    #[error("shared store error: the limit's rules cannot be rounded to whole microseconds: {0}")]
+    #[error("the shared store cannot decide this limit (reason: rounding): its rules cannot be rounded to whole microseconds: {0}")]
     Rounding(LimitError),
 }
 
-/// Why [`RedisStore::new`] cannot set up the store of `[redis]`.
+/// Why [`RedisStore::new`] (or [`check`], for `check-config`) cannot set up
+/// the store of `[redis]`. No text quotes a credential.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreSetupError {
     /// The Redis client refuses the address.
-    #[error("cannot use the Redis address {target}; check `redis.url` or `redis.cluster_nodes` (e.g. \"redis://127.0.0.1:6379\")")]
+    #[error("cannot use the Redis address {target}: {reason}; check `redis.url` or `redis.cluster_nodes` (e.g. \"redis://127.0.0.1:6379\")")]
     Address {
-        /// The URL, or the cluster's seed nodes.
+        /// The URL, or the cluster's seed nodes, redacted.
         target: String,
-        /// The client's reason.
-        #[source]
-        source: ::redis::RedisError,
+        /// The client's reason, redacted.
+        reason: String,
+    },
+    /// A TLS file that rustls cannot use.
+    #[error("cannot use `{key}` ({path}) for TLS to Redis: {reason}")]
+    Tls {
+        /// The key that names the file.
+        key: &'static str,
+        /// The file.
+        path: String,
+        /// What rustls says.
+        reason: String,
     },
     /// The store's self-metrics cannot be created (a bug: a name or a label
     /// is not valid).
@@ -147,6 +176,39 @@ impl StoreError {
     #[must_use]
     pub fn is_store_failure(&self) -> bool {
         !matches!(self, StoreError::Acquire(_))
+    }
+
+    /// A stable word for what went wrong: `down`, `timeout`, `auth`,
+    /// `denied`, `connection`, `error`, `bad_reply`, `rounding`; `request`
+    /// for a request no store could admit.
+    #[must_use]
+    pub fn reason(&self) -> &'static str {
+        match self {
+            StoreError::Acquire(_) => "request",
+            StoreError::Down { .. } => "down",
+            StoreError::Timeout(_) => "timeout",
+            StoreError::Redis { reason, .. } => reason,
+            StoreError::BadReply { .. } => "bad_reply",
+            StoreError::Rounding(_) => "rounding",
+        }
+    }
+
+    /// Everything known, for the operator's log (credentials already taken
+    /// out by the store).
+    #[must_use]
+    pub fn detail(&self) -> String {
+        match self {
+            StoreError::Down { detail, .. } => {
+                format!("down, backing off; last failure: {detail}")
+            }
+            StoreError::Redis { reason, detail } => format!("{reason}: {detail}"),
+            StoreError::BadReply {
+                script,
+                got,
+                expected,
+            } => format!("the {script} script answered {got} numbers, expected {expected}"),
+            other => other.to_string(),
+        }
     }
 }
 

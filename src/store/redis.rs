@@ -59,6 +59,18 @@
 //! cluster connection is (re)built on the next allowed call. What a limit
 //! answers meanwhile (decide locally, allow, deny) is its policy, not the
 //! store's: see [`on_store_error`](crate::service::fallback::on_store_error).
+//!
+//! A failure has a stable reason ([`StoreError::reason`]: `timeout`,
+//! `auth`, `denied`, `connection`, `error`, `bad_reply`), which is all a
+//! caller is shown; the log line of the failure that marks the store down
+//! carries the client's text too, passed through the store's
+//! [`Redactor`](super::Redactor) (no password, no `user:pass@` in a URL)
+//! and a hint of what to check.
+//!
+//! # Reaching Redis
+//!
+//! The client, with the username, password and TLS files of `[redis]`, is
+//! built by [`connect`](super::connect) (which `check-config` runs too).
 
 use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -69,12 +81,15 @@ use parking_lot::Mutex;
 use prometheus::{IntCounter, IntCounterVec, IntGauge, Opts, Registry};
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
-use redis::{Cmd, ErrorKind, Pipeline, RedisFuture, RedisResult, Script, ServerErrorKind, Value};
+use redis::{
+    Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, RedisResult, Script, ServerErrorKind, Value,
+};
 
+use super::connect::{self, Redactor};
 use super::windows::{self, WindowBatch, WindowTotals};
 use super::{LimitStore, StoreError, StoreFuture, StoreSetupError};
 use crate::clock::{duration_nanos, Timestamp};
-use crate::config::{RedisConfig, RedisTarget};
+use crate::config::RedisConfig;
 use crate::escape::Escaped;
 use crate::limit::{decide, Decision, Limit, LimitView, Limits};
 
@@ -203,7 +218,8 @@ struct Health {
     next_try: AtomicU64,
     /// The current backoff (nanos).
     backoff: AtomicU64,
-    last_error: Mutex<String>,
+    /// The reason and the redacted text of the last failure.
+    last_error: Mutex<(&'static str, String)>,
 }
 
 /// Whether a call may go out, and whether it is the probe after a backoff.
@@ -221,6 +237,7 @@ pub struct RedisStore {
     cluster: Option<redis::cluster::ClusterClient>,
     conn: Mutex<Option<Conn>>,
     health: Health,
+    redactor: Redactor,
     instance: String,
     seq: AtomicU64,
     log_script: Script,
@@ -254,35 +271,30 @@ impl RedisStore {
     ///
     /// [`StoreSetupError`]: an address the client refuses.
     pub fn new(cfg: RedisConfig) -> Result<Arc<RedisStore>, StoreSetupError> {
-        let target = match &cfg.target {
-            RedisTarget::Url(url) => format!("`{url}`"),
-            RedisTarget::Cluster(nodes) => format!("`{}` (cluster)", nodes.join("`, `")),
-        };
-        let bad = |source| StoreSetupError::Address {
-            target: target.clone(),
-            source,
-        };
-        let (conn, cluster) = match &cfg.target {
-            RedisTarget::Url(url) => {
-                let client = redis::Client::open(url.as_str()).map_err(bad)?;
+        if cfg.target.is_tls() {
+            // The client builds its TLS configuration with the process's
+            // default provider: make it ring, the project's one provider,
+            // whatever else is compiled in. Already set is fine.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
+        let redactor = Redactor::new(&cfg);
+        let (conn, cluster) = match connect::client(&cfg)? {
+            connect::Client::Single(client) => {
                 let mc = ConnectionManagerConfig::new()
                     .set_connection_timeout(Some(cfg.timeout))
                     .set_response_timeout(Some(cfg.timeout))
                     .set_number_of_retries(1)
                     .set_min_delay(Duration::from_millis(10))
                     .set_max_delay(BACKOFF_MAX);
-                let m = ConnectionManager::new_lazy_with_config(client, mc).map_err(bad)?;
+                let m = ConnectionManager::new_lazy_with_config(client, mc).map_err(|e| {
+                    StoreSetupError::Address {
+                        target: cfg.target.describe(),
+                        reason: redactor.text(&e.to_string()),
+                    }
+                })?;
                 (Some(Conn::Single(m)), None)
             }
-            RedisTarget::Cluster(nodes) => {
-                let c = redis::cluster::ClusterClientBuilder::new(nodes.clone())
-                    .connection_timeout(cfg.timeout)
-                    .response_timeout(cfg.timeout)
-                    .retries(1)
-                    .build()
-                    .map_err(bad)?;
-                (None, Some(c))
-            }
+            connect::Client::Cluster(c) => (None, Some(c)),
         };
         let metrics = StoreMetrics::new().map_err(StoreSetupError::Metrics)?;
         let rs = RandomState::new();
@@ -295,8 +307,9 @@ impl RedisStore {
                 up: AtomicBool::new(true),
                 next_try: AtomicU64::new(0),
                 backoff: AtomicU64::new(duration_nanos(BACKOFF_MIN)),
-                last_error: Mutex::new(String::new()),
+                last_error: Mutex::new(("error", String::new())),
             },
+            redactor,
             instance,
             seq: AtomicU64::new(0),
             log_script: Script::new(SLIDING_LOG_LUA),
@@ -363,7 +376,8 @@ impl RedisStore {
             return Ok(Gate::Probe);
         }
         self.metrics.skipped.with_label_values(&[op]).inc();
-        Err(StoreError::Down(self.health.last_error.lock().clone()))
+        let (last, detail) = self.health.last_error.lock().clone();
+        Err(StoreError::Down { last, detail })
     }
 
     /// Records the outcome of a call sent through `gate`.
@@ -389,12 +403,15 @@ impl RedisStore {
                 }
                 return Ok(v);
             }
-            Ok(Err(e)) => StoreError::Redis(e),
+            Ok(Err(e)) => StoreError::Redis {
+                reason: failure_reason(&e),
+                detail: self.redactor.text(&e.to_string()),
+            },
             Err(_) => StoreError::Timeout(self.cfg.timeout),
         };
         self.metrics.errors.with_label_values(&[op]).inc();
         self.metrics.up.set(0);
-        *self.health.last_error.lock() = err.to_string();
+        *self.health.last_error.lock() = (err.reason(), err.detail());
         let was_up = self.health.up.swap(false, Ordering::AcqRel);
         // A failed probe doubles the wait; a failure while up (or a straggler
         // that was in flight when the store went down) starts it over.
@@ -416,11 +433,31 @@ impl RedisStore {
                 .store(now.as_nanos().saturating_add(b), Ordering::Release);
         }
         if was_up {
-            // Escaped: the text may quote what the Redis server sent.
-            let error = err.to_string();
-            tracing::warn!(op, error = %Escaped::with_cap(error.as_bytes(), 1000), "The shared store (Redis) failed; serving from local state and retrying with backoff.");
+            // Escaped: the text may quote what the Redis server sent. The
+            // redactor has taken credentials out of it.
+            let error = err.detail();
+            let reason = err.reason();
+            let hint = self.hint(reason);
+            tracing::warn!(op, reason, error = %Escaped::with_cap(error.as_bytes(), 1000), hint, "The shared store (Redis) failed; shared limits answer as their on_store_error says, shared windows keep their local view, and the store is retried with backoff.");
         }
         Err(err)
+    }
+
+    /// What the operator may check for a failure of `reason`.
+    fn hint(&self, reason: &str) -> String {
+        let user = self.cfg.username.as_deref().unwrap_or("default");
+        let password = self
+            .cfg
+            .password
+            .as_ref()
+            .map_or("none given", |p| p.source.as_str());
+        match reason {
+            "auth" => format!("check the username (`{user}`) and the password (from {password}) against the server's ACL or requirepass"),
+            "denied" => format!("the ACL user `{user}` needs the commands EVALSHA, SCRIPT LOAD, PING, HINCRBYFLOAT, PEXPIRE (and those of the scripts) on the keys `{}:*`", self.cfg.key_prefix),
+            "connection" if self.cfg.target.is_tls() => format!("check that {} is reachable and speaks TLS, and that its certificate is signed by redis.ca_file (or the system's roots) for the host in the URL", self.cfg.target.describe()),
+            "connection" => format!("check that {} is reachable", self.cfg.target.describe()),
+            _ => String::new(),
+        }
     }
 
     async fn connection(&self) -> RedisResult<Conn> {
@@ -668,6 +705,17 @@ impl RedisStore {
             n,
             now,
         ))
+    }
+}
+
+/// The stable reason of a client error: `auth`, `denied`, `connection` or
+/// `error`.
+fn failure_reason(e: &RedisError) -> &'static str {
+    match (e.kind(), e.code()) {
+        (ErrorKind::AuthenticationFailed, _) | (_, Some("WRONGPASS" | "NOAUTH")) => "auth",
+        (_, Some("NOPERM")) => "denied",
+        _ if e.is_io_error() || e.is_connection_refusal() => "connection",
+        _ => "error",
     }
 }
 
