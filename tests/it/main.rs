@@ -45,6 +45,8 @@ mod overflow;
 mod prometheus;
 // Limits and windows shared through real redis-server processes and a cluster: Lua vs memory, two daemons, faults.
 mod redis;
+// Redis as production runs it: requirepass, an ACL user, TLS (rcgen certificates); credentials never shown.
+mod redis_access;
 // Series bounds from outside: cap, type conflicts, expiry.
 mod registry;
 // Breakers and rate limits over HTTP and statsd: exactness, trials, recovery.

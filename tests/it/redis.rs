@@ -272,7 +272,7 @@ async fn keys_carry_one_hash_tag_per_limit_and_key_and_expire_after_the_window()
 
 /// A config: listeners on port 0 (statsd TCP off), a `[redis]` section of
 /// the lines `redis`, then `rest`.
-fn config(redis: &str, rest: &str) -> String {
+pub(crate) fn config(redis: &str, rest: &str) -> String {
     format!(
         r#"
 [listen]
