@@ -100,6 +100,10 @@ pub const SLIDING_COUNTER_LUA: &str = include_str!("sliding_counter.lua");
 /// The shared window read-and-trim script.
 pub const WINDOW_READ_LUA: &str = include_str!("window_read.lua");
 
+/// The commands rollstat sends and its scripts call, in `ACL SETUSER`
+/// form: what an ACL user limited to rollstat's keys needs.
+pub const ACL_COMMANDS: &str = "+ping +evalsha +script|load +hincrbyfloat +pexpire +zadd +zcard +zrange +zremrangebyscore +get +incrby +hgetall +hdel";
+
 /// Extra lifetime of a log key after its window, for clock skew (ms).
 const TTL_MARGIN_MS: u64 = 1000;
 /// First and longest wait before retrying a store that failed.
@@ -453,7 +457,7 @@ impl RedisStore {
             .map_or("none given", |p| p.source.as_str());
         match reason {
             "auth" => format!("check the username (`{user}`) and the password (from {password}) against the server's ACL or requirepass"),
-            "denied" => format!("the ACL user `{user}` needs the commands EVALSHA, SCRIPT LOAD, PING, HINCRBYFLOAT, PEXPIRE (and those of the scripts) on the keys `{}:*`", self.cfg.key_prefix),
+            "denied" => format!("the ACL user `{user}` needs the keys `~{}:*` and the commands `{ACL_COMMANDS}`", self.cfg.key_prefix),
             "connection" if self.cfg.target.is_tls() => format!("check that {} is reachable and speaks TLS, and that its certificate is signed by redis.ca_file (or the system's roots) for the host in the URL", self.cfg.target.describe()),
             "connection" => format!("check that {} is reachable", self.cfg.target.describe()),
             _ => String::new(),
@@ -775,5 +779,55 @@ impl LimitStore for RedisLimits {
                 StoreFuture::boxed(store.sliding_counter(scope, key, limits, n, now))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every command the store sends (`cmd("X")` in its sources) and its
+    /// scripts call (`redis.call('X'`) is in [`ACL_COMMANDS`], so that an
+    /// ACL user given that list can do all rollstat does.
+    #[test]
+    fn the_acl_commands_cover_every_command_sent() {
+        let allowed: Vec<String> = ACL_COMMANDS
+            .split(' ')
+            .map(|c| c.trim_start_matches('+').to_ascii_lowercase())
+            .collect();
+        let mut sent = Vec::new();
+        for src in [include_str!("redis.rs"), include_str!("windows.rs")] {
+            // The code, not its tests.
+            let code = src.split("#[cfg(test)]").next().unwrap();
+            for part in code.split("cmd(\"").skip(1) {
+                sent.push(part.split('"').next().unwrap().to_ascii_lowercase());
+            }
+        }
+        for script in [SLIDING_LOG_LUA, SLIDING_COUNTER_LUA, WINDOW_READ_LUA] {
+            for part in script.split("redis.call('").skip(1) {
+                sent.push(part.split('\'').next().unwrap().to_ascii_lowercase());
+            }
+        }
+        // Script::load_async sends SCRIPT LOAD.
+        sent.push("script|load".into());
+        sent.sort();
+        sent.dedup();
+        assert!(sent.len() >= 12, "{sent:?}");
+        for c in &sent {
+            assert!(allowed.contains(c), "`{c}` is sent but not in ACL_COMMANDS");
+        }
+    }
+
+    #[test]
+    fn client_errors_get_a_stable_reason() {
+        let auth = RedisError::from((
+            ErrorKind::AuthenticationFailed,
+            "Password authentication failed",
+        ));
+        assert_eq!(failure_reason(&auth), "auth");
+        let io = RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+        assert_eq!(failure_reason(&io), "connection");
+        let other = RedisError::from((ErrorKind::Client, "no Redis connection"));
+        assert_eq!(failure_reason(&other), "error");
     }
 }

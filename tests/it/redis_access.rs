@@ -167,11 +167,12 @@ fn an_acl_user_from_password_env_works_within_its_key_prefix_and_is_refused_outs
         return;
     }
     let (admin, user_pw) = (secret("admin"), secret("user"));
-    // The commands rollstat sends, and those its Lua scripts call (one
-    // argument each: redis-server joins them into the `user` directive).
+    // The commands rollstat sends, and those its Lua scripts call, as the
+    // store lists them (one argument each: redis-server joins them into
+    // the `user` directive).
     let acl = format!(
-        "rollstat on >{user_pw} ~rollstat:* resetchannels -@all +ping +evalsha +script|load \
-         +hincrbyfloat +pexpire +zadd +zcard +zrange +zremrangebyscore +get +incrby +hgetall +hdel"
+        "rollstat on >{user_pw} ~rollstat:* resetchannels -@all {}",
+        rollstat::store::redis::ACL_COMMANDS
     );
     let mut args = vec!["--user".to_string()];
     args.extend(acl.split(' ').filter(|a| !a.is_empty()).map(String::from));
