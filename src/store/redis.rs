@@ -64,13 +64,13 @@
 //! `auth`, `denied`, `connection`, `error`, `bad_reply`), which is all a
 //! caller is shown; the log line of the failure that marks the store down
 //! carries the client's text too, passed through the store's
-//! [`Redactor`](super::Redactor) (no password, no `user:pass@` in a URL)
+//! [`Redactor`] (no password, no `user:pass@` in a URL)
 //! and a hint of what to check.
 //!
 //! # Reaching Redis
 //!
 //! The client, with the username, password and TLS files of `[redis]`, is
-//! built by [`connect`](super::connect) (which `check-config` runs too).
+//! built by [`connect`] (which `check-config` runs too).
 
 use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
