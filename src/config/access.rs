@@ -6,18 +6,30 @@
 //! catches a missing, unreadable or malformed one, naming the key, and the
 //! line of the file without echoing it. A file path is used as written:
 //! a relative one is relative to the directory the daemon runs in.
+//!
+//! An exporter-toolkit web config file (`web_config_file`) with
+//! `basic_auth_users` gives its users to every protected group without a
+//! `users_file` of its own, and makes `read` and `write` protected unless
+//! config.toml sets them (exporter-toolkit's promise: every route needs a
+//! password); `admin` keeps its default, off.
 
 use std::sync::Arc;
 
 use super::reader::{Problems, Table};
+use super::web::WebConfig;
 use crate::access::{Access, BrowserRules, Credentials, GroupAccess, RouteGroup};
 
 const AUTH_KEYS: &[&str] = &["read", "write", "admin"];
 const GROUP_KEYS: &[&str] = &["access", "tokens_file", "users_file"];
 
 /// Reads `allowed_hosts`, `allowed_origins` and `auth` from the `[http]`
-/// table into `access`.
-pub(super) fn read_access(t: &mut Table<'_, '_>, p: &mut Problems<'_>, access: &mut Access) {
+/// table into `access`, with the users of `web` (`web_config_file`).
+pub(super) fn read_access(
+    t: &mut Table<'_, '_>,
+    p: &mut Problems<'_>,
+    access: &mut Access,
+    web: Option<&WebConfig>,
+) {
     let hosts = t.strings(p, "allowed_hosts").unwrap_or_default();
     let origins = t.strings(p, "allowed_origins").unwrap_or_default();
     match BrowserRules::new(
@@ -36,28 +48,46 @@ pub(super) fn read_access(t: &mut Table<'_, '_>, p: &mut Problems<'_>, access: &
             }
         }
     }
-    let Some(mut auth) = t.table(p, "auth") else {
-        return;
-    };
-    for group in RouteGroup::ALL {
-        if let Some(mut g) = auth.table(p, group.as_str()) {
-            if let Some(a) = read_group(&mut g, p, group) {
-                match group {
-                    RouteGroup::Read => access.read = a,
-                    RouteGroup::Write => access.write = a,
-                    RouteGroup::Admin => access.admin = a,
+    let web = web.filter(|w| !w.users.is_empty());
+    let mut set = Vec::new();
+    if let Some(mut auth) = t.table(p, "auth") {
+        for group in RouteGroup::ALL {
+            if let Some(mut g) = auth.table(p, group.as_str()) {
+                set.push(group);
+                if let Some(a) = read_group(&mut g, p, group, web) {
+                    *group_mut(access, group) = a;
                 }
+                g.finish(p, GROUP_KEYS);
             }
-            g.finish(p, GROUP_KEYS);
+        }
+        auth.finish(p, AUTH_KEYS);
+    }
+    // The web config's users protect the groups config.toml leaves alone,
+    // but admin, which stays off.
+    if let Some(web) = web {
+        for group in [RouteGroup::Read, RouteGroup::Write] {
+            if !set.contains(&group) {
+                let mut creds = Credentials::default();
+                web.add_users_to(&mut creds);
+                *group_mut(access, group) = GroupAccess::Protected(Arc::new(creds));
+            }
         }
     }
-    auth.finish(p, AUTH_KEYS);
+}
+
+fn group_mut(access: &mut Access, group: RouteGroup) -> &mut GroupAccess {
+    match group {
+        RouteGroup::Read => &mut access.read,
+        RouteGroup::Write => &mut access.write,
+        RouteGroup::Admin => &mut access.admin,
+    }
 }
 
 fn read_group(
     g: &mut Table<'_, '_>,
     p: &mut Problems<'_>,
     group: RouteGroup,
+    web: Option<&WebConfig>,
 ) -> Option<GroupAccess> {
     let tokens = g.string(p, "tokens_file");
     let users = g.string(p, "users_file");
@@ -90,11 +120,11 @@ fn read_group(
             })
         }
         "protected" => {
-            if tokens.is_none() && users.is_none() {
+            if tokens.is_none() && users.is_none() && web.is_none() {
                 p.at(
                     off,
                     &g.key_path("access"),
-                    "a protected group needs `tokens_file` (bearer tokens, one per line) and/or `users_file` (htpasswd lines with bcrypt hashes)",
+                    "a protected group needs `tokens_file` (bearer tokens, one per line) and/or `users_file` (htpasswd lines with bcrypt hashes), or users in the `basic_auth_users` of [http] web_config_file",
                 );
                 return None;
             }
@@ -105,10 +135,14 @@ fn read_group(
                     creds.add_tokens(text)
                 });
             }
-            if let Some((path, off)) = users {
-                ok &= read_file(p, &g.key_path("users_file"), off, &path, |text| {
-                    creds.add_users(text)
-                });
+            match (users, web) {
+                (Some((path, off)), _) => {
+                    ok &= read_file(p, &g.key_path("users_file"), off, &path, |text| {
+                        creds.add_users(text)
+                    });
+                }
+                (None, Some(web)) => web.add_users_to(&mut creds),
+                (None, None) => {}
             }
             if ok && creds.is_empty() {
                 p.at(

@@ -13,6 +13,7 @@ mod reader;
 mod redis;
 mod signals;
 mod tls;
+pub mod web;
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -127,6 +128,10 @@ pub struct HttpLimits {
     pub access: Access,
     /// `[http.tls]`: HTTPS only, with these files; `None`: plain HTTP.
     pub tls: Option<TlsConfig>,
+    /// `web_config_file`: an exporter-toolkit web config file, read as it
+    /// is. Its `basic_auth_users` are in `access` already; its TLS part is
+    /// here.
+    pub web: Option<web::WebConfig>,
 }
 
 /// `[series]`.
@@ -239,6 +244,7 @@ const HTTP_KEYS: &[&str] = &[
     "allowed_origins",
     "auth",
     "tls",
+    "web_config_file",
 ];
 const SERIES_KEYS: &[&str] = &[
     "ttl_secs",
@@ -319,6 +325,7 @@ impl Default for HttpLimits {
             max_concurrent_api_reads: 4,
             access: Access::default(),
             tls: None,
+            web: None,
         }
     }
 }
@@ -496,7 +503,8 @@ impl Config {
             if let Some(n) = t.int(&mut p, "max_concurrent_api_reads", 1, 1024) {
                 h.max_concurrent_api_reads = n as usize;
             }
-            access::read_access(&mut t, &mut p, &mut h.access);
+            h.web = web::read_web_config(&mut t, &mut p);
+            access::read_access(&mut t, &mut p, &mut h.access, h.web.as_ref());
             if let Some(mut tt) = t.table(&mut p, "tls") {
                 h.tls = tls::read_tls(&mut tt, &mut p);
                 tt.finish(&mut p, tls::TLS_KEYS);

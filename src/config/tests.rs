@@ -355,3 +355,174 @@ fn access_problems_name_the_key_and_never_the_secret() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A web config file with one bcrypt user (and whatever `extra` adds), and
+/// a tokens file, in a fresh directory; the config text's `{web}` and
+/// `{tokens}` name them.
+struct WebFixture {
+    dir: PathBuf,
+}
+
+impl WebFixture {
+    fn new(name: &str, extra: &str) -> WebFixture {
+        let dir =
+            std::env::temp_dir().join(format!("rollstat-config-web-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let hash = bcrypt::hash("pw", 4).unwrap();
+        std::fs::write(
+            dir.join("web.yml"),
+            format!("basic_auth_users:\n  prom: {hash}\n{extra}"),
+        )
+        .unwrap();
+        std::fs::write(dir.join("tokens"), "0123456789abcdef0123\n").unwrap();
+        WebFixture { dir }
+    }
+
+    fn config(&self, src: &str) -> String {
+        src.replace("{web}", &self.dir.join("web.yml").display().to_string())
+            .replace("{tokens}", &self.dir.join("tokens").display().to_string())
+    }
+
+    fn parse(&self, src: &str) -> Result<Config, ConfigError> {
+        Config::parse(&self.config(src))
+    }
+}
+
+impl Drop for WebFixture {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// (mode, number of users, whether tokens are taken) of each group.
+fn groups(a: &crate::access::Access) -> Vec<(&'static str, bool, bool)> {
+    use crate::access::{GroupAccess, RouteGroup};
+    RouteGroup::ALL
+        .iter()
+        .map(|g| match a.group(*g) {
+            GroupAccess::Protected(c) => {
+                let (tokens, users) = c.schemes();
+                ("protected", users, tokens)
+            }
+            other => (other.as_str(), false, false),
+        })
+        .collect()
+}
+
+#[test]
+fn a_web_config_with_users_protects_read_and_write_unless_config_toml_says_otherwise() {
+    use crate::access::Check;
+    let f = WebFixture::new("defaults", "");
+    // Nothing set in config.toml: read and write need the file's users,
+    // admin stays off.
+    let cfg = f.parse("[http]\nweb_config_file = \"{web}\"\n").unwrap();
+    let a = &cfg.http.access;
+    assert_eq!(
+        groups(a),
+        [
+            ("protected", true, false),
+            ("protected", true, false),
+            ("off", false, false)
+        ]
+    );
+    if let crate::access::GroupAccess::Protected(c) = &a.read {
+        assert_eq!(c.verify_user("prom", "pw"), Check::Valid);
+        assert_eq!(c.verify_user("prom", "nope"), Check::Invalid);
+    }
+    let web = cfg.http.web.as_ref().unwrap();
+    assert_eq!(web.users.len(), 1);
+    assert_eq!(web.tls, None);
+
+    // An explicit "open" wins; a protected group with only a tokens file
+    // takes the file's users too; admin, protected, takes them.
+    let cfg = f
+        .parse(
+            "[http]\nweb_config_file = \"{web}\"\n\
+             [http.auth.read]\naccess = \"open\"\n\
+             [http.auth.write]\naccess = \"protected\"\ntokens_file = \"{tokens}\"\n\
+             [http.auth.admin]\naccess = \"protected\"\n",
+        )
+        .unwrap();
+    assert_eq!(
+        groups(&cfg.http.access),
+        [
+            ("open", false, false),
+            ("protected", true, true),
+            ("protected", true, false)
+        ]
+    );
+
+    // A group with its own users file keeps only those users.
+    let own = f.dir.join("own.users");
+    std::fs::write(&own, format!("ops:{}\n", bcrypt::hash("x", 4).unwrap())).unwrap();
+    let cfg = f
+        .parse(&format!(
+            "[http]\nweb_config_file = \"{{web}}\"\n[http.auth.write]\naccess = \"protected\"\nusers_file = \"{}\"\n",
+            own.display()
+        ))
+        .unwrap();
+    let crate::access::GroupAccess::Protected(c) = &cfg.http.access.write else {
+        panic!("write is protected");
+    };
+    assert_eq!(c.check_user("prom", "pw"), Check::Invalid);
+    assert_eq!(c.check_user("ops", "x"), Check::NeedsBcrypt);
+    // read, not set, still defaults to the file's users.
+    assert_eq!(groups(&cfg.http.access)[0], ("protected", true, false));
+}
+
+#[test]
+fn a_web_config_without_users_changes_no_group() {
+    let f = WebFixture::new("nousers", "");
+    std::fs::write(f.dir.join("web.yml"), "basic_auth_users:\n").unwrap();
+    let cfg = f.parse("[http]\nweb_config_file = \"{web}\"\n").unwrap();
+    assert_eq!(
+        groups(&cfg.http.access),
+        [
+            ("open", false, false),
+            ("open", false, false),
+            ("off", false, false)
+        ]
+    );
+    // A protected group then still needs credentials of its own.
+    assert_problems(
+        &f.config(
+            "[http]\nweb_config_file = \"{web}\"\n[http.auth.write]\naccess = \"protected\"\n",
+        ),
+        &[(4, "http.auth.write.access")],
+        &["basic_auth_users"],
+    );
+    // Unset and "" read no file.
+    assert!(Config::parse("").unwrap().http.web.is_none());
+    assert!(Config::parse("[http]\nweb_config_file = \"\"\n")
+        .unwrap()
+        .http
+        .web
+        .is_none());
+}
+
+#[test]
+fn web_config_problems_name_the_key_the_file_line_and_the_yaml_key() {
+    let f = WebFixture::new(
+        "problems",
+        "tls_server_config:\n  cipher_suites: [TLS_AES_128_GCM_SHA256]\n",
+    );
+    let err = f
+        .parse("# rollstat\n[http]\nweb_config_file = \"{web}\"\n")
+        .unwrap_err();
+    let text = err.to_string();
+    assert_eq!(err.problems.len(), 1, "{text}");
+    assert_eq!(
+        (err.problems[0].line, err.problems[0].key.as_str()),
+        (3, "http.web_config_file")
+    );
+    assert!(
+        text.contains("web.yml:4: `tls_server_config.cipher_suites`: not configurable"),
+        "{text}"
+    );
+    // A missing file, as check-config sees it.
+    assert_problems(
+        "[http]\nweb_config_file = \"/nonexistent/rollstat/web.yml\"\n",
+        &[(2, "http.web_config_file")],
+        &["cannot read `/nonexistent/rollstat/web.yml`"],
+    );
+}
