@@ -589,3 +589,62 @@ async fn a_reload_takes_new_credentials_and_drops_old_ones() {
     .await;
     assert_eq!(code, StatusCode::OK);
 }
+
+/// A web config file (exporter-toolkit's YAML) with user `prom`, in its own
+/// directory.
+fn web_config() -> (TempDir, String) {
+    let dir = TempDir::new("rollstat-webconfig");
+    let path = dir.path().join("web.yml");
+    let hash = bcrypt::hash(PASSWORD, 4).unwrap();
+    std::fs::write(
+        &path,
+        format!("# as node_exporter takes it\nbasic_auth_users:\n  prom: {hash}\n"),
+    )
+    .unwrap();
+    let key = format!("web_config_file = \"{}\"", path.display());
+    (dir, key)
+}
+
+#[tokio::test]
+async fn a_web_config_users_protect_read_and_write_unless_config_toml_opens_them() {
+    let (_web, key) = web_config();
+    // No [http.auth.*] in config.toml: read and write need the file's
+    // users, admin stays off.
+    let f = fixture("", &key);
+    for group in ["read", "write"] {
+        let (method, path, hdrs, body, ok) = sample(group);
+        for (auth, want) in [
+            (None, StatusCode::UNAUTHORIZED),
+            (Some(basic("prom", "wrong")), StatusCode::UNAUTHORIZED),
+            (Some(basic("prom", PASSWORD)), ok),
+        ] {
+            let mut h: Vec<(&str, &str)> = hdrs.to_vec();
+            if let Some(a) = &auth {
+                h.push(("authorization", a));
+            }
+            let (code, resp, b) = call(&f, method.clone(), path, &h, body).await;
+            assert_eq!(code, want, "{group} {auth:?}: {b}");
+            if auth.is_none() {
+                let challenges: Vec<_> = resp.get_all(header::WWW_AUTHENTICATE).iter().collect();
+                assert_eq!(challenges.len(), 1, "{group}: Basic only: {challenges:?}");
+            }
+        }
+    }
+    let (code, _, b) = call(
+        &f,
+        Method::POST,
+        "/-/reload",
+        &[("authorization", &basic("prom", PASSWORD))],
+        "",
+    )
+    .await;
+    assert_eq!(code, StatusCode::FORBIDDEN, "admin stays off: {b}");
+
+    // An explicit open read group wins; write, not set, is still protected.
+    let f = fixture("[http.auth.read]\naccess = \"open\"\n", &key);
+    let (code, _, b) = call(&f, Method::GET, "/api/v1/limits", &[], "").await;
+    assert_eq!(code, StatusCode::OK, "{b}");
+    let (method, path, hdrs, body, _) = sample("write");
+    let (code, _, b) = call(&f, method, path, &hdrs, body).await;
+    assert_eq!(code, StatusCode::UNAUTHORIZED, "{b}");
+}
