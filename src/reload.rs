@@ -173,10 +173,11 @@ impl Reloader {
                 let restart_only = |h: &HttpLimits| HttpLimits {
                     access: crate::access::Access::default(),
                     tls: None,
+                    web: None,
                     ..h.clone()
                 };
                 if restart_only(&cfg.http) != restart_only(&cur.http) {
-                    tracing::warn!(path = %path.display(), "[http] changes other than allowed_hosts, allowed_origins, [http.auth] and [http.tls] (deadlines and caps) take effect only after a restart.");
+                    tracing::warn!(path = %path.display(), "[http] changes other than allowed_hosts, allowed_origins, [http.auth], [http.tls] and web_config_file (deadlines and caps) take effect only after a restart.");
                 }
                 if cfg.redis != cur.redis {
                     tracing::warn!(path = %path.display(), "[redis] changes take effect only after a restart.");

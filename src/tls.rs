@@ -57,9 +57,29 @@ impl fmt::Display for TlsError {
 
 impl std::error::Error for TlsError {}
 
-const CERT_KEY: &str = "http.tls.cert_file";
-const KEY_KEY: &str = "http.tls.key_file";
-const CA_KEY: &str = "http.tls.client_ca_file";
+/// The config keys that name the three files, by where the settings came
+/// from.
+struct Keys {
+    cert: &'static str,
+    key: &'static str,
+    ca: &'static str,
+}
+
+fn keys(cfg: &TlsConfig) -> Keys {
+    if cfg.from_web_config {
+        Keys {
+            cert: "http.web_config_file: tls_server_config.cert_file",
+            key: "http.web_config_file: tls_server_config.key_file",
+            ca: "http.web_config_file: tls_server_config.client_ca_file",
+        }
+    } else {
+        Keys {
+            cert: "http.tls.cert_file",
+            key: "http.tls.key_file",
+            ca: "http.tls.client_ca_file",
+        }
+    }
+}
 
 fn error(key: &'static str, file: &Path, problem: impl Into<String>) -> TlsError {
     TlsError {
@@ -113,15 +133,16 @@ pub fn server_config(cfg: &TlsConfig) -> Result<Arc<ServerConfig>, TlsError> {
         TlsVersion::Tls12 => &[&rustls::version::TLS13, &rustls::version::TLS12],
         TlsVersion::Tls13 => &[&rustls::version::TLS13],
     };
-    let chain = certificates(CERT_KEY, &cfg.cert_file)?;
-    let key = private_key(&cfg.key_file)?;
+    let k = keys(cfg);
+    let chain = certificates(k.cert, &cfg.cert_file)?;
+    let key = private_key(k.key, &cfg.key_file)?;
     let builder = ServerConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(versions)
         // The ring provider offers suites of both versions: only a build
         // without them would fail here.
         .map_err(|e| {
             error(
-                CERT_KEY,
+                k.cert,
                 &cfg.cert_file,
                 format!("no TLS settings can be built: {e}"),
             )
@@ -130,10 +151,10 @@ pub fn server_config(cfg: &TlsConfig) -> Result<Arc<ServerConfig>, TlsError> {
         None => builder.with_no_client_auth(),
         Some(ca_file) => {
             let mut roots = RootCertStore::empty();
-            for (i, ca) in certificates(CA_KEY, ca_file)?.into_iter().enumerate() {
+            for (i, ca) in certificates(k.ca, ca_file)?.into_iter().enumerate() {
                 roots.add(ca).map_err(|e| {
                     error(
-                        CA_KEY,
+                        k.ca,
                         ca_file,
                         format!("certificate {} is not a usable CA certificate ({e}); the file must hold only the PEM certificates of the CAs that sign client certificates", i + 1),
                     )
@@ -146,7 +167,7 @@ pub fn server_config(cfg: &TlsConfig) -> Result<Arc<ServerConfig>, TlsError> {
             };
             let verifier = verifier
                 .build()
-                .map_err(|e| error(CA_KEY, ca_file, format!("unusable as client CAs: {e}")))?;
+                .map_err(|e| error(k.ca, ca_file, format!("unusable as client CAs: {e}")))?;
             builder.with_client_cert_verifier(verifier)
         }
     };
@@ -161,22 +182,24 @@ pub fn server_config(cfg: &TlsConfig) -> Result<Arc<ServerConfig>, TlsError> {
 /// fault.
 fn key_problem(cfg: &TlsConfig, e: &rustls::Error) -> TlsError {
     use rustls::{Error, InconsistentKeys};
+    let k = keys(cfg);
     match e {
         Error::InconsistentKeys(InconsistentKeys::KeyMismatch) => error(
-            KEY_KEY,
+            k.key,
             &cfg.key_file,
             format!(
-                "this private key does not match the first certificate of `{CERT_KEY}` ({}); give the key that certificate was issued for, and put the server's own certificate first in the chain, its intermediates after it",
+                "this private key does not match the first certificate of `{}` ({}); give the key that certificate was issued for, and put the server's own certificate first in the chain, its intermediates after it",
+                k.cert,
                 cfg.cert_file.display()
             ),
         ),
         Error::InvalidCertificate(_) | Error::InvalidMessage(_) => error(
-            CERT_KEY,
+            k.cert,
             &cfg.cert_file,
             format!("the first certificate cannot be read ({e}); it must be the server's own certificate, X.509 in PEM"),
         ),
         _ => error(
-            KEY_KEY,
+            k.key,
             &cfg.key_file,
             format!("this private key cannot be used ({e}); rollstat takes RSA (2048 bits or more), ECDSA P-256 or P-384, or Ed25519 keys"),
         ),
@@ -226,15 +249,15 @@ fn certificates(key: &'static str, file: &Path) -> Result<Vec<CertificateDer<'st
 }
 
 /// The first private key in the PEM file at `file`.
-fn private_key(file: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
-    let pem = read(KEY_KEY, file)?;
+fn private_key(key: &'static str, file: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
+    let pem = read(key, file)?;
     PrivateKeyDer::from_pem_slice(&pem).map_err(|e| match e {
         pem::Error::NoItemsFound => error(
-            KEY_KEY,
+            key,
             file,
             "holds no private key: expected an unencrypted -----BEGIN PRIVATE KEY----- (PKCS#8), RSA PRIVATE KEY or EC PRIVATE KEY block; an ENCRYPTED PRIVATE KEY is not read (decrypt it with `openssl pkey -in KEY -out KEY.plain`)",
         ),
-        other => error(KEY_KEY, file, pem_problem(&other)),
+        other => error(key, file, pem_problem(&other)),
     })
 }
 
@@ -273,6 +296,7 @@ mod tests {
 
     fn config(cert: PathBuf, key: PathBuf) -> TlsConfig {
         TlsConfig {
+            from_web_config: false,
             cert_file: cert,
             key_file: key,
             client_ca_file: None,

@@ -49,8 +49,8 @@ fn fixture(auth: &str, http_extra: &str) -> Fixture {
     std::fs::write(&users, format!("alice:{hash}\n")).unwrap();
     let text = shipped_text();
     let start = text
-        .find("[http.auth.read]")
-        .expect("config.toml has [http.auth.read]");
+        .find("# [http.auth.read]")
+        .expect("config.toml shows [http.auth.read]");
     let end = text[start..].find("\n[series]").unwrap() + start;
     let auth = auth
         .replace("{tokens}", &tokens.display().to_string())
@@ -290,7 +290,7 @@ async fn the_shipped_config_refuses_reload_over_http_but_sighup_path_still_reloa
 /// The shipped `[http.auth.*]` tables, as they are.
 fn shipped_auth() -> String {
     let text = shipped_text();
-    let start = text.find("[http.auth.read]").unwrap();
+    let start = text.find("# [http.auth.read]").unwrap();
     let end = text[start..].find("\n[series]").unwrap() + start;
     text[start..end].to_string()
 }
@@ -647,4 +647,38 @@ async fn a_web_config_users_protect_read_and_write_unless_config_toml_opens_them
     let (method, path, hdrs, body, _) = sample("write");
     let (code, _, b) = call(&f, method, path, &hdrs, body).await;
     assert_eq!(code, StatusCode::UNAUTHORIZED, "{b}");
+}
+
+#[tokio::test]
+async fn a_web_config_headers_are_set_on_every_answer_in_place_of_the_daemons_own() {
+    let dir = TempDir::new("rollstat-webconfig-headers");
+    let path = dir.path().join("web.yml");
+    std::fs::write(
+        &path,
+        "http_server_config:\n  headers:\n    Strict-Transport-Security: max-age=31536000\n    Content-Security-Policy: default-src 'self'\n",
+    )
+    .unwrap();
+    let f = fixture(
+        &shipped_auth(),
+        &format!("web_config_file = \"{}\"", path.display()),
+    );
+    for (method, p, hdrs) in [
+        (Method::GET, "/", vec![]),
+        (Method::GET, "/metrics", vec![]),
+        // A refusal too.
+        (Method::GET, "/metrics", vec![("host", "evil.example")]),
+    ] {
+        let (_, h, _) = call(&f, method, p, &hdrs, "").await;
+        assert_eq!(
+            h[header::STRICT_TRANSPORT_SECURITY],
+            "max-age=31536000",
+            "{p}"
+        );
+        assert_eq!(
+            h[header::CONTENT_SECURITY_POLICY],
+            "default-src 'self'",
+            "{p}"
+        );
+        assert_eq!(h.get_all(header::CONTENT_SECURITY_POLICY).iter().count(), 1);
+    }
 }

@@ -93,6 +93,9 @@ pub struct Access {
     pub admin: GroupAccess,
     /// `allowed_hosts` and `allowed_origins`.
     pub browser: BrowserRules,
+    /// Response headers set on every answer in place of the daemon's own
+    /// value (a web config file's `http_server_config.headers`).
+    pub headers: Vec<(String, String)>,
 }
 
 impl Default for Access {
@@ -102,6 +105,7 @@ impl Default for Access {
             write: GroupAccess::Open,
             admin: GroupAccess::Off,
             browser: BrowserRules::default(),
+            headers: Vec::new(),
         }
     }
 }

@@ -13,6 +13,7 @@ fn protected() -> Access {
         write: GroupAccess::Protected(c),
         admin: GroupAccess::Off,
         browser: BrowserRules::default(),
+        headers: Vec::new(),
     }
 }
 

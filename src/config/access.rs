@@ -48,6 +48,9 @@ pub(super) fn read_access(
             }
         }
     }
+    if let Some(w) = web {
+        access.headers.clone_from(&w.headers);
+    }
     let web = web.filter(|w| !w.users.is_empty());
     let mut set = Vec::new();
     if let Some(mut auth) = t.table(p, "auth") {

@@ -503,11 +503,27 @@ impl Config {
             if let Some(n) = t.int(&mut p, "max_concurrent_api_reads", 1, 1024) {
                 h.max_concurrent_api_reads = n as usize;
             }
+            let web_at = t.raw("web_config_file").map(|v| v.span().start);
             h.web = web::read_web_config(&mut t, &mut p);
             access::read_access(&mut t, &mut p, &mut h.access, h.web.as_ref());
-            if let Some(mut tt) = t.table(&mut p, "tls") {
+            let tls_table = t.table(&mut p, "tls");
+            let tls_at = tls_table.as_ref().map(Table::start);
+            if let Some(mut tt) = tls_table {
                 h.tls = tls::read_tls(&mut tt, &mut p);
                 tt.finish(&mut p, tls::TLS_KEYS);
+            }
+            // A web config's tls_server_config is the listener's TLS, as
+            // for exporter-toolkit; with [http.tls] too, which one wins
+            // would be a guess.
+            if let Some(wt) = h.web.as_ref().and_then(|w| w.tls.as_ref()) {
+                match tls_at {
+                    Some(at) => p.at(
+                        at.max(web_at.unwrap_or(0)),
+                        &t.key_path("tls"),
+                        "both [http.tls] and the tls_server_config of http.web_config_file set the listener's TLS; keep one",
+                    ),
+                    None => h.tls = Some(wt.tls_config()),
+                }
             }
             t.finish(&mut p, HTTP_KEYS);
         }

@@ -526,3 +526,43 @@ fn web_config_problems_name_the_key_the_file_line_and_the_yaml_key() {
         &["cannot read `/nonexistent/rollstat/web.yml`"],
     );
 }
+
+#[test]
+fn a_web_config_tls_server_config_is_the_listeners_tls_and_cannot_sit_beside_http_tls() {
+    let dir = std::env::temp_dir().join(format!("rollstat-config-webtls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["localhost".to_string()])
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    std::fs::write(dir.join("cert.pem"), cert.pem()).unwrap();
+    std::fs::write(dir.join("key.pem"), key.serialize_pem()).unwrap();
+    // Relative to the YAML file's directory, as exporter-toolkit reads them.
+    let web = dir.join("web.yml");
+    std::fs::write(
+        &web,
+        "tls_server_config:\n  cert_file: cert.pem\n  key_file: key.pem\n  min_version: TLS13\n",
+    )
+    .unwrap();
+    let cfg = Config::parse(&format!(
+        "[http]\nweb_config_file = \"{}\"\n",
+        web.display()
+    ))
+    .unwrap();
+    let tls = cfg
+        .http
+        .tls
+        .expect("the web config's TLS is the listener's");
+    assert!(tls.from_web_config);
+    assert_eq!(tls.cert_file, dir.join("cert.pem"));
+    assert_eq!(tls.min_version, super::tls::TlsVersion::Tls13);
+    let both = format!(
+        "[http]\nweb_config_file = \"{}\"\n[http.tls]\ncert_file = \"{}\"\nkey_file = \"{}\"\n",
+        web.display(),
+        dir.join("cert.pem").display(),
+        dir.join("key.pem").display()
+    );
+    assert_problems(&both, &[(3, "http.tls")], &["keep one"]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -39,6 +39,9 @@ pub struct TlsConfig {
     pub client_auth: ClientAuth,
     /// The oldest protocol version accepted.
     pub min_version: TlsVersion,
+    /// Read from `http.web_config_file`'s `tls_server_config` rather than
+    /// `[http.tls]`: problems then name that file's keys.
+    pub from_web_config: bool,
 }
 
 /// What is asked of clients when `client_ca_file` is set.
@@ -192,6 +195,7 @@ pub(super) fn read_tls(t: &mut Table<'_, '_>, p: &mut Problems<'_>) -> Option<Tl
         return None;
     };
     ok.then_some(TlsConfig {
+        from_web_config: false,
         cert_file,
         key_file,
         client_ca_file,

@@ -226,6 +226,7 @@ impl WebTls {
             }
         };
         TlsConfig {
+            from_web_config: true,
             cert_file: self.cert_file.clone(),
             key_file: self.key_file.clone(),
             client_ca_file,
@@ -854,6 +855,7 @@ mod tests {
         assert_eq!(
             tls,
             TlsConfig {
+                from_web_config: true,
                 cert_file: dir.0.join("server.crt"),
                 key_file: dir.0.join("server.key"),
                 client_ca_file: Some(dir.0.join("ca.crt")),

@@ -79,7 +79,10 @@ pub async fn guard(State(st): State<AccessState>, req: Request, next: Next) -> R
             .get(header::CONTENT_LENGTH)
             .is_some_and(|v| v.as_bytes() != b"0");
     if let Err(r) = access.browser.check(host, origin.as_deref(), st.https) {
-        return closing(refuse(&st, Refusal::from(r), None, None), has_body);
+        return closing(
+            refuse(&st, Refusal::from(r), None, None, &access.headers),
+            has_body,
+        );
     }
     // A listed origin's CORS preflight: answered here, before any group
     // (a browser sends no credentials on a preflight).
@@ -106,7 +109,7 @@ pub async fn guard(State(st): State<AccessState>, req: Request, next: Next) -> R
                 header::ACCESS_CONTROL_MAX_AGE,
                 HeaderValue::from_static("600"),
             );
-            return finish(r, None);
+            return finish(r, None, &access.headers);
         }
     }
     if let Some(group) = group_of(req.method(), req.uri().path()) {
@@ -139,7 +142,7 @@ pub async fn guard(State(st): State<AccessState>, req: Request, next: Next) -> R
                         .into_response();
                     r.headers_mut()
                         .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-                    return closing(finish(r, listed.as_deref()), has_body);
+                    return closing(finish(r, listed.as_deref(), &access.headers), has_body);
                 }
             },
             Authorized::Yes => None,
@@ -147,13 +150,19 @@ pub async fn guard(State(st): State<AccessState>, req: Request, next: Next) -> R
         };
         if let Some(r) = verdict {
             return closing(
-                refuse(&st, r, Some(access.group(group)), Some(group)),
+                refuse(
+                    &st,
+                    r,
+                    Some(access.group(group)),
+                    Some(group),
+                    &access.headers,
+                ),
                 has_body,
             );
         }
     }
     let r = next.run(req).await;
-    finish(r, listed.as_deref())
+    finish(r, listed.as_deref(), &access.headers)
 }
 
 fn header_str(h: &HeaderMap, name: header::HeaderName) -> Option<&str> {
@@ -166,6 +175,7 @@ fn refuse(
     r: Refusal,
     access: Option<&GroupAccess>,
     group: Option<RouteGroup>,
+    headers: &[(String, String)],
 ) -> Response {
     st.telemetry.http_refused.inc(r.reason());
     let group_name = group.map_or("", RouteGroup::as_str);
@@ -217,7 +227,7 @@ fn refuse(
             }
         }
     }
-    finish(resp, None)
+    finish(resp, None, headers)
 }
 
 /// `r` with `Connection: close` if the request had a body nobody read.
@@ -229,14 +239,30 @@ fn closing(mut r: Response, has_body: bool) -> Response {
     r
 }
 
-/// Headers every answer carries.
-fn finish(mut r: Response, listed_origin: Option<&str>) -> Response {
-    r.headers_mut().insert(
+/// Headers every answer carries: nosniff, CORS for a listed origin, and
+/// the configured ones (a web config's `http_server_config.headers`), which
+/// replace the daemon's own value of the same header.
+fn finish(
+    mut r: Response,
+    listed_origin: Option<&str>,
+    configured: &[(String, String)],
+) -> Response {
+    let h = r.headers_mut();
+    h.insert(
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
     if let Some(o) = listed_origin {
-        cors(r.headers_mut(), o);
+        cors(h, o);
+    }
+    for (name, value) in configured {
+        // Checked by the config reader; one that still fails is skipped.
+        if let (Ok(n), Ok(v)) = (
+            header::HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_str(value),
+        ) {
+            h.insert(n, v);
+        }
     }
     r
 }
