@@ -566,3 +566,132 @@ fn a_web_config_tls_server_config_is_the_listeners_tls_and_cannot_sit_beside_htt
     assert_problems(&both, &[(3, "http.tls")], &["keep one"]);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn the_unix_socket_mode_and_group_default_to_0660_and_the_daemons_group() {
+    let cfg = Config::parse("").unwrap();
+    assert_eq!(cfg.listen.statsd_unix_mode, 0o660);
+    assert_eq!(cfg.listen.statsd_unix_group, None);
+    assert!(cfg.ingest.allowed_sources.is_empty());
+}
+
+#[test]
+fn a_unix_mode_is_an_octal_string_or_a_toml_octal_integer() {
+    for (written, mode) in [
+        ("\"0600\"", 0o600),
+        ("\"640\"", 0o640),
+        ("\"0o770\"", 0o770),
+        ("0o644", 0o644),
+        ("\"0777\"", 0o777),
+        ("\"0\"", 0),
+    ] {
+        let cfg = Config::parse(&format!("[listen]\nstatsd_unix_mode = {written}\n"))
+            .unwrap_or_else(|e| panic!("{written}: {e}"));
+        assert_eq!(cfg.listen.statsd_unix_mode, mode, "{written}");
+    }
+}
+
+#[test]
+fn a_unix_mode_that_is_not_octal_permission_bits_is_a_problem() {
+    for (written, says) in [
+        ("\"0968\"", "`0968` is not an octal mode"),
+        ("\"rw-rw----\"", "is not an octal mode"),
+        ("\"\"", "is not an octal mode"),
+        ("\"4755\"", "0o4755 has bits above 0o777"),
+        ("660", "`660` is an integer, which TOML reads as decimal"),
+        ("true", "as an octal string"),
+    ] {
+        assert_problems(
+            &format!("[listen]\nstatsd_unix_mode = {written}\n"),
+            &[(2, "listen.statsd_unix_mode")],
+            &[says, "\"0660\""],
+        );
+    }
+}
+
+#[test]
+fn a_unix_group_is_a_name_or_a_gid_and_keeps_its_line() {
+    let group = |written: &str| {
+        Config::parse(&format!("\n[listen]\nstatsd_unix_group = {written}\n"))
+            .unwrap()
+            .listen
+            .statsd_unix_group
+    };
+    assert_eq!(
+        group("\"statsd\""),
+        Some(UnixGroup {
+            group: GroupRef::Name("statsd".into()),
+            line: 3
+        })
+    );
+    assert_eq!(group("\"1001\"").map(|g| g.group), Some(GroupRef::Id(1001)));
+    assert_eq!(group("1001").map(|g| g.group), Some(GroupRef::Id(1001)));
+    assert_eq!(group("\"\""), None);
+    for bad in ["-1", "4294967296", "\"99999999999\"", "[\"a\"]"] {
+        assert_problems(
+            &format!("[listen]\nstatsd_unix_group = {bad}\n"),
+            &[(2, "listen.statsd_unix_group")],
+            &["a group name", "numeric gid"],
+        );
+    }
+}
+
+#[test]
+fn a_unix_socket_in_a_missing_directory_is_a_problem_at_its_line() {
+    let dir = std::env::temp_dir().join(format!("rollstat-cfg-nodir-{}", std::process::id()));
+    let src = format!(
+        "[listen]\nstatsd_unix = \"{}\"\n",
+        dir.join("statsd.sock").display()
+    );
+    assert_problems(
+        &src,
+        &[(2, "listen.statsd_unix")],
+        &["its directory", "cannot be used", "RuntimeDirectory"],
+    );
+    let here = std::env::temp_dir().join("statsd.sock");
+    let cfg = Config::parse(&format!("[listen]\nstatsd_unix = \"{}\"\n", here.display())).unwrap();
+    assert_eq!(cfg.listen.statsd_unix, Some(here));
+}
+
+#[test]
+fn allowed_sources_are_networks_and_a_bad_entry_names_its_index_and_line() {
+    let cfg =
+        Config::parse("[ingest]\nallowed_sources = [\"127.0.0.0/8\", \"10.1.0.0/16\", \"::1\"]\n")
+            .unwrap();
+    let nets: Vec<String> = cfg
+        .ingest
+        .allowed_sources
+        .nets()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(nets, ["127.0.0.0/8", "10.1.0.0/16", "::1/128"]);
+    assert!(cfg
+        .ingest
+        .allowed_sources
+        .allows("::ffff:10.1.2.3".parse().unwrap()));
+    assert!(!cfg
+        .ingest
+        .allowed_sources
+        .allows("10.2.0.1".parse().unwrap()));
+    assert_problems(
+        "[ingest]\nallowed_sources = [\n  \"127.0.0.0/8\",\n  \"localhost\",\n  \"10.1.2.3/16\",\n  \"::1/200\",\n  7,\n]\n",
+        &[
+            (4, "ingest.allowed_sources[1]"),
+            (5, "ingest.allowed_sources[2]"),
+            (6, "ingest.allowed_sources[3]"),
+            (7, "ingest.allowed_sources[4]"),
+        ],
+        &[
+            "`localhost`: not an IP address or network",
+            "did you mean \"10.1.0.0/16\"?",
+            "0 to 128 for IPv6",
+            "expected a string, found an integer",
+        ],
+    );
+    assert_problems(
+        "[ingest]\nallowed_sources = \"127.0.0.1\"\n",
+        &[(2, "ingest.allowed_sources")],
+        &["expected an array of strings"],
+    );
+}
