@@ -67,6 +67,9 @@ pub mod close_reason {
     /// client that refused the certificate, no client certificate where
     /// one is required, no common version or cipher).
     pub const TLS_HANDSHAKE: &str = "tls_handshake";
+    /// TCP statsd: a client whose address is not in
+    /// `ingest.allowed_sources`, closed at accept.
+    pub const SOURCE_NOT_ALLOWED: &str = "source_not_allowed";
     /// HTTP: every reason, in label order.
     pub const HTTP: [&str; 6] = [
         CONNECTION_CAP,
@@ -77,7 +80,17 @@ pub mod close_reason {
         TLS_HANDSHAKE,
     ];
     /// TCP statsd: every reason, in label order.
-    pub const TCP: [&str; 2] = [CONNECTION_CAP, IDLE_TIMEOUT];
+    pub const TCP: [&str; 3] = [CONNECTION_CAP, IDLE_TIMEOUT, SOURCE_NOT_ALLOWED];
+}
+
+/// Why a UDP reader dropped a datagram unread
+/// (`rollstat_udp_datagrams_dropped_total{reason}`; the kernel's own drops
+/// are `rollstat_udp_kernel_drops`).
+pub mod udp_drop_reason {
+    /// A sender whose address is not in `ingest.allowed_sources`.
+    pub const SOURCE_NOT_ALLOWED: &str = super::close_reason::SOURCE_NOT_ALLOWED;
+    /// Every reason, in label order.
+    pub const ALL: [&str; 1] = [SOURCE_NOT_ALLOWED];
 }
 
 /// Why an HTTP request was refused before its handler ran
@@ -323,6 +336,8 @@ pub struct Telemetry {
     /// Failed accepts on the TCP statsd listener, each followed by a
     /// back-off.
     pub tcp_accept_errors: IntCounter,
+    /// Datagrams UDP readers dropped before parsing, by reason.
+    pub udp_dropped: ReasonCounters,
 }
 
 fn counter_vec(
@@ -468,7 +483,7 @@ impl Telemetry {
         let tcp_closed = ReasonCounters::register(
             &r,
             "rollstat_tcp_connections_closed_total",
-            "statsd TCP connections the daemon closed or refused, by reason: connection_cap (beyond ingest.tcp_max_connections, closed at once), idle_timeout (nothing sent for ingest.tcp_idle_timeout_secs).",
+            "statsd TCP connections the daemon closed or refused, by reason: connection_cap (beyond ingest.tcp_max_connections, closed at once), idle_timeout (nothing sent for ingest.tcp_idle_timeout_secs), source_not_allowed (a client address outside ingest.allowed_sources, closed at accept).",
             &close_reason::TCP,
         )?;
         let tcp_accept_errors = IntCounter::new(
@@ -476,6 +491,12 @@ impl Telemetry {
             "Failed accepts on the statsd TCP listener (e.g. out of file descriptors), each followed by a back-off of up to 1 s.",
         )?;
         r.register(Box::new(tcp_accept_errors.clone()))?;
+        let udp_dropped = ReasonCounters::register(
+            &r,
+            "rollstat_udp_datagrams_dropped_total",
+            "statsd UDP datagrams a reader dropped unread, before parsing, by reason: source_not_allowed (a sender address outside ingest.allowed_sources). Not in rollstat_ingest_packets_total.",
+            &udp_drop_reason::ALL,
+        )?;
         let build = IntGauge::with_opts(
             Opts::new("rollstat_build_info", "Build information; always 1.")
                 .const_label("version", env!("CARGO_PKG_VERSION")),
@@ -506,6 +527,7 @@ impl Telemetry {
             tcp_connections,
             tcp_closed,
             tcp_accept_errors,
+            udp_dropped,
         })
     }
 

@@ -166,6 +166,7 @@ impl Receivers {
                 state.ingestor.clone(),
                 stop.clone(),
                 ingest.udp_workers,
+                &ingest.allowed_sources,
             )
             .map_err(start("UDP readers"))?;
             threads.extend(readers);

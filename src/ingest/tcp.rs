@@ -22,15 +22,18 @@ use tokio::time::{sleep, Instant};
 
 use super::backoff::{AcceptBackoff, Failure, Report};
 use super::{Ingestor, Worker};
-use crate::config::Ingest;
+use crate::config::{AllowedSources, Ingest};
 use crate::telemetry::{close_reason, Transport};
 
 /// Index of `line_too_long` in `FRAMING_REASONS`.
 const LINE_TOO_LONG: usize = 0;
 
 /// How the listener treats its connections (from `[ingest]`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TcpSettings {
+    /// Client addresses accepted (`allowed_sources`; empty: all); others
+    /// are closed at accept, counted as `source_not_allowed`.
+    pub allowed: AllowedSources,
     /// Open connections at most (`tcp_max_connections`); a client beyond it
     /// is accepted and closed at once.
     pub max_connections: usize,
@@ -46,6 +49,7 @@ impl TcpSettings {
     #[must_use]
     pub fn from_config(ingest: &Ingest) -> Self {
         TcpSettings {
+            allowed: ingest.allowed_sources.clone(),
             max_connections: ingest.tcp_max_connections,
             idle_timeout: ingest.tcp_idle_timeout,
             max_line: ingest.max_line_bytes,
@@ -125,6 +129,13 @@ async fn accept_loop(
                 "Accepting statsd TCP connections again."
             );
         }
+        // Before the cap: a refused source takes no connection slot.
+        if !settings.allowed.allows(peer.ip()) {
+            tel.tcp_closed.inc(close_reason::SOURCE_NOT_ALLOWED);
+            tracing::debug!(%peer, "statsd TCP connection refused: not in ingest.allowed_sources.");
+            drop(stream);
+            continue;
+        }
         // At the cap, close at once rather than leave the client in the
         // accept queue: it learns to retry, and a flood of connections holds
         // no more descriptors than the cap.
@@ -137,10 +148,11 @@ async fn accept_loop(
         let open = OpenConnection::new(&tel.tcp_connections);
         let ing = ingestor.clone();
         let sd = shutdown.clone();
+        let settings = settings.clone();
         connections.spawn(async move {
             // Both released when the task ends, however it ends.
             let _held = (open, permit);
-            match connection(stream, &ing, settings, sd).await {
+            match connection(stream, &ing, &settings, sd).await {
                 Ok(End::IdleTimeout) => {
                     ing.telemetry.tcp_closed.inc(close_reason::IDLE_TIMEOUT);
                     tracing::debug!(%peer, timeout = ?settings.idle_timeout, "statsd TCP connection closed: idle (ingest.tcp_idle_timeout_secs).");
@@ -213,7 +225,7 @@ const DRAIN_AT_SHUTDOWN: usize = 1 << 20;
 async fn connection(
     mut stream: TcpStream,
     ing: &Ingestor,
-    settings: TcpSettings,
+    settings: &TcpSettings,
     mut shutdown: watch::Receiver<bool>,
 ) -> io::Result<End> {
     let mut lines = Lines::new(settings.max_line);
@@ -347,6 +359,7 @@ mod tests {
 
     fn settings(max_connections: usize) -> TcpSettings {
         TcpSettings {
+            allowed: AllowedSources::default(),
             max_connections,
             idle_timeout: Duration::from_secs(600),
             max_line: 1024,
@@ -449,6 +462,55 @@ mod tests {
         assert_eq!(ing.telemetry.lines(Transport::Tcp), 6);
         assert_eq!(ing.telemetry.tcp_connections.get(), 0);
         assert_eq!(ing.telemetry.tcp_closed.get(IDLE_TIMEOUT), 0);
+    }
+
+    /// A client connected from `source` (Linux loopback answers on all of
+    /// 127.0.0.0/8).
+    async fn connect_from(source: [u8; 4], addr: SocketAddr) -> TcpStream {
+        let s = tokio::net::TcpSocket::new_v4().unwrap();
+        s.bind(SocketAddr::from((source, 0))).unwrap();
+        s.connect(addr).await.unwrap()
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_client_outside_the_allowed_sources_is_closed_at_accept_and_counted() {
+        let ing = ingestor();
+        let allowed = AllowedSources::new(vec![
+            crate::config::SourceNet::parse("127.0.0.2/32").unwrap()
+        ]);
+        let s = TcpSettings {
+            allowed,
+            ..settings(8)
+        };
+        let (addr, stop, task) = start(&ing, s).await;
+        let mut outside = connect_from([127, 0, 0, 1], addr).await;
+        let _ = outside.write_all(b"src.out:1|c\n").await;
+        let mut byte = [0u8; 1];
+        // Closed by the server: EOF, or a reset if the line arrived first.
+        assert!(!matches!(outside.read(&mut byte).await, Ok(n) if n > 0));
+        until("the refusal counted", || {
+            ing.telemetry
+                .tcp_closed
+                .get(close_reason::SOURCE_NOT_ALLOWED)
+                == 1
+        })
+        .await;
+        let mut inside = connect_from([127, 0, 0, 2], addr).await;
+        inside.write_all(b"src.in:1|c\n").await.unwrap();
+        until("the allowed line", || {
+            ing.telemetry.lines(Transport::Tcp) == 1
+        })
+        .await;
+        stop.send(true).unwrap();
+        task.await.unwrap();
+        assert_eq!(ing.telemetry.lines(Transport::Tcp), 1);
+        assert_eq!(
+            ing.telemetry
+                .tcp_closed
+                .get(close_reason::SOURCE_NOT_ALLOWED),
+            1
+        );
+        assert_eq!(ing.telemetry.tcp_closed.get(CONNECTION_CAP), 0);
     }
 
     #[tokio::test(flavor = "current_thread")]

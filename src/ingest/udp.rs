@@ -4,6 +4,12 @@
 //! Blocking OS threads rather than async tasks: a UDP reader has nothing else
 //! to wait for, and a thread per core with a blocking `recv` is the cheapest
 //! way to drain a socket. A read timeout lets the threads notice shutdown.
+//!
+//! With `[ingest] allowed_sources` set, each socket is read with its
+//! sender's address ([`Screened`]): a datagram from outside the list is
+//! dropped before parsing and counted in
+//! `rollstat_udp_datagrams_dropped_total{reason="source_not_allowed"}`. With
+//! the list empty (the default) the readers never ask for the address.
 
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
@@ -18,9 +24,11 @@ use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::socket::{recv, setsockopt, sockopt, MsgFlags};
 use socket2::{Domain, Protocol, Socket, Type};
 
-use super::reader::{self, Source, POLL};
+use super::reader::{self, Source, BATCH, POLL};
 use super::route::{self, Router};
 use super::Ingestor;
+use crate::config::AllowedSources;
+use crate::telemetry::{udp_drop_reason, ReasonCounters};
 
 /// Bound UDP sockets sharing one port.
 pub struct UdpSockets {
@@ -87,12 +95,14 @@ pub fn bind(addr: SocketAddr, readers: usize, recv_buffer: usize) -> io::Result<
 /// ingest workers the readers route lines to ([`route`](super::route));
 /// with `workers == 0` each reader parses and applies what it receives. The
 /// threads stop when `stop` is set, after processing what they already
-/// received.
+/// received. Datagrams from outside a non-empty `allowed` are dropped and
+/// counted.
 pub fn spawn(
     sockets: Vec<UdpSocket>,
     ingestor: Arc<Ingestor>,
     stop: Arc<AtomicBool>,
     workers: usize,
+    allowed: &AllowedSources,
 ) -> io::Result<Vec<JoinHandle<()>>> {
     let (pool, mut handles) = if workers > 0 {
         let (pool, handles) = route::spawn_workers(workers, &ingestor)?;
@@ -104,11 +114,28 @@ pub fn spawn(
         let ing = ingestor.clone();
         let stop = stop.clone();
         let router = pool.clone().map(Router::new);
+        let screen = if allowed.is_empty() {
+            None
+        } else {
+            // Screened waits with poll and reads without blocking.
+            sock.set_nonblocking(true)?;
+            Some((allowed.clone(), ing.telemetry.udp_dropped.clone()))
+        };
         handles.push(
             std::thread::Builder::new()
                 .name(format!("rollstat-udp-{i}"))
-                .spawn(move || {
-                    reader::run(&mut Reading(&sock), &ing, &stop, router);
+                .spawn(move || match screen {
+                    None => {
+                        reader::run(&mut Reading(&sock), &ing, &stop, router);
+                    }
+                    Some((allowed, dropped)) => {
+                        let mut src = Screened {
+                            sock: &sock,
+                            allowed,
+                            dropped,
+                        };
+                        reader::run(&mut src, &ing, &stop, router);
+                    }
                 })?,
         );
     }
@@ -158,6 +185,41 @@ impl Source for Reading<'_> {
     }
 }
 
+/// A non-blocking UDP socket as a reader's [`Source`], read with each
+/// sender's address: a datagram from outside `allowed` is dropped unread
+/// and counted, and the next one read in its place.
+struct Screened<'a> {
+    sock: &'a UdpSocket,
+    allowed: AllowedSources,
+    dropped: ReasonCounters,
+}
+
+impl Source for Screened<'_> {
+    fn recv(&mut self, buf: &mut [u8], wait: Option<Duration>) -> io::Result<Option<usize>> {
+        if let Some(t) = wait {
+            let t = PollTimeout::try_from(t).unwrap_or(PollTimeout::MAX);
+            let mut fds = [PollFd::new(self.sock.as_fd(), PollFlags::POLLIN)];
+            match poll(&mut fds, t) {
+                Ok(0) | Err(Errno::EINTR) => return Ok(None),
+                Ok(_) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        // At most a round's worth of refused datagrams per call: a flood
+        // from outside cannot keep the reader from checking for shutdown.
+        for _ in 0..BATCH {
+            match self.sock.recv_from(buf) {
+                Ok((n, from)) if self.allowed.allows(from.ip()) => return Ok(Some(n)),
+                Ok(_) => self.dropped.inc(udp_drop_reason::SOURCE_NOT_ALLOWED),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(None)
+    }
+}
+
 /// Datagrams the kernel dropped on sockets bound to `port`, summed over
 /// `/proc/net/udp` and `/proc/net/udp6` (Linux). `None` elsewhere.
 #[must_use]
@@ -191,6 +253,36 @@ pub fn drops_in(text: &str, port: u16) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_screened_socket_drops_and_counts_senders_outside_the_list() {
+        let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+        sock.set_nonblocking(true).unwrap();
+        let to = sock.local_addr().unwrap();
+        let from = |ip: &str| UdpSocket::bind((ip, 0)).unwrap();
+        from("127.0.0.1").send_to(b"out:1|c", to).unwrap();
+        from("127.0.0.2").send_to(b"in:1|c", to).unwrap();
+        from("127.0.0.3").send_to(b"out:2|c", to).unwrap();
+        let tel = crate::telemetry::Telemetry::new().unwrap();
+        let nets = ["127.0.0.2", "10.0.0.0/8", "::1"];
+        let mut src = Screened {
+            sock: &sock,
+            allowed: AllowedSources::new(
+                nets.iter()
+                    .map(|n| crate::config::SourceNet::parse(n).unwrap())
+                    .collect(),
+            ),
+            dropped: tel.udp_dropped.clone(),
+        };
+        let mut buf = [0u8; 64];
+        assert_eq!(src.recv(&mut buf, Some(POLL)).unwrap(), Some(6));
+        assert_eq!(&buf[..6], b"in:1|c");
+        assert_eq!(src.recv(&mut buf, None).unwrap(), None);
+        assert_eq!(tel.udp_dropped.get(udp_drop_reason::SOURCE_NOT_ALLOWED), 2);
+        // Nothing queued: the wait ends empty.
+        let quick = Duration::from_millis(5);
+        assert_eq!(src.recv(&mut buf, Some(quick)).unwrap(), None);
+    }
 
     #[test]
     fn proc_net_udp_drops_are_summed_for_our_port_only() {
