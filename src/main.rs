@@ -39,7 +39,20 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Some(Command::CheckConfig { file }) = &cli.command {
-        return match Config::load(file) {
+        // What only this host can tell (the Unix socket's group, what sits
+        // at its path) is a problem like the file's own.
+        let loaded = Config::load(file).and_then(|cfg| {
+            let problems = daemon::check_listeners(&cfg);
+            if problems.is_empty() {
+                Ok(cfg)
+            } else {
+                Err(rollstat::config::ConfigError {
+                    path: Some(file.clone()),
+                    problems,
+                })
+            }
+        });
+        return match loaded {
             Ok(cfg) => {
                 // What only building them tells (nothing is connected): the
                 // reader saw the [http.tls] files readable, but whether they

@@ -3,10 +3,8 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::os::unix::net::UnixDatagram;
-use std::path::PathBuf;
 
-use crate::config::Config;
+use crate::config::{Config, ConfigProblem, GroupRef};
 use crate::ingest::{udp, unix};
 
 /// Every socket the daemon serves, bound.
@@ -15,21 +13,31 @@ pub struct Listeners {
     pub udp: Option<udp::UdpSockets>,
     /// statsd TCP.
     pub tcp: Option<std::net::TcpListener>,
-    /// statsd Unix datagram socket and its path.
-    pub unix: Option<(UnixDatagram, PathBuf)>,
+    /// statsd Unix datagram socket and its file (removed at stop).
+    pub unix: Option<unix::UnixSocket>,
     /// HTTP.
     pub http: std::net::TcpListener,
 }
 
 /// A socket that could not be bound, and what to do about it.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot bind {what} on {addr}: {source}; is another process using it? Change `{key}` in the config")]
-pub struct BindError {
-    what: &'static str,
-    addr: String,
-    key: &'static str,
-    #[source]
-    source: io::Error,
+pub enum BindError {
+    /// A UDP, TCP or HTTP address.
+    #[error("cannot bind {what} on {addr}: {source}; is another process using it? Change `{key}` in the config")]
+    Address {
+        /// Which listener.
+        what: &'static str,
+        /// The address as configured.
+        addr: String,
+        /// Its config key.
+        key: &'static str,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+    /// The Unix socket: its path, mode or group.
+    #[error(transparent)]
+    Unix(#[from] unix::UnixError),
 }
 
 impl Listeners {
@@ -37,7 +45,7 @@ impl Listeners {
     pub fn bind(cfg: &Config) -> Result<Listeners, BindError> {
         let err = |what, addr: &dyn std::fmt::Display, key| {
             let addr = addr.to_string();
-            move |source| BindError {
+            move |source| BindError::Address {
                 what,
                 addr,
                 key,
@@ -66,17 +74,19 @@ impl Listeners {
                 &format!("{:?}", cfg.listen.statsd_tcp),
                 "listen.statsd_tcp",
             ))?;
+        let access = unix::FileAccess {
+            mode: cfg.listen.statsd_unix_mode,
+            group: cfg
+                .listen
+                .statsd_unix_group
+                .as_ref()
+                .map(|g| g.group.clone()),
+        };
         let unix = cfg
             .listen
             .statsd_unix
             .as_ref()
-            .map(|p| {
-                unix::bind(p).map(|s| (s, p.clone())).map_err(err(
-                    "statsd Unix socket",
-                    &p.display(),
-                    "listen.statsd_unix",
-                ))
-            })
+            .map(|p| unix::bind(p, &access))
             .transpose()?;
         let http = std::net::TcpListener::bind(cfg.listen.http)
             .and_then(|l| l.set_nonblocking(true).map(|()| l))
@@ -104,12 +114,51 @@ impl Listeners {
         if let Some(Ok(a)) = self.tcp.as_ref().map(|t| t.local_addr()) {
             s += &format!("statsd_tcp={a} ");
         }
-        if let Some((_, p)) = &self.unix {
-            s += &format!("statsd_unix={} ", p.display());
+        if let Some(u) = &self.unix {
+            s += &format!("statsd_unix={} ", u.file.path().display());
         }
         if let Ok(a) = self.http.local_addr() {
             s += &format!("http={a}");
         }
         s
     }
+}
+
+/// What `rollstat check-config` checks on this host about the listeners,
+/// beyond the file itself: that the group of `listen.statsd_unix_group`
+/// exists, and that nothing but a socket sits at `listen.statsd_unix` (a
+/// socket is fine: a running daemon's, or a stale one the start replaces).
+#[must_use]
+pub fn check(cfg: &Config) -> Vec<ConfigProblem> {
+    let mut out = Vec::new();
+    let Some(path) = &cfg.listen.statsd_unix else {
+        return out;
+    };
+    if let Some(g) = &cfg.listen.statsd_unix_group {
+        if let GroupRef::Name(_) = g.group {
+            if let Err(e) = unix::resolve_group(&g.group) {
+                out.push(ConfigProblem {
+                    line: g.line,
+                    key: "listen.statsd_unix_group".to_string(),
+                    message: match std::error::Error::source(&e) {
+                        Some(cause) => format!("{e}: {cause}"),
+                        None => e.to_string(),
+                    },
+                });
+            }
+        }
+    }
+    if let Ok(m) = std::fs::symlink_metadata(path) {
+        if !std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()) {
+            out.push(ConfigProblem {
+                line: 0,
+                key: "listen.statsd_unix".to_string(),
+                message: format!(
+                    "`{}` exists and is not a socket: the daemon would refuse to start (it never deletes such a file); move it away or choose another path",
+                    path.display()
+                ),
+            });
+        }
+    }
+    out
 }

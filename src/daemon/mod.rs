@@ -5,8 +5,8 @@
 //! [`Listeners::bind`] (done by the caller, so a port clash fails before
 //! anything starts and tests can bind port 0), spawn the receivers, the
 //! background tasks and the HTTP server, wait for `shutdown`, then stop: the
-//! receivers first, which process what they already received, then the
-//! tasks, then HTTP.
+//! Unix socket's file is removed, the receivers stop and process what they
+//! already received, then the tasks, then HTTP.
 
 mod listeners;
 mod state;
@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-pub use self::listeners::{BindError, Listeners};
+pub use self::listeners::{check as check_listeners, BindError, Listeners};
 pub use self::state::{BuildError, State};
 use self::tasks::Tasks;
 use crate::clock::Clock;
@@ -83,13 +83,13 @@ pub async fn serve(
 ) -> Result<(), DaemonError> {
     let (stop_tx, stop_rx) = watch::channel(false);
     let udp_port = listeners.udp.as_ref().map(|u| u.local_addr.port());
-    let receivers = Receivers::spawn(
-        &state,
-        listeners.udp,
-        listeners.tcp,
-        listeners.unix,
-        &stop_rx,
-    )?;
+    // The socket file is removed at stop, and on any early return (its
+    // drop), so that no run leaves it behind but one that is killed.
+    let (unix_socket, mut unix_file) = match listeners.unix {
+        Some(u) => (Some(u.socket), Some(u.file)),
+        None => (None, None),
+    };
+    let receivers = Receivers::spawn(&state, listeners.udp, listeners.tcp, unix_socket, &stop_rx)?;
     let tasks = Tasks::spawn(&state, &stop_rx).map_err(start("SIGHUP handler"))?;
     let http = tokio::net::TcpListener::from_std(listeners.http).map_err(start("HTTP listener"))?;
     let server = tokio::spawn(crate::http::serve::serve(
@@ -103,6 +103,12 @@ pub async fn serve(
 
     shutdown.await;
     tracing::info!("Shutting down: processing what was received, then exiting.");
+    // First, so that a sender learns at once that nobody listens (ENOENT)
+    // rather than queueing datagrams nobody will read; what is already
+    // queued is still applied below.
+    if let Some(f) = &mut unix_file {
+        f.remove();
+    }
     let _ = stop_tx.send(true);
     receivers.stop().await;
     tasks.join().await;
@@ -138,7 +144,7 @@ impl Receivers {
         state: &State,
         udp: Option<udp::UdpSockets>,
         tcp: Option<std::net::TcpListener>,
-        unix: Option<(std::os::unix::net::UnixDatagram, std::path::PathBuf)>,
+        unix: Option<std::os::unix::net::UnixDatagram>,
         stop_rx: &watch::Receiver<bool>,
     ) -> Result<Receivers, DaemonError> {
         let stop = Arc::new(AtomicBool::new(false));
@@ -171,7 +177,7 @@ impl Receivers {
             .map_err(start("UDP readers"))?;
             threads.extend(readers);
         }
-        if let Some((sock, _)) = unix {
+        if let Some(sock) = unix {
             threads.push(
                 unix::spawn(sock, state.ingestor.clone(), stop.clone())
                     .map_err(start("Unix datagram reader"))?,
