@@ -51,6 +51,8 @@ mod redis_access;
 mod registry;
 // Breakers and rate limits over HTTP and statsd: exactness, trials, recovery.
 mod signals;
+// Issue #15: the Unix socket's mode, group and life; allowed_sources on UDP and TCP.
+mod sockets;
 // statsd TCP idle timeout and connection cap; the open-file limit at start and in check-config.
 mod tcp_limits;
 // HTTPS with certificates made in the test: serving, plain HTTP refused, stalled handshakes, client certificates, reloads, Prometheus over TLS.
