@@ -11,8 +11,8 @@
 //! `rollstat_udp_datagrams_dropped_total{reason="source_not_allowed"}`. With
 //! the list empty (the default) the readers never ask for the address.
 
-use std::io;
-use std::net::{SocketAddr, UdpSocket};
+use std::io::{self, IoSliceMut};
+use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use nix::errno::Errno;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-use nix::sys::socket::{recv, setsockopt, sockopt, MsgFlags};
+use nix::sys::socket::{recv, recvmsg, setsockopt, sockopt, MsgFlags, SockaddrStorage};
 use socket2::{Domain, Protocol, Socket, Type};
 
 use super::reader::{self, Source, BATCH, POLL};
@@ -114,13 +114,8 @@ pub fn spawn(
         let ing = ingestor.clone();
         let stop = stop.clone();
         let router = pool.clone().map(Router::new);
-        let screen = if allowed.is_empty() {
-            None
-        } else {
-            // Screened waits with poll and reads without blocking.
-            sock.set_nonblocking(true)?;
-            Some((allowed.clone(), ing.telemetry.udp_dropped.clone()))
-        };
+        let screen =
+            (!allowed.is_empty()).then(|| (allowed.clone(), ing.telemetry.udp_dropped.clone()));
         handles.push(
             std::thread::Builder::new()
                 .name(format!("rollstat-udp-{i}"))
@@ -185,39 +180,84 @@ impl Source for Reading<'_> {
     }
 }
 
-/// A non-blocking UDP socket as a reader's [`Source`], read with each
-/// sender's address: a datagram from outside `allowed` is dropped unread
-/// and counted, and the next one read in its place.
+/// A UDP socket as a reader's [`Source`], read with each sender's address,
+/// with [`Reading`]'s waits and system calls: a wait is a blocking
+/// `recvfrom` (or `poll`, then `recvfrom`), a drain `recvmsg` with
+/// `MSG_DONTWAIT` (`recvfrom` takes no flags in nix, and the crate forbids
+/// the unsafe call). A datagram from outside `allowed` is dropped unread and
+/// counted, and the next one read in its place.
 struct Screened<'a> {
     sock: &'a UdpSocket,
     allowed: AllowedSources,
     dropped: ReasonCounters,
 }
 
+impl Screened<'_> {
+    /// Whether a datagram from `from` is kept; counts it if not.
+    fn keep(&self, from: Option<IpAddr>) -> bool {
+        let ok = from.is_some_and(|ip| self.allowed.allows(ip));
+        if !ok {
+            self.dropped.inc(udp_drop_reason::SOURCE_NOT_ALLOWED);
+        }
+        ok
+    }
+}
+
 impl Source for Screened<'_> {
     fn recv(&mut self, buf: &mut [u8], wait: Option<Duration>) -> io::Result<Option<usize>> {
         if let Some(t) = wait {
-            let t = PollTimeout::try_from(t).unwrap_or(PollTimeout::MAX);
-            let mut fds = [PollFd::new(self.sock.as_fd(), PollFlags::POLLIN)];
-            match poll(&mut fds, t) {
-                Ok(0) | Err(Errno::EINTR) => return Ok(None),
+            if t < POLL {
+                let t = PollTimeout::try_from(t).unwrap_or(PollTimeout::MAX);
+                let mut fds = [PollFd::new(self.sock.as_fd(), PollFlags::POLLIN)];
+                match poll(&mut fds, t) {
+                    Ok(0) | Err(Errno::EINTR) => return Ok(None),
+                    Ok(_) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            // Blocking up to the read timeout (POLL); at once after poll.
+            match self.sock.recv_from(buf) {
+                Ok((n, from)) if self.keep(Some(from.ip())) => return Ok(Some(n)),
                 Ok(_) => {}
-                Err(e) => return Err(e.into()),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock
+                            | io::ErrorKind::TimedOut
+                            | io::ErrorKind::Interrupted
+                    ) =>
+                {
+                    return Ok(None)
+                }
+                Err(e) => return Err(e),
             }
         }
         // At most a round's worth of refused datagrams per call: a flood
         // from outside cannot keep the reader from checking for shutdown.
         for _ in 0..BATCH {
-            match self.sock.recv_from(buf) {
-                Ok((n, from)) if self.allowed.allows(from.ip()) => return Ok(Some(n)),
-                Ok(_) => self.dropped.inc(udp_drop_reason::SOURCE_NOT_ALLOWED),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
+            let mut iov = [IoSliceMut::new(buf)];
+            let flags = MsgFlags::MSG_DONTWAIT;
+            let (n, from) =
+                match recvmsg::<SockaddrStorage>(self.sock.as_raw_fd(), &mut iov, None, flags) {
+                    Ok(m) => (m.bytes, m.address),
+                    // A signal is not an empty queue (as in Reading).
+                    Err(Errno::EINTR) => continue,
+                    Err(Errno::EAGAIN) => return Ok(None),
+                    Err(e) => return Err(e.into()),
+                };
+            if self.keep(from.as_ref().and_then(source_ip)) {
+                return Ok(Some(n));
             }
         }
         Ok(None)
     }
+}
+
+/// The IP address of a datagram's sender.
+fn source_ip(a: &SockaddrStorage) -> Option<IpAddr> {
+    a.as_sockaddr_in()
+        .map(|v4| IpAddr::V4(v4.ip()))
+        .or_else(|| a.as_sockaddr_in6().map(|v6| IpAddr::V6(v6.ip())))
 }
 
 /// Datagrams the kernel dropped on sockets bound to `port`, summed over
@@ -257,7 +297,7 @@ mod tests {
     #[test]
     fn a_screened_socket_drops_and_counts_senders_outside_the_list() {
         let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
-        sock.set_nonblocking(true).unwrap();
+        sock.set_read_timeout(Some(POLL)).unwrap();
         let to = sock.local_addr().unwrap();
         let from = |ip: &str| UdpSocket::bind((ip, 0)).unwrap();
         from("127.0.0.1").send_to(b"out:1|c", to).unwrap();
