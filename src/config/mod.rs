@@ -89,13 +89,23 @@ pub const DEFAULT_UNIX_MODE: u32 = 0o660;
 /// `listen.statsd_unix_group`: a group, and the line it is given on. The
 /// config cannot look a name up on the host (that is a system call): the
 /// daemon does at start, and `check-config` with this line.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct UnixGroup {
     /// The group as written.
     pub group: GroupRef,
     /// 1-based line of the key.
     pub line: usize,
 }
+
+/// The same group, wherever it is written: a reload that only moves the key
+/// changes nothing.
+impl PartialEq for UnixGroup {
+    fn eq(&self, other: &Self) -> bool {
+        self.group == other.group
+    }
+}
+
+impl Eq for UnixGroup {}
 
 /// A group by name or by number.
 #[derive(Clone, Debug, PartialEq, Eq)]

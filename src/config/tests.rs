@@ -627,6 +627,13 @@ fn a_unix_group_is_a_name_or_a_gid_and_keeps_its_line() {
     assert_eq!(group("\"1001\"").map(|g| g.group), Some(GroupRef::Id(1001)));
     assert_eq!(group("1001").map(|g| g.group), Some(GroupRef::Id(1001)));
     assert_eq!(group("\"\""), None);
+    // Only the group counts (a reload that moves the key changes nothing).
+    let moved = Config::parse("\n\n\n[listen]\nstatsd_unix_group = \"statsd\"\n").unwrap();
+    assert_eq!(
+        moved.listen.statsd_unix_group.as_ref().map(|g| g.line),
+        Some(5)
+    );
+    assert_eq!(moved.listen.statsd_unix_group, group("\"statsd\""));
     for bad in ["-1", "4294967296", "\"99999999999\"", "[\"a\"]"] {
         assert_problems(
             &format!("[listen]\nstatsd_unix_group = {bad}\n"),
