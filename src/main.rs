@@ -182,9 +182,8 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    // Tests and scripts read this line to learn the bound ports.
-    println!("rollstat listening {}", listeners.describe());
-    tracing::info!(addresses = %listeners.describe(), "rollstat started.");
+    // The bound addresses, for the ready line below.
+    let addresses = listeners.describe();
 
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -201,6 +200,12 @@ fn main() -> ExitCode {
         cli.config.clone(),
         listeners,
         Arc::new(SystemClock::new()),
+        // Once the state is built: tests and scripts read this line to
+        // learn the bound ports, and may send at once.
+        || {
+            println!("rollstat listening {addresses}");
+            tracing::info!(addresses = %addresses, "rollstat started.");
+        },
         shutdown_signal(),
     ));
     match result {

@@ -50,8 +50,9 @@ fn start(what: &'static str) -> impl FnOnce(io::Error) -> DaemonError {
     move |source| DaemonError::Start { what, source }
 }
 
-/// Builds the state of `cfg` and serves it on `listeners` until `shutdown`
-/// completes, then stops gracefully.
+/// Builds the state of `cfg`, calls `ready` (the daemon is about to serve:
+/// its windows are watched from here), and serves it on `listeners` until
+/// `shutdown` completes, then stops gracefully.
 ///
 /// # Errors
 ///
@@ -61,12 +62,14 @@ pub async fn run(
     config_path: Option<std::path::PathBuf>,
     listeners: Listeners,
     clock: Arc<dyn Clock>,
+    ready: impl FnOnce(),
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), DaemonError> {
     for w in crate::config::exposure::warnings(&cfg) {
         tracing::warn!("{w}");
     }
     let state = Arc::new(State::build(cfg, config_path, clock)?);
+    ready();
     serve(state, listeners, shutdown).await
 }
 
