@@ -1,5 +1,5 @@
 //! Who may use which route, at the door of the router ([`guard`], a
-//! middleware on every route that runs before a body is read):
+//! step of the one middleware in front of every route, before a body is read):
 //!
 //! 1. the browser rules: a `Host` that is a name the daemon does not answer
 //!    to (DNS rebinding) or an `Origin` of another site is `403`;
@@ -22,9 +22,8 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::access::{AccessHandle, Authorized, Check, GroupAccess, Refusal, RouteGroup};
@@ -66,8 +65,12 @@ pub fn group_of(method: &Method, path: &str) -> Option<RouteGroup> {
     }
 }
 
-/// The middleware.
-pub async fn guard(State(st): State<AccessState>, req: Request, next: Next) -> Response {
+/// Admits `req` and hands it to `next` (the body guard, then the handler),
+/// or refuses it.
+pub async fn guard<F>(st: &AccessState, req: Request, next: impl FnOnce(Request) -> F) -> Response
+where
+    F: std::future::Future<Output = Response>,
+{
     let access = st.handle.current();
     let headers = req.headers();
     let host = header_str(headers, header::HOST);
@@ -80,7 +83,7 @@ pub async fn guard(State(st): State<AccessState>, req: Request, next: Next) -> R
             .is_some_and(|v| v.as_bytes() != b"0");
     if let Err(r) = access.browser.check(host, origin.as_deref(), st.https) {
         return closing(
-            refuse(&st, Refusal::from(r), None, None, &access.headers),
+            refuse(st, Refusal::from(r), None, None, &access.headers),
             has_body,
         );
     }
@@ -151,7 +154,7 @@ pub async fn guard(State(st): State<AccessState>, req: Request, next: Next) -> R
         if let Some(r) = verdict {
             return closing(
                 refuse(
-                    &st,
+                    st,
                     r,
                     Some(access.group(group)),
                     Some(group),
@@ -161,7 +164,7 @@ pub async fn guard(State(st): State<AccessState>, req: Request, next: Next) -> R
             );
         }
     }
-    let r = next.run(req).await;
+    let r = next(req).await;
     finish(r, listed.as_deref(), &access.headers)
 }
 

@@ -1,5 +1,5 @@
 //! Request bodies, read as the HTTP RFCs and careful servers read them,
-//! before any handler sees them ([`guard`], a middleware on every route):
+//! before any handler sees them ([`guard`], a step of the one middleware in front of every route, after access):
 //!
 //! * ambiguous framing (two different `Content-Length` values, or a
 //!   `Content-Length` next to `Transfer-Encoding`, as seen in the raw head
@@ -22,9 +22,8 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::body::Bytes;
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{header, HeaderValue, StatusCode};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt;
 
@@ -62,10 +61,12 @@ pub fn body_budget(max_body: usize) -> usize {
     (64usize << 20).max(max_body.saturating_mul(2))
 }
 
-/// The middleware: checks framing, encoding and length, reads the body
-/// under its deadline and cap, inflates gzip, and hands the handler a whole
-/// body.
-pub async fn guard(State(rules): State<Arc<BodyRules>>, req: Request, next: Next) -> Response {
+/// Checks framing, encoding and length, reads the body under its deadline
+/// and cap, inflates gzip, and hands `next` (the handler) a whole body.
+pub async fn guard<F>(rules: &BodyRules, req: Request, next: impl FnOnce(Request) -> F) -> Response
+where
+    F: std::future::Future<Output = Response>,
+{
     let tel = &rules.telemetry;
     if let Some(reason) = req.extensions().get::<RawHead>().and_then(|h| h.framing) {
         tel.http_refused.inc(reason);
@@ -87,7 +88,7 @@ pub async fn guard(State(rules): State<Arc<BodyRules>>, req: Request, next: Next
     };
     let chunked = headers.contains_key(header::TRANSFER_ENCODING);
     if declared.unwrap_or(0) == 0 && !chunked {
-        return next.run(req).await;
+        return next(req).await;
     }
     let cap = if req.uri().path() == INGEST_PATH {
         rules.max_ingest
@@ -193,7 +194,7 @@ pub async fn guard(State(rules): State<Arc<BodyRules>>, req: Request, next: Next
     parts
         .headers
         .insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
-    next.run(Request::from_parts(parts, Body::from(body))).await
+    next(Request::from_parts(parts, Body::from(body))).await
 }
 
 /// The body of a JSON route (breaker outcomes and decisions, limit
