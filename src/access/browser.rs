@@ -86,6 +86,13 @@ impl BrowserRules {
         }
     }
 
+    /// True when no host name beyond `localhost` and the machine's own is
+    /// accepted (`allowed_hosts` empty).
+    #[must_use]
+    pub fn names_only_local(&self) -> bool {
+        !self.any_host && self.hosts.is_empty()
+    }
+
     /// Adds names of this machine (its host name) to the accepted hosts.
     pub fn add_machine_name(&mut self, name: &str) {
         if valid_host_name(name) {

@@ -19,7 +19,7 @@ pub fn summary(cfg: &Config) -> String {
 }
 
 /// Warnings for the operator: an HTTP listener beyond loopback with open
-/// groups.
+/// groups, or with no host name but this machine's accepted.
 #[must_use]
 pub fn warnings(cfg: &Config) -> Vec<String> {
     let mut out = Vec::new();
@@ -34,6 +34,11 @@ pub fn warnings(cfg: &Config) -> Vec<String> {
             out.push(format!(
                 "listen.http = {http} is reachable beyond this machine and the {} route group(s) are open to anyone who reaches it; protect them ([http.auth.<group>] access = \"protected\" with a tokens_file or users_file) or bind to 127.0.0.1",
                 open.join(" and ")
+            ));
+        }
+        if cfg.http.access.browser.names_only_local() {
+            out.push(format!(
+                "listen.http = {http} is reachable beyond this machine, but [http] allowed_hosts is empty: clients that reach it by a DNS name (a Prometheus target such as rollstat.internal:9102, a docker-compose service name) get 403 until that name is listed; addresses always work"
             ));
         }
     }
@@ -58,16 +63,17 @@ mod tests {
         assert!(warnings(&cfg).is_empty());
         let cfg = Config::parse("[listen]\nhttp = \"0.0.0.0:9102\"\n").unwrap();
         let w = warnings(&cfg);
-        assert_eq!(w.len(), 1, "{w:?}");
+        assert_eq!(w.len(), 2, "{w:?}");
         assert!(
             w[0].contains("read and write route group(s) are open"),
             "{}",
             w[0]
         );
+        assert!(w[1].contains("allowed_hosts is empty"), "{}", w[1]);
         let cfg = Config::parse(
-            "[listen]\nhttp = \"0.0.0.0:9102\"\n[http.auth.read]\naccess = \"off\"\n[http.auth.write]\naccess = \"off\"\n",
+            "[listen]\nhttp = \"0.0.0.0:9102\"\n[http]\nallowed_hosts = [\"rollstat.internal\"]\n[http.auth.read]\naccess = \"off\"\n[http.auth.write]\naccess = \"off\"\n",
         )
         .unwrap();
-        assert!(warnings(&cfg).is_empty());
+        assert!(warnings(&cfg).is_empty(), "{:?}", warnings(&cfg));
     }
 }
