@@ -166,13 +166,20 @@ impl Credentials {
         }
     }
 
-    /// Checks a basic-auth pair against the remembered verifications; an
-    /// unknown user is [`Check::Invalid`] at once, a known user whose pair
-    /// was not verified before is [`Check::NeedsBcrypt`].
+    /// Checks a basic-auth pair against the remembered verifications: a
+    /// pair verified before is [`Check::Valid`], any other
+    /// [`Check::NeedsBcrypt`] (no users at all: [`Check::Invalid`]).
+    ///
+    /// An unknown user also needs "bcrypt": [`Credentials::verify_user`]
+    /// spends the same time on it as on a known one, so the answer's
+    /// timing does not tell which user names exist.
     #[must_use]
     pub fn check_user(&self, name: &str, password: &str) -> Check {
-        let Some(u) = self.users.iter().find(|u| u.name == name) else {
+        if self.users.is_empty() {
             return Check::Invalid;
+        }
+        let Some(u) = self.users.iter().find(|u| u.name == name) else {
+            return Check::NeedsBcrypt;
         };
         if self.cache.contains(&pair_key(name, password, &u.hash)) {
             Check::Valid
@@ -183,9 +190,14 @@ impl Credentials {
 
     /// Verifies a basic-auth pair with bcrypt (tens of milliseconds: run it
     /// off the request threads) and remembers a success.
+    /// An unknown user costs one bcrypt verification too (against a known
+    /// user's hash, whose answer is ignored), as exporter-toolkit does.
     #[must_use]
     pub fn verify_user(&self, name: &str, password: &str) -> Check {
         let Some(u) = self.users.iter().find(|u| u.name == name) else {
+            if let Some(any) = self.users.first() {
+                let _ = bcrypt::verify(password, &any.hash);
+            }
             return Check::Invalid;
         };
         if bcrypt::verify(password, &u.hash).unwrap_or(false) {
@@ -296,8 +308,12 @@ mod tests {
         assert_eq!(c.check_user("alice", "wrong"), Check::NeedsBcrypt);
         assert_eq!(c.verify_user("alice", "s3cret"), Check::Valid);
         assert_eq!(c.check_user("alice", "s3cret"), Check::Valid);
-        assert_eq!(c.check_user("bob", "s3cret"), Check::Invalid);
+        // An unknown user takes the same path as a known one (no timing
+        // oracle for user names), and never gets in, even with another
+        // user's password.
+        assert_eq!(c.check_user("bob", "s3cret"), Check::NeedsBcrypt);
         assert_eq!(c.verify_user("bob", "s3cret"), Check::Invalid);
+        assert_eq!(c.check_user("bob", "s3cret"), Check::NeedsBcrypt);
     }
 
     #[test]
