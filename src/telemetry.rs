@@ -338,7 +338,12 @@ pub struct Telemetry {
     pub tcp_accept_errors: IntCounter,
     /// Datagrams UDP readers dropped before parsing, by reason.
     pub udp_dropped: ReasonCounters,
+    /// Panics of the background tasks, by task ([`TASKS`]).
+    pub task_panics: IntCounterVec,
 }
+
+/// The background tasks, as `rollstat_task_panics_total` names them.
+pub const TASKS: [&str; 4] = ["sweep", "tick", "store_sync", "sighup_reload"];
 
 fn counter_vec(
     r: &Registry,
@@ -503,7 +508,25 @@ impl Telemetry {
         )?;
         build.set(1);
         r.register(Box::new(build))?;
+        // process_*: CPU seconds, resident and virtual memory, open and
+        // maximum file descriptors, start time, as every Prometheus
+        // exporter publishes them (read from /proc at each scrape).
+        r.register(Box::new(
+            prometheus::process_collector::ProcessCollector::for_self(),
+        ))?;
+        let task_panics = IntCounterVec::new(
+            Opts::new(
+                "rollstat_task_panics_total",
+                "Panics of the daemon's background tasks, by task: sweep (idle series), tick (breakers), store_sync (shared windows), sighup_reload. The task logs it and goes on at its next round; never expected.",
+            ),
+            &["task"],
+        )?;
+        for t in TASKS {
+            task_panics.with_label_values(&[t]);
+        }
+        r.register(Box::new(task_panics.clone()))?;
         Ok(Telemetry {
+            task_panics,
             registry: r,
             lines,
             packets,

@@ -244,3 +244,25 @@ async fn reload_reads_the_file_again_and_keeps_the_old_config_when_it_is_wrong()
     let _ = clock.now();
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[tokio::test]
+async fn ready_waits_for_the_daemon_to_serve_and_healthy_does_not() {
+    let (state, router, _clock) = shipped();
+    // Built, not yet serving: no listener or task runs.
+    let (code, _, body) = get(&router, "/-/ready").await;
+    assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert!(body.contains("starting or stopping"), "{body}");
+    let (code, _, body) = get(&router, "/-/healthy").await;
+    assert_eq!(
+        (code, body.as_str()),
+        (StatusCode::OK, "rollstat is Healthy.\n")
+    );
+    state
+        .serving
+        .store(true, std::sync::atomic::Ordering::Release);
+    let (code, _, body) = get(&router, "/-/ready").await;
+    assert_eq!(
+        (code, body.as_str()),
+        (StatusCode::OK, "rollstat is Ready.\n")
+    );
+}

@@ -50,9 +50,9 @@ fn start(what: &'static str) -> impl FnOnce(io::Error) -> DaemonError {
     move |source| DaemonError::Start { what, source }
 }
 
-/// Builds the state of `cfg`, calls `ready` (the daemon is about to serve:
-/// its windows are watched from here), and serves it on `listeners` until
-/// `shutdown` completes, then stops gracefully.
+/// Builds the state of `cfg` and serves it on `listeners` ([`serve`]: `ready`
+/// is called once every listener and task runs) until `shutdown`
+/// completes, then stops gracefully.
 ///
 /// # Errors
 ///
@@ -69,12 +69,12 @@ pub async fn run(
         tracing::warn!("{w}");
     }
     let state = Arc::new(State::build(cfg, config_path, clock)?);
-    ready();
-    serve(state, listeners, shutdown).await
+    serve(state, listeners, ready, shutdown).await
 }
 
-/// Serves `state` on `listeners` until `shutdown` completes, then stops
-/// gracefully.
+/// Serves `state` on `listeners`, calls `ready` once every listener and
+/// task runs (`/-/ready` says 200 from then on), and goes on until
+/// `shutdown` completes, then stops gracefully.
 ///
 /// # Errors
 ///
@@ -82,6 +82,7 @@ pub async fn run(
 pub async fn serve(
     state: Arc<State>,
     listeners: Listeners,
+    ready: impl FnOnce(),
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), DaemonError> {
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -104,7 +105,16 @@ pub async fn serve(
         stop_rx.clone(),
     ));
 
+    state
+        .serving
+        .store(true, std::sync::atomic::Ordering::Release);
+    ready();
+
     shutdown.await;
+    // Not ready from here: a load balancer stops sending while we drain.
+    state
+        .serving
+        .store(false, std::sync::atomic::Ordering::Release);
     tracing::info!("Shutting down: processing what was received, then exiting.");
     // First, so that a sender learns at once that nobody listens (ENOENT)
     // rather than queueing datagrams nobody will read; what is already

@@ -74,6 +74,8 @@ pub struct State {
     /// The HTTP listener's TLS settings with `[http.tls]`, swapped by
     /// reloads.
     pub tls: Option<Arc<ServerTls>>,
+    /// Set while every listener and task runs (`/-/ready`).
+    pub serving: Arc<std::sync::atomic::AtomicBool>,
 }
 
 // === impl State ===
@@ -185,6 +187,7 @@ impl State {
             reloader,
             access,
             tls,
+            serving: Arc::default(),
         })
     }
 
@@ -196,6 +199,10 @@ impl State {
             self.reloader.clone(),
             self.families.clone(),
             self.access.clone(),
+            crate::http::health::Health {
+                serving: self.serving.clone(),
+                store: self.store.clone(),
+            },
             udp_port,
             &self.config,
         ))

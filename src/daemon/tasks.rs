@@ -7,6 +7,8 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::FutureExt;
+use prometheus::IntCounterVec;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -16,9 +18,14 @@ use super::state::State;
 const TICK: Duration = Duration::from_millis(100);
 
 /// Runs `work` every `period` until `stop` changes. A round that overruns
-/// delays the next one rather than bunching them up.
+/// delays the next one rather than bunching them up. A round that panics is
+/// logged and counted in `rollstat_task_panics_total{task}`, and the task
+/// goes on at its next round: one bad round must not end, say, breaker
+/// ticks for the life of the process.
 pub(super) fn every<F, Fut>(
+    task: &'static str,
     period: Duration,
+    panics: IntCounterVec,
     mut stop: watch::Receiver<bool>,
     mut work: F,
 ) -> JoinHandle<()>
@@ -31,11 +38,31 @@ where
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
-                _ = tick.tick() => work().await,
+                _ = tick.tick() => supervised(task, &panics, &mut work).await,
                 _ = stop.changed() => return,
             }
         }
     })
+}
+
+/// Runs one round of `work`, catching a panic: logged, counted under
+/// `task`, and the caller goes on.
+async fn supervised<F, Fut>(task: &'static str, panics: &IntCounterVec, work: F)
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = ()>,
+{
+    // The closure runs inside the future, so a panic in it is caught too.
+    let round = std::panic::AssertUnwindSafe(async move { work().await });
+    if let Err(p) = round.catch_unwind().await {
+        let what = p
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_string())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a non-string panic".to_string());
+        panics.with_label_values(&[task]).inc();
+        tracing::error!(task, panic = %crate::escape::Escaped::new(what.as_bytes()), "A background task panicked; it goes on at its next round. This is a bug: please report it with this line.");
+    }
 }
 
 /// The running background tasks.
@@ -48,21 +75,36 @@ impl Tasks {
         // Idle series expire within a quarter of their TTL.
         let sweep_every = (state.config.series.ttl / 4)
             .clamp(Duration::from_millis(100), Duration::from_secs(10));
+        let panics = state.telemetry.task_panics.clone();
         let st = state.clone();
-        tasks.push(every(sweep_every, stop.clone(), move || {
-            st.sweep();
-            std::future::ready(())
-        }));
+        tasks.push(every(
+            "sweep",
+            sweep_every,
+            panics.clone(),
+            stop.clone(),
+            move || {
+                st.sweep();
+                std::future::ready(())
+            },
+        ));
         let st = state.clone();
-        tasks.push(every(TICK, stop.clone(), move || {
-            st.tick();
-            std::future::ready(())
-        }));
+        tasks.push(every(
+            "tick",
+            TICK,
+            panics.clone(),
+            stop.clone(),
+            move || {
+                st.tick();
+                std::future::ready(())
+            },
+        ));
         if let Some(store) = &state.store {
             let st = state.clone();
             let mut first = true;
             tasks.push(every(
+                "store_sync",
                 store.config().sync_interval,
+                panics.clone(),
                 stop.clone(),
                 move || {
                     let (st, was_first) = (st.clone(), first);
@@ -89,6 +131,7 @@ fn reload_on_sighup(
     mut stop: watch::Receiver<bool>,
 ) -> io::Result<JoinHandle<()>> {
     let reloader = state.reloader.clone();
+    let panics = state.telemetry.task_panics.clone();
     let mut sig = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
     Ok(tokio::spawn(async move {
         loop {
@@ -96,10 +139,49 @@ fn reload_on_sighup(
                 s = sig.recv() => {
                     if s.is_none() { return; }
                     let r = reloader.clone();
-                    let _ = tokio::task::spawn_blocking(move || r.reload()).await;
+                    // A bad file is the reload's own error (logged, counted);
+                    // a panic is a bug, counted like the other tasks'.
+                    if let Err(e) = tokio::task::spawn_blocking(move || r.reload()).await {
+                        if e.is_panic() {
+                            panics.with_label_values(&["sighup_reload"]).inc();
+                            tracing::error!("The SIGHUP reload panicked; the previous config stays in force. This is a bug: please report it.");
+                        }
+                    }
                 }
                 _ = stop.changed() => return,
             }
         }
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_round_that_panics_is_counted_and_the_task_goes_on() {
+        let panics = IntCounterVec::new(prometheus::Opts::new("p", "p"), &["task"]).unwrap();
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let rounds = Arc::new(AtomicU32::new(0));
+        let r = rounds.clone();
+        let task = every(
+            "tick",
+            Duration::from_millis(100),
+            panics.clone(),
+            stop_rx,
+            move || {
+                let n = r.fetch_add(1, Ordering::SeqCst) + 1;
+                assert!(n != 2, "round 2 fails");
+                std::future::ready(())
+            },
+        );
+        // Rounds at 0, 100, 200, 300 ms: the second panics.
+        tokio::time::sleep(Duration::from_millis(350)).await;
+        assert_eq!(rounds.load(Ordering::SeqCst), 4);
+        assert_eq!(panics.with_label_values(&["tick"]).get(), 1);
+        stop_tx.send(true).unwrap();
+        task.await.expect("the task itself never panics");
+    }
 }

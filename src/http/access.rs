@@ -49,12 +49,12 @@ pub struct AccessState {
 }
 
 /// The group a request belongs to, from its method and path alone, so that
-/// no route can be added without one: `/healthz` none (always open, for
-/// probes), `/-/*` admin (the lifecycle API), every other `GET`/`HEAD`
+/// no route can be added without one: `/healthz`, `/-/healthy` and
+/// `/-/ready` none (always open, for probes), `/-/*` admin (the lifecycle API), every other `GET`/`HEAD`
 /// read, every other method write (it may change state).
 #[must_use]
 pub fn group_of(method: &Method, path: &str) -> Option<RouteGroup> {
-    if path == "/healthz" {
+    if matches!(path, "/healthz" | "/-/healthy" | "/-/ready") {
         None
     } else if path.starts_with("/-/") {
         Some(RouteGroup::Admin)
@@ -285,6 +285,8 @@ mod tests {
     fn groups_follow_method_and_path() {
         let g = |m: Method, p: &str| group_of(&m, p);
         assert_eq!(g(Method::GET, "/healthz"), None);
+        assert_eq!(g(Method::GET, "/-/healthy"), None);
+        assert_eq!(g(Method::GET, "/-/ready"), None);
         assert_eq!(g(Method::POST, "/-/reload"), Some(RouteGroup::Admin));
         assert_eq!(g(Method::PUT, "/-/reload"), Some(RouteGroup::Admin));
         assert_eq!(g(Method::GET, "/-/reload"), Some(RouteGroup::Admin));

@@ -22,6 +22,7 @@
 //! | `POST /api/v1/ingest` | statsd lines (text/plain) or a JSON array of samples (application/json), each line or sample applied or rejected on its own |
 //! | `POST /-/reload` | reload the config file |
 //! | `GET /healthz` | `ok` |
+//! | `GET /-/healthy`, `GET /-/ready` | liveness; readiness (serving, store reachable) ([`health`]) |
 //! | `GET /api/v1/breakers`, `GET /api/v1/breakers/{name}` | breaker signals, JSON |
 //! | `GET /api/v1/breakers/{name}/decision` | allow or shed, the central verdict |
 //! | `POST /api/v1/breakers/{name}/outcomes` | `{"success": n, "failure": n, "slow": n}` |
@@ -45,6 +46,7 @@ pub mod access;
 pub mod body;
 pub mod breakers;
 pub mod conn;
+pub mod health;
 pub mod held;
 pub mod ingest;
 pub mod reads;
@@ -87,6 +89,8 @@ pub struct AppState {
     pub response_timeout: std::time::Duration,
     /// Who may use which route ([`access`]).
     pub access: access::AccessState,
+    /// What `/-/ready` reads ([`health`]).
+    pub health: health::Health,
 }
 
 impl AppState {
@@ -97,6 +101,7 @@ impl AppState {
         reloader: Arc<Reloader>,
         state_families: Arc<SeriesCollector>,
         access: Arc<crate::access::AccessHandle>,
+        health: health::Health,
         udp_port: Option<u16>,
         config: &crate::config::Config,
     ) -> AppState {
@@ -120,6 +125,7 @@ impl AppState {
             body_timeout: config.http.body_timeout,
             response_timeout: config.http.response_timeout,
             access,
+            health,
         }
     }
 }
@@ -148,6 +154,8 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok\n" }))
+        .route("/-/healthy", get(health::healthy))
+        .route("/-/ready", get(health::ready))
         .route("/api/v1/series", get(reads::series))
         .route("/api/v1/metrics", get(reads::metric_names))
         .route(

@@ -4,7 +4,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::support::{repo, run, sample_config_on_port_0, Daemon, TempDir, TEST_CONFIG};
+use crate::support::{repo, run, sample_config_on_port_0, wait_true, Daemon, TempDir, TEST_CONFIG};
 
 fn rollstat() -> Command {
     Command::new(env!("CARGO_BIN_EXE_rollstat"))
@@ -365,4 +365,60 @@ fn a_second_sigterm_during_the_graceful_stop_exits_at_once() {
     assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
     assert!(d.log().contains("second stop signal"), "{}", d.log());
     drop(stuck);
+}
+
+/// Issue #16 (supervision and health): `/-/healthy` and `/-/ready` beside
+/// `/healthz`, open whatever the route groups; `process_*` metrics; the
+/// task panic counter at zero; readiness follows the shared store.
+#[test]
+fn healthy_ready_and_process_metrics_on_the_shipped_config() {
+    let d = Daemon::start_with(&sample_config_on_port_0());
+    let r = d.get("/-/healthy", &[]);
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (200, "rollstat is Healthy.\n")
+    );
+    let r = d.get("/-/ready", &[]);
+    assert_eq!((r.status, r.text().as_str()), (200, "rollstat is Ready.\n"));
+    let s = d.scrape();
+    for name in [
+        "process_resident_memory_bytes",
+        "process_open_fds",
+        "process_max_fds",
+        "process_start_time_seconds",
+    ] {
+        assert!(s.must(name, &[]) > 0.0, "{name}");
+    }
+    assert!(s.value("process_cpu_seconds_total", &[]).is_some());
+    for task in ["sweep", "tick", "store_sync", "sighup_reload"] {
+        assert_eq!(
+            s.must("rollstat_task_panics_total", &[("task", task)]),
+            0.0,
+            "{task}"
+        );
+    }
+}
+
+#[test]
+fn ready_says_503_while_the_shared_store_is_unreachable() {
+    // Nothing listens on port 1: the first window sync marks the store down.
+    let cfg = format!(
+        "{TEST_CONFIG}\n[[mappings]]\nmatch = \"shared.*\"\nshared = true\n\n[redis]\nurl = \"redis://127.0.0.1:1\"\ntimeout_ms = 50\nsync_interval_ms = 50\n"
+    );
+    let d = Daemon::start_with(&cfg);
+    d.send_udp(b"shared.hits:1|c\n");
+    wait_true(
+        Duration::from_secs(10),
+        "/-/ready to name the store",
+        || d.get("/-/ready", &[]).text().contains("Redis"),
+    );
+    let r = d.get("/-/ready", &[]);
+    assert!(
+        r.text().contains("shared store (Redis) is unreachable"),
+        "{}",
+        r.text()
+    );
+    // Still alive, and still serving from local state.
+    assert_eq!(d.get("/-/healthy", &[]).status, 200);
+    assert_eq!(d.get("/healthz", &[]).status, 200);
 }

@@ -1,0 +1,53 @@
+//! Liveness and readiness, as Prometheus answers them: `GET /-/healthy`
+//! says the process serves HTTP (restart it if not); `GET /-/ready` says it
+//! should get traffic: every listener and background task started and not
+//! stopping, and the shared store reachable where `[redis]` is configured
+//! (a daemon whose store is down still serves, from local state, but its
+//! shared limits and fleet view are not the fleet's: the answer says so).
+//! Both are always open, whatever the route groups, like `/healthz`.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+
+use super::AppState;
+use crate::store::RedisStore;
+
+/// What readiness reads.
+#[derive(Clone, Default)]
+pub struct Health {
+    /// Set once every listener and task is started; cleared when the
+    /// daemon begins to stop.
+    pub serving: Arc<AtomicBool>,
+    /// The shared store, if configured.
+    pub store: Option<Arc<RedisStore>>,
+}
+
+/// `GET /-/healthy`.
+pub(super) async fn healthy() -> &'static str {
+    "rollstat is Healthy.\n"
+}
+
+/// `GET /-/ready`: 200, or 503 with what is not ready.
+pub(super) async fn ready(State(st): State<AppState>) -> Response {
+    let h = &st.health;
+    let mut not = Vec::new();
+    if !h.serving.load(Ordering::Acquire) {
+        not.push("the daemon is starting or stopping");
+    }
+    if h.store.as_ref().is_some_and(|s| !s.is_up()) {
+        not.push("the shared store (Redis) is unreachable: shared limits fall back to on_store_error and the fleet view is stale (rollstat_store_up 0)");
+    }
+    if not.is_empty() {
+        (StatusCode::OK, "rollstat is Ready.\n").into_response()
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("rollstat is not ready: {}.\n", not.join("; ")),
+        )
+            .into_response()
+    }
+}
