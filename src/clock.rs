@@ -104,17 +104,32 @@ pub const fn duration_nanos(d: Duration) -> u64 {
 pub trait Clock: Send + Sync {
     /// The current time.
     fn now(&self) -> Timestamp;
+
+    /// The wall clock minus this clock, in seconds: how far the operating
+    /// system's clock has moved (an NTP step, a manual change) from the
+    /// clock the windows run on. 0 for clocks that are not the wall's.
+    fn wall_offset_seconds(&self) -> f64 {
+        0.0
+    }
 }
 
 impl<C: Clock + ?Sized> Clock for Arc<C> {
     fn now(&self) -> Timestamp {
         (**self).now()
     }
+
+    fn wall_offset_seconds(&self) -> f64 {
+        (**self).wall_offset_seconds()
+    }
 }
 
 impl<C: Clock + ?Sized> Clock for &C {
     fn now(&self) -> Timestamp {
         (**self).now()
+    }
+
+    fn wall_offset_seconds(&self) -> f64 {
+        (**self).wall_offset_seconds()
     }
 }
 
@@ -160,6 +175,17 @@ impl Clock for SystemClock {
     fn now(&self) -> Timestamp {
         let elapsed = duration_nanos(self.mono_at_start.elapsed());
         Timestamp(self.wall_at_start.saturating_add(elapsed))
+    }
+
+    /// Reads the wall clock again: this clock is the wall at start plus the
+    /// monotonic time since, so the two part when the wall clock is stepped.
+    #[allow(clippy::disallowed_methods)] // the one sanctioned reader of OS time
+    fn wall_offset_seconds(&self) -> f64 {
+        let now = self.now().as_nanos() as f64;
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_nanos() as f64);
+        (wall - now) / 1e9
     }
 }
 
@@ -277,5 +303,18 @@ mod tests {
             Duration::ZERO
         );
         assert_eq!(duration_nanos(Duration::MAX), u64::MAX);
+    }
+
+    #[test]
+    fn the_system_clock_starts_on_the_wall_and_a_manual_clock_has_no_offset() {
+        let c = SystemClock::new();
+        assert!(
+            c.wall_offset_seconds().abs() < 0.5,
+            "{}",
+            c.wall_offset_seconds()
+        );
+        assert_eq!(ManualClock::new().wall_offset_seconds(), 0.0);
+        let shared: Arc<dyn Clock> = Arc::new(c);
+        assert!(shared.wall_offset_seconds().abs() < 0.5);
     }
 }

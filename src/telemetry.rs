@@ -340,10 +340,12 @@ pub struct Telemetry {
     pub udp_dropped: ReasonCounters,
     /// Panics of the background tasks, by task ([`TASKS`]).
     pub task_panics: IntCounterVec,
+    /// The wall clock minus the daemon's clock, in seconds.
+    pub clock_offset: prometheus::Gauge,
 }
 
 /// The background tasks, as `rollstat_task_panics_total` names them.
-pub const TASKS: [&str; 4] = ["sweep", "tick", "store_sync", "sighup_reload"];
+pub const TASKS: [&str; 5] = ["sweep", "tick", "store_sync", "clock", "sighup_reload"];
 
 fn counter_vec(
     r: &Registry,
@@ -517,7 +519,7 @@ impl Telemetry {
         let task_panics = IntCounterVec::new(
             Opts::new(
                 "rollstat_task_panics_total",
-                "Panics of the daemon's background tasks, by task: sweep (idle series), tick (breakers), store_sync (shared windows), sighup_reload. The task logs it and goes on at its next round; never expected.",
+                "Panics of the daemon's background tasks, by task: sweep (idle series), tick (breakers), store_sync (shared windows), clock (the offset check), sighup_reload. The task logs it and goes on at its next round; never expected.",
             ),
             &["task"],
         )?;
@@ -525,8 +527,14 @@ impl Telemetry {
             task_panics.with_label_values(&[t]);
         }
         r.register(Box::new(task_panics.clone()))?;
+        let clock_offset = prometheus::Gauge::new(
+            "rollstat_clock_offset_seconds",
+            "The wall clock minus the daemon's clock, in seconds, checked every second. The daemon's clock is the wall clock at start plus monotonic time since, so windows never jump; this moves when the wall clock is stepped (NTP, an operator), and a change of a second or more is logged.",
+        )?;
+        r.register(Box::new(clock_offset.clone()))?;
         Ok(Telemetry {
             task_panics,
+            clock_offset,
             registry: r,
             lines,
             packets,

@@ -76,6 +76,14 @@ pub struct State {
     pub tls: Option<Arc<ServerTls>>,
     /// Set while every listener and task runs (`/-/ready`).
     pub serving: Arc<std::sync::atomic::AtomicBool>,
+    /// The clock offset last warned about ([`State::watch_clock`]).
+    clock_warned: parking_lot::Mutex<f64>,
+}
+
+/// Whether the clock offset moved by a second or more from the one last
+/// warned about.
+fn drifted(last: f64, offset: f64) -> bool {
+    (offset - last).abs() >= 1.0
 }
 
 // === impl State ===
@@ -188,6 +196,7 @@ impl State {
             access,
             tls,
             serving: Arc::default(),
+            clock_warned: parking_lot::Mutex::new(0.0),
         })
     }
 
@@ -206,6 +215,22 @@ impl State {
             udp_port,
             &self.config,
         ))
+    }
+
+    /// Publishes how far the wall clock is from the daemon's clock
+    /// (`rollstat_clock_offset_seconds`), and logs a warning when it has
+    /// moved by a second or more since the last warning (or since start).
+    pub fn watch_clock(&self) {
+        let offset = self.clock.wall_offset_seconds();
+        self.telemetry.clock_offset.set(offset);
+        let mut last = self.clock_warned.lock();
+        if drifted(*last, offset) {
+            tracing::warn!(
+                offset_seconds = offset,
+                "The wall clock has moved away from the daemon's clock (an NTP step or a manual change?). Windows and limits keep the daemon's clock, which never jumps; timestamps in logs and the daemon's differ by this much until a restart."
+            );
+            *last = offset;
+        }
     }
 
     /// Expires idle series; returns how many.
@@ -243,5 +268,21 @@ impl State {
         if synced == 0 && (first || !store.is_up()) {
             let _ = store.ping(self.clock.now()).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::drifted;
+
+    #[test]
+    fn a_second_of_drift_is_worth_a_warning_and_jitter_is_not() {
+        assert!(!drifted(0.0, 0.003));
+        assert!(!drifted(0.0, -0.9));
+        assert!(drifted(0.0, 1.0));
+        assert!(drifted(0.0, -3600.0));
+        // Once warned at 5 s, 5.5 s is the same drift; 4 s is a new move.
+        assert!(!drifted(5.0, 5.5));
+        assert!(drifted(5.0, 4.0));
     }
 }

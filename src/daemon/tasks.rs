@@ -98,6 +98,18 @@ impl Tasks {
                 std::future::ready(())
             },
         ));
+        // The wall clock against the daemon's, every second.
+        let st = state.clone();
+        tasks.push(every(
+            "clock",
+            Duration::from_secs(1),
+            panics.clone(),
+            stop.clone(),
+            move || {
+                st.watch_clock();
+                std::future::ready(())
+            },
+        ));
         if let Some(store) = &state.store {
             let st = state.clone();
             let mut first = true;

@@ -390,7 +390,14 @@ fn healthy_ready_and_process_metrics_on_the_shipped_config() {
         assert!(s.must(name, &[]) > 0.0, "{name}");
     }
     assert!(s.value("process_cpu_seconds_total", &[]).is_some());
-    for task in ["sweep", "tick", "store_sync", "sighup_reload"] {
+    // The wall clock and the daemon's agree on a machine nobody stepped.
+    let offset = d
+        .wait_scrape(Duration::from_secs(10), "the first clock check", |s| {
+            s.value("rollstat_clock_offset_seconds", &[]).is_some()
+        })
+        .must("rollstat_clock_offset_seconds", &[]);
+    assert!(offset.abs() < 0.5, "{offset}");
+    for task in ["sweep", "tick", "store_sync", "clock", "sighup_reload"] {
         assert_eq!(
             s.must("rollstat_task_panics_total", &[("task", task)]),
             0.0,
