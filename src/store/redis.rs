@@ -58,7 +58,7 @@
 //! again. The connection manager (single server) reconnects by itself; a
 //! cluster connection is (re)built on the next allowed call. What a limit
 //! answers meanwhile (decide locally, allow, deny) is its policy, not the
-//! store's: see [`on_store_error`](crate::service::fallback::on_store_error).
+//! store's: see `on_store_error` in `src/service/fallback.rs`, a layer above.
 //!
 //! A failure has a stable reason ([`StoreError::reason`]: `timeout`,
 //! `auth`, `denied`, `connection`, `error`, `bad_reply`), which is all a
