@@ -559,14 +559,6 @@ mod tests {
 
     #[test]
     fn the_refusal_is_a_complete_response() {
-        let text = std::str::from_utf8(REFUSAL).unwrap();
-        let (head, body) = text.split_once("\r\n\r\n").unwrap();
-        let len: usize = head
-            .lines()
-            .find_map(|l| l.strip_prefix("Content-Length: "))
-            .unwrap()
-            .parse()
-            .unwrap();
-        assert_eq!(body.len(), len);
+        crate::http::tests::assert_complete_response(REFUSAL);
     }
 }

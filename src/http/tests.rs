@@ -40,3 +40,18 @@ fn a_render_that_stops_half_way_breaks_the_body() {
         .as_ref()
         .is_err_and(|e| e.contains("stopped before the end")));
 }
+
+/// `raw`, a canned answer written straight to a socket (the connection-cap
+/// refusal, the plain-HTTP-to-HTTPS answer), is one complete HTTP/1.1
+/// response: its body is exactly `Content-Length` bytes.
+pub(crate) fn assert_complete_response(raw: &[u8]) {
+    let text = std::str::from_utf8(raw).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    let len: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("Content-Length: "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(body.len(), len, "{text}");
+}
