@@ -27,7 +27,8 @@ fuzz_target!(|data: &[u8]| {
                 } else {
                     let vals: Vec<String> = s.values().map(|v| format!("{v:?}")).collect();
                     let mut v = vals.join(":");
-                    if s.gauge_op() == Some(rollstat::parse::GaugeOp::Delta) && !v.starts_with('-') {
+                    if s.gauge_op() == Some(rollstat::parse::GaugeOp::Delta) && !v.starts_with('-')
+                    {
                         v.insert(0, '+');
                     }
                     line.push_str(&v);
@@ -39,7 +40,13 @@ fuzz_target!(|data: &[u8]| {
                 }
                 let tags: Vec<String> = s
                     .tags()
-                    .map(|(k, v)| if v.is_empty() { k.to_string() } else { format!("{k}:{v}") })
+                    .map(|(k, v)| {
+                        if v.is_empty() {
+                            k.to_string()
+                        } else {
+                            format!("{k}:{v}")
+                        }
+                    })
                     .collect();
                 if !tags.is_empty() {
                     line.push_str("|#");

@@ -203,7 +203,11 @@ impl State {
     /// The HTTP API over this state. `udp_port` is the statsd UDP port whose
     /// kernel drop counter `/metrics` reports, if UDP is served.
     pub fn router(&self, udp_port: Option<u16>) -> Router {
-        router(AppState::new(
+        router(self.app_state(udp_port))
+    }
+
+    fn app_state(&self, udp_port: Option<u16>) -> AppState {
+        AppState::new(
             self.ingestor.clone(),
             self.reloader.clone(),
             self.families.clone(),
@@ -214,7 +218,22 @@ impl State {
             },
             udp_port,
             &self.config,
-        ))
+        )
+    }
+
+    /// The whole `/metrics` body as of the clock's now, as the handler
+    /// writes it (without gzip): the text format 0.0.4, or OpenMetrics with
+    /// its `# EOF`. For embedding the daemon's state without its HTTP
+    /// server, and for the fuzz targets that read it back.
+    ///
+    /// # Errors
+    ///
+    /// The `prometheus` crate cannot encode the self-metrics.
+    pub fn metrics_body(&self, openmetrics: bool) -> prometheus::Result<Vec<u8>> {
+        let app = self.app_state(None);
+        let mut body = Vec::new();
+        crate::http::render_metrics(&app, openmetrics, |p| body.extend_from_slice(p.as_ref()))?;
+        Ok(body)
     }
 
     /// Publishes how far the wall clock is from the daemon's clock
