@@ -423,6 +423,16 @@ impl<A: LimitState> KeyedLimiter<A> {
         true
     }
 
+    /// What [`acquire`](Self::acquire) would decide for `key` at `now`,
+    /// recording nothing and creating no key (`None`: an unknown key, which
+    /// a fresh state admits within the limits).
+    pub fn check(&self, key: &str, n: u32, now: Timestamp) -> Option<Decision> {
+        let (hash, shard) = self.shard(key);
+        let mut shard = shard.lock();
+        let slot = shard.get_mut(hash, key)?;
+        slot.state.check(n, now).ok()
+    }
+
     /// Frees one place in a full shard, or fails under `RejectNewKeys`.
     fn make_room(&self, shard: &mut Shard<A>, now: Timestamp) -> Result<(), AcquireError> {
         let swept = shard.sweep(now);
@@ -600,6 +610,13 @@ mod tests {
         // underflow), and a peek still answers.
         assert!(l.record("a", 10, T0));
         assert_eq!(l.acquire("a", 0, T0).unwrap().remaining, 0);
+        // A check decides like acquire and records nothing.
+        let c = l.check("a", 1, T0).unwrap();
+        assert!(!c.allowed);
+        assert!(l.check("new", 1, T0).is_none());
+        assert!(!l.contains("new"));
+        let later = T0 + 2 * S;
+        assert!(l.check("a", 2, later).unwrap().allowed);
         // Two windows later (the counter weighs the previous one) it is free.
         assert!(l.acquire("a", 2, T0 + 2 * S).unwrap().allowed);
     }

@@ -155,6 +155,14 @@ macro_rules! limit_state_by_sliding {
                 self.0.record(n, now)
             }
 
+            fn check(
+                &mut self,
+                n: u32,
+                now: $crate::clock::Timestamp,
+            ) -> Result<$crate::limit::Decision, $crate::limit::AcquireError> {
+                self.0.decide(n, now, false)
+            }
+
             fn idle_at(&self) -> $crate::clock::Timestamp {
                 self.0.idle_at()
             }
@@ -374,6 +382,15 @@ pub trait LimitState {
     /// `max`); `n == 0` records nothing.
     fn record(&mut self, n: u32, now: Timestamp);
 
+    /// What [`acquire`](Self::acquire) would decide at `now`, recording
+    /// nothing (`&mut`: expired history may be forgotten, which changes no
+    /// decision).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire).
+    fn check(&mut self, n: u32, now: Timestamp) -> Result<Decision, AcquireError>;
+
     /// The earliest time at which the state is idle (carries no information:
     /// it decides exactly like a fresh one) if nothing else is admitted.
     /// [`Timestamp::EPOCH`] if nothing was ever admitted.
@@ -483,6 +500,13 @@ impl<S: OneLimit> Sliding<S> {
     /// [`LimitState::acquire`].
     #[inline]
     fn acquire(&mut self, n: u32, now: Timestamp) -> Result<Decision, AcquireError> {
+        self.decide(n, now, true)
+    }
+
+    /// Decides `n` at `now`, recording it if admitted and `record`.
+    #[inline]
+    fn decide(&mut self, n: u32, now: Timestamp, record: bool) -> Result<Decision, AcquireError> {
+        let n_rec = if record { n } else { 0 };
         if n > self.min_max {
             return Err(self.limits_error(n));
         }
@@ -495,8 +519,8 @@ impl<S: OneLimit> Sliding<S> {
             let mut retry = 0;
             if !allowed {
                 retry = s.wait_for(n, now);
-            } else if n > 0 {
-                s.record(n, now);
+            } else if n_rec > 0 {
+                s.record(n_rec, now);
             }
             return Ok(decide(std::iter::once(s.view(now)), allowed, retry));
         }
@@ -507,9 +531,9 @@ impl<S: OneLimit> Sliding<S> {
         }
         let mut retry = 0;
         if allowed {
-            if n > 0 {
+            if n_rec > 0 {
                 for s in self.per_limit.iter_mut() {
-                    s.record(n, now);
+                    s.record(n_rec, now);
                 }
             }
         } else {

@@ -64,6 +64,15 @@ impl Local {
         self.store().limits()
     }
 
+    /// What this instance's limiter would decide, recording nothing
+    /// (`None`: a key it does not hold, which it would admit).
+    fn check(&self, key: &str, n: u32, now: Timestamp) -> Option<Decision> {
+        match self {
+            Local::Exact(m) => m.0.check(key, n, now),
+            Local::Approximate(m) => m.0.check(key, n, now),
+        }
+    }
+
     /// Mirrors an admission the shared store made (see
     /// `LimitState::record`).
     fn record(&self, key: &str, n: u32, now: Timestamp) {
@@ -212,7 +221,9 @@ impl NamedLimit {
     /// mirrored into it (a record, not a decision), every admission the
     /// fallback makes is queued to be written back, and while that queue is
     /// not empty it is written back before anything else is asked of the
-    /// store (if that fails, the local limiter decides).
+    /// store (if that fails, the local limiter decides). A request the local
+    /// limiter would deny (this instance alone has used a rule's `max` in
+    /// its window) is denied without asking the store, `source` `local`.
     pub async fn decide(&self, key: &str, n: u32, now: Timestamp) -> Verdict {
         let verdict = match &self.shared {
             // This instance's own limiter never fails: decided at once.
@@ -235,6 +246,20 @@ impl NamedLimit {
         now: Timestamp,
     ) -> Verdict {
         let mirror = self.def.on_store_error == StoreFallback::Local;
+        // This instance alone never admits more than a rule allows: if its
+        // own history (mirrored and local admissions) is full, the fleet's
+        // is too, and the answer is no without asking the store. This holds
+        // the per-instance bound even when Redis lost what it held (a
+        // restart without persistence).
+        if mirror {
+            if let Some(d) = self.local.check(key, n, now).filter(|d| !d.allowed) {
+                return Verdict {
+                    result: Ok(d),
+                    source: Source::Local,
+                    store_error: None,
+                };
+            }
+        }
         let pending = if mirror && self.writeback.is_pending() {
             self.flush_writeback(shared, now).await.err()
         } else {
