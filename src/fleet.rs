@@ -13,9 +13,13 @@
 //! usual. Every sync interval (`[redis] sync_interval_ms`, 100 ms by default)
 //! one task walks the shared series and, for every bucket still in a local
 //! window, compares its sum and count with what this instance already pushed
-//! for that bucket. The differences go out in one pipeline, and a second
-//! round trip reads every shared window back and trims slots that left it
-//! ([`crate::store::windows`] has the keys and commands). Their totals are
+//! for that bucket. The differences go out, and every shared window is read
+//! back and trimmed of slots that left it, in chunks of at most 64 windows
+//! and 512 deltas, one pipeline each under `sync_timeout_ms`
+//! ([`crate::store::windows`] has the keys and commands). A window Redis
+//! answers an error for (e.g. `WRONGTYPE`) is skipped, the others go on; a
+//! store failure stops the sync and leaves the chunks not sent pending. One
+//! sync at a time: the daemon's task, then the final sync at stop. Their totals are
 //! the fleet view, published on `/metrics` as the
 //! `rollstat_fleet_window_{samples,sum_value,rate,avg}` families with the
 //! same labels as the local `rollstat_window_*` ones. Only sums and counts
@@ -37,13 +41,14 @@
 //! While Redis is down, nothing is sent; pending differences stay in the
 //! local windows and go out with the first sync that succeeds, as long as
 //! their bucket is still in the local window. Differences whose bucket left
-//! the local window before they could be pushed, and those of a sync whose
-//! writes were sent but not confirmed (which may or may not have been applied,
-//! and are never re-sent, so nothing is counted twice), are counted in
-//! `rollstat_store_unshared_deltas_total` (one per bucket). A fleet view
-//! older than three sync intervals plus the deadline is not published: the
-//! local families go on, the fleet families pause, and `rollstat_store_up`
-//! says why.
+//! the local window before they could be pushed (`reason="expired"`), those
+//! of a chunk whose writes were sent but not confirmed (which may or may not
+//! have been applied, and are never re-sent, so nothing is counted twice:
+//! `unconfirmed`), and those of a window Redis answered an error for
+//! (`rejected`) are counted in `rollstat_store_unshared_deltas_total{reason}`
+//! (one per bucket). A fleet view older than three sync intervals plus the
+//! sync deadline is not published: the local families go on, the fleet
+//! families pause, and `rollstat_store_op_up{op="windows"}` says why.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -48,14 +48,19 @@
 //!
 //! # Failures
 //!
-//! Every call runs under one deadline ([`RedisConfig::timeout`]), connection
-//! attempts, `NOSCRIPT` reload and retries included. A failed or timed-out
-//! call marks the store down (`rollstat_store_up 0`, counted in
-//! `rollstat_store_errors_total{op}`); while it is down, calls are not sent
-//! but answered at once with [`StoreError::Down`] (counted in
-//! `rollstat_store_skipped_total{op}`), and one probe is let through after a
-//! backoff that doubles from 100 ms to 2 s. The first success marks it up
-//! again. The connection manager (single server) reconnects by itself; a
+//! Every limit call runs under one deadline ([`RedisConfig::timeout`]),
+//! connection attempts, `NOSCRIPT` reload and retries included; every chunk
+//! of a window sync under its own ([`RedisConfig::sync_timeout`]). Health is
+//! kept per operation ([`Op`]: `limit` for decisions, write-backs and the
+//! idle `PING`; `windows` for syncs): a failed or timed-out call marks its
+//! operation down (`rollstat_store_op_up{op} 0`, `rollstat_store_up 0`,
+//! counted in `rollstat_store_errors_total{op}`), never the other one; while
+//! an operation is down, its calls are not sent but answered at once with
+//! [`StoreError::Down`] (counted in `rollstat_store_skipped_total{op}`), and
+//! one probe is let through after a backoff that doubles from 100 ms to 2 s.
+//! The first success marks it up again. An error Redis answers for one
+//! window of a sync (e.g. `WRONGTYPE`) is not a failure of the store: that
+//! window is skipped ([`WindowResult::Rejected`]). The connection manager (single server) reconnects by itself; a
 //! cluster connection is (re)built on the next allowed call. What a limit
 //! answers meanwhile (decide locally, allow, deny) is its policy, not the
 //! store's: see `on_store_error` in `src/service/fallback.rs`, a layer above.
