@@ -13,9 +13,13 @@
 //! usual. Every sync interval (`[redis] sync_interval_ms`, 100 ms by default)
 //! one task walks the shared series and, for every bucket still in a local
 //! window, compares its sum and count with what this instance already pushed
-//! for that bucket. The differences go out in one pipeline, and a second
-//! round trip reads every shared window back and trims slots that left it
-//! ([`crate::store::windows`] has the keys and commands). Their totals are
+//! for that bucket. The differences go out, and every shared window is read
+//! back and trimmed of slots that left it, in chunks of at most 64 windows
+//! and 512 deltas, one pipeline each under `sync_timeout_ms`
+//! ([`crate::store::windows`] has the keys and commands). A window Redis
+//! answers an error for (e.g. `WRONGTYPE`) is skipped, the others go on; a
+//! store failure stops the sync and leaves the chunks not sent pending. One
+//! sync at a time: the daemon's task, then the final sync at stop. Their totals are
 //! the fleet view, published on `/metrics` as the
 //! `rollstat_fleet_window_{samples,sum_value,rate,avg}` families with the
 //! same labels as the local `rollstat_window_*` ones. Only sums and counts
@@ -37,13 +41,14 @@
 //! While Redis is down, nothing is sent; pending differences stay in the
 //! local windows and go out with the first sync that succeeds, as long as
 //! their bucket is still in the local window. Differences whose bucket left
-//! the local window before they could be pushed, and those of a sync whose
-//! writes were sent but not confirmed (which may or may not have been applied,
-//! and are never re-sent, so nothing is counted twice), are counted in
-//! `rollstat_store_unshared_deltas_total` (one per bucket). A fleet view
-//! older than three sync intervals plus the deadline is not published: the
-//! local families go on, the fleet families pause, and `rollstat_store_up`
-//! says why.
+//! the local window before they could be pushed (`reason="expired"`), those
+//! of a chunk whose writes were sent but not confirmed (which may or may not
+//! have been applied, and are never re-sent, so nothing is counted twice:
+//! `unconfirmed`), and those of a window Redis answered an error for
+//! (`rejected`) are counted in `rollstat_store_unshared_deltas_total{reason}`
+//! (one per bucket). A fleet view older than three sync intervals plus the
+//! sync deadline is not published: the local families go on, the fleet
+//! families pause, and `rollstat_store_op_up{op="windows"}` says why.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -54,10 +59,18 @@ use crate::clock::{duration_nanos, Timestamp};
 use crate::config::RedisConfig;
 use crate::parse::MetricKind;
 use crate::series::{Registry, SeriesMeta};
-use crate::store::{window_key, RedisStore, SyncOutcome, WindowBatch, WindowRead, WindowTotals};
+use crate::store::{
+    window_key, RedisStore, SyncOutcome, WindowBatch, WindowRead, WindowResult, WindowTotals,
+    WindowWork,
+};
 
 /// Extra lifetime of a window hash after its window (ms).
 const TTL_MARGIN_MS: u64 = 2000;
+/// At most this many windows (one Redis key each) per sync chunk...
+const CHUNK_WINDOWS: usize = 64;
+/// ...and this many bucket deltas (two fields each), unless one window
+/// alone has more.
+const CHUNK_DELTAS: usize = 512;
 
 /// Fleet-wide totals of one window.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -142,8 +155,13 @@ pub struct SyncReport {
     pub windows: usize,
     /// Bucket deltas sent.
     pub pushed: usize,
-    /// Bucket deltas given up (counted as unshared).
+    /// Bucket deltas given up (counted as unshared), every reason.
     pub unshared: usize,
+    /// Of which: Redis answered an error for their window (e.g.
+    /// `WRONGTYPE`).
+    pub rejected: usize,
+    /// Of which: sent, outcome unknown (a chunk's deadline passed).
+    pub unconfirmed: usize,
     /// Whether the fleet view was refreshed.
     pub read: bool,
 }
@@ -151,6 +169,8 @@ pub struct SyncReport {
 /// The shared windows of one daemon: pending deltas and the fleet view.
 pub struct FleetWindows {
     prefix: String,
+    /// Held across one sync.
+    running: tokio::sync::Mutex<()>,
     state: Mutex<SyncState>,
     view: RwLock<HashMap<String, FleetTotals>>,
     /// When the view was last refreshed (Unix nanos).
@@ -176,9 +196,10 @@ impl FleetWindows {
     /// Empty, for the store configured by `cfg`.
     #[must_use]
     pub fn new(cfg: &RedisConfig) -> Self {
-        let (interval, timeout) = (cfg.sync_interval, cfg.timeout);
+        let (interval, timeout) = (cfg.sync_interval, cfg.sync_timeout);
         FleetWindows {
             prefix: cfg.key_prefix.clone(),
+            running: tokio::sync::Mutex::new(()),
             state: Mutex::default(),
             view: RwLock::default(),
             refreshed: AtomicU64::new(0),
@@ -194,9 +215,12 @@ impl FleetWindows {
         store: &RedisStore,
         now: Timestamp,
     ) -> SyncReport {
+        // The periodic task and the final sync at stop never overlap: two
+        // syncs would send the same deltas twice.
+        let _one = self.running.lock().await;
         let mut report = SyncReport::default();
         // 1. Local values of every bucket of every shared window.
-        let (batch, keys_pushed) = {
+        let batch = {
             let mut st = self.state.lock();
             st.generation += 1;
             let generation = st.generation;
@@ -244,77 +268,129 @@ impl FleetWindows {
                 t.seen == generation || !t.slots.is_empty()
             });
             report.unshared += unshared;
-            // 3. The writes and the reads.
+            // 3. The writes and the reads, one window at a time.
             let mut batch = WindowBatch::new();
-            let mut keys_pushed = Vec::new();
             for (key, t) in keys.iter() {
-                let mut any = false;
-                for (slot, s) in &t.slots {
-                    if s.local != s.pushed {
-                        let (ds, dc) = (s.local.0 - s.pushed.0, s.local.1 - s.pushed.1);
-                        batch.add(key, *slot, ds, dc);
-                        any = true;
-                    }
-                }
-                if any {
-                    batch.expire(key, t.length_ms.saturating_add(TTL_MARGIN_MS));
-                    keys_pushed.push(key.clone());
-                }
+                let deltas: Vec<(u64, f64, f64)> = t
+                    .slots
+                    .iter()
+                    .filter(|(_, s)| s.local != s.pushed)
+                    .map(|(slot, s)| (*slot, s.local.0 - s.pushed.0, s.local.1 - s.pushed.1))
+                    .collect();
                 let current = now.as_nanos() / t.interval;
-                batch.read(WindowRead {
-                    key: key.clone(),
-                    oldest: (current + 1).saturating_sub(t.size),
-                    current,
-                    ignore_current: t.ignore_current,
+                batch.push(WindowWork {
+                    deltas,
+                    expire_ms: t.length_ms.saturating_add(TTL_MARGIN_MS),
+                    read: WindowRead {
+                        key: key.clone(),
+                        oldest: (current + 1).saturating_sub(t.size),
+                        current,
+                        ignore_current: t.ignore_current,
+                    },
                 });
             }
-            report.pushed = batch.deltas();
-            report.windows = batch.reads().len();
-            (batch, keys_pushed)
+            report.windows = batch.windows().len();
+            batch
         };
-        if batch.reads().is_empty() {
-            store.metrics().unshared.inc_by(report.unshared as u64);
+        let unshared = |reason: &str, n: usize| {
+            store
+                .metrics()
+                .unshared
+                .with_label_values(&[reason])
+                .inc_by(n as u64);
+        };
+        unshared("expired", report.unshared);
+        if batch.windows().is_empty() {
             return report;
         }
-        // 4. One deadline for both round trips.
-        let outcome = store.sync_windows(&batch, now).await;
-        let written = !matches!(outcome, SyncOutcome::Failed(_));
-        let answers = match outcome {
-            SyncOutcome::Done(a) => Some(a),
-            SyncOutcome::WrittenUnread(_) => {
-                report.unshared += report.pushed;
-                None
-            }
-            SyncOutcome::Failed(_) => {
-                report.pushed = 0;
-                None
-            }
-        };
-        {
-            let mut st = self.state.lock();
-            if written {
-                for key in &keys_pushed {
-                    if let Some(t) = st.keys.get_mut(key) {
-                        for s in t.slots.values_mut() {
-                            s.pushed = s.local;
+        let tracked: std::collections::HashSet<String> =
+            batch.windows().iter().map(|w| w.read.key.clone()).collect();
+        // 4. Chunk by chunk, each under its own deadline. A store failure
+        // stops the sync: the chunks not sent stay pending for the next one.
+        let mut read = Vec::new();
+        let mut unread = Vec::new();
+        let mut failed = false;
+        for chunk in batch.into_chunks(CHUNK_WINDOWS, CHUNK_DELTAS) {
+            let outcome = store.sync_windows(&chunk, now).await;
+            let written: Vec<&str> = match &outcome {
+                SyncOutcome::Failed(_) => Vec::new(),
+                _ => chunk
+                    .windows()
+                    .iter()
+                    .filter(|w| !w.deltas.is_empty())
+                    .map(|w| w.read.key.as_str())
+                    .collect(),
+            };
+            self.mark_pushed(&written, &chunk);
+            match outcome {
+                SyncOutcome::Done(results) => {
+                    report.pushed += chunk.deltas();
+                    for (w, r) in chunk.windows().iter().zip(results) {
+                        match r {
+                            WindowResult::Totals(t) => read.push((w.read.key.clone(), t)),
+                            WindowResult::Rejected => {
+                                report.rejected += w.deltas.len();
+                                unread.push(w.read.key.clone());
+                            }
+                            WindowResult::Unread | WindowResult::Read(_) => {
+                                unread.push(w.read.key.clone());
+                            }
                         }
                     }
                 }
+                SyncOutcome::WrittenUnread(_) => {
+                    report.pushed += chunk.deltas();
+                    report.unconfirmed += chunk.deltas();
+                    failed = true;
+                    break;
+                }
+                SyncOutcome::Failed(_) => {
+                    failed = true;
+                    break;
+                }
             }
         }
-        if let Some(answers) = answers {
-            let view = batch
-                .reads()
-                .iter()
-                .zip(answers)
-                .map(|(read, tot)| (read.key.clone(), FleetTotals::from(tot)))
-                .collect();
-            *self.view.write() = view;
+        unshared("rejected", report.rejected);
+        unshared("unconfirmed", report.unconfirmed);
+        report.unshared += report.rejected + report.unconfirmed;
+        {
+            let mut view = self.view.write();
+            view.retain(|k, _| tracked.contains(k));
+            for k in &unread {
+                view.remove(k);
+            }
+            for (k, t) in read {
+                view.insert(k, FleetTotals::from(t));
+            }
+        }
+        if !failed {
             self.refreshed.store(now.as_nanos(), Ordering::Release);
             report.read = true;
         }
-        store.metrics().unshared.inc_by(report.unshared as u64);
         report
+    }
+
+    /// Marks every bucket of the windows `keys` (of `chunk`) as pushed: the
+    /// deltas of the chunk are done (written, or given up).
+    fn mark_pushed(&self, keys: &[&str], chunk: &WindowBatch) {
+        if keys.is_empty() {
+            return;
+        }
+        let mut st = self.state.lock();
+        for w in chunk.windows() {
+            if !keys.contains(&w.read.key.as_str()) {
+                continue;
+            }
+            if let Some(t) = st.keys.get_mut(&w.read.key) {
+                // Only the slots sent: a slot is never pushed past what was
+                // sent (nothing changed them since, syncs are serialized).
+                for (slot, ds, dc) in &w.deltas {
+                    if let Some(s) = t.slots.get_mut(slot) {
+                        s.pushed = (s.pushed.0 + ds, s.pushed.1 + dc);
+                    }
+                }
+            }
+        }
     }
 
     /// The fleet view as of `now`, if fresh: hold it across a registry walk

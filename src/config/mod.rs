@@ -338,6 +338,8 @@ const REDIS_KEYS: &[&str] = &[
     "cluster_nodes",
     "timeout_ms",
     "sync_interval_ms",
+    "sync_timeout_ms",
+    "final_sync_timeout_ms",
     "key_prefix",
     "username",
     "password_file",

@@ -125,6 +125,8 @@ pub async fn serve(
     let _ = stop_tx.send(true);
     receivers.stop().await;
     tasks.join().await;
+    // What the receivers applied last, to the shared store (own deadline).
+    state.final_sync().await;
     match tokio::time::timeout(Duration::from_secs(5), server).await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => tracing::warn!(error = %e, "HTTP server task failed."),

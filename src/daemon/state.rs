@@ -24,7 +24,7 @@ use crate::parse::ParseOptions;
 use crate::reload::Reloader;
 use crate::series::{Plan, Registry};
 use crate::service::{ServiceError, ServiceHandle, Services};
-use crate::store::{RedisStore, StoreSetupError};
+use crate::store::{Op, RedisStore, StoreSetupError};
 use crate::telemetry::Telemetry;
 use crate::tls::{ServerTls, TlsError};
 
@@ -271,22 +271,65 @@ impl State {
     }
 
     /// One round with the shared store, if there is one: pushes and reads
-    /// the shared windows, or, when there are none to sync and the store is
-    /// down (or this is the first round), probes it, so that sharing resumes
-    /// and `rollstat_store_up` returns to 1 without waiting for traffic.
+    /// the shared windows; writes back what shared limits admitted locally
+    /// during an outage; and, when the limit operation is down (or this is
+    /// the first round), probes it, so that shared limits resume and
+    /// `rollstat_store_up` returns to 1 without waiting for traffic.
     pub async fn sync_store(&self, first: bool) {
         let Some(store) = &self.store else { return };
-        let synced = match &self.fleet {
-            Some(f) => {
-                f.sync(&self.registry, store, self.clock.now())
-                    .await
-                    .windows
-            }
-            None => 0,
-        };
-        if synced == 0 && (first || !store.is_up()) {
+        if let Some(f) = &self.fleet {
+            f.sync(&self.registry, store, self.clock.now()).await;
+        }
+        if first || !store.is_op_up(Op::Limit) {
             let _ = store.ping(self.clock.now()).await;
         }
+        let services = self.services.current();
+        services.limits.flush_writebacks(self.clock.now()).await;
+    }
+
+    /// The last round with the shared store at stop, once the receivers
+    /// have processed what they received: pushes what the shared windows
+    /// have not pushed yet (and writes back what shared limits admitted
+    /// locally), under `redis.final_sync_timeout_ms`. Logged, and counted
+    /// in `rollstat_store_final_sync_total{result}`.
+    pub async fn final_sync(&self) {
+        let Some(store) = &self.store else { return };
+        let deadline = store.config().final_sync_timeout;
+        let now = self.clock.now();
+        let work = async {
+            let report = match &self.fleet {
+                Some(f) => Some(f.sync(&self.registry, store, now).await),
+                None => None,
+            };
+            let services = self.services.current();
+            services.limits.flush_writebacks(now).await;
+            report
+        };
+        let result = match tokio::time::timeout(deadline, work).await {
+            Ok(Some(r)) if !r.read && r.windows > 0 => {
+                tracing::warn!(windows = r.windows, pushed = r.pushed, unshared = r.unshared, "The final shared-window sync at stop did not complete; what it could not push stays local only (rollstat_store_unshared_deltas_total).");
+                "failed"
+            }
+            Ok(r) => {
+                let r = r.unwrap_or_default();
+                tracing::info!(
+                    windows = r.windows,
+                    pushed = r.pushed,
+                    unshared = r.unshared,
+                    "Final shared-window sync done."
+                );
+                "done"
+            }
+            Err(_) => {
+                tracing::warn!(?deadline, "The final shared-window sync at stop missed redis.final_sync_timeout_ms; what it had not pushed stays local only.");
+                "timeout"
+            }
+        };
+        store
+            .metrics()
+            .final_sync
+            .with_label_values(&[result])
+            .inc();
     }
 }
 

@@ -14,7 +14,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
 use super::AppState;
-use crate::store::RedisStore;
+use crate::store::{Op, RedisStore};
 
 /// What readiness reads.
 #[derive(Clone, Default)]
@@ -38,8 +38,13 @@ pub(super) async fn ready(State(st): State<AppState>) -> Response {
     if !h.serving.load(Ordering::Acquire) {
         not.push("the daemon is starting or stopping");
     }
-    if h.store.as_ref().is_some_and(|s| !s.is_up()) {
-        not.push("the shared store (Redis) is unreachable: shared limits fall back to on_store_error and the fleet view is stale (rollstat_store_up 0)");
+    if let Some(s) = &h.store {
+        if !s.is_op_up(Op::Limit) {
+            not.push("the shared store (Redis) is unreachable for limits: shared limits answer as their on_store_error says (rollstat_store_op_up{op=\"limit\"} 0)");
+        }
+        if !s.is_op_up(Op::Windows) {
+            not.push("the shared store (Redis) is unreachable for window syncs: the fleet view is stale (rollstat_store_op_up{op=\"windows\"} 0)");
+        }
     }
     if not.is_empty() {
         (StatusCode::OK, "rollstat is Ready.\n").into_response()

@@ -76,6 +76,12 @@ impl OneLimit for Window {
         self.curr += n;
     }
 
+    /// The current fixed window's own room (`curr <= max`).
+    #[inline]
+    fn room(&self) -> u32 {
+        self.limit.max.saturating_sub(self.curr)
+    }
+
     /// The wait until `n` would be admitted at `now` (after `advance(now)`),
     /// if nothing else is admitted. Exact to the nanosecond: the estimate
     /// never increases while nothing is admitted, so the first admitting

@@ -387,6 +387,52 @@ impl<A: LimitState> KeyedLimiter<A> {
         Ok(decision)
     }
 
+    /// Records weight `n` admitted for `key` at `now` elsewhere (the shared
+    /// store) without deciding: see [`LimitState::record`]. A new key is
+    /// created, making room as [`acquire`](Self::acquire) does; returns
+    /// `false` if it could not be (a full shard under
+    /// [`OverflowPolicy::RejectNewKeys`]), so nothing was recorded.
+    pub fn record(&self, key: &str, n: u32, now: Timestamp) -> bool {
+        if n == 0 {
+            return true;
+        }
+        let (hash, shard) = self.shard(key);
+        let mut shard = shard.lock();
+        shard.tick += 1;
+        let tick = shard.tick;
+        if let Some(slot) = shard.get_mut(hash, key) {
+            slot.used = tick;
+            slot.state.record(n, now);
+            return true;
+        }
+        if shard.len >= shard.cap && self.make_room(&mut shard, now).is_err() {
+            return false;
+        }
+        let mut state = A::new(&self.limits);
+        state.record(n, now);
+        shard.insert(
+            hash,
+            Slot {
+                key: key.into(),
+                state,
+                used: tick,
+            },
+        );
+        self.keys.fetch_add(1, Ordering::Relaxed);
+        self.created.fetch_add(1, Ordering::Relaxed);
+        true
+    }
+
+    /// What [`acquire`](Self::acquire) would decide for `key` at `now`,
+    /// recording nothing and creating no key (`None`: an unknown key, which
+    /// a fresh state admits within the limits).
+    pub fn check(&self, key: &str, n: u32, now: Timestamp) -> Option<Decision> {
+        let (hash, shard) = self.shard(key);
+        let mut shard = shard.lock();
+        let slot = shard.get_mut(hash, key)?;
+        slot.state.check(n, now).ok()
+    }
+
     /// Frees one place in a full shard, or fails under `RejectNewKeys`.
     fn make_room(&self, shard: &mut Shard<A>, now: Timestamp) -> Result<(), AcquireError> {
         let swept = shard.sweep(now);
@@ -552,6 +598,33 @@ mod tests {
         assert_eq!(shard.sweep(T0), 1);
         assert_eq!(shard.sweep(T0 + S), 1);
         assert_eq!((shard.len, shard.map.len()), (0, 0));
+    }
+
+    fn record_then_decide<A: LimitState>() {
+        let l: KeyedLimiter<A> = limiter(8, OverflowPolicy::EvictLeastRecent);
+        // 1 admitted elsewhere of max 2: 1 left here.
+        assert!(l.record("a", 1, T0));
+        assert!(l.acquire("a", 1, T0).unwrap().allowed);
+        assert!(!l.acquire("a", 1, T0).unwrap().allowed);
+        // Recording past max keeps the history at max (remaining 0, no
+        // underflow), and a peek still answers.
+        assert!(l.record("a", 10, T0));
+        assert_eq!(l.acquire("a", 0, T0).unwrap().remaining, 0);
+        // A check decides like acquire and records nothing.
+        let c = l.check("a", 1, T0).unwrap();
+        assert!(!c.allowed);
+        assert!(l.check("new", 1, T0).is_none());
+        assert!(!l.contains("new"));
+        let later = T0 + 2 * S;
+        assert!(l.check("a", 2, later).unwrap().allowed);
+        // Two windows later (the counter weighs the previous one) it is free.
+        assert!(l.acquire("a", 2, T0 + 2 * S).unwrap().allowed);
+    }
+
+    #[test]
+    fn a_record_counts_against_later_decisions_and_never_overfills() {
+        record_then_decide::<SlidingLog>();
+        record_then_decide::<SlidingCounter>();
     }
 
     #[test]

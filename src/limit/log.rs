@@ -82,6 +82,12 @@ impl OneLimit for Ring {
         }
     }
 
+    #[inline]
+    fn room(&self) -> u32 {
+        // `used <= max`.
+        (u64::from(self.limit.max) - self.used) as u32
+    }
+
     /// The wait until `n` more would fit, if nothing else is admitted: walk the
     /// oldest entries until enough weight has left the window.
     #[inline]

@@ -151,6 +151,18 @@ macro_rules! limit_state_by_sliding {
                 self.0.acquire(n, now)
             }
 
+            fn record(&mut self, n: u32, now: $crate::clock::Timestamp) {
+                self.0.record(n, now)
+            }
+
+            fn check(
+                &mut self,
+                n: u32,
+                now: $crate::clock::Timestamp,
+            ) -> Result<$crate::limit::Decision, $crate::limit::AcquireError> {
+                self.0.decide(n, now, false)
+            }
+
             fn idle_at(&self) -> $crate::clock::Timestamp {
                 self.0.idle_at()
             }
@@ -363,6 +375,22 @@ pub trait LimitState {
     /// `max`; nothing is recorded.
     fn acquire(&mut self, n: u32, now: Timestamp) -> Result<Decision, AcquireError>;
 
+    /// Records weight `n` admitted at `now` by someone else (the shared
+    /// store), without deciding: a cheap mirror, so that this state knows
+    /// what was admitted if it must decide alone later. Each limit records
+    /// at most what it has room for (its history never holds more than
+    /// `max`); `n == 0` records nothing.
+    fn record(&mut self, n: u32, now: Timestamp);
+
+    /// What [`acquire`](Self::acquire) would decide at `now`, recording
+    /// nothing (`&mut`: expired history may be forgotten, which changes no
+    /// decision).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire).
+    fn check(&mut self, n: u32, now: Timestamp) -> Result<Decision, AcquireError>;
+
     /// The earliest time at which the state is idle (carries no information:
     /// it decides exactly like a fresh one) if nothing else is admitted.
     /// [`Timestamp::EPOCH`] if nothing was ever admitted.
@@ -425,6 +453,9 @@ trait OneLimit {
     fn admits(&self, n: u32, now: u64) -> bool;
     /// Records an admitted weight `n > 0` at `now`.
     fn record(&mut self, n: u32, now: u64);
+    /// The weight that still fits at `now` by this limit's own count (after
+    /// `advance(now)`), ignoring any other term of the estimate.
+    fn room(&self) -> u32;
     /// The wait until `n` would be admitted at `now` (after `advance(now)`),
     /// if nothing else is admitted; 0 if it is now. `n <= max`.
     fn wait_for(&self, n: u32, now: u64) -> u64;
@@ -469,6 +500,13 @@ impl<S: OneLimit> Sliding<S> {
     /// [`LimitState::acquire`].
     #[inline]
     fn acquire(&mut self, n: u32, now: Timestamp) -> Result<Decision, AcquireError> {
+        self.decide(n, now, true)
+    }
+
+    /// Decides `n` at `now`, recording it if admitted and `record`.
+    #[inline]
+    fn decide(&mut self, n: u32, now: Timestamp, record: bool) -> Result<Decision, AcquireError> {
+        let n_rec = if record { n } else { 0 };
         if n > self.min_max {
             return Err(self.limits_error(n));
         }
@@ -481,8 +519,8 @@ impl<S: OneLimit> Sliding<S> {
             let mut retry = 0;
             if !allowed {
                 retry = s.wait_for(n, now);
-            } else if n > 0 {
-                s.record(n, now);
+            } else if n_rec > 0 {
+                s.record(n_rec, now);
             }
             return Ok(decide(std::iter::once(s.view(now)), allowed, retry));
         }
@@ -493,9 +531,9 @@ impl<S: OneLimit> Sliding<S> {
         }
         let mut retry = 0;
         if allowed {
-            if n > 0 {
+            if n_rec > 0 {
                 for s in self.per_limit.iter_mut() {
-                    s.record(n, now);
+                    s.record(n_rec, now);
                 }
             }
         } else {
@@ -508,6 +546,22 @@ impl<S: OneLimit> Sliding<S> {
             allowed,
             retry,
         ))
+    }
+
+    /// [`LimitState::record`].
+    fn record(&mut self, n: u32, now: Timestamp) {
+        if n == 0 {
+            return;
+        }
+        let now = now.as_nanos().max(self.last_now);
+        self.last_now = now;
+        for s in self.per_limit.iter_mut() {
+            s.advance(now);
+            let m = n.min(s.room());
+            if m > 0 {
+                s.record(m, now);
+            }
+        }
     }
 
     /// [`LimitState::idle_at`].

@@ -7,6 +7,35 @@
 //! [`StoreError::Acquire`]), [`on_store_error`] answers instead, as the
 //! limit's `on_store_error` says. Nothing else in the daemon chooses an
 //! answer for a failed store.
+//!
+//! # Failover under `local`, and the bound that remains
+//!
+//! Under `local`, `NamedLimit::decide` (`limits.rs`) keeps this instance's
+//! limiter ready for a failover: every admission the store grants is
+//! recorded in it (`LimitState::record`, a mirror, not a decision); what it
+//! admits during the outage is queued (`writeback.rs`) and written back to
+//! the store on recovery, each at its own time, before this instance asks
+//! the store anything else; and a request this instance's own history
+//! already denies is denied without asking the store.
+//!
+//! **Bound.** With `k` instances and a rule of `N` per window `W`, in any
+//! window that spans an outage (or a restart that lost the store's data):
+//!
+//! * each instance admits at most `N`: its local limiter holds everything
+//!   it admitted in the window, through the store (mirrored) or alone, and
+//!   it admits nothing that limiter denies, whoever decides;
+//! * so the fleet admits at most `k·N`. Not `N`, because during the outage
+//!   no instance sees what the others admit: each fills its own `N` minus
+//!   what it had admitted through the store;
+//! * after recovery the store holds every admission written back: once they
+//!   reach `N`, it admits nothing more in that window, to any instance.
+//!
+//! What can break it, each counted in
+//! `rollstat_store_writeback_total{result}`: an admission dropped from a
+//! full queue (`overflow`), sent without an answer (`unconfirmed`) or
+//! refused by Redis (`rejected`); and a key evicted from the local limiter
+//! by `max_keys` (its history is forgotten). Tested by
+//! `tests/it/redis_failover.rs`.
 
 use std::time::Duration;
 
@@ -23,7 +52,7 @@ const DENY_RETRY_AFTER: Duration = Duration::from_secs(1);
 ///
 /// | `on_store_error` | answer | `source` | over HTTP |
 /// |---|---|---|---|
-/// | `local` (default) | `local()` decides: this instance's own limiter, which records what it admits, so its history covers the outage; the fleet may then admit up to `N` per instance | `local` | 200 or 429, as an unshared limit |
+/// | `local` (default) | `local()` decides: this instance's own limiter, which also holds what the store admitted this instance (mirrored); what it admits is written back on recovery; each instance admits at most `N` per window, the fleet `k·N` (see the module docs) | `local` | 200 or 429, as an unshared limit |
 /// | `deny` (fail closed) | denied, `remaining` 0, `retry_after` 1 s | `fallback` | 503 with `Retry-After: 1` and `{"allowed":false,"source":"fallback","error":...}` |
 /// | `allow` (fail open) | admitted, `remaining` 0 | `fallback` | 200 |
 ///
@@ -39,8 +68,9 @@ const DENY_RETRY_AFTER: Duration = Duration::from_secs(1);
 ///
 /// What is counted: the store has already counted the failure itself, in
 /// `rollstat_store_errors_total{op="limit"}` (an error or a missed deadline,
-/// with `rollstat_store_up` set to 0 and one warning logged when the store
-/// goes down) or in `rollstat_store_skipped_total{op="limit"}` (not sent
+/// with `rollstat_store_op_up{op="limit"}` and `rollstat_store_up` set to 0
+/// and one warning logged when limit calls start failing; a failing window
+/// sync never leads here, it has its own health) or in `rollstat_store_skipped_total{op="limit"}` (not sent
 /// while backing off). The caller, [`NamedLimit::decide`], then counts the
 /// verdict like any other in
 /// `rollstat_limit_decisions_total{limit,decision}`: `allowed` or `denied`

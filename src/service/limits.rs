@@ -21,16 +21,21 @@ use std::sync::Arc;
 
 use super::fallback::on_store_error;
 pub use super::verdict::{Source, Verdict};
+use super::writeback::{WriteBackQueue, WRITEBACK_CAP};
 use super::ServiceError;
 use crate::clock::Timestamp;
-use crate::config::{LimitAlgorithm, LimitDef};
+use crate::config::{LimitAlgorithm, LimitDef, StoreFallback};
 use crate::limit::{
     AcquireError, Decision, KeyedConfig, KeyedLimiter, KeyedStats, Limit, Limits, OverflowPolicy,
     SlidingCounter, SlidingLog,
 };
 use crate::store::{
     LimitStore, MemoryLimits, RedisLimits, RedisStore, SharedAlgorithm, StoreError,
+    WriteBackOutcome,
 };
+
+/// Admissions written back per pipeline.
+const WRITEBACK_CHUNK: usize = 256;
 
 /// This instance's own limiter, of either algorithm.
 enum Local {
@@ -59,6 +64,24 @@ impl Local {
         self.store().limits()
     }
 
+    /// What this instance's limiter would decide, recording nothing
+    /// (`None`: a key it does not hold, which it would admit).
+    fn check(&self, key: &str, n: u32, now: Timestamp) -> Option<Decision> {
+        match self {
+            Local::Exact(m) => m.0.check(key, n, now),
+            Local::Approximate(m) => m.0.check(key, n, now),
+        }
+    }
+
+    /// Mirrors an admission the shared store made (see
+    /// `LimitState::record`).
+    fn record(&self, key: &str, n: u32, now: Timestamp) {
+        match self {
+            Local::Exact(m) => m.0.record(key, n, now),
+            Local::Approximate(m) => m.0.record(key, n, now),
+        };
+    }
+
     fn stats(&self) -> KeyedStats {
         match self {
             Local::Exact(m) => m.0.stats(),
@@ -83,6 +106,10 @@ pub struct NamedLimit {
     local: Local,
     /// Decides when the limit is shared.
     shared: Option<RedisLimits>,
+    /// What the local fallback admitted during an outage, to write back.
+    writeback: WriteBackQueue,
+    /// Held while the queue is written back: decisions wait for it.
+    flushing: tokio::sync::Mutex<()>,
     /// Decisions by outcome: allowed, denied, error (over capacity / key cap).
     pub decisions: [AtomicU64; 3],
     /// The `RateLimit-Policy` field value, rendered once.
@@ -161,6 +188,8 @@ impl NamedLimit {
             def: def.clone(),
             local,
             shared,
+            writeback: WriteBackQueue::new(WRITEBACK_CAP),
+            flushing: tokio::sync::Mutex::new(()),
             decisions: Default::default(),
             policy_header,
             policy_names,
@@ -186,28 +215,169 @@ impl NamedLimit {
     /// store: the shared one if the limit is shared, else this instance's
     /// own limiter. If the shared store fails, [`on_store_error`] answers.
     /// Counts the verdict.
+    ///
+    /// Under `on_store_error = "local"` a shared limit also keeps its local
+    /// limiter ready for a failover: every admission the store grants is
+    /// mirrored into it (a record, not a decision), every admission the
+    /// fallback makes is queued to be written back, and while that queue is
+    /// not empty it is written back before anything else is asked of the
+    /// store (if that fails, the local limiter decides). A request the local
+    /// limiter would deny (this instance alone has used a rule's `max` in
+    /// its window) is denied without asking the store, `source` `local`.
     pub async fn decide(&self, key: &str, n: u32, now: Timestamp) -> Verdict {
-        let (store, source): (&dyn LimitStore, Source) = match &self.shared {
-            Some(shared) => (shared, Source::Shared),
-            None => (self.local.store(), Source::Local),
-        };
-        let verdict = match store.decide(key, n, now).await {
-            Ok(d) => Verdict {
-                result: Ok(d),
-                source,
+        let verdict = match &self.shared {
+            // This instance's own limiter never fails: decided at once.
+            None => Verdict {
+                result: self.local.acquire(key, n, now),
+                source: Source::Local,
                 store_error: None,
             },
-            Err(StoreError::Acquire(e)) => Verdict {
-                result: Err(e),
-                source,
-                store_error: None,
-            },
-            Err(e) => on_store_error(self.def.on_store_error, e, self.limits(), n, || {
-                self.local.acquire(key, n, now)
-            }),
+            Some(shared) => self.decide_shared(shared, key, n, now).await,
         };
         self.count(&verdict.result);
         verdict
+    }
+
+    async fn decide_shared(
+        &self,
+        shared: &RedisLimits,
+        key: &str,
+        n: u32,
+        now: Timestamp,
+    ) -> Verdict {
+        let mirror = self.def.on_store_error == StoreFallback::Local;
+        // This instance alone never admits more than a rule allows: if its
+        // own history (mirrored and local admissions) is full, the fleet's
+        // is too, and the answer is no without asking the store. This holds
+        // the per-instance bound even when Redis lost what it held (a
+        // restart without persistence).
+        if mirror {
+            if let Some(d) = self.local.check(key, n, now).filter(|d| !d.allowed) {
+                return Verdict {
+                    result: Ok(d),
+                    source: Source::Local,
+                    store_error: None,
+                };
+            }
+        }
+        let pending = if mirror && self.writeback.is_pending() {
+            self.flush_writeback(shared, now).await.err()
+        } else {
+            None
+        };
+        let r = match pending {
+            Some(e) => Err(e),
+            None => shared.decide(key, n, now).await,
+        };
+        match r {
+            Ok(d) => {
+                if mirror && d.allowed {
+                    self.local.record(key, n, now);
+                }
+                Verdict {
+                    result: Ok(d),
+                    source: Source::Shared,
+                    store_error: None,
+                }
+            }
+            Err(StoreError::Acquire(e)) => Verdict {
+                result: Err(e),
+                source: Source::Shared,
+                store_error: None,
+            },
+            Err(e) => {
+                let v = on_store_error(self.def.on_store_error, e, self.limits(), n, || {
+                    self.local.acquire(key, n, now)
+                });
+                if mirror
+                    && n > 0
+                    && matches!(v.result, Ok(d) if d.allowed)
+                    && !self.writeback.push(key, n, now)
+                {
+                    self.writeback_metric(shared, "overflow", 1);
+                }
+                v
+            }
+        }
+    }
+
+    fn writeback_metric(&self, shared: &RedisLimits, result: &str, n: usize) {
+        if n > 0 {
+            shared
+                .store()
+                .metrics()
+                .writeback
+                .with_label_values(&[result])
+                .inc_by(n as u64);
+        }
+    }
+
+    /// Writes back what the local fallback admitted (see `writeback.rs`),
+    /// in chunks, oldest first. Entries not sent (the store is still down)
+    /// go back to the queue.
+    ///
+    /// # Errors
+    ///
+    /// The store failure that stopped it; what was not sent waits again.
+    pub async fn flush_writeback(
+        &self,
+        shared: &RedisLimits,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
+        let _one = self.flushing.lock().await;
+        let longest = self
+            .limits()
+            .as_slice()
+            .iter()
+            .map(crate::limit::Limit::window_nanos)
+            .max()
+            .unwrap_or(0);
+        let (entries, expired) = self.writeback.take(now, longest);
+        self.writeback_metric(shared, "expired", expired);
+        let mut rest = entries.as_slice();
+        while !rest.is_empty() {
+            let (chunk, after) = rest.split_at(rest.len().min(WRITEBACK_CHUNK));
+            let outcome = shared
+                .store()
+                .write_back(
+                    &self.def.name,
+                    shared.limits(),
+                    shared.algorithm(),
+                    chunk,
+                    now,
+                )
+                .await;
+            match outcome {
+                WriteBackOutcome::Done(ok) => {
+                    let written = ok.iter().filter(|w| **w).count();
+                    self.writeback_metric(shared, "written", written);
+                    self.writeback_metric(shared, "rejected", ok.len() - written);
+                    rest = after;
+                }
+                WriteBackOutcome::Unconfirmed(e) => {
+                    self.writeback_metric(shared, "unconfirmed", chunk.len());
+                    let dropped = self.writeback.put_back(after.to_vec());
+                    self.writeback_metric(shared, "overflow", dropped);
+                    return Err(e);
+                }
+                WriteBackOutcome::Failed(e) => {
+                    let dropped = self.writeback.put_back(rest.to_vec());
+                    self.writeback_metric(shared, "overflow", dropped);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes back what waits, if this limit is shared and anything does:
+    /// the store task's round, so that the queue empties without traffic.
+    pub async fn flush_pending(&self, now: Timestamp) {
+        if let Some(shared) = &self.shared {
+            if self.writeback.is_pending() {
+                let _ = self.flush_writeback(shared, now).await;
+            }
+        }
     }
 
     /// The rules, in config order.
@@ -298,6 +468,14 @@ impl LimitSet {
     /// Drops idle keys everywhere.
     pub fn sweep(&self, now: Timestamp) -> usize {
         self.list.iter().map(|l| l.sweep(now)).sum()
+    }
+
+    /// Writes back what the local fallbacks of shared limits admitted
+    /// during an outage, where anything waits (see `writeback.rs`).
+    pub async fn flush_writebacks(&self, now: Timestamp) {
+        for l in &self.list {
+            l.flush_pending(now).await;
+        }
     }
 
     /// Sweeps if the last sweep is more than 10 s old.

@@ -14,6 +14,7 @@ pub mod breakers;
 pub mod fallback;
 pub mod limits;
 pub mod verdict;
+pub mod writeback;
 
 use std::sync::Arc;
 

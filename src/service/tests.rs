@@ -363,5 +363,10 @@ async fn a_failed_store_is_answered_by_each_limits_policy_and_counted() {
     assert_eq!(counts("allow"), [1, 0, 0]);
     let m = store.metrics();
     assert_eq!(m.errors.with_label_values(&["limit"]).get(), 1);
-    assert_eq!(m.skipped.with_label_values(&["limit"]).get(), 3);
+    // The second `local` decision was denied by this instance's own
+    // history (max = 1, already admitted) without asking the store: nothing
+    // written back or skipped for it.
+    assert_eq!(m.skipped.with_label_values(&["writeback"]).get(), 0);
+    assert_eq!(m.skipped.with_label_values(&["limit"]).get(), 2);
+    assert_eq!(m.writeback.with_label_values(&["written"]).get(), 0);
 }

@@ -41,8 +41,11 @@ use crate::clock::Timestamp;
 use crate::limit::{AcquireError, Decision, KeyedLimiter, LimitError, LimitState, Limits};
 
 pub use self::connect::{check, Redactor};
-pub use self::redis::{RedisLimits, RedisStore, SharedAlgorithm, StoreMetrics, SyncOutcome};
-pub use self::windows::{window_key, WindowBatch, WindowRead, WindowTotals};
+pub use self::redis::{
+    Op, RedisLimits, RedisStore, SharedAlgorithm, StoreMetrics, SyncOutcome, WindowResult,
+    WriteBackOutcome,
+};
+pub use self::windows::{window_key, WindowBatch, WindowRead, WindowTotals, WindowWork};
 /// Re-exported from [`crate::config`], which reads and checks them.
 pub use crate::config::{RedisConfig, RedisTarget};
 

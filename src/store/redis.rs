@@ -48,14 +48,19 @@
 //!
 //! # Failures
 //!
-//! Every call runs under one deadline ([`RedisConfig::timeout`]), connection
-//! attempts, `NOSCRIPT` reload and retries included. A failed or timed-out
-//! call marks the store down (`rollstat_store_up 0`, counted in
-//! `rollstat_store_errors_total{op}`); while it is down, calls are not sent
-//! but answered at once with [`StoreError::Down`] (counted in
-//! `rollstat_store_skipped_total{op}`), and one probe is let through after a
-//! backoff that doubles from 100 ms to 2 s. The first success marks it up
-//! again. The connection manager (single server) reconnects by itself; a
+//! Every limit call runs under one deadline ([`RedisConfig::timeout`]),
+//! connection attempts, `NOSCRIPT` reload and retries included; every chunk
+//! of a window sync under its own ([`RedisConfig::sync_timeout`]). Health is
+//! kept per operation ([`Op`]: `limit` for decisions, write-backs and the
+//! idle `PING`; `windows` for syncs): a failed or timed-out call marks its
+//! operation down (`rollstat_store_op_up{op} 0`, `rollstat_store_up 0`,
+//! counted in `rollstat_store_errors_total{op}`), never the other one; while
+//! an operation is down, its calls are not sent but answered at once with
+//! [`StoreError::Down`] (counted in `rollstat_store_skipped_total{op}`), and
+//! one probe is let through after a backoff that doubles from 100 ms to 2 s.
+//! The first success marks it up again. An error Redis answers for one
+//! window of a sync (e.g. `WRONGTYPE`) is not a failure of the store: that
+//! window is skipped ([`WindowResult::Rejected`]). The connection manager (single server) reconnects by itself; a
 //! cluster connection is (re)built on the next allowed call. What a limit
 //! answers meanwhile (decide locally, allow, deny) is its policy, not the
 //! store's: see `on_store_error` in `src/service/fallback.rs`, a layer above.
@@ -78,7 +83,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use prometheus::{IntCounter, IntCounterVec, IntGauge, Opts, Registry};
+use prometheus::{IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::{
@@ -86,7 +91,7 @@ use redis::{
 };
 
 use super::connect::{self, Redactor};
-use super::windows::{self, WindowBatch, WindowTotals};
+use super::windows::{self, WindowBatch, WindowRead, WindowTotals};
 use super::{LimitStore, StoreError, StoreFuture, StoreSetupError};
 use crate::clock::{duration_nanos, Timestamp};
 use crate::config::RedisConfig;
@@ -112,8 +117,12 @@ const BACKOFF_MAX: Duration = Duration::from_secs(2);
 
 /// The store's self-metrics.
 pub struct StoreMetrics {
-    /// `rollstat_store_up`: 1 if the last call succeeded, else 0.
+    /// `rollstat_store_up`: 1 if every operation's last call succeeded
+    /// (limits and windows alike), else 0.
     pub up: IntGauge,
+    /// `rollstat_store_op_up{op}`: per operation (`limit`, `windows`), 1 if
+    /// its last call succeeded, else 0.
+    pub op_up: IntGaugeVec,
     /// `rollstat_store_errors_total{op}`: failed or timed-out calls.
     pub errors: IntCounterVec,
     /// `rollstat_store_skipped_total{op}`: calls not sent while backing off.
@@ -122,19 +131,39 @@ pub struct StoreMetrics {
     pub calls: IntCounterVec,
     /// `rollstat_store_script_loads_total`: scripts (re)loaded after NOSCRIPT.
     pub script_loads: IntCounter,
-    /// `rollstat_store_unshared_deltas_total`: window deltas (bucket fields)
-    /// that could not be pushed to the store and were dropped from sharing
-    /// (they stay in the local view).
-    pub unshared: IntCounter,
+    /// `rollstat_store_unshared_deltas_total{reason}`: window deltas (bucket
+    /// fields) that could not be pushed to the store and were dropped from
+    /// sharing (they stay in the local view): `expired` (their bucket left
+    /// the local window first), `unconfirmed` (sent, outcome unknown, never
+    /// re-sent), `rejected` (Redis answered an error for their key, e.g.
+    /// WRONGTYPE).
+    pub unshared: IntCounterVec,
+    /// `rollstat_store_writeback_total{result}`: admissions a shared limit's
+    /// local fallback made during an outage, by what became of them:
+    /// `written` (recorded in Redis at their own time), `overflow` (the
+    /// queue was full), `expired` (their time left the longest window before
+    /// they could be written), `unconfirmed` (sent, outcome unknown, not
+    /// re-sent), `rejected` (Redis answered an error for their key).
+    pub writeback: IntCounterVec,
+    /// `rollstat_store_final_sync_total{result}`: the last shared-window sync
+    /// at stop: `done`, `failed`, `timeout`.
+    pub final_sync: IntCounterVec,
 }
 
 impl StoreMetrics {
     fn new() -> prometheus::Result<Self> {
         let op = &["op"];
-        Ok(StoreMetrics {
+        let m = StoreMetrics {
             up: IntGauge::new(
                 "rollstat_store_up",
-                "1 if the last call to the shared store (Redis) succeeded, else 0",
+                "1 if the last call of every operation (limit, windows) to the shared store (Redis) succeeded, else 0",
+            )?,
+            op_up: IntGaugeVec::new(
+                Opts::new(
+                    "rollstat_store_op_up",
+                    "1 if the last call of this operation to the shared store succeeded, else 0; each operation has its own health and backoff",
+                ),
+                op,
             )?,
             errors: IntCounterVec::new(
                 Opts::new(
@@ -161,22 +190,89 @@ impl StoreMetrics {
                 "rollstat_store_script_loads_total",
                 "Lua scripts loaded into the shared store after a NOSCRIPT answer",
             )?,
-            unshared: IntCounter::new(
-                "rollstat_store_unshared_deltas_total",
-                "Window bucket deltas that could not be pushed to the shared store",
+            unshared: IntCounterVec::new(
+                Opts::new(
+                    "rollstat_store_unshared_deltas_total",
+                    "Window bucket deltas that could not be pushed to the shared store, by reason",
+                ),
+                &["reason"],
             )?,
-        })
+            writeback: IntCounterVec::new(
+                Opts::new(
+                    "rollstat_store_writeback_total",
+                    "Admissions made by a shared limit's local fallback, by what became of them when written back to the shared store",
+                ),
+                &["result"],
+            )?,
+            final_sync: IntCounterVec::new(
+                Opts::new(
+                    "rollstat_store_final_sync_total",
+                    "The last shared-window sync at stop, by result",
+                ),
+                &["result"],
+            )?,
+        };
+        m.up.set(1);
+        for op in [Op::Limit, Op::Windows] {
+            m.op_up.with_label_values(&[op.as_str()]).set(1);
+        }
+        for r in ["expired", "unconfirmed", "rejected"] {
+            m.unshared.with_label_values(&[r]);
+        }
+        for r in ["written", "overflow", "expired", "unconfirmed", "rejected"] {
+            m.writeback.with_label_values(&[r]);
+        }
+        Ok(m)
     }
 
     /// Registers every family in `r`.
     pub fn register(&self, r: &Registry) -> prometheus::Result<()> {
         r.register(Box::new(self.up.clone()))?;
+        r.register(Box::new(self.op_up.clone()))?;
         r.register(Box::new(self.errors.clone()))?;
         r.register(Box::new(self.skipped.clone()))?;
         r.register(Box::new(self.calls.clone()))?;
         r.register(Box::new(self.script_loads.clone()))?;
         r.register(Box::new(self.unshared.clone()))?;
+        r.register(Box::new(self.writeback.clone()))?;
+        r.register(Box::new(self.final_sync.clone()))?;
         Ok(())
+    }
+}
+
+/// An operation with its own health: up/down and backoff. A failure of one
+/// never makes the other answer from its fallback.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// Limit decisions, their write-back, and the idle probe (PING).
+    Limit,
+    /// Shared-window syncs.
+    Windows,
+}
+
+impl Op {
+    /// The `op` label.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Op::Limit => "limit",
+            Op::Windows => "windows",
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            Op::Limit => 0,
+            Op::Windows => 1,
+        }
+    }
+
+    /// What its failure does, for the log line.
+    fn consequence(self) -> &'static str {
+        match self {
+            Op::Limit => "The shared store (Redis) failed for limits; shared limits answer as their on_store_error says (local decisions are written back on recovery), and limit calls are retried with backoff. Window syncs keep their own health.",
+            Op::Windows => "The shared store (Redis) failed for window syncs; shared windows keep their local view and pending deltas, and syncs are retried with backoff. Limit decisions keep their own health.",
+        }
     }
 }
 
@@ -215,7 +311,7 @@ impl ConnectionLike for Conn {
     }
 }
 
-/// Up/down state and the retry backoff.
+/// Up/down state and the retry backoff of one [`Op`].
 struct Health {
     up: AtomicBool,
     /// While down: no call before this time (Unix nanos).
@@ -240,7 +336,8 @@ pub struct RedisStore {
     cfg: RedisConfig,
     cluster: Option<redis::cluster::ClusterClient>,
     conn: Mutex<Option<Conn>>,
-    health: Health,
+    /// One per [`Op`], by [`Op::index`].
+    health: [Health; 2],
     redactor: Redactor,
     instance: String,
     seq: AtomicU64,
@@ -250,18 +347,49 @@ pub struct RedisStore {
     metrics: StoreMetrics,
 }
 
-/// What a window sync achieved.
+/// What became of one window of a sync chunk.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WindowResult {
+    /// Written and read back: its fleet totals.
+    Totals(WindowTotals),
+    /// Read back, not yet summed (inside [`RedisStore::sync_windows`] only).
+    Read(Vec<String>),
+    /// Redis answered an error for one of its writes (e.g. `WRONGTYPE`):
+    /// its deltas are given up (some may have been applied).
+    Rejected,
+    /// Written, but the read failed: no fleet totals this time.
+    Unread,
+}
+
+/// What a window sync chunk achieved.
 #[derive(Debug)]
 pub enum SyncOutcome {
-    /// Written, and read back: the totals of each window the batch read, in
-    /// its order.
-    Done(Vec<WindowTotals>),
+    /// Sent and answered: each window's result, in the chunk's order.
+    Done(Vec<WindowResult>),
     /// The writes were sent but their outcome is unknown (the deadline
     /// passed or the reads failed); nothing was read.
     WrittenUnread(StoreError),
     /// Nothing was written (the call failed before or while writing, or the
     /// store is down).
     Failed(StoreError),
+}
+
+/// What a write-back achieved.
+#[derive(Debug)]
+pub enum WriteBackOutcome {
+    /// Answered: per entry, whether every command of it succeeded (`false`:
+    /// Redis answered an error for its key, e.g. `WRONGTYPE`).
+    Done(Vec<bool>),
+    /// Sent, outcome unknown (deadline or connection lost): not re-sent, so
+    /// nothing is recorded twice.
+    Unconfirmed(StoreError),
+    /// Not sent (the limit operation is down, or the connection refused).
+    Failed(StoreError),
+}
+
+/// Whether a pipeline answer is `NOSCRIPT`.
+fn is_noscript(v: &Value) -> bool {
+    matches!(v, Value::ServerError(e) if e.kind() == Some(ServerErrorKind::NoScript))
 }
 
 // === impl RedisStore ===
@@ -307,12 +435,12 @@ impl RedisStore {
             cfg,
             cluster,
             conn: Mutex::new(conn),
-            health: Health {
+            health: std::array::from_fn(|_| Health {
                 up: AtomicBool::new(true),
                 next_try: AtomicU64::new(0),
                 backoff: AtomicU64::new(duration_nanos(BACKOFF_MIN)),
                 last_error: Mutex::new(("error", String::new())),
-            },
+            }),
             redactor,
             instance,
             seq: AtomicU64::new(0),
@@ -335,10 +463,17 @@ impl RedisStore {
         &self.metrics
     }
 
-    /// Whether the store is believed up (no failure since the last success).
+    /// Whether the store is believed up for every operation (no failure
+    /// since the last success of each).
     #[must_use]
     pub fn is_up(&self) -> bool {
-        self.health.up.load(Ordering::Acquire)
+        self.health.iter().all(|h| h.up.load(Ordering::Acquire))
+    }
+
+    /// Whether `op` is believed up (no failure since its last success).
+    #[must_use]
+    pub fn is_op_up(&self, op: Op) -> bool {
+        self.health[op.index()].up.load(Ordering::Acquire)
     }
 
     /// This process's instance id, part of every log member.
@@ -358,17 +493,17 @@ impl RedisStore {
         )
     }
 
-    /// Whether a call may be sent now.
-    fn gate(&self, op: &'static str, now: Timestamp) -> Result<Gate, StoreError> {
-        if self.health.up.load(Ordering::Acquire) {
+    /// Whether a call of `op` may be sent now (`label` names the call in
+    /// the metrics).
+    fn gate(&self, op: Op, label: &'static str, now: Timestamp) -> Result<Gate, StoreError> {
+        let h = &self.health[op.index()];
+        if h.up.load(Ordering::Acquire) {
             return Ok(Gate::Open);
         }
-        let next = self.health.next_try.load(Ordering::Acquire);
-        let backoff = self.health.backoff.load(Ordering::Acquire);
+        let next = h.next_try.load(Ordering::Acquire);
+        let backoff = h.backoff.load(Ordering::Acquire);
         if now.as_nanos() >= next
-            && self
-                .health
-                .next_try
+            && h.next_try
                 .compare_exchange(
                     next,
                     now.as_nanos().saturating_add(backoff),
@@ -379,29 +514,42 @@ impl RedisStore {
         {
             return Ok(Gate::Probe);
         }
-        self.metrics.skipped.with_label_values(&[op]).inc();
-        let (last, detail) = self.health.last_error.lock().clone();
+        self.metrics.skipped.with_label_values(&[label]).inc();
+        let (last, detail) = h.last_error.lock().clone();
         Err(StoreError::Down { last, detail })
     }
 
-    /// Records the outcome of a call sent through `gate`.
+    /// Sets `rollstat_store_op_up{op}` and `rollstat_store_up` (every op up).
+    fn publish_health(&self, op: Op, up: bool) {
+        self.metrics
+            .op_up
+            .with_label_values(&[op.as_str()])
+            .set(i64::from(up));
+        self.metrics.up.set(i64::from(self.is_up()));
+    }
+
+    /// Records the outcome of a call of `op` sent through `gate` under the
+    /// deadline `deadline`.
     fn settle<T>(
         &self,
-        op: &'static str,
+        op: Op,
+        label: &'static str,
         now: Timestamp,
         gate: Gate,
+        deadline: Duration,
         r: Result<RedisResult<T>, tokio::time::error::Elapsed>,
     ) -> Result<T, StoreError> {
+        let h = &self.health[op.index()];
         let err = match r {
             Ok(Ok(v)) => {
-                self.metrics.calls.with_label_values(&[op]).inc();
-                self.metrics.up.set(1);
-                self.health
-                    .backoff
+                self.metrics.calls.with_label_values(&[label]).inc();
+                h.backoff
                     .store(duration_nanos(BACKOFF_MIN), Ordering::Release);
-                if !self.health.up.swap(true, Ordering::AcqRel) {
+                let was_down = !h.up.swap(true, Ordering::AcqRel);
+                self.publish_health(op, true);
+                if was_down {
                     tracing::info!(
-                        op,
+                        op = op.as_str(),
                         "The shared store (Redis) answers again; sharing resumes."
                     );
                 }
@@ -411,29 +559,24 @@ impl RedisStore {
                 reason: failure_reason(&e),
                 detail: self.redactor.text(&e.to_string()),
             },
-            Err(_) => StoreError::Timeout(self.cfg.timeout),
+            Err(_) => StoreError::Timeout(deadline),
         };
-        self.metrics.errors.with_label_values(&[op]).inc();
-        self.metrics.up.set(0);
-        *self.health.last_error.lock() = (err.reason(), err.detail());
-        let was_up = self.health.up.swap(false, Ordering::AcqRel);
+        self.metrics.errors.with_label_values(&[label]).inc();
+        *h.last_error.lock() = (err.reason(), err.detail());
+        let was_up = h.up.swap(false, Ordering::AcqRel);
+        self.publish_health(op, false);
         // A failed probe doubles the wait; a failure while up (or a straggler
         // that was in flight when the store went down) starts it over.
         let b = match (was_up, gate) {
             (false, Gate::Probe) => {
-                let b = self
-                    .health
-                    .backoff
-                    .load(Ordering::Acquire)
-                    .saturating_mul(2);
+                let b = h.backoff.load(Ordering::Acquire).saturating_mul(2);
                 b.min(duration_nanos(BACKOFF_MAX))
             }
             _ => duration_nanos(BACKOFF_MIN),
         };
-        self.health.backoff.store(b, Ordering::Release);
+        h.backoff.store(b, Ordering::Release);
         if was_up || matches!(gate, Gate::Probe) {
-            self.health
-                .next_try
+            h.next_try
                 .store(now.as_nanos().saturating_add(b), Ordering::Release);
         }
         if was_up {
@@ -442,7 +585,7 @@ impl RedisStore {
             let error = err.detail();
             let reason = err.reason();
             let hint = self.hint(reason);
-            tracing::warn!(op, reason, error = %Escaped::with_cap(error.as_bytes(), 1000), hint, "The shared store (Redis) failed; shared limits answer as their on_store_error says, shared windows keep their local view, and the store is retried with backoff.");
+            tracing::warn!(op = op.as_str(), reason, error = %Escaped::with_cap(error.as_bytes(), 1000), hint, "{}", op.consequence());
         }
         Err(err)
     }
@@ -487,14 +630,14 @@ impl RedisStore {
         expect: usize,
         what: &'static str,
     ) -> Result<Vec<i64>, StoreError> {
-        let gate = self.gate("limit", now)?;
+        let gate = self.gate(Op::Limit, "limit", now)?;
         let r = tokio::time::timeout(self.cfg.timeout, async {
             let mut c = self.connection().await?;
             let v = self.evalsha(&mut c, script, cmd).await?;
             redis::from_redis_value::<Vec<i64>>(v).map_err(redis::RedisError::from)
         })
         .await;
-        let v = self.settle("limit", now, gate, r)?;
+        let v = self.settle(Op::Limit, "limit", now, gate, self.cfg.timeout, r)?;
         if v.len() != expect {
             return Err(StoreError::BadReply {
                 script: what,
@@ -516,51 +659,104 @@ impl RedisStore {
         }
     }
 
-    /// One window sync, under one deadline: the batch's writes (a pipeline
-    /// of HINCRBYFLOAT and PEXPIRE) in one round trip, then the read-and-trim
-    /// script for every window it reads in a second one (see
-    /// [`super::windows`]).
+    /// One chunk of a window sync (see [`WindowBatch::into_chunks`]) in
+    /// one pipeline under `redis.sync_timeout_ms`, with the windows
+    /// operation's own health and backoff: per window, its `HINCRBYFLOAT`s
+    /// and `PEXPIRE`, then the read-and-trim script (see [`super::windows`]).
+    /// An error answered for one window's commands (e.g. `WRONGTYPE`) fails
+    /// that window only ([`WindowResult::Rejected`]) and is not a store
+    /// failure.
     pub async fn sync_windows(&self, batch: &WindowBatch, now: Timestamp) -> SyncOutcome {
-        let gate = match self.gate("sync", now) {
+        let gate = match self.gate(Op::Windows, "windows", now) {
             Ok(g) => g,
             Err(e) => return SyncOutcome::Failed(e),
         };
         let sent = AtomicBool::new(false);
-        let r = tokio::time::timeout(self.cfg.timeout, async {
+        let deadline = self.cfg.sync_timeout;
+        let r = tokio::time::timeout(deadline, async {
             let mut c = self.connection().await?;
-            if !batch.writes.is_empty() {
-                sent.store(true, Ordering::Release);
-                batch.writes.exec_async(&mut c).await?;
-            }
             let mut p = redis::pipe();
-            for read in &batch.reads {
-                p.cmd("EVALSHA")
-                    .arg(self.window_script.get_hash())
-                    .arg(1)
-                    .arg(&read.key)
-                    .arg(read.oldest);
-            }
-            if batch.reads.is_empty() {
-                return Ok(Vec::new());
-            }
-            match p.query_async::<Vec<Vec<String>>>(&mut c).await {
-                Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                    self.metrics.script_loads.inc();
-                    self.window_script.load_async(&mut c).await?;
-                    p.query_async(&mut c).await
+            p.ignore_errors();
+            // Per window: the index of its first write and of its read.
+            let mut spans = Vec::with_capacity(batch.windows.len());
+            let mut i = 0;
+            for w in &batch.windows {
+                let first = i;
+                for &(slot, ds, dc) in &w.deltas {
+                    let key = &w.read.key;
+                    p.cmd("HINCRBYFLOAT")
+                        .arg(key)
+                        .arg(format!("{slot}:s"))
+                        .arg(ds);
+                    p.cmd("HINCRBYFLOAT")
+                        .arg(key)
+                        .arg(format!("{slot}:c"))
+                        .arg(dc);
+                    i += 2;
                 }
-                r => r,
+                if !w.deltas.is_empty() {
+                    p.cmd("PEXPIRE").arg(&w.read.key).arg(w.expire_ms);
+                    i += 1;
+                }
+                self.window_read(&mut p, &w.read);
+                spans.push((first, i));
+                i += 1;
             }
+            sent.store(true, Ordering::Release);
+            let mut v: Vec<Value> = p.query_async(&mut c).await?;
+            // After a restart the script is gone: load it and read again.
+            let noscript: Vec<usize> = spans
+                .iter()
+                .enumerate()
+                .filter(|(_, (_, r))| is_noscript(&v[*r]))
+                .map(|(w, _)| w)
+                .collect();
+            if !noscript.is_empty() {
+                self.metrics.script_loads.inc();
+                self.window_script.load_async(&mut c).await?;
+                let mut again = redis::pipe();
+                again.ignore_errors();
+                for &w in &noscript {
+                    self.window_read(&mut again, &batch.windows[w].read);
+                }
+                let answers: Vec<Value> = again.query_async(&mut c).await?;
+                for (&w, a) in noscript.iter().zip(answers) {
+                    v[spans[w].1] = a;
+                }
+            }
+            RedisResult::Ok(
+                spans
+                    .iter()
+                    .map(|&(first, read)| {
+                        if v[first..read]
+                            .iter()
+                            .any(|x| matches!(x, Value::ServerError(_)))
+                        {
+                            return WindowResult::Rejected;
+                        }
+                        match redis::from_redis_value::<Vec<String>>(v[read].clone()) {
+                            Ok(fields) => WindowResult::Read(fields),
+                            Err(_) => WindowResult::Unread,
+                        }
+                    })
+                    .collect::<Vec<_>>(),
+            )
         })
         .await;
-        let written = sent.load(Ordering::Acquire);
-        match self.settle("sync", now, gate, r) {
+        let refused = matches!(&r, Ok(Err(e)) if e.is_connection_refusal());
+        let written = sent.load(Ordering::Acquire) && !refused;
+        match self.settle(Op::Windows, "windows", now, gate, deadline, r) {
             Ok(v) => SyncOutcome::Done(
                 batch
-                    .reads
+                    .windows
                     .iter()
-                    .zip(&v)
-                    .map(|(read, fields)| windows::totals(read, fields))
+                    .zip(v)
+                    .map(|(w, res)| match res {
+                        WindowResult::Read(fields) => {
+                            WindowResult::Totals(windows::totals(&w.read, &fields))
+                        }
+                        other => other,
+                    })
                     .collect(),
             ),
             // Once the writes were sent, a failure leaves them applied or not:
@@ -571,19 +767,105 @@ impl RedisStore {
         }
     }
 
-    /// Pings the store (through the backoff gate): the daemon's probe.
+    /// Adds the read-and-trim script call for `read` to `p`.
+    fn window_read(&self, p: &mut Pipeline, read: &WindowRead) {
+        p.cmd("EVALSHA")
+            .arg(self.window_script.get_hash())
+            .arg(1)
+            .arg(&read.key)
+            .arg(read.oldest);
+    }
+
+    /// Writes back the admissions a shared limit's local fallback made
+    /// during an outage: each entry `(key, n, at)` recorded for `key` of the
+    /// limit `scope` at its own time `at`, in every rule, without a decision
+    /// (they were admitted already): `n` members scored `at` in each sliding
+    /// log (members `<at_us>-<instance>-w<seq>-<i>`, unique), or `n` added to
+    /// the fixed window of `at` of each sliding counter. Keys expire as an
+    /// admission at the time of the write-back would. One pipeline under the
+    /// limit operation's deadline and health (a success marks limits up).
+    pub async fn write_back(
+        &self,
+        scope: &str,
+        limits: &Limits,
+        algorithm: SharedAlgorithm,
+        entries: &[(String, u32, Timestamp)],
+        now: Timestamp,
+    ) -> WriteBackOutcome {
+        let gate = match self.gate(Op::Limit, "writeback", now) {
+            Ok(g) => g,
+            Err(e) => return WriteBackOutcome::Failed(e),
+        };
+        let mut p = redis::pipe();
+        p.ignore_errors();
+        let mut spans = Vec::with_capacity(entries.len());
+        let mut i = 0;
+        for (key, n, at) in entries {
+            let first = i;
+            let at_us = at.as_nanos() / 1000;
+            for r in limits.as_slice() {
+                let base = self.log_key(scope, key, r);
+                let w_us = r.window_nanos().div_ceil(1000).max(1);
+                match algorithm {
+                    SharedAlgorithm::SlidingLog => {
+                        let seq = self.seq.fetch_add(1, Ordering::Relaxed);
+                        let cmd = p.cmd("ZADD").arg(&base);
+                        for m in 0..*n {
+                            cmd.arg(at_us)
+                                .arg(format!("{at_us}-{}-w{seq}-{m}", self.instance));
+                        }
+                        p.cmd("PEXPIRE")
+                            .arg(&base)
+                            .arg(w_us.div_ceil(1000) + TTL_MARGIN_MS);
+                    }
+                    SharedAlgorithm::SlidingCounter => {
+                        let k = format!("{base}:w{}", at_us / w_us);
+                        p.cmd("INCRBY").arg(&k).arg(*n);
+                        p.cmd("PEXPIRE")
+                            .arg(&k)
+                            .arg((2 * w_us).div_ceil(1000) + TTL_MARGIN_MS);
+                    }
+                }
+                i += 2;
+            }
+            spans.push((first, i));
+        }
+        let sent = AtomicBool::new(false);
+        let r = tokio::time::timeout(self.cfg.timeout, async {
+            let mut c = self.connection().await?;
+            sent.store(true, Ordering::Release);
+            p.query_async::<Vec<Value>>(&mut c).await
+        })
+        .await;
+        let refused = matches!(&r, Ok(Err(e)) if e.is_connection_refusal());
+        let written = sent.load(Ordering::Acquire) && !refused;
+        match self.settle(Op::Limit, "writeback", now, gate, self.cfg.timeout, r) {
+            Ok(v) => WriteBackOutcome::Done(
+                spans
+                    .iter()
+                    .map(|&(a, b)| !v[a..b].iter().any(|x| matches!(x, Value::ServerError(_))))
+                    .collect(),
+            ),
+            Err(e) if written => WriteBackOutcome::Unconfirmed(e),
+            Err(e) => WriteBackOutcome::Failed(e),
+        }
+    }
+
+    /// Pings the store (through the limit operation's backoff gate): the
+    /// daemon's probe, so that limits resume without waiting for traffic.
     ///
     /// # Errors
     ///
     /// Any [`StoreError`] but `Acquire`.
     pub async fn ping(&self, now: Timestamp) -> Result<(), StoreError> {
-        let gate = self.gate("ping", now)?;
+        let gate = self.gate(Op::Limit, "ping", now)?;
         let r = tokio::time::timeout(self.cfg.timeout, async {
             let mut c = self.connection().await?;
             redis::cmd("PING").query_async::<String>(&mut c).await
         })
         .await;
-        self.settle("ping", now, gate, r).map(|_| ())
+        self.settle(Op::Limit, "ping", now, gate, self.cfg.timeout, r)
+            .map(|_| ())
     }
 
     /// Decides a request of weight `n` for `key` of limit `scope` on the
@@ -761,6 +1043,12 @@ impl RedisLimits {
     #[must_use]
     pub fn store(&self) -> &Arc<RedisStore> {
         &self.store
+    }
+
+    /// The algorithm it runs.
+    #[must_use]
+    pub fn algorithm(&self) -> SharedAlgorithm {
+        self.algorithm
     }
 }
 

@@ -18,12 +18,14 @@
 //! PEXPIRE      <key> <window length + margin>
 //! ```
 //!
-//! then runs `window_read.lua` per window (by SHA, reloaded on `NOSCRIPT`):
-//! it deletes fields of slots that left the window and returns the rest,
-//! atomically. [`RedisStore::sync_windows`](super::RedisStore::sync_windows)
-//! runs both round trips under one deadline.
-
-use redis::Pipeline;
+//! then runs `window_read.lua` for the window (by SHA, reloaded on
+//! `NOSCRIPT`): it deletes fields of slots that left the window and returns
+//! the rest, atomically. A sync is cut into chunks of a bounded number of
+//! windows and deltas ([`WindowBatch::into_chunks`]); each chunk is one
+//! pipeline under `redis.sync_timeout_ms`
+//! ([`RedisStore::sync_windows`](super::RedisStore::sync_windows)), and an
+//! error Redis answers for one window's commands (e.g. `WRONGTYPE`) fails
+//! that window only.
 
 /// The hash key of a shared window: `<prefix>:win:{<series>}:<window>`.
 #[must_use]
@@ -54,12 +56,24 @@ pub struct WindowRead {
     pub ignore_current: bool,
 }
 
-/// The writes and reads of one window sync.
-#[derive(Default)]
+/// One window's part of a sync: its bucket deltas, its expiry and its read.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WindowWork {
+    /// `(slot, Δsum, Δcount)` per bucket that changed.
+    pub deltas: Vec<(u64, f64, f64)>,
+    /// The hash expires this long after the write (ms), when there are
+    /// deltas.
+    pub expire_ms: u64,
+    /// What to read back (its `key` is the window's hash).
+    pub read: WindowRead,
+}
+
+/// The writes and reads of one window sync, or of one chunk of it (see
+/// [`WindowBatch::into_chunks`]).
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct WindowBatch {
-    pub(super) writes: Pipeline,
-    pub(super) reads: Vec<WindowRead>,
-    pub(super) deltas: usize,
+    pub(super) windows: Vec<WindowWork>,
+    deltas: usize,
 }
 
 // === impl WindowBatch ===
@@ -71,31 +85,10 @@ impl WindowBatch {
         WindowBatch::default()
     }
 
-    /// Adds `Δsum` and `Δcount` to bucket `slot` of the window `key`.
-    pub fn add(&mut self, key: &str, slot: u64, sum: f64, count: f64) {
-        self.writes
-            .cmd("HINCRBYFLOAT")
-            .arg(key)
-            .arg(format!("{slot}:s"))
-            .arg(sum)
-            .ignore();
-        self.writes
-            .cmd("HINCRBYFLOAT")
-            .arg(key)
-            .arg(format!("{slot}:c"))
-            .arg(count)
-            .ignore();
-        self.deltas += 1;
-    }
-
-    /// Lets the window `key` expire `ms` milliseconds after this write.
-    pub fn expire(&mut self, key: &str, ms: u64) {
-        self.writes.cmd("PEXPIRE").arg(key).arg(ms).ignore();
-    }
-
-    /// Reads the window back after the writes.
-    pub fn read(&mut self, read: WindowRead) {
-        self.reads.push(read);
+    /// Adds a window: its deltas are written, then it is read back.
+    pub fn push(&mut self, work: WindowWork) {
+        self.deltas += work.deltas.len();
+        self.windows.push(work);
     }
 
     /// Bucket deltas added.
@@ -104,10 +97,34 @@ impl WindowBatch {
         self.deltas
     }
 
-    /// The windows to read, in the order their totals come back.
+    /// The windows, in the order their results come back.
     #[must_use]
-    pub fn reads(&self) -> &[WindowRead] {
-        &self.reads
+    pub fn windows(&self) -> &[WindowWork] {
+        &self.windows
+    }
+
+    /// Splits into chunks of at most `max_windows` windows and, unless one
+    /// window alone has more, `max_deltas` deltas: each chunk is one
+    /// pipeline under its own deadline, and a window's commands never span
+    /// two chunks (one key per window, so a chunk never needs more than its
+    /// own keys).
+    #[must_use]
+    pub fn into_chunks(self, max_windows: usize, max_deltas: usize) -> Vec<WindowBatch> {
+        let mut out = Vec::new();
+        let mut cur = WindowBatch::new();
+        for w in self.windows {
+            if !cur.windows.is_empty()
+                && (cur.windows.len() >= max_windows.max(1)
+                    || cur.deltas + w.deltas.len() > max_deltas)
+            {
+                out.push(std::mem::take(&mut cur));
+            }
+            cur.push(w);
+        }
+        if !cur.windows.is_empty() {
+            out.push(cur);
+        }
+        out
     }
 }
 
@@ -181,22 +198,42 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_batch_counts_its_deltas_and_keeps_reads_in_order() {
-        let mut b = WindowBatch::new();
-        b.add("a", 1, 1.0, 1.0);
-        b.add("a", 2, 1.0, 1.0);
-        b.expire("a", 3000);
-        for key in ["a", "b"] {
-            b.read(WindowRead {
+    fn work(key: &str, deltas: usize) -> WindowWork {
+        WindowWork {
+            deltas: (0..deltas as u64).map(|s| (s, 1.0, 1.0)).collect(),
+            expire_ms: 3000,
+            read: WindowRead {
                 key: key.into(),
                 oldest: 0,
                 current: 2,
                 ignore_current: true,
-            });
+            },
         }
-        assert_eq!(b.deltas(), 2);
-        assert_eq!(b.reads()[1].key, "b");
+    }
+
+    #[test]
+    fn a_batch_counts_its_deltas_and_chunks_by_windows_and_deltas() {
+        let mut b = WindowBatch::new();
+        for (i, d) in [2, 0, 3, 1, 6, 1].into_iter().enumerate() {
+            b.push(work(&format!("k{i}"), d));
+        }
+        assert_eq!(b.deltas(), 13);
+        assert_eq!(b.windows()[1].read.key, "k1");
+        let sizes: Vec<(usize, usize)> = b
+            .clone()
+            .into_chunks(3, 4)
+            .iter()
+            .map(|c| (c.windows().len(), c.deltas()))
+            .collect();
+        // k0+k1 (2), k2+k3 (4), k4 alone (6, over the cap but one window),
+        // k5.
+        assert_eq!(sizes, [(2, 2), (2, 4), (1, 6), (1, 1)]);
+        let keys: Vec<String> = b
+            .into_chunks(2, 100)
+            .iter()
+            .flat_map(|c| c.windows().iter().map(|w| w.read.key.clone()))
+            .collect();
+        assert_eq!(keys, ["k0", "k1", "k2", "k3", "k4", "k5"]);
         assert_eq!(window_key("p", "x|a=b", "1m"), "p:win:{x|a=b}:1m");
     }
 }

@@ -47,6 +47,8 @@ mod prometheus;
 mod redis;
 // Redis as production runs it: requirepass, an ACL user, TLS (rcgen certificates); credentials never shown.
 mod redis_access;
+// Issue #16: failover without double admission (two daemons, Redis killed and restarted), per-operation store health, the final sync at stop.
+mod redis_failover;
 // Series bounds from outside: cap, type conflicts, expiry.
 mod registry;
 // Breakers and rate limits over HTTP and statsd: exactness, trials, recovery.

@@ -95,13 +95,19 @@ pub struct RedisConfig {
     pub timeout: Duration,
     /// How often shared windows push their deltas and read the fleet view.
     pub sync_interval: Duration,
+    /// Deadline of one chunk of a window sync (`sync_timeout_ms`): window
+    /// syncs have their own deadline and health, apart from limit calls.
+    pub sync_timeout: Duration,
+    /// Deadline of the last window sync at stop (`final_sync_timeout_ms`).
+    pub final_sync_timeout: Duration,
     /// Prefix of every key (default `rollstat`).
     pub key_prefix: String,
 }
 
 impl RedisConfig {
     /// A single server at `url`, with a 100 ms deadline, a 100 ms sync
-    /// interval and the `rollstat` key prefix; no username, password or TLS
+    /// interval, a 1 s deadline per window sync chunk, 2 s for the final
+    /// sync at stop, and the `rollstat` key prefix; no username, password or TLS
     /// files (the client still reads any in the URL).
     #[must_use]
     pub fn url(url: impl Into<String>) -> Self {
@@ -112,6 +118,8 @@ impl RedisConfig {
             tls: RedisTls::default(),
             timeout: Duration::from_millis(100),
             sync_interval: Duration::from_millis(100),
+            sync_timeout: Duration::from_millis(1000),
+            final_sync_timeout: Duration::from_millis(2000),
             key_prefix: "rollstat".to_string(),
         }
     }
@@ -137,6 +145,12 @@ pub(super) fn read_redis(t: &mut Table<'_, '_>, p: &mut Problems<'_>) -> Option<
     }
     if let Some(ms) = t.int(p, "sync_interval_ms", 10, 3_600_000) {
         cfg.sync_interval = Duration::from_millis(ms);
+    }
+    if let Some(ms) = t.int(p, "sync_timeout_ms", 1, 60_000) {
+        cfg.sync_timeout = Duration::from_millis(ms);
+    }
+    if let Some(ms) = t.int(p, "final_sync_timeout_ms", 1, 60_000) {
+        cfg.final_sync_timeout = Duration::from_millis(ms);
     }
     if let Some((s, off)) = t.string(p, "key_prefix") {
         if valid_label_value(&s) {
