@@ -68,6 +68,9 @@ pub struct Reloader {
     services: Arc<ServiceHandle>,
     clock: Arc<dyn Clock>,
     access: Arc<AccessHandle>,
+    /// The config in force. Its lock is held for a whole reload, from
+    /// reading the file to the replan, so reloads run one at a time (a
+    /// SIGHUP and a `POST /-/reload` at once never mix two file reads).
     current: Mutex<Config>,
     /// The HTTP listener's TLS settings, when it speaks HTTPS.
     tls: Option<Arc<ServerTls>>,
@@ -113,6 +116,10 @@ impl Reloader {
     /// [`ReloadError`]: the new config cannot be read or built; the old one
     /// stays in force.
     pub fn reload(&self) -> Result<(), ReloadError> {
+        // One reload at a time: the next one reads the file only after this
+        // one has applied everything (services, TLS, access, plan, replan),
+        // and builds its services from what this one applied.
+        let mut cur = self.current.lock();
         let Some(path) = &self.path else {
             tracing::info!("Reload asked, but rollstat runs on built-in defaults (no --config); nothing to reload.");
             self.telemetry.reloads.with_label_values(&["ok"]).inc();
@@ -162,7 +169,6 @@ impl Reloader {
                     }
                     _ => {}
                 }
-                let mut cur = self.current.lock();
                 if cfg.listen != cur.listen || cfg.ingest != cur.ingest {
                     tracing::warn!(path = %path.display(), "[listen] and [ingest] changes (tag_styles included) take effect only after a restart.");
                 }
@@ -210,5 +216,103 @@ impl Reloader {
                 Err(e)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::series::Plan;
+
+    const FILES: [&str; 2] = [
+        "[[limits]]\nname = \"l\"\nrules = [{ max = 1, window_ms = 60000 }]\n",
+        "[[limits]]\nname = \"l\"\nrules = [{ max = 2, window_ms = 60000 }]\n",
+    ];
+
+    /// The max of limit `l` in `cfg`.
+    fn max_of(cfg: &Config) -> u32 {
+        cfg.limits[0].rules[0].0
+    }
+
+    #[test]
+    fn concurrent_reloads_apply_the_config_and_services_of_one_file_read() {
+        let dir =
+            std::env::temp_dir().join(format!("rollstat-reload-serial-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("rollstat.toml");
+        std::fs::write(&path, FILES[0]).unwrap();
+        let config = Config::load(&path).unwrap();
+        let clock: Arc<dyn Clock> = Arc::new(ManualClock::new());
+        let services = Arc::new(ServiceHandle::new(
+            Services::new(&config, clock.now(), None).unwrap(),
+        ));
+        let reloader = Reloader::new(
+            Some(path.clone()),
+            config.clone(),
+            Arc::new(Registry::new(Plan::from_config(&config), 4)),
+            Arc::new(Telemetry::new().unwrap()),
+            services.clone(),
+            clock,
+            Arc::new(AccessHandle::new(config.http.access.clone(), Vec::new())),
+        );
+        let (done, mismatches, checks) = (
+            AtomicBool::new(false),
+            AtomicUsize::new(0),
+            AtomicUsize::new(0),
+        );
+        std::thread::scope(|s| {
+            // The file flips between the two contents (whole files, renamed
+            // into place, so that every read is one of them).
+            s.spawn(|| {
+                let tmp = dir.join("next.toml");
+                let mut i = 0;
+                while !done.load(Ordering::Relaxed) {
+                    i += 1;
+                    std::fs::write(&tmp, FILES[i % 2]).unwrap();
+                    std::fs::rename(&tmp, &path).unwrap();
+                }
+            });
+            // Between reloads (the config lock held), the services in force
+            // come from the same file read as the config in force.
+            s.spawn(|| {
+                while !done.load(Ordering::Relaxed) {
+                    let cur = reloader.current.lock();
+                    let applied = services.current();
+                    let def = &applied.limits.get("l").unwrap().def;
+                    if def.rules[0].0 != max_of(&cur) {
+                        mismatches.fetch_add(1, Ordering::Relaxed);
+                    }
+                    checks.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+            let reloaders: Vec<_> = (0..2)
+                .map(|_| {
+                    s.spawn(|| {
+                        for _ in 0..300 {
+                            reloader.reload().unwrap();
+                        }
+                    })
+                })
+                .collect();
+            for r in reloaders {
+                r.join().unwrap();
+            }
+            done.store(true, Ordering::Relaxed);
+        });
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(checks.load(Ordering::Relaxed) > 0);
+        assert_eq!(
+            mismatches.load(Ordering::Relaxed),
+            0,
+            "of {checks:?} checks"
+        );
+        let cur = reloader.current.lock();
+        assert_eq!(
+            services.current().limits.get("l").unwrap().def.rules[0].0,
+            max_of(&cur)
+        );
     }
 }
