@@ -111,7 +111,12 @@ impl Services {
     ) -> Result<Services, ServiceError> {
         Ok(Services {
             breakers: Breakers::new(&cfg.breakers, now, previous.map(|p| &p.breakers))?,
-            limits: LimitSet::new(&cfg.limits, previous.map(|p| &p.limits), store.as_ref())?,
+            limits: LimitSet::new(
+                &cfg.limits,
+                previous.map(|p| &p.limits),
+                store.as_ref(),
+                now,
+            )?,
             store,
         })
     }

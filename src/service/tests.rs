@@ -130,7 +130,7 @@ fn slow_timer_samples_mark_successes_slow() {
 }
 
 #[test]
-fn a_reload_keeps_unchanged_breakers_and_limits_and_resets_changed_ones() {
+fn a_reload_keeps_breakers_and_limits_unchanged_or_carried_onto_their_new_rules() {
     let cfg = format!(
         "{ERROR_RATE}\n[[limits]]\nname = \"l\"\nrules = [{{ max = 2, window_ms = 1000 }}]\n"
     );
@@ -155,7 +155,17 @@ fn a_reload_keeps_unchanged_breakers_and_limits_and_resets_changed_ones() {
         s2.breakers.get("b").unwrap().breaker.signals(T0).state,
         BreakerState::Closed
     );
-    assert!(admits(&s2, "l", "k", 3));
+    // The limit keeps the key's 2 admitted: max 3 leaves 1.
+    assert!(!admits(&s2, "l", "k", 2));
+    assert!(admits(&s2, "l", "k", 1));
+    let decisions = |s: &Services| {
+        s.limits.get("l").unwrap().decisions[..]
+            .iter()
+            .map(|d| d.load(std::sync::atomic::Ordering::Relaxed))
+            .collect::<Vec<_>>()
+    };
+    // The decision counts went on: 2 allowed and 3 denied in all.
+    assert_eq!(decisions(&s2), [2, 3, 0]);
 }
 
 #[test]
