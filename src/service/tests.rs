@@ -151,10 +151,10 @@ fn a_reload_keeps_breakers_and_limits_unchanged_or_carried_onto_their_new_rules(
         .replace("max = 2", "max = 3")
         .replace("min_calls = 4", "min_calls = 5");
     let s2 = Services::new(&Config::parse(&changed).unwrap(), T0, Some(&same)).unwrap();
-    assert_eq!(
-        s2.breakers.get("b").unwrap().breaker.signals(T0).state,
-        BreakerState::Closed
-    );
+    // The breaker stays open with its window (4 calls, 4 failures).
+    let sig = s2.breakers.get("b").unwrap().breaker.signals(T0);
+    assert_eq!(sig.state, BreakerState::Open);
+    assert_eq!((sig.requests, sig.failures), (4, 4));
     // The limit keeps the key's 2 admitted: max 3 leaves 1.
     assert!(!admits(&s2, "l", "k", 2));
     assert!(admits(&s2, "l", "k", 1));
@@ -374,4 +374,49 @@ async fn a_failed_store_is_answered_by_each_limits_policy_and_counted() {
     let m = store.metrics();
     assert_eq!(m.errors.with_label_values(&["limit"]).get(), 1);
     assert_eq!(m.skipped.with_label_values(&["limit"]).get(), 3);
+}
+
+#[test]
+fn a_reload_keeps_an_open_breaker_open_with_its_counts_and_carries_pending_outcomes() {
+    let s1 = services(ERROR_RATE);
+    observe(&s1, "req:10|c\nfail:10|c");
+    s1.breakers.tick(T0);
+    let t = T0 + Duration::from_millis(100);
+    let before = s1.breakers.get("b").unwrap().breaker.signals(t);
+    assert_eq!(before.state, BreakerState::Open);
+    assert!(before.failures > 0);
+    let changed = ERROR_RATE.replace(
+        "failure_rate_threshold = 0.5",
+        "failure_rate_threshold = 0.9",
+    );
+    let s2 = Services::new(&Config::parse(&changed).unwrap(), t, Some(&s1)).unwrap();
+    let b2 = s2.breakers.get("b").unwrap();
+    let after = b2.breaker.signals(t);
+    assert_eq!(
+        (after.state, after.requests, after.failures),
+        (before.state, before.requests, before.failures)
+    );
+    // Open since T0: half-open once open_duration (1 s) is over, as before.
+    let over = T0 + Duration::from_millis(1001);
+    s2.breakers.tick(over);
+    assert_eq!(b2.breaker.signals(over).state, BreakerState::HalfOpen);
+
+    // Outcomes pending at the reload (or added to the old generation by an
+    // ingest thread still holding it) reach the new breaker.
+    let c1 = services(ERROR_RATE);
+    observe(&c1, "req:2|c");
+    let c2 = Services::new(&Config::parse(&changed).unwrap(), T0, Some(&c1)).unwrap();
+    observe(&c1, "req:1|c\nfail:1|c");
+    c2.breakers.tick(T0);
+    let sig = c2.breakers.get("b").unwrap().breaker.signals(T0);
+    assert_eq!(
+        (sig.state, sig.requests, sig.failures),
+        (BreakerState::Closed, 3, 1)
+    );
+
+    // A new kind starts fresh.
+    let sre = "[[breakers]]\nname = \"b\"\nkind = \"sre\"\nrequests_metric = \"req\"\n";
+    let s3 = Services::new(&Config::parse(sre).unwrap(), t, Some(&s2)).unwrap();
+    let sig = s3.breakers.get("b").unwrap().breaker.signals(t);
+    assert_eq!((sig.state, sig.requests), (BreakerState::Closed, 0));
 }
