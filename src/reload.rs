@@ -1,23 +1,56 @@
 //! Config reloads (SIGHUP and `POST /-/reload`): a bad file keeps the old
 //! config in force, says why, and sets the last-reload-success gauge to 0.
 //!
-//! What a reload changes: windows, mappings, quantiles, histogram buckets,
-//! TTL and the series cap for series created afterwards, the HTTP access
-//! rules (`allowed_hosts`, `allowed_origins`, `[http.auth.*]` and the
-//! credentials files they name, read again), and windows and
-//! mappings for existing series too: after a good reload every live series
-//! is re-planned ([`Registry::replan`]): kept, given its new windows, or
-//! removed if the new rules drop, rename or relabel it (its next line starts
-//! it fresh). Existing series keep their histogram bounds. `[listen]`,
-//! `[ingest]` (limits and `tag_styles`), the rest of `[http]` (deadlines and caps) and
-//! `[redis]` are read at start only; changing them needs a restart, and the
-//! reload log says so.
+//! Reloads run one at a time: the config lock is taken before the file is
+//! read and held until the series are re-planned, so a SIGHUP and a
+//! `POST /-/reload` at once never mix two file reads, and the second builds
+//! on what the first applied.
 //!
-//! `[http.tls]` is taken at every reload too: each reads its
-//! files again (certificate, key, client CAs) and takes its settings, and
-//! the next connections use them; files that are bad fail the whole reload
-//! (the certificate in use stays, as the rest of the config does). Turning
-//! HTTPS on or off needs a restart, and the reload log says so.
+//! # What a reload keeps
+//!
+//! * **Limits** (service/limits.rs): an unchanged limit is kept as it is.
+//!   A limit whose definition changes keeps every key's history,
+//!   re-evaluated under the new rules (the limit module's "Rules that
+//!   change"): the exact log keeps the `(t, weight)` entries of its old
+//!   longest window that lie inside each new window; the approximate
+//!   counter keeps a rule's fixed windows where its window is unchanged and
+//!   re-bases a rule with a new window on the nearest old rule's estimate
+//!   (rounded up, counted in the new current fixed window); log → counter
+//!   sums the entries into fixed windows; counter → log stamps each fixed
+//!   window's count at the latest time it could have happened. The most
+//!   recently used keys up to a new `max_keys` (the rest counted as evicted,
+//!   cause `cap`); the decision and key counters go on. Shared limits keep
+//!   their Redis history (keys name the window, not `max`).
+//! * **Breakers** (service/breakers.rs): same kind, other parameters: the
+//!   state (open stays open from the same instant, half-open keeps its
+//!   trials), window counts, transitions, pending statsd counts and debt are
+//!   kept and the new thresholds apply from the next decision or tick; a new
+//!   window shape moves each bucket to the new slot holding its start
+//!   ([`RollingWindow::rebucketed`](crate::window::RollingWindow::rebucketed)).
+//!   A new kind (sre <-> error_rate) starts fresh.
+//! * **Series windows** ([`Registry::replan`]): a window whose name and shape
+//!   (buckets, interval, ignore_current) are unchanged keeps its buckets
+//!   and the time it is watched from; a new, renamed or reshaped window
+//!   starts empty on the epoch grid at the reload, watched from then.
+//! * **Series**: kept, given their new windows (cumulative values and
+//!   histogram bounds kept), or removed if the new rules drop, rename or
+//!   relabel them (the next line starts them fresh). New windows, mappings,
+//!   quantiles, histogram buckets, TTL and the series cap apply to series
+//!   created afterwards.
+//! * **Access**: `allowed_hosts`, `allowed_origins`, `[http.auth.*]` and the
+//!   credentials files they name (read again) are taken at once.
+//! * **TLS**: `[http.tls]` is taken at every reload: its files
+//!   (certificate, key, client CAs) are read again and the next connections
+//!   use them; files that are bad fail the whole reload (the certificate in
+//!   use stays, as the rest of the config does). Turning HTTPS on or off
+//!   needs a restart, and the reload log says so.
+//! * **Restart only**: `[listen]`, `[ingest]` (limits and `tag_styles`), the
+//!   rest of `[http]` (deadlines and caps) and `[redis]`; the reload log
+//!   says so.
+//!
+//! Requests a limit decides, and outcomes the breaker ticker records,
+//! between the copy of the old state and the switch to the new one are
+//! decided by the old generation and not carried.
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -1,6 +1,6 @@
 //! The signal services the daemon offers beside the series: named circuit
 //! breakers and keyed rate limits, both rebuilt on reload with the state of
-//! unchanged entries carried over.
+//! every entry carried over (onto its new rules when they change).
 //!
 //! * `breakers.rs`: [`Breakers`], fed by statsd samples and `POST .../outcomes`.
 //! * `limits.rs`: [`LimitSet`]; each [`NamedLimit`] decides through its
