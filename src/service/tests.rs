@@ -420,3 +420,31 @@ fn a_reload_keeps_an_open_breaker_open_with_its_counts_and_carries_pending_outco
     let sig = s3.breakers.get("b").unwrap().breaker.signals(t);
     assert_eq!((sig.state, sig.requests), (BreakerState::Closed, 0));
 }
+
+#[test]
+fn an_sre_breaker_keeps_its_window_when_k_or_the_window_shape_changes() {
+    let sre = "[[breakers]]\nname = \"s\"\nkind = \"sre\"\nrequests_metric = \"sreq\"\nfailures_metric = \"sfail\"\nwindow_ms = 10000\nbuckets = 10\n";
+    let s1 = services(sre);
+    observe(&s1, "sreq:10|c\nsfail:6|c");
+    s1.breakers.tick(T0);
+    let counts = |s: &Services, t: Timestamp| {
+        let sig = s.breakers.get("s").unwrap().breaker.signals(t);
+        (sig.requests, sig.failures)
+    };
+    let before = counts(&s1, T0);
+    assert_eq!(before, (10, 6));
+    // Another k: the same window.
+    let k2 = format!("{sre}k = 2.0\n");
+    let s2 = Services::new(&Config::parse(&k2).unwrap(), T0, Some(&s1)).unwrap();
+    assert_eq!(counts(&s2, T0), before);
+    // A longer window in other buckets: the counts move along and outlive
+    // the old 10 s window.
+    let longer = k2.replace(
+        "window_ms = 10000\nbuckets = 10",
+        "window_ms = 20000\nbuckets = 4",
+    );
+    let s3 = Services::new(&Config::parse(&longer).unwrap(), T0, Some(&s2)).unwrap();
+    let later = T0 + Duration::from_secs(15);
+    assert_eq!((counts(&s2, later).0, counts(&s3, later).0), (0, 10));
+    assert_eq!(counts(&s3, later).1, 6);
+}
