@@ -6,6 +6,8 @@
 //!   the same minute, not 30 (the old code started every key afresh).
 //! * An open error-rate breaker whose `failure_rate_threshold` is edited
 //!   stays open with its counts (the old code built a fresh closed one).
+//! * The same limit shared through Redis: the fleet's history is kept (the
+//!   old Redis keys named `max`, so a new `max` started an empty history).
 
 use std::time::Duration;
 
@@ -128,4 +130,32 @@ fn an_open_breaker_stays_open_with_its_counts_when_its_threshold_is_edited_at_a_
         .post("/api/v1/breakers/pay/decision", "application/json", b"")
         .text();
     assert!(decision.contains("\"decision\":\"shed\""), "{decision}");
+}
+
+#[test]
+fn a_shared_limit_raised_at_a_sighup_keeps_the_fleet_history_in_redis() {
+    let Some(redis) = crate::redis_server::Redis::start() else {
+        return;
+    };
+    let shared = format!(
+        "{}shared = true\non_store_error = \"deny\"\n\n[redis]\n{}\n",
+        LIMIT,
+        redis.section()
+    );
+    let d = Daemon::start_with(&shared);
+    let mut c = Http::connect(d.http);
+    let (code, _, body) = c.call("POST", "/api/v1/limits/api/acquire?key=alice", "");
+    assert!(
+        code == 200 && body.contains("\"source\":\"redis\""),
+        "{code}: {body}"
+    );
+    assert_eq!(admitted(&mut c, "alice", 49), 49);
+    assert_eq!(admitted(&mut c, "alice", 1), 0);
+    std::fs::write(&d.config, shared.replace("max = 50", "max = 60")).unwrap();
+    sighup(&d, 1.0);
+    let mut c = Http::connect(d.http);
+    assert_eq!(admitted(&mut c, "alice", 30), 10);
+    // The Redis key names the window only.
+    let exists = redis.command("EXISTS rollstat:{api:alice}:60s");
+    assert_eq!(exists.as_deref().map(str::trim), Some(":1"));
 }
