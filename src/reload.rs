@@ -1,23 +1,56 @@
 //! Config reloads (SIGHUP and `POST /-/reload`): a bad file keeps the old
 //! config in force, says why, and sets the last-reload-success gauge to 0.
 //!
-//! What a reload changes: windows, mappings, quantiles, histogram buckets,
-//! TTL and the series cap for series created afterwards, the HTTP access
-//! rules (`allowed_hosts`, `allowed_origins`, `[http.auth.*]` and the
-//! credentials files they name, read again), and windows and
-//! mappings for existing series too: after a good reload every live series
-//! is re-planned ([`Registry::replan`]): kept, given its new windows, or
-//! removed if the new rules drop, rename or relabel it (its next line starts
-//! it fresh). Existing series keep their histogram bounds. `[listen]`,
-//! `[ingest]` (limits and `tag_styles`), the rest of `[http]` (deadlines and caps) and
-//! `[redis]` are read at start only; changing them needs a restart, and the
-//! reload log says so.
+//! Reloads run one at a time: the config lock is taken before the file is
+//! read and held until the series are re-planned, so a SIGHUP and a
+//! `POST /-/reload` at once never mix two file reads, and the second builds
+//! on what the first applied.
 //!
-//! `[http.tls]` is taken at every reload too: each reads its
-//! files again (certificate, key, client CAs) and takes its settings, and
-//! the next connections use them; files that are bad fail the whole reload
-//! (the certificate in use stays, as the rest of the config does). Turning
-//! HTTPS on or off needs a restart, and the reload log says so.
+//! # What a reload keeps
+//!
+//! * **Limits** (service/limits.rs): an unchanged limit is kept as it is.
+//!   A limit whose definition changes keeps every key's history,
+//!   re-evaluated under the new rules (the limit module's "Rules that
+//!   change"): the exact log keeps the `(t, weight)` entries of its old
+//!   longest window that lie inside each new window; the approximate
+//!   counter keeps a rule's fixed windows where its window is unchanged and
+//!   re-bases a rule with a new window on the nearest old rule's estimate
+//!   (rounded up, counted in the new current fixed window); log → counter
+//!   sums the entries into fixed windows; counter → log stamps each fixed
+//!   window's count at the latest time it could have happened. The most
+//!   recently used keys up to a new `max_keys` (the rest counted as evicted,
+//!   cause `cap`); the decision and key counters go on. Shared limits keep
+//!   their Redis history (keys name the window, not `max`).
+//! * **Breakers** (service/breakers.rs): same kind, other parameters: the
+//!   state (open stays open from the same instant, half-open keeps its
+//!   trials), window counts, transitions, pending statsd counts and debt are
+//!   kept and the new thresholds apply from the next decision or tick; a new
+//!   window shape moves each bucket to the new slot holding its start
+//!   ([`RollingWindow::rebucketed`](crate::window::RollingWindow::rebucketed)).
+//!   A new kind (sre <-> error_rate) starts fresh.
+//! * **Series windows** ([`Registry::replan`]): a window whose name and shape
+//!   (buckets, interval, ignore_current) are unchanged keeps its buckets
+//!   and the time it is watched from; a new, renamed or reshaped window
+//!   starts empty on the epoch grid at the reload, watched from then.
+//! * **Series**: kept, given their new windows (cumulative values and
+//!   histogram bounds kept), or removed if the new rules drop, rename or
+//!   relabel them (the next line starts them fresh). New windows, mappings,
+//!   quantiles, histogram buckets, TTL and the series cap apply to series
+//!   created afterwards.
+//! * **Access**: `allowed_hosts`, `allowed_origins`, `[http.auth.*]` and the
+//!   credentials files they name (read again) are taken at once.
+//! * **TLS**: `[http.tls]` is taken at every reload: its files
+//!   (certificate, key, client CAs) are read again and the next connections
+//!   use them; files that are bad fail the whole reload (the certificate in
+//!   use stays, as the rest of the config does). Turning HTTPS on or off
+//!   needs a restart, and the reload log says so.
+//! * **Restart only**: `[listen]`, `[ingest]` (limits and `tag_styles`), the
+//!   rest of `[http]` (deadlines and caps) and `[redis]`; the reload log
+//!   says so.
+//!
+//! Requests a limit decides, and outcomes the breaker ticker records,
+//! between the copy of the old state and the switch to the new one are
+//! decided by the old generation and not carried.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -68,6 +101,9 @@ pub struct Reloader {
     services: Arc<ServiceHandle>,
     clock: Arc<dyn Clock>,
     access: Arc<AccessHandle>,
+    /// The config in force. Its lock is held for a whole reload, from
+    /// reading the file to the replan, so reloads run one at a time (a
+    /// SIGHUP and a `POST /-/reload` at once never mix two file reads).
     current: Mutex<Config>,
     /// The HTTP listener's TLS settings, when it speaks HTTPS.
     tls: Option<Arc<ServerTls>>,
@@ -113,6 +149,10 @@ impl Reloader {
     /// [`ReloadError`]: the new config cannot be read or built; the old one
     /// stays in force.
     pub fn reload(&self) -> Result<(), ReloadError> {
+        // One reload at a time: the next one reads the file only after this
+        // one has applied everything (services, TLS, access, plan, replan),
+        // and builds its services from what this one applied.
+        let mut cur = self.current.lock();
         let Some(path) = &self.path else {
             tracing::info!("Reload asked, but rollstat runs on built-in defaults (no --config); nothing to reload.");
             self.telemetry.reloads.with_label_values(&["ok"]).inc();
@@ -162,7 +202,6 @@ impl Reloader {
                     }
                     _ => {}
                 }
-                let mut cur = self.current.lock();
                 if cfg.listen != cur.listen || cfg.ingest != cur.ingest {
                     tracing::warn!(path = %path.display(), "[listen] and [ingest] changes (tag_styles included) take effect only after a restart.");
                 }
@@ -210,5 +249,103 @@ impl Reloader {
                 Err(e)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::series::Plan;
+
+    const FILES: [&str; 2] = [
+        "[[limits]]\nname = \"l\"\nrules = [{ max = 1, window_ms = 60000 }]\n",
+        "[[limits]]\nname = \"l\"\nrules = [{ max = 2, window_ms = 60000 }]\n",
+    ];
+
+    /// The max of limit `l` in `cfg`.
+    fn max_of(cfg: &Config) -> u32 {
+        cfg.limits[0].rules[0].0
+    }
+
+    #[test]
+    fn concurrent_reloads_apply_the_config_and_services_of_one_file_read() {
+        let dir =
+            std::env::temp_dir().join(format!("rollstat-reload-serial-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("rollstat.toml");
+        std::fs::write(&path, FILES[0]).unwrap();
+        let config = Config::load(&path).unwrap();
+        let clock: Arc<dyn Clock> = Arc::new(ManualClock::new());
+        let services = Arc::new(ServiceHandle::new(
+            Services::new(&config, clock.now(), None).unwrap(),
+        ));
+        let reloader = Reloader::new(
+            Some(path.clone()),
+            config.clone(),
+            Arc::new(Registry::new(Plan::from_config(&config), 4)),
+            Arc::new(Telemetry::new().unwrap()),
+            services.clone(),
+            clock,
+            Arc::new(AccessHandle::new(config.http.access.clone(), Vec::new())),
+        );
+        let (done, mismatches, checks) = (
+            AtomicBool::new(false),
+            AtomicUsize::new(0),
+            AtomicUsize::new(0),
+        );
+        std::thread::scope(|s| {
+            // The file flips between the two contents (whole files, renamed
+            // into place, so that every read is one of them).
+            s.spawn(|| {
+                let tmp = dir.join("next.toml");
+                let mut i = 0;
+                while !done.load(Ordering::Relaxed) {
+                    i += 1;
+                    std::fs::write(&tmp, FILES[i % 2]).unwrap();
+                    std::fs::rename(&tmp, &path).unwrap();
+                }
+            });
+            // Between reloads (the config lock held), the services in force
+            // come from the same file read as the config in force.
+            s.spawn(|| {
+                while !done.load(Ordering::Relaxed) {
+                    let cur = reloader.current.lock();
+                    let applied = services.current();
+                    let def = &applied.limits.get("l").unwrap().def;
+                    if def.rules[0].0 != max_of(&cur) {
+                        mismatches.fetch_add(1, Ordering::Relaxed);
+                    }
+                    checks.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+            let reloaders: Vec<_> = (0..2)
+                .map(|_| {
+                    s.spawn(|| {
+                        for _ in 0..300 {
+                            reloader.reload().unwrap();
+                        }
+                    })
+                })
+                .collect();
+            for r in reloaders {
+                r.join().unwrap();
+            }
+            done.store(true, Ordering::Relaxed);
+        });
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(checks.load(Ordering::Relaxed) > 0);
+        assert_eq!(
+            mismatches.load(Ordering::Relaxed),
+            0,
+            "of {checks:?} checks"
+        );
+        let cur = reloader.current.lock();
+        assert_eq!(
+            services.current().limits.get("l").unwrap().def.rules[0].0,
+            max_of(&cur)
+        );
     }
 }

@@ -292,6 +292,34 @@ impl ErrorRateBreaker {
         })
     }
 
+    /// Takes `config` at `now` (a config reload), keeping the state: the
+    /// phase (an open breaker stays open from the same instant, a half-open
+    /// one keeps its trials, with no more permits left than the new
+    /// `half_open_trials`), the window's counts and the transition counts.
+    /// The new thresholds and durations apply from the next decision or
+    /// poll. A new window shape takes the counts as
+    /// [`RollingWindow::rebucketed`] says.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorRateConfigError`]: `config` is not valid; nothing changes.
+    pub fn reconfigure(
+        &mut self,
+        config: ErrorRateConfig,
+        now: Timestamp,
+    ) -> Result<(), ErrorRateConfigError> {
+        let spec = config.validate()?;
+        if spec != self.spec {
+            self.window = self.window.rebucketed(spec, Timestamp::EPOCH, now);
+        }
+        if let Phase::HalfOpen { permits_left, .. } = &mut self.phase {
+            *permits_left = (*permits_left).min(config.half_open_trials);
+        }
+        self.config = config;
+        self.spec = spec;
+        Ok(())
+    }
+
     /// The configuration.
     #[must_use]
     pub fn config(&self) -> &ErrorRateConfig {

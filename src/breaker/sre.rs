@@ -266,6 +266,24 @@ impl SreBreaker {
         })
     }
 
+    /// Takes `config` at `now` (a config reload), keeping the state: the
+    /// window's counts (the drop ratio goes on from them under the new `k`),
+    /// the last pass and the transition counts. A new window shape takes the
+    /// counts as [`RollingWindow::rebucketed`] says, on a grid anchored at
+    /// `now`.
+    ///
+    /// # Errors
+    ///
+    /// [`SreConfigError`]: `config` is not valid; nothing changes.
+    pub fn reconfigure(&mut self, config: SreConfig, now: Timestamp) -> Result<(), SreConfigError> {
+        let spec = config.validate()?;
+        if spec != self.window.spec() {
+            self.window = self.window.rebucketed(spec, now, now);
+        }
+        self.config = config;
+        Ok(())
+    }
+
     /// The configuration.
     #[must_use]
     pub fn config(&self) -> &SreConfig {

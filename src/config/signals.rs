@@ -405,9 +405,20 @@ pub(super) fn read_limit(
         let max = r.int(p, "max", 1, u64::from(u32::MAX));
         let w = r.int(p, "window_ms", 1, 86_400_000 * 31);
         let (rstart, rpath) = (r.start(), r.key_path("max"));
+        let wpath = r.key_path("window_ms");
         r.finish(p, &["max", "window_ms"]);
         if let (Some(max), Some(w)) = (max, w) {
-            rules.push((max as u32, Duration::from_millis(w)));
+            let w = Duration::from_millis(w);
+            if rules.iter().any(|&(_, x)| x == w) {
+                // Only the smaller max could ever bind; and a shared limit
+                // keeps one Redis history per window.
+                p.at(
+                    rstart,
+                    &wpath,
+                    format!("two rules of this limit have window_ms = {}; only the smaller max can ever bind, keep one rule per window", w.as_millis()),
+                );
+            }
+            rules.push((max as u32, w));
         } else if max.is_none() && w.is_none() {
             p.at(rstart, &rpath, "a rule needs `max` and `window_ms`");
         }

@@ -163,7 +163,7 @@ kind = "magic"
 [[limits]]
 name = "x y"
 algorithm = "fast"
-rules = [{ max = 0, window_ms = 1000 }]
+rules = [{ max = 0, window_ms = 1000 }, { max = 5, window_ms = 2000 }, { max = 9, window_ms = 2000 }]
 overflow = "panic"
 "#;
     let err = Config::parse(bad).unwrap_err();
@@ -179,6 +179,7 @@ overflow = "panic"
             "limits[0].name",
             "limits[0].algorithm",
             "limits[0].rules[0].max",
+            "limits[0].rules[2].window_ms",
             "limits[0].overflow",
         ],
         "{err}"

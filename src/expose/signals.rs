@@ -68,7 +68,7 @@ pub fn families(s: &Services, now: Timestamp) -> Vec<MetricFamily> {
     let mut evicted = Vec::new();
     for l in s.limits.iter() {
         let name = l.def.name.as_str();
-        for (d, n) in DECISIONS.iter().zip(&l.decisions) {
+        for (d, n) in DECISIONS.iter().zip(l.decisions.iter()) {
             decisions.push(counter(
                 &[("limit", name), ("decision", d)],
                 n.load(Ordering::Relaxed) as f64,

@@ -457,7 +457,7 @@ async fn limits(State(st): State<AppState>) -> Response {
                 "max_keys": stats.max_keys,
                 "decisions": crate::service::limits::DECISIONS
                     .iter()
-                    .zip(&l.decisions)
+                    .zip(l.decisions.iter())
                     .map(|(d, n)| {
                         let v = n.load(std::sync::atomic::Ordering::Relaxed);
                         (d.to_string(), serde_json::Value::from(v))

@@ -2,7 +2,9 @@
 //! weighted by its remaining overlap plus the current window. See the
 //! [module docs](super) for the formula and its worst-case overshoot.
 
-use super::{decide, Decision, Limit, LimitView, Limits, OneLimit, Sliding};
+use super::{
+    decide, Decision, Limit, LimitState, LimitView, Limits, OneLimit, Sliding, SlidingLog,
+};
 use crate::clock::Timestamp;
 
 /// Approximate sliding-counter state for one key and all its limits.
@@ -136,6 +138,14 @@ impl OneLimit for Window {
 }
 
 impl Window {
+    /// The estimate at `now` (after `advance(now)`), rounded up.
+    fn estimate_ceil(&self, now: u64) -> u32 {
+        let left = self.limit.window - (now - self.start);
+        let prev = mul_div_ceil(u64::from(self.prev), left, self.limit.window);
+        // `prev` is at most `self.prev`, a u32.
+        (prev as u32).saturating_add(self.curr)
+    }
+
     /// `prev · (W − elapsed)`: `W` times the weighted previous-window term.
     #[inline]
     fn weighted_prev(&self, now: u64) -> u128 {
@@ -221,6 +231,87 @@ impl SlidingCounter {
     #[must_use]
     pub fn new(limits: &Limits) -> Self {
         SlidingCounter(Sliding::new(limits))
+    }
+
+    /// This key's counts carried onto `limits` at `now` (a config reload): a
+    /// rule whose window is unchanged keeps its fixed windows; a rule with a
+    /// new window starts its current fixed window with the estimate of the
+    /// old rule with the nearest window, rounded up (see the
+    /// [module docs](super#rules-that-change-a-config-reload)).
+    #[must_use]
+    pub fn carry(&self, limits: &Limits, now: Timestamp) -> SlidingCounter {
+        let t = now.as_nanos().max(self.0.last_now);
+        let old: Vec<Window> = self
+            .0
+            .per_limit
+            .iter()
+            .map(|w| {
+                let mut w = *w;
+                w.advance(t);
+                w
+            })
+            .collect();
+        let mut s = Sliding::<Window>::new(limits);
+        s.last_now = t;
+        for w in s.per_limit.iter_mut() {
+            let win = w.limit.window;
+            if let Some(same) = old.iter().find(|o| o.limit.window == win) {
+                *w = Window {
+                    limit: w.limit,
+                    ..*same
+                };
+                continue;
+            }
+            // The nearest old window; ties go to the longer.
+            let Some(near) = old.iter().min_by_key(|o| {
+                (
+                    o.limit.window.abs_diff(win),
+                    std::cmp::Reverse(o.limit.window),
+                )
+            }) else {
+                continue;
+            };
+            w.start = t - t % win;
+            w.curr = near.estimate_ceil(t);
+        }
+        SlidingCounter(s)
+    }
+
+    /// A counter for `limits` summed from `log`'s entries at `now`: per rule,
+    /// the current and previous fixed windows (exact, within what the log
+    /// held; see the [module docs](super#rules-that-change-a-config-reload)).
+    #[must_use]
+    pub fn from_log(log: &SlidingLog, limits: &Limits, now: Timestamp) -> SlidingCounter {
+        let t = now.as_nanos().max(log.last_seen().as_nanos());
+        let mut s = Sliding::<Window>::new(limits);
+        s.last_now = t;
+        for w in s.per_limit.iter_mut() {
+            let win = w.limit.window;
+            w.start = t - t % win;
+            for (at, weight) in log.entries() {
+                let at = at.min(t);
+                if at >= w.start {
+                    w.curr = w.curr.saturating_add(weight);
+                } else if w.start - at <= win {
+                    w.prev = w.prev.saturating_add(weight);
+                }
+            }
+        }
+        SlidingCounter(s)
+    }
+
+    /// The longest rule's fixed windows at `t` (at or after the latest `now`
+    /// seen): the previous window's last nanosecond, its count, and the
+    /// current window's count.
+    pub(crate) fn latest_counts(&self, t: u64) -> (u64, u32, u32) {
+        let mut w = *self
+            .0
+            .per_limit
+            .iter()
+            .max_by_key(|w| w.limit.window)
+            .unwrap_or(&self.0.per_limit.first);
+        w.advance(t.max(self.0.last_now));
+        (w.start.saturating_sub(1), w.prev, w.curr)
     }
 
     /// Per limit, in the order given: the current window's start and the

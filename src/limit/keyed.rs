@@ -334,6 +334,70 @@ impl<A: LimitState> KeyedLimiter<A> {
         })
     }
 
+    /// A limiter for `limits` and `config` (a config reload) holding the
+    /// keys of `old`, each state carried onto the new rules by `carry` at
+    /// `now`. Keys whose carried state is idle are dropped (counted as
+    /// `evicted_idle`: no decision changes). If more keys are left than the
+    /// new cap holds, the most recently used ones are kept (by
+    /// [`LimitState::last_seen`]) and the others are dropped, counted as
+    /// `evicted_active` whatever the overflow policy (they held history). The
+    /// counters go on from `old`'s. Each shard of `old` is locked in turn:
+    /// decisions `old` takes meanwhile may not be carried.
+    ///
+    /// # Errors
+    ///
+    /// [`KeyedConfigError`]: `config` cannot build a limiter.
+    pub fn carried<B: LimitState>(
+        limits: Limits,
+        config: KeyedConfig,
+        old: &KeyedLimiter<B>,
+        now: Timestamp,
+        carry: impl Fn(&B, &Limits, Timestamp) -> A,
+    ) -> Result<Self, KeyedConfigError> {
+        let new = Self::new(limits, config)?;
+        let stats = old.stats();
+        new.created.store(stats.created, Ordering::Relaxed);
+        new.evicted_idle
+            .store(stats.evicted_idle, Ordering::Relaxed);
+        new.evicted_active
+            .store(stats.evicted_active, Ordering::Relaxed);
+        new.rejected_new_keys
+            .store(stats.rejected_new_keys, Ordering::Relaxed);
+        let mut kept: Vec<(u64, Box<str>, A)> = Vec::new();
+        let mut idle = 0u64;
+        for shard in old.shards.iter() {
+            let shard = shard.lock();
+            for slot in shard.slots() {
+                let state = carry(&slot.state, &new.limits, now);
+                if state.is_idle(now) {
+                    idle += 1;
+                } else {
+                    kept.push((slot.state.last_seen().as_nanos(), slot.key.clone(), state));
+                }
+            }
+        }
+        // Most recent first, so that a full shard keeps its most recent keys.
+        kept.sort_by_key(|k| std::cmp::Reverse(k.0));
+        let (total, mut dropped, mut placed) = (kept.len() as u64, 0u64, 0usize);
+        for (rank, (_, key, state)) in kept.into_iter().enumerate() {
+            let (hash, shard) = new.shard(&key);
+            let mut shard = shard.lock();
+            if shard.len >= shard.cap {
+                dropped += 1;
+                continue;
+            }
+            // The least recently used key has the smallest tick.
+            let used = total - rank as u64;
+            shard.tick = shard.tick.max(total);
+            shard.insert(hash, Slot { key, state, used });
+            placed += 1;
+        }
+        new.keys.store(placed, Ordering::Relaxed);
+        new.evicted_idle.fetch_add(idle, Ordering::Relaxed);
+        new.evicted_active.fetch_add(dropped, Ordering::Relaxed);
+        Ok(new)
+    }
+
     /// The limits applied to every key.
     #[must_use]
     pub fn limits(&self) -> &Limits {

@@ -3,7 +3,8 @@
 
 use std::collections::VecDeque;
 
-use super::{Limit, LimitView, Limits, OneLimit, Sliding};
+use super::{Limit, LimitState, LimitView, Limits, OneLimit, Sliding, SlidingCounter};
+use crate::clock::Timestamp;
 
 /// Initial ring capacity (entries) for a limit, so small limits allocate once
 /// and large ones start small and double only while their traffic needs it.
@@ -24,7 +25,8 @@ struct Ring {
     /// Admitted requests, oldest first, strictly increasing timestamps
     /// (requests at the same timestamp share an entry).
     entries: VecDeque<Entry>,
-    /// Sum of the weights in `entries`; at most `limit.max`.
+    /// Sum of the weights in `entries`; at most `limit.max`, unless a
+    /// reload lowered `max` below what the carried entries hold.
     used: u64,
     /// Timestamp of the newest entry, when `used > 0` (saves a ring lookup).
     newest: u64,
@@ -109,8 +111,9 @@ impl OneLimit for Ring {
     fn view(&self, now: u64) -> LimitView {
         LimitView {
             limit: self.limit,
-            // `used <= max`, so this fits in u32.
-            remaining: (u64::from(self.limit.max) - self.used) as u32,
+            // At most `max`, so this fits in u32 (`used` may exceed a `max`
+            // lowered by a reload: nothing remains then).
+            remaining: u64::from(self.limit.max).saturating_sub(self.used) as u32,
             reset: self.idle_at().saturating_sub(now),
         }
     }
@@ -150,6 +153,71 @@ impl SlidingLog {
     #[must_use]
     pub fn new(limits: &Limits) -> Self {
         SlidingLog(Sliding::new(limits))
+    }
+
+    /// This key's history carried onto `limits` at `now` (a config reload):
+    /// the entries of the old longest window that lie inside each new window
+    /// (see the [module docs](super#rules-that-change-a-config-reload)).
+    #[must_use]
+    pub fn carry(&self, limits: &Limits, now: Timestamp) -> SlidingLog {
+        let t = now.as_nanos().max(self.0.last_now);
+        SlidingLog::from_entries(limits, t, self.entries())
+    }
+
+    /// A log for `limits` holding what `counter` counted, each fixed window
+    /// of its longest rule as one entry at the latest time it could have
+    /// happened (see the [module docs](super#rules-that-change-a-config-reload)).
+    #[must_use]
+    pub fn from_counter(counter: &SlidingCounter, limits: &Limits, now: Timestamp) -> SlidingLog {
+        let t = now.as_nanos().max(counter.last_seen().as_nanos());
+        let (prev_end, prev, curr) = counter.latest_counts(t);
+        let mut entries = Vec::with_capacity(2);
+        if prev > 0 {
+            entries.push((prev_end, prev));
+        }
+        if curr > 0 {
+            entries.push((t, curr));
+        }
+        SlidingLog::from_entries(limits, t, entries)
+    }
+
+    /// The admitted `(t, weight)` entries of the longest window, oldest
+    /// first: every admitted request still inside it, since every limit
+    /// records every admitted request.
+    pub(crate) fn entries(&self) -> impl Iterator<Item = (u64, u32)> + Clone + '_ {
+        let longest = self
+            .0
+            .per_limit
+            .iter()
+            .max_by_key(|r| r.limit.window)
+            .unwrap_or(&self.0.per_limit.first);
+        longest.entries.iter().map(|e| (e.at, e.weight))
+    }
+
+    /// A log for `limits` at `t` holding `entries` (oldest first, none
+    /// after `t`), each limit keeping those inside its window.
+    fn from_entries(
+        limits: &Limits,
+        t: u64,
+        entries: impl IntoIterator<Item = (u64, u32)> + Clone,
+    ) -> SlidingLog {
+        let mut s = Sliding::<Ring>::new(limits);
+        s.last_now = t;
+        for r in s.per_limit.iter_mut() {
+            for (at, weight) in entries.clone() {
+                let at = at.min(t);
+                if t - at >= r.limit.window || weight == 0 {
+                    continue;
+                }
+                r.used += u64::from(weight);
+                r.newest = at;
+                match r.entries.back_mut() {
+                    Some(e) if e.at == at => e.weight = e.weight.saturating_add(weight),
+                    _ => r.entries.push_back(Entry { at, weight }),
+                }
+            }
+        }
+        SlidingLog(s)
     }
 
     /// The admitted weight still inside each limit's window at the latest

@@ -111,6 +111,32 @@
 //! expired capacity, and nothing panics. Time resumes normally once `now`
 //! passes the latest value again.
 //!
+//! # Rules that change (a config reload)
+//!
+//! A key's state can be carried onto new rules, re-evaluated under them, at
+//! the reload's `now` (the later of it and the latest `now` the state saw):
+//!
+//! * log → log ([`SlidingLog::carry`]): every `(t, weight)` entry of the old
+//!   longest window is kept where it lies inside a new window; the new rules
+//!   decide the next request from them. History older than the old longest
+//!   window was never kept, so a longer new window starts with what the old
+//!   one held.
+//! * counter → counter ([`SlidingCounter::carry`]): a rule whose window is
+//!   unchanged keeps its two fixed windows (only `N` changes). A rule with a
+//!   new window is re-based: the estimate of the old rule with the nearest
+//!   window (ties: the longer), rounded up, becomes the admitted weight of the
+//!   new rule's current fixed window (previous window 0); it leaves when that
+//!   fixed window ends, at most one new window later.
+//! * log → counter ([`SlidingCounter::from_log`]): exact, within what the log
+//!   held: each new rule's current and previous fixed windows are summed from
+//!   the entries.
+//! * counter → log ([`SlidingLog::from_counter`]): the counter knows counts,
+//!   not times. The old longest rule's current fixed window becomes one entry
+//!   at the reload, its previous one one entry at that window's last
+//!   nanosecond: the latest times they could have happened, so the new log
+//!   never admits more than it would have with the true times (it may admit
+//!   less, for at most one window).
+//!
 //! # Example
 //!
 //! ```
@@ -165,6 +191,10 @@ macro_rules! limit_state_by_sliding {
 
             fn idle_at(&self) -> $crate::clock::Timestamp {
                 self.0.idle_at()
+            }
+
+            fn last_seen(&self) -> $crate::clock::Timestamp {
+                $crate::clock::Timestamp::from_nanos(self.0.last_now)
             }
         }
     };
@@ -395,6 +425,10 @@ pub trait LimitState {
     /// it decides exactly like a fresh one) if nothing else is admitted.
     /// [`Timestamp::EPOCH`] if nothing was ever admitted.
     fn idle_at(&self) -> Timestamp;
+
+    /// The latest `now` this state has decided at ([`Timestamp::EPOCH`] if
+    /// never): how recently its key was used, comparable across keys.
+    fn last_seen(&self) -> Timestamp;
 
     /// Whether the state is idle at `now` and can be dropped without changing
     /// any decision.

@@ -121,6 +121,26 @@ impl AnyBreaker {
         })
     }
 
+    /// A copy of this breaker taking `kind` at `now` (a config reload),
+    /// with its state kept (see `reconfigure` of each algorithm); `None` if
+    /// the kind changes (sre <-> error_rate): nothing carries over then.
+    fn reconfigured(
+        &self,
+        kind: &BreakerKind,
+        now: Timestamp,
+    ) -> Option<Result<Self, BreakerConfigError>> {
+        let mut b = self.clone();
+        Some(match (&mut b, kind) {
+            (AnyBreaker::Sre(x), BreakerKind::Sre(c)) => {
+                x.reconfigure(*c, now).map(|()| b).map_err(Into::into)
+            }
+            (AnyBreaker::ErrorRate(x), BreakerKind::ErrorRate(c)) => {
+                x.reconfigure(*c, now).map(|()| b).map_err(Into::into)
+            }
+            _ => return None,
+        })
+    }
+
     /// Records slow calls (error-rate breaker); plain calls for SRE.
     pub fn record_slow_n(&mut self, o: Outcome, n: u64, now: Timestamp) {
         match self {
@@ -179,9 +199,11 @@ pub struct NamedBreaker {
     pub def: BreakerDef,
     /// The breaker, shareable.
     pub breaker: SharedBreaker<AnyBreaker>,
-    pending: Pending,
-    /// Failures counted before their requests arrived.
-    debt: Mutex<Debt>,
+    /// Shared with the breaker this one was carried from at a reload, so
+    /// that counts ingest threads add to the old one meanwhile still count.
+    pending: Arc<Pending>,
+    /// Failures counted before their requests arrived (shared likewise).
+    debt: Arc<Mutex<Debt>>,
 }
 
 /// Failures counted before their requests arrived, in two generations so
@@ -311,8 +333,12 @@ pub struct Breakers {
 }
 
 impl Breakers {
-    /// Builds the breakers of `defs`. A breaker whose definition is unchanged
-    /// in `previous` is carried over with its state.
+    /// Builds the breakers of `defs`. A breaker of `previous` with the same
+    /// name is kept as it is if its definition is unchanged; if only its
+    /// parameters changed (same kind), a copy takes them with its state,
+    /// window, pending counts and debt (outcomes the ticker moves into the
+    /// old one between the copy and the switch, at most one round, are
+    /// not carried); a new kind starts fresh.
     ///
     /// # Errors
     ///
@@ -325,25 +351,37 @@ impl Breakers {
         let mut list = Vec::with_capacity(defs.len());
         let mut feeds: HashMap<String, Vec<(usize, Role)>> = HashMap::new();
         for (i, def) in defs.iter().enumerate() {
-            let kept = previous
-                .and_then(|p| p.get(&def.name))
-                .filter(|b| b.def == *def);
-            let b = match kept {
-                Some(b) => b.clone(),
-                None => Arc::new(NamedBreaker {
-                    def: def.clone(),
-                    breaker: SharedBreaker::new(
-                        AnyBreaker::new(&def.kind, now).map_err(|source| {
-                            ServiceError::Breaker {
-                                name: def.name.clone(),
-                                source,
-                            }
-                        })?,
-                        seed(&def.name, now),
-                    ),
-                    pending: Pending::default(),
-                    debt: Mutex::new(Debt::default()),
-                }),
+            let err = |source| ServiceError::Breaker {
+                name: def.name.clone(),
+                source,
+            };
+            let old = previous.and_then(|p| p.get(&def.name));
+            let b = match old {
+                Some(b) if b.def == *def => b.clone(),
+                _ => {
+                    // Same kind, other parameters: state, window, pending
+                    // counts and debt carried. A new breaker or a new kind:
+                    // fresh.
+                    let carried = old.and_then(|o| {
+                        o.breaker
+                            .with(|b| b.reconfigured(&def.kind, now))
+                            .map(|r| r.map(|b| (b, o.pending.clone(), o.debt.clone())))
+                    });
+                    let (breaker, pending, debt) = match carried {
+                        Some(r) => r.map_err(err)?,
+                        None => (
+                            AnyBreaker::new(&def.kind, now).map_err(err)?,
+                            Arc::default(),
+                            Arc::default(),
+                        ),
+                    };
+                    Arc::new(NamedBreaker {
+                        def: def.clone(),
+                        breaker: SharedBreaker::new(breaker, seed(&def.name, now)),
+                        pending,
+                        debt,
+                    })
+                }
             };
             let inp = &def.inputs;
             let mut feed = |m: &Option<String>, r: Role| {

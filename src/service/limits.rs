@@ -26,8 +26,8 @@ use super::ServiceError;
 use crate::clock::Timestamp;
 use crate::config::{LimitAlgorithm, LimitDef, StoreFallback};
 use crate::limit::{
-    AcquireError, Decision, KeyedConfig, KeyedLimiter, KeyedStats, Limit, Limits, OverflowPolicy,
-    SlidingCounter, SlidingLog,
+    AcquireError, Decision, KeyedConfig, KeyedConfigError, KeyedLimiter, KeyedStats, Limit, Limits,
+    OverflowPolicy, SlidingCounter, SlidingLog,
 };
 use crate::store::{
     LimitStore, MemoryLimits, RedisLimits, RedisStore, SharedAlgorithm, StoreError,
@@ -44,6 +44,55 @@ enum Local {
 }
 
 impl Local {
+    /// An empty limiter of `algorithm`.
+    fn fresh(
+        algorithm: LimitAlgorithm,
+        limits: Limits,
+        cfg: KeyedConfig,
+    ) -> Result<Local, KeyedConfigError> {
+        Ok(match algorithm {
+            LimitAlgorithm::Exact => Local::Exact(MemoryLimits(KeyedLimiter::new(limits, cfg)?)),
+            LimitAlgorithm::Approximate => {
+                Local::Approximate(MemoryLimits(KeyedLimiter::new(limits, cfg)?))
+            }
+        })
+    }
+
+    /// A limiter of `algorithm` holding `old`'s keys carried onto `limits`
+    /// at `now`, whichever algorithm `old` runs (see the `limit` module's
+    /// "Rules that change"): log to log and counter to counter re-evaluate
+    /// the history under the new rules, log to counter sums it into fixed
+    /// windows, counter to log stamps its counts at the latest times they
+    /// could have happened. The most recent keys up to the new `max_keys`.
+    fn carried(
+        algorithm: LimitAlgorithm,
+        old: &Local,
+        limits: Limits,
+        cfg: KeyedConfig,
+        now: Timestamp,
+    ) -> Result<Local, KeyedConfigError> {
+        Ok(match (algorithm, old) {
+            (LimitAlgorithm::Exact, Local::Exact(o)) => Local::Exact(MemoryLimits(
+                KeyedLimiter::carried(limits, cfg, &o.0, now, SlidingLog::carry)?,
+            )),
+            (LimitAlgorithm::Exact, Local::Approximate(o)) => Local::Exact(MemoryLimits(
+                KeyedLimiter::carried(limits, cfg, &o.0, now, SlidingLog::from_counter)?,
+            )),
+            (LimitAlgorithm::Approximate, Local::Approximate(o)) => {
+                Local::Approximate(MemoryLimits(KeyedLimiter::carried(
+                    limits,
+                    cfg,
+                    &o.0,
+                    now,
+                    SlidingCounter::carry,
+                )?))
+            }
+            (LimitAlgorithm::Approximate, Local::Exact(o)) => Local::Approximate(MemoryLimits(
+                KeyedLimiter::carried(limits, cfg, &o.0, now, SlidingCounter::from_log)?,
+            )),
+        })
+    }
+
     /// As a store: how a limit that is not shared decides.
     fn store(&self) -> &dyn LimitStore {
         match self {
@@ -111,7 +160,9 @@ pub struct NamedLimit {
     /// Held while the queue is written back: decisions wait for it.
     flushing: tokio::sync::Mutex<()>,
     /// Decisions by outcome: allowed, denied, error (over capacity / key cap).
-    pub decisions: [AtomicU64; 3],
+    /// Shared with the limit this one was carried from at a reload, so the
+    /// counts go on (and never go down).
+    pub decisions: Arc<[AtomicU64; 3]>,
     /// The `RateLimit-Policy` field value, rendered once.
     pub policy_header: String,
     /// Each rule's policy name, as `RateLimit` refers to it.
@@ -122,7 +173,16 @@ pub struct NamedLimit {
 pub const DECISIONS: [&str; 3] = ["allowed", "denied", "error"];
 
 impl NamedLimit {
-    fn new(def: &LimitDef, store: Option<&Arc<RedisStore>>) -> Result<NamedLimit, ServiceError> {
+    /// Builds the limit of `def`. With `previous` (the limit of that name
+    /// before a reload, whose definition changed), every key's history is
+    /// carried onto the new rules at `now`, re-evaluated under them (see
+    /// [`Local::carried`]), and the decision counts go on.
+    fn new(
+        def: &LimitDef,
+        store: Option<&Arc<RedisStore>>,
+        previous: Option<&NamedLimit>,
+        now: Timestamp,
+    ) -> Result<NamedLimit, ServiceError> {
         let name = || def.name.clone();
         let rules_err = |source| ServiceError::Rules {
             name: name(),
@@ -145,14 +205,11 @@ impl NamedLimit {
             name: name(),
             source,
         };
-        let local = match def.algorithm {
-            LimitAlgorithm::Exact => {
-                Local::Exact(MemoryLimits(KeyedLimiter::new(limits, cfg).map_err(err)?))
-            }
-            LimitAlgorithm::Approximate => {
-                Local::Approximate(MemoryLimits(KeyedLimiter::new(limits, cfg).map_err(err)?))
-            }
-        };
+        let local = match previous {
+            Some(p) => Local::carried(def.algorithm, &p.local, limits, cfg, now),
+            None => Local::fresh(def.algorithm, limits, cfg),
+        }
+        .map_err(err)?;
         let policy_names: Vec<String> = (0..def.rules.len())
             .map(|i| {
                 if def.rules.len() == 1 {
@@ -188,9 +245,12 @@ impl NamedLimit {
             def: def.clone(),
             local,
             shared,
-            writeback: WriteBackQueue::new(WRITEBACK_CAP),
+            writeback: match previous {
+                Some(p) => WriteBackQueue::carried_from(&p.writeback, WRITEBACK_CAP),
+                None => WriteBackQueue::new(WRITEBACK_CAP),
+            },
             flushing: tokio::sync::Mutex::new(()),
-            decisions: Default::default(),
+            decisions: previous.map_or_else(Default::default, |p| p.decisions.clone()),
             policy_header,
             policy_names,
         })
@@ -425,8 +485,11 @@ pub struct LimitSet {
 const SWEEP_EVERY_NANOS: u64 = 10_000_000_000;
 
 impl LimitSet {
-    /// Builds the limits of `defs`; unchanged definitions in `previous` keep
-    /// their state (every key's history). Shared limits use `store`.
+    /// Builds the limits of `defs` at `now`. A limit of `previous` with the
+    /// same name keeps its state: as it is if its definition is unchanged,
+    /// else every key's history carried onto the new definition (see
+    /// [`NamedLimit`]'s carry) with its decision counts going on. Shared
+    /// limits use `store`.
     ///
     /// # Errors
     ///
@@ -435,17 +498,13 @@ impl LimitSet {
         defs: &[LimitDef],
         previous: Option<&LimitSet>,
         store: Option<&Arc<RedisStore>>,
+        now: Timestamp,
     ) -> Result<LimitSet, ServiceError> {
         let list = defs
             .iter()
-            .map(|d| {
-                match previous
-                    .and_then(|p| p.get(&d.name))
-                    .filter(|l| l.def == *d)
-                {
-                    Some(l) => Ok(l.clone()),
-                    None => NamedLimit::new(d, store).map(Arc::new),
-                }
+            .map(|d| match previous.and_then(|p| p.get(&d.name)) {
+                Some(l) if l.def == *d => Ok(l.clone()),
+                old => NamedLimit::new(d, store, old.map(|l| &**l), now).map(Arc::new),
             })
             .collect::<Result<_, _>>()?;
         Ok(LimitSet {

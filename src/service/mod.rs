@@ -1,6 +1,6 @@
 //! The signal services the daemon offers beside the series: named circuit
 //! breakers and keyed rate limits, both rebuilt on reload with the state of
-//! unchanged entries carried over.
+//! every entry carried over (onto its new rules when they change).
 //!
 //! * `breakers.rs`: [`Breakers`], fed by statsd samples and `POST .../outcomes`.
 //! * `limits.rs`: [`LimitSet`]; each [`NamedLimit`] decides through its
@@ -112,7 +112,12 @@ impl Services {
     ) -> Result<Services, ServiceError> {
         Ok(Services {
             breakers: Breakers::new(&cfg.breakers, now, previous.map(|p| &p.breakers))?,
-            limits: LimitSet::new(&cfg.limits, previous.map(|p| &p.limits), store.as_ref())?,
+            limits: LimitSet::new(
+                &cfg.limits,
+                previous.map(|p| &p.limits),
+                store.as_ref(),
+                now,
+            )?,
             store,
         })
     }

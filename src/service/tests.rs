@@ -130,7 +130,7 @@ fn slow_timer_samples_mark_successes_slow() {
 }
 
 #[test]
-fn a_reload_keeps_unchanged_breakers_and_limits_and_resets_changed_ones() {
+fn a_reload_keeps_breakers_and_limits_unchanged_or_carried_onto_their_new_rules() {
     let cfg = format!(
         "{ERROR_RATE}\n[[limits]]\nname = \"l\"\nrules = [{{ max = 2, window_ms = 1000 }}]\n"
     );
@@ -151,11 +151,21 @@ fn a_reload_keeps_unchanged_breakers_and_limits_and_resets_changed_ones() {
         .replace("max = 2", "max = 3")
         .replace("min_calls = 4", "min_calls = 5");
     let s2 = Services::new(&Config::parse(&changed).unwrap(), T0, Some(&same)).unwrap();
-    assert_eq!(
-        s2.breakers.get("b").unwrap().breaker.signals(T0).state,
-        BreakerState::Closed
-    );
-    assert!(admits(&s2, "l", "k", 3));
+    // The breaker stays open with its window (4 calls, 4 failures).
+    let sig = s2.breakers.get("b").unwrap().breaker.signals(T0);
+    assert_eq!(sig.state, BreakerState::Open);
+    assert_eq!((sig.requests, sig.failures), (4, 4));
+    // The limit keeps the key's 2 admitted: max 3 leaves 1.
+    assert!(!admits(&s2, "l", "k", 2));
+    assert!(admits(&s2, "l", "k", 1));
+    let decisions = |s: &Services| {
+        s.limits.get("l").unwrap().decisions[..]
+            .iter()
+            .map(|d| d.load(std::sync::atomic::Ordering::Relaxed))
+            .collect::<Vec<_>>()
+    };
+    // The decision counts went on: 2 allowed and 3 denied in all.
+    assert_eq!(decisions(&s2), [2, 3, 0]);
 }
 
 #[test]
@@ -369,4 +379,77 @@ async fn a_failed_store_is_answered_by_each_limits_policy_and_counted() {
     assert_eq!(m.skipped.with_label_values(&["writeback"]).get(), 0);
     assert_eq!(m.skipped.with_label_values(&["limit"]).get(), 2);
     assert_eq!(m.writeback.with_label_values(&["written"]).get(), 0);
+}
+
+#[test]
+fn a_reload_keeps_an_open_breaker_open_with_its_counts_and_carries_pending_outcomes() {
+    let s1 = services(ERROR_RATE);
+    observe(&s1, "req:10|c\nfail:10|c");
+    s1.breakers.tick(T0);
+    let t = T0 + Duration::from_millis(100);
+    let before = s1.breakers.get("b").unwrap().breaker.signals(t);
+    assert_eq!(before.state, BreakerState::Open);
+    assert!(before.failures > 0);
+    let changed = ERROR_RATE.replace(
+        "failure_rate_threshold = 0.5",
+        "failure_rate_threshold = 0.9",
+    );
+    let s2 = Services::new(&Config::parse(&changed).unwrap(), t, Some(&s1)).unwrap();
+    let b2 = s2.breakers.get("b").unwrap();
+    let after = b2.breaker.signals(t);
+    assert_eq!(
+        (after.state, after.requests, after.failures),
+        (before.state, before.requests, before.failures)
+    );
+    // Open since T0: half-open once open_duration (1 s) is over, as before.
+    let over = T0 + Duration::from_millis(1001);
+    s2.breakers.tick(over);
+    assert_eq!(b2.breaker.signals(over).state, BreakerState::HalfOpen);
+
+    // Outcomes pending at the reload (or added to the old generation by an
+    // ingest thread still holding it) reach the new breaker.
+    let c1 = services(ERROR_RATE);
+    observe(&c1, "req:2|c");
+    let c2 = Services::new(&Config::parse(&changed).unwrap(), T0, Some(&c1)).unwrap();
+    observe(&c1, "req:1|c\nfail:1|c");
+    c2.breakers.tick(T0);
+    let sig = c2.breakers.get("b").unwrap().breaker.signals(T0);
+    assert_eq!(
+        (sig.state, sig.requests, sig.failures),
+        (BreakerState::Closed, 3, 1)
+    );
+
+    // A new kind starts fresh.
+    let sre = "[[breakers]]\nname = \"b\"\nkind = \"sre\"\nrequests_metric = \"req\"\n";
+    let s3 = Services::new(&Config::parse(sre).unwrap(), t, Some(&s2)).unwrap();
+    let sig = s3.breakers.get("b").unwrap().breaker.signals(t);
+    assert_eq!((sig.state, sig.requests), (BreakerState::Closed, 0));
+}
+
+#[test]
+fn an_sre_breaker_keeps_its_window_when_k_or_the_window_shape_changes() {
+    let sre = "[[breakers]]\nname = \"s\"\nkind = \"sre\"\nrequests_metric = \"sreq\"\nfailures_metric = \"sfail\"\nwindow_ms = 10000\nbuckets = 10\n";
+    let s1 = services(sre);
+    observe(&s1, "sreq:10|c\nsfail:6|c");
+    s1.breakers.tick(T0);
+    let counts = |s: &Services, t: Timestamp| {
+        let sig = s.breakers.get("s").unwrap().breaker.signals(t);
+        (sig.requests, sig.failures)
+    };
+    let before = counts(&s1, T0);
+    assert_eq!(before, (10, 6));
+    // Another k: the same window.
+    let k2 = format!("{sre}k = 2.0\n");
+    let s2 = Services::new(&Config::parse(&k2).unwrap(), T0, Some(&s1)).unwrap();
+    assert_eq!(counts(&s2, T0), before);
+    // A longer window in other buckets: the counts move along and outlive
+    // the old 10 s window.
+    let longer = k2.replace(
+        "window_ms = 10000\nbuckets = 10",
+        "window_ms = 20000\nbuckets = 4",
+    );
+    let s3 = Services::new(&Config::parse(&longer).unwrap(), T0, Some(&s2)).unwrap();
+    let later = T0 + Duration::from_secs(15);
+    assert_eq!((counts(&s2, later).0, counts(&s3, later).0), (0, 10));
+    assert_eq!(counts(&s3, later).1, 6);
 }

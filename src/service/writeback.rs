@@ -72,6 +72,17 @@ impl WriteBackQueue {
         (live, expired)
     }
 
+    /// A queue holding what `previous` held (a limit carried over a
+    /// reload): nothing waiting to be written back is lost to the reload.
+    #[must_use]
+    pub fn carried_from(previous: &WriteBackQueue, cap: usize) -> Self {
+        let entries: VecDeque<Entry> = previous.entries.lock().drain(..).take(cap).collect();
+        WriteBackQueue {
+            entries: Mutex::new(entries),
+            cap,
+        }
+    }
+
     /// Puts entries that could not be sent back at the front, in their
     /// order; those that no longer fit (the queue refilled meanwhile) are
     /// dropped and their number returned (`overflow`).
@@ -94,6 +105,21 @@ mod tests {
     use super::*;
 
     const T0: Timestamp = Timestamp::from_secs(1_767_225_600);
+
+    #[test]
+    fn a_reload_carries_what_waits() {
+        let q = WriteBackQueue::new(3);
+        assert!(q.push("a", 1, T0));
+        assert!(q.push("b", 2, T0));
+        let next = WriteBackQueue::carried_from(&q, 3);
+        assert!(!q.is_pending());
+        let (live, expired) = next.take(T0, 1);
+        assert_eq!(expired, 0);
+        assert_eq!(
+            live,
+            vec![("a".to_string(), 1, T0), ("b".to_string(), 2, T0)]
+        );
+    }
 
     #[test]
     fn bounded_expiring_and_put_back_in_order() {

@@ -5,7 +5,7 @@
 //! One sorted set per limit, key and rule:
 //!
 //! ```text
-//! <prefix>:{<limit>:<key>}:<max>/<window>      e.g. rollstat:{api:alice}:100/1s
+//! <prefix>:{<limit>:<key>}:<window>      e.g. rollstat:{api:alice}:1s
 //! ```
 //!
 //! The `{...}` hash tag puts every rule of one key in one Redis Cluster slot,
@@ -482,13 +482,15 @@ impl RedisStore {
         &self.instance
     }
 
-    /// The sorted-set key of `limit`'s rule `rule` for `key`.
+    /// The sorted-set key of `limit`'s rule `rule` for `key`. It names the
+    /// rule's window only (a limit has one rule per window): a reload that
+    /// changes a rule's `max` keeps the fleet's history, the scripts take
+    /// `max` as an argument.
     #[must_use]
     pub fn log_key(&self, limit: &str, key: &str, rule: &Limit) -> String {
         format!(
-            "{}:{{{limit}:{key}}}:{}/{:?}",
+            "{}:{{{limit}:{key}}}:{:?}",
             self.cfg.key_prefix,
-            rule.max(),
             rule.window()
         )
     }

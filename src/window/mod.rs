@@ -329,6 +329,31 @@ impl<B: Bucket> RollingWindow<B> {
         }
     }
 
+    /// This window's counts in a new window of shape `spec` whose grid
+    /// passes through `origin`, created at `now` (a reload that changes the
+    /// shape): every unexpired bucket, the current one included, is merged
+    /// into the new bucket whose slot holds the old slot's start; buckets
+    /// that start before the new window's oldest slot are dropped. So counts
+    /// move at most one old interval back in time, and a shorter window
+    /// keeps only its own span. The watch start is kept.
+    #[must_use]
+    pub fn rebucketed(&self, spec: WindowSpec, origin: Timestamp, now: Timestamp) -> Self {
+        let at = now.max(Timestamp::from_nanos(self.last));
+        let mut new = Self::with_origin(spec, origin, at);
+        new.watched_from = self.watched_from;
+        let n = new.buckets.len() as u64;
+        let (last, interval) = (new.last, new.interval);
+        self.visit_slots(at, |start, b| {
+            let s = start.as_nanos().min(last);
+            let j = (last - s).div_ceil(interval);
+            if j < n {
+                let i = ((n - j) % n) as usize;
+                new.buckets[i].merge(b);
+            }
+        });
+        new
+    }
+
     /// Merges every unexpired bucket into one, oldest first. Never changes
     /// state.
     #[must_use]

@@ -333,3 +333,25 @@ fn visit_slots_names_every_unexpired_bucket_by_its_grid_slot_newest_first() {
     // Two slots expired since the last write: only 1001 is left.
     assert_eq!(seen, [(1001, 2.0)]);
 }
+
+#[test]
+fn rebucketed_moves_each_bucket_to_the_new_slot_holding_its_start() {
+    // 4 buckets of 100 ms: adds of 1, 2, 3, 4 at 0, 100, 200, 300 ms.
+    let mut w = window(4, 100);
+    for i in 0..4u64 {
+        w.add((i + 1) as f64, at_ms(i * 100 + 10));
+    }
+    let now = at_ms(350);
+    // Same span in 2 buckets of 200 ms on a grid through 0 ms: {1+2} {3+4}.
+    let two = w.rebucketed(spec(2, 200), at_ms(0), now);
+    assert_eq!(visited(&two, now), [3.0, 7.0]);
+    // A shorter window (2 of 100 ms) keeps only its own span: {3} {4}.
+    let short = w.rebucketed(spec(2, 100), at_ms(0), now);
+    assert_eq!(visited(&short, now), [3.0, 4.0]);
+    // A longer one keeps everything: 8 of 100 ms.
+    let long = w.rebucketed(spec(8, 100), at_ms(0), now);
+    assert_eq!(long.reduce(now).sum, 10.0);
+    assert_eq!(long.reduce(now).count, 4);
+    // And goes on from there: the 1 leaves at 800 ms.
+    assert_eq!(long.reduce(at_ms(800)).sum, 9.0);
+}

@@ -51,6 +51,8 @@ mod redis_access;
 mod redis_failover;
 // Series bounds from outside: cap, type conflicts, expiry.
 mod registry;
+// Issue #16, reload keeps state: limits and breakers edited at a SIGHUP.
+mod reload;
 // Breakers and rate limits over HTTP and statsd: exactness, trials, recovery.
 mod signals;
 // Issue #15: the Unix socket's mode, group and life; allowed_sources on UDP and TCP.

@@ -241,8 +241,8 @@ async fn keys_carry_one_hash_tag_per_limit_and_key_and_expire_after_the_window()
     .unwrap();
     let k1 = store.log_key("api", "alice", &limits.as_slice()[0]);
     let k2 = store.log_key("api", "alice", &limits.as_slice()[1]);
-    assert_eq!(k1, "rollstat:{api:alice}:5/1s");
-    assert_eq!(k2, "rollstat:{api:alice}:50/60s");
+    assert_eq!(k1, "rollstat:{api:alice}:1s");
+    assert_eq!(k2, "rollstat:{api:alice}:60s");
     let now = Timestamp::from_secs(1_767_225_600);
     let d = store
         .sliding_log("api", "alice", &limits, 3, now)
