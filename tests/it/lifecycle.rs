@@ -77,7 +77,7 @@ fn check_config_lists_every_problem_and_exits_2() {
 }
 
 /// The totals the daemon logs once everything has stopped, by transport.
-fn stop_totals(log: &str) -> std::collections::BTreeMap<String, u64> {
+pub(crate) fn stop_totals(log: &str) -> std::collections::BTreeMap<String, u64> {
     let line = strip_ansi(log)
         .lines()
         .find(|l| l.contains("rollstat stopped"))
@@ -91,7 +91,7 @@ fn stop_totals(log: &str) -> std::collections::BTreeMap<String, u64> {
         .collect()
 }
 
-fn strip_ansi(s: &str) -> String {
+pub(crate) fn strip_ansi(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     let mut chars = s.chars();
     while let Some(c) = chars.next() {
