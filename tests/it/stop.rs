@@ -73,8 +73,11 @@ fn under_a_udp_flood_the_stop_drain_ends_at_its_deadline() {
     let to = d.udp;
     let stop = Arc::new(AtomicBool::new(false));
     let sent = Arc::new(AtomicU64::new(0));
-    // One loopback sender, bounded in time (30 s) and count: 100 lines a
-    // datagram, far more than the debug build's one reader can parse.
+    // One loopback sender, bounded in time (30 s) and count, paced (32
+    // datagrams every 2 ms: a few percent of a core, so that the other
+    // tests keep theirs): 100 lines a datagram, far more than the debug
+    // build's one reader parses (about 400 a second), so the socket's
+    // queue is full when the signal arrives and stays full.
     let flood = {
         let (stop, sent) = (stop.clone(), sent.clone());
         std::thread::spawn(move || {
@@ -83,11 +86,14 @@ fn under_a_udp_flood_the_stop_drain_ends_at_its_deadline() {
             let start = Instant::now();
             while !stop.load(Ordering::Relaxed)
                 && start.elapsed() < Duration::from_secs(30)
-                && sent.load(Ordering::Relaxed) < 50_000_000
+                && sent.load(Ordering::Relaxed) < 1_000_000
             {
-                if s.send_to(datagram.as_bytes(), to).is_ok() {
-                    sent.fetch_add(1, Ordering::Relaxed);
+                for _ in 0..32 {
+                    if s.send_to(datagram.as_bytes(), to).is_ok() {
+                        sent.fetch_add(1, Ordering::Relaxed);
+                    }
                 }
+                std::thread::sleep(Duration::from_millis(2));
             }
         })
     };
