@@ -397,11 +397,29 @@ fn healthy_ready_and_process_metrics_on_the_shipped_config() {
         })
         .must("rollstat_clock_offset_seconds", &[]);
     assert!(offset.abs() < 0.5, "{offset}");
-    for task in ["sweep", "tick", "store_sync", "clock", "sighup_reload"] {
+    for task in [
+        "sweep",
+        "tick",
+        "store_sync",
+        "clock",
+        "sighup_reload",
+        "udp_reader",
+        "unix_reader",
+    ] {
         assert_eq!(
             s.must("rollstat_task_panics_total", &[("task", task)]),
             0.0,
             "{task}"
+        );
+    }
+    for transport in ["udp", "unix", "tcp"] {
+        assert_eq!(
+            s.must(
+                "rollstat_shutdown_drain_deadline_total",
+                &[("transport", transport)]
+            ),
+            0.0,
+            "{transport}"
         );
     }
 }
