@@ -185,6 +185,25 @@ fn main() -> ExitCode {
     // The bound addresses, for the ready line below.
     let addresses = listeners.describe();
 
+    // The integration tests' fault hook (src/ingest/fault.rs), read once
+    // here: only whoever starts the process can set it.
+    let faults = match std::env::var(rollstat::ingest::fault::ENV) {
+        Ok(v) => match rollstat::ingest::fault::Faults::parse(&v) {
+            Ok(f) => f,
+            Err(e) => {
+                report(&e);
+                return ExitCode::from(1);
+            }
+        },
+        Err(_) => rollstat::ingest::fault::Faults::none(),
+    };
+    if faults.any() {
+        tracing::warn!(
+            faults = %std::env::var(rollstat::ingest::fault::ENV).unwrap_or_default(),
+            "Test faults are injected ({}): this daemon will panic on purpose. Unset it outside tests.",
+            rollstat::ingest::fault::ENV
+        );
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -200,6 +219,7 @@ fn main() -> ExitCode {
         cli.config.clone(),
         listeners,
         Arc::new(SystemClock::new()),
+        faults,
         // Once the state is built: tests and scripts read this line to
         // learn the bound ports, and may send at once.
         || {

@@ -342,10 +342,21 @@ pub struct Telemetry {
     pub task_panics: IntCounterVec,
     /// The wall clock minus the daemon's clock, in seconds.
     pub clock_offset: prometheus::Gauge,
+    /// Stop drains the deadline cut short, by transport (`udp`, `unix`,
+    /// `tcp`).
+    pub shutdown_drain_deadline: IntCounterVec,
 }
 
 /// The background tasks, as `rollstat_task_panics_total` names them.
-pub const TASKS: [&str; 5] = ["sweep", "tick", "store_sync", "clock", "sighup_reload"];
+pub const TASKS: [&str; 7] = [
+    "sweep",
+    "tick",
+    "store_sync",
+    "clock",
+    "sighup_reload",
+    "udp_reader",
+    "unix_reader",
+];
 
 fn counter_vec(
     r: &Registry,
@@ -519,7 +530,7 @@ impl Telemetry {
         let task_panics = IntCounterVec::new(
             Opts::new(
                 "rollstat_task_panics_total",
-                "Panics of the daemon's background tasks, by task: sweep (idle series), tick (breakers), store_sync (shared windows), clock (the offset check), sighup_reload. The task logs it and goes on at its next round; never expected.",
+                "Panics of the daemon's background tasks, by task: sweep (idle series), tick (breakers), store_sync (shared windows), clock (the offset check), sighup_reload; and the statsd reader threads: udp_reader, unix_reader (restarted on the same socket). The task logs it and goes on at its next round; never expected.",
             ),
             &["task"],
         )?;
@@ -532,7 +543,19 @@ impl Telemetry {
             "The wall clock minus the daemon's clock, in seconds, checked every second. The daemon's clock is the wall clock at start plus monotonic time since, so windows never jump; this moves when the wall clock is stepped (NTP, an operator), and a change of a second or more is logged.",
         )?;
         r.register(Box::new(clock_offset.clone()))?;
+        let shutdown_drain_deadline = IntCounterVec::new(
+            Opts::new(
+                "rollstat_shutdown_drain_deadline_total",
+                "Stop drains cut short by ingest.drain_timeout_ms, by transport (udp, unix, tcp): at stop, datagrams or bytes were still queued for that transport when the deadline passed, and were not applied. Counted once per transport per stop; the stop log says how much was drained and left.",
+            ),
+            &["transport"],
+        )?;
+        for t in ["udp", "unix", "tcp"] {
+            shutdown_drain_deadline.with_label_values(&[t]);
+        }
+        r.register(Box::new(shutdown_drain_deadline.clone()))?;
         Ok(Telemetry {
+            shutdown_drain_deadline,
             task_panics,
             clock_offset,
             registry: r,

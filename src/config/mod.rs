@@ -153,6 +153,10 @@ pub struct Ingest {
     /// every sender. Others are dropped (UDP) or closed at accept (TCP)
     /// and counted under `reason="source_not_allowed"`.
     pub allowed_sources: AllowedSources,
+    /// At stop, the statsd receivers (UDP and Unix readers, TCP
+    /// connections) drain what the kernel already queued for at most this
+    /// long (`drain_timeout_ms`); what is left is counted and logged.
+    pub drain_timeout: Duration,
 }
 
 /// `[http]`: deadlines on every phase of an HTTP connection, and caps.
@@ -296,6 +300,7 @@ const INGEST_KEYS: &[&str] = &[
     "http_max_body_bytes",
     "tag_styles",
     "allowed_sources",
+    "drain_timeout_ms",
 ];
 const HTTP_KEYS: &[&str] = &[
     "max_connections",
@@ -379,6 +384,7 @@ impl Default for Ingest {
             http_max_body_bytes: 4 << 20,
             tag_styles: TagStyles::ALL,
             allowed_sources: AllowedSources::default(),
+            drain_timeout: Duration::from_millis(5000),
         }
     }
 }
@@ -539,6 +545,9 @@ impl Config {
             }
             if let Some(n) = t.int(&mut p, "http_max_body_bytes", 1024, 1 << 30) {
                 i.http_max_body_bytes = n as usize;
+            }
+            if let Some(n) = t.int(&mut p, "drain_timeout_ms", 1, 600_000) {
+                i.drain_timeout = Duration::from_millis(n);
             }
             if let Some(names) = t.strings(&mut p, "tag_styles") {
                 i.tag_styles = TagStyles::NONE;

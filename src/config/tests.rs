@@ -704,3 +704,15 @@ fn allowed_sources_are_networks_and_a_bad_entry_names_its_index_and_line() {
         &["expected an array of strings"],
     );
 }
+
+#[test]
+fn the_stop_drain_timeout_is_read_and_bounded() {
+    let cfg = Config::parse("[ingest]\ndrain_timeout_ms = 250\n").unwrap();
+    assert_eq!(cfg.ingest.drain_timeout, Duration::from_millis(250));
+    assert_eq!(Ingest::default().drain_timeout, Duration::from_secs(5));
+    assert_problems(
+        "[ingest]\ndrain_timeout_ms = 0\n",
+        &[(2, "ingest.drain_timeout_ms")],
+        &["from 1 to 600000"],
+    );
+}

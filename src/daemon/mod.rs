@@ -5,8 +5,9 @@
 //! [`Listeners::bind`] (done by the caller, so a port clash fails before
 //! anything starts and tests can bind port 0), spawn the receivers, the
 //! background tasks and the HTTP server, wait for `shutdown`, then stop: the
-//! Unix socket's file is removed, the receivers stop and process what they
-//! already received, then the tasks, then HTTP.
+//! Unix socket's file is removed, the receivers stop and drain what the
+//! kernel already queued for them (within `[ingest] drain_timeout_ms`, each
+//! transport's drain logged), then the tasks, then HTTP.
 
 mod listeners;
 mod state;
@@ -14,7 +15,6 @@ mod tasks;
 
 use std::future::Future;
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -26,6 +26,9 @@ pub use self::state::{BuildError, State};
 use self::tasks::Tasks;
 use crate::clock::Clock;
 use crate::config::Config;
+use crate::ingest::fault::Faults;
+use crate::ingest::stop::Stop;
+use crate::ingest::supervise::Supervisor;
 use crate::ingest::{tcp, udp, unix};
 use crate::telemetry::Transport;
 
@@ -52,7 +55,8 @@ fn start(what: &'static str) -> impl FnOnce(io::Error) -> DaemonError {
 
 /// Builds the state of `cfg` and serves it on `listeners` ([`serve`]: `ready`
 /// is called once every listener and task runs) until `shutdown`
-/// completes, then stops gracefully.
+/// completes, then stops gracefully. `faults` are the integration tests'
+/// injected faults (`ROLLSTAT_TEST_FAULTS`; none in production).
 ///
 /// # Errors
 ///
@@ -62,13 +66,14 @@ pub async fn run(
     config_path: Option<std::path::PathBuf>,
     listeners: Listeners,
     clock: Arc<dyn Clock>,
+    faults: Faults,
     ready: impl FnOnce(),
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), DaemonError> {
     for w in crate::config::exposure::warnings(&cfg) {
         tracing::warn!("{w}");
     }
-    let state = Arc::new(State::build(cfg, config_path, clock)?);
+    let state = Arc::new(State::build(cfg, config_path, clock)?.with_faults(faults));
     serve(state, listeners, ready, shutdown).await
 }
 
@@ -122,8 +127,7 @@ pub async fn serve(
     if let Some(f) = &mut unix_file {
         f.remove();
     }
-    let _ = stop_tx.send(true);
-    receivers.stop().await;
+    receivers.stop(&state, &stop_tx).await;
     tasks.join().await;
     // What the receivers applied last, to the shared store (own deadline).
     state.final_sync().await;
@@ -148,10 +152,15 @@ pub async fn serve(
 
 /// The statsd receivers: UDP and Unix reader threads, the TCP accept task.
 struct Receivers {
-    /// Tells the reader threads to stop (they poll it between reads).
-    stop: Arc<AtomicBool>,
+    /// Tells the reader threads and TCP connections to stop, with the
+    /// drain's deadline; collects what each transport drained.
+    stop: Arc<Stop>,
     threads: Vec<JoinHandle<()>>,
     tcp: Option<tokio::task::JoinHandle<()>>,
+    /// The UDP port and copies of its sockets, kept open until the bytes
+    /// left in their queues after the drain are read.
+    udp: Option<(u16, Vec<std::net::UdpSocket>)>,
+    unix: bool,
 }
 
 impl Receivers {
@@ -162,9 +171,15 @@ impl Receivers {
         unix: Option<std::os::unix::net::UnixDatagram>,
         stop_rx: &watch::Receiver<bool>,
     ) -> Result<Receivers, DaemonError> {
-        let stop = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(Stop::new());
+        let sup = Supervisor {
+            panics: state.telemetry.task_panics.clone(),
+            liveness: state.liveness.clone(),
+            faults: state.faults.clone(),
+        };
         let mut threads = Vec::new();
         let ingest = &state.config.ingest;
+        let mut udp_probe = None;
         if let Some(u) = udp {
             state
                 .telemetry
@@ -182,19 +197,28 @@ impl Receivers {
             } else {
                 tracing::info!(granted = u.recv_buffer, "UDP receive buffer set.");
             }
+            let copies = u
+                .sockets
+                .iter()
+                .map(std::net::UdpSocket::try_clone)
+                .collect::<io::Result<Vec<_>>>()
+                .map_err(start("UDP readers"))?;
+            udp_probe = Some((u.local_addr.port(), copies));
             let readers = udp::spawn(
                 u.sockets,
                 state.ingestor.clone(),
                 stop.clone(),
                 ingest.udp_workers,
                 &ingest.allowed_sources,
+                &sup,
             )
             .map_err(start("UDP readers"))?;
             threads.extend(readers);
         }
+        let has_unix = unix.is_some();
         if let Some(sock) = unix {
             threads.push(
-                unix::spawn(sock, state.ingestor.clone(), stop.clone())
+                unix::spawn(sock, state.ingestor.clone(), stop.clone(), &sup)
                     .map_err(start("Unix datagram reader"))?,
             );
         }
@@ -202,27 +226,99 @@ impl Receivers {
             Some(l) => {
                 let l =
                     tokio::net::TcpListener::from_std(l).map_err(start("statsd TCP listener"))?;
-                Some(tokio::spawn(tcp::serve(
+                // Not ready once this task has ended (it returns only at
+                // stop; a panic would end it too).
+                let alive = state.liveness.register("the statsd TCP accept loop");
+                let serve = tcp::serve(
                     l,
                     state.ingestor.clone(),
                     tcp::TcpSettings::from_config(ingest),
                     stop_rx.clone(),
-                )))
+                    stop.clone(),
+                );
+                Some(tokio::spawn(async move {
+                    let _alive = alive;
+                    serve.await;
+                }))
             }
             None => None,
         };
-        Ok(Receivers { stop, threads, tcp })
+        Ok(Receivers {
+            stop,
+            threads,
+            tcp,
+            udp: udp_probe,
+            unix: has_unix,
+        })
     }
 
-    /// Stops every receiver and waits until each has processed what it
-    /// already received. The stop signal has been sent to the TCP task.
-    async fn stop(self) {
-        self.stop.store(true, Ordering::Relaxed);
+    /// Stops every receiver (and, through `stop_tx`, the tasks and HTTP)
+    /// and waits until each has applied what it already received and
+    /// drained what the kernel queued for it, until `[ingest]
+    /// drain_timeout_ms` from now. Logs one line per transport: drained,
+    /// left, took; a drain the deadline cut is counted in
+    /// `rollstat_shutdown_drain_deadline_total{transport}`.
+    async fn stop(self, state: &State, stop_tx: &watch::Sender<bool>) {
+        let started = state.clock.now();
+        let timeout = state.config.ingest.drain_timeout;
+        // Before the watch: a TCP connection woken by it reads the deadline.
+        self.stop.begin(started + timeout);
+        let _ = stop_tx.send(true);
         for t in self.threads {
             let _ = tokio::task::spawn_blocking(move || t.join()).await;
         }
         if let Some(t) = self.tcp {
             let _ = t.await;
+        }
+        let took_ms = state
+            .clock
+            .now()
+            .saturating_duration_since(started)
+            .as_millis();
+        let udp_left = self.udp.map(|(port, copies)| {
+            let left = udp::queued_bytes(port);
+            drop(copies);
+            left
+        });
+        let timeout_ms = timeout.as_millis();
+        for (t, on) in [
+            (Transport::Udp, udp_left.is_some()),
+            (Transport::Unix, self.unix),
+            (Transport::Tcp, true),
+        ] {
+            let Some(d) = self.stop.drain(t).filter(|_| on) else {
+                continue;
+            };
+            if t == Transport::Tcp && d.drained() == 0 && d.cut() == 0 {
+                // No connection was open: nothing to say.
+                continue;
+            }
+            let transport = t.as_str();
+            let drained = d.drained();
+            let left = match (t, d.cut()) {
+                (_, 0) => "none".to_string(),
+                (Transport::Udp, _) => match udp_left.flatten() {
+                    Some(b) => format!("~{b} bytes still queued in the kernel"),
+                    None => "some (the kernel's queue was not empty)".to_string(),
+                },
+                (Transport::Tcp, n) => format!("some, on {n} connections"),
+                _ => "some (the queue was not empty at the deadline)".to_string(),
+            };
+            let unit = if t == Transport::Tcp {
+                "reads"
+            } else {
+                "datagrams"
+            };
+            if d.cut() > 0 {
+                state
+                    .telemetry
+                    .shutdown_drain_deadline
+                    .with_label_values(&[transport])
+                    .inc();
+                tracing::warn!(transport, drained, unit, left = %left, took_ms, timeout_ms, "Stop drain cut short by ingest.drain_timeout_ms: what was left is not applied (counted in rollstat_shutdown_drain_deadline_total).");
+            } else {
+                tracing::info!(transport, drained, unit, left = %left, took_ms, timeout_ms, "Stop drain done: everything queued was applied.");
+            }
         }
     }
 }

@@ -19,6 +19,8 @@ use crate::config::Config;
 use crate::expose::prometheus::SeriesCollector;
 use crate::fleet::FleetWindows;
 use crate::http::{router, AppState};
+use crate::ingest::fault::Faults;
+use crate::ingest::supervise::Liveness;
 use crate::ingest::Ingestor;
 use crate::parse::ParseOptions;
 use crate::reload::Reloader;
@@ -76,6 +78,12 @@ pub struct State {
     pub tls: Option<Arc<ServerTls>>,
     /// Set while every listener and task runs (`/-/ready`).
     pub serving: Arc<std::sync::atomic::AtomicBool>,
+    /// The statsd receivers (reader threads, TCP accept loop) and whether
+    /// each still runs (`/-/ready`).
+    pub liveness: Arc<Liveness>,
+    /// Faults the integration tests inject (`ROLLSTAT_TEST_FAULTS`); none
+    /// unless [`State::with_faults`] sets them.
+    pub faults: Arc<Faults>,
     /// The clock offset last warned about ([`State::watch_clock`]).
     clock_warned: parking_lot::Mutex<f64>,
 }
@@ -196,8 +204,17 @@ impl State {
             access,
             tls,
             serving: Arc::default(),
+            liveness: Arc::default(),
+            faults: Arc::new(Faults::none()),
             clock_warned: parking_lot::Mutex::new(0.0),
         })
+    }
+
+    /// This state with the integration tests' injected `faults`.
+    #[must_use]
+    pub fn with_faults(mut self, faults: Faults) -> State {
+        self.faults = Arc::new(faults);
+        self
     }
 
     /// The HTTP API over this state. `udp_port` is the statsd UDP port whose
@@ -215,6 +232,7 @@ impl State {
             crate::http::health::Health {
                 serving: self.serving.clone(),
                 store: self.store.clone(),
+                receivers: self.liveness.clone(),
             },
             udp_port,
             &self.config,

@@ -83,6 +83,7 @@ impl Tasks {
             panics.clone(),
             stop.clone(),
             move || {
+                st.faults.hit("sweep");
                 st.sweep();
                 std::future::ready(())
             },
@@ -94,6 +95,7 @@ impl Tasks {
             panics.clone(),
             stop.clone(),
             move || {
+                st.faults.hit("tick");
                 st.tick();
                 std::future::ready(())
             },
@@ -106,6 +108,7 @@ impl Tasks {
             panics.clone(),
             stop.clone(),
             move || {
+                st.faults.hit("clock");
                 st.watch_clock();
                 std::future::ready(())
             },

@@ -1,7 +1,8 @@
 //! Liveness and readiness, as Prometheus answers them: `GET /-/healthy`
 //! says the process serves HTTP (restart it if not); `GET /-/ready` says it
 //! should get traffic: every listener and background task started and not
-//! stopping, and the shared store reachable where `[redis]` is configured
+//! stopping, every statsd receiver (UDP and Unix reader threads, the TCP
+//! accept loop) still running, and the shared store reachable where `[redis]` is configured
 //! (a daemon whose store is down still serves, from local state, but its
 //! shared limits and fleet view are not the fleet's: the answer says so).
 //! Both are always open, whatever the route groups, like `/healthz`.
@@ -14,6 +15,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
 use super::AppState;
+use crate::ingest::supervise::Liveness;
 use crate::store::{Op, RedisStore};
 
 /// What readiness reads.
@@ -24,6 +26,8 @@ pub struct Health {
     pub serving: Arc<AtomicBool>,
     /// The shared store, if configured.
     pub store: Option<Arc<RedisStore>>,
+    /// The statsd receivers, and whether each still runs.
+    pub receivers: Arc<Liveness>,
 }
 
 /// `GET /-/healthy`.
@@ -37,6 +41,15 @@ pub(super) async fn ready(State(st): State<AppState>) -> Response {
     let mut not = Vec::new();
     if !h.serving.load(Ordering::Acquire) {
         not.push("the daemon is starting or stopping");
+    }
+    let ended = h.receivers.ended();
+    let receivers;
+    if !ended.is_empty() && h.serving.load(Ordering::Acquire) {
+        receivers = format!(
+            "statsd receivers have stopped ({}): what is sent to them is lost; see the log and rollstat_task_panics_total, and restart the daemon",
+            ended.join(", ")
+        );
+        not.push(&receivers);
     }
     if let Some(s) = &h.store {
         if !s.is_op_up(Op::Limit) {

@@ -7,8 +7,11 @@
 //! framing only.
 
 pub(crate) mod backoff;
+pub mod fault;
 pub(crate) mod reader;
 pub mod route;
+pub(crate) mod stop;
+pub(crate) mod supervise;
 pub(crate) mod tcp;
 pub(crate) mod udp;
 pub(crate) mod unix;

@@ -20,10 +20,10 @@
 //! tested with scripted rounds and no socket.
 
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use super::route::{Router, MAX_AGE};
+use super::stop::Stop;
 use super::{Ingestor, Worker};
 use crate::telemetry::Transport;
 
@@ -53,23 +53,31 @@ pub struct ReadCounts {
     pub datagrams: u64,
     /// ... of which routed to the workers.
     pub routed: u64,
+    /// ... of which drained after the stop signal.
+    pub drained: u64,
+    /// Whether the stop's deadline cut the drain short (datagrams were
+    /// still queued).
+    pub cut: bool,
 }
 
-/// Reads `src` until `stop` is set, then applies or hands over what is
-/// already queued. With `router: None` every round is applied on this
-/// thread (`[ingest] udp_workers = 0`).
+/// Reads `src` until `stop` begins, then applies or hands over what is
+/// already queued, until the queue is empty or the stop's deadline passes
+/// (the clock is read once per [`BATCH`]). With `router: None` every round
+/// is applied on this thread (`[ingest] udp_workers = 0`, and the Unix
+/// reader). Counts go to `transport`.
 pub fn run<S: Source>(
     src: &mut S,
     ing: &Ingestor,
-    stop: &AtomicBool,
+    stop: &Stop,
     mut router: Option<Router>,
+    transport: Transport,
 ) -> ReadCounts {
     let mut buf = vec![0u8; MAX_DATAGRAM];
     let mut w = Worker::default();
     let mut counts = ReadCounts::default();
     // Full rounds in a row.
     let mut full = 0;
-    while !stop.load(Ordering::Relaxed) {
+    while !stop.stopping() {
         let pending = router.as_ref().is_some_and(Router::has_pending);
         let first = match src.recv(&mut buf, Some(if pending { MAX_AGE } else { POLL })) {
             Ok(Some(n)) => n,
@@ -82,7 +90,7 @@ pub fn run<S: Source>(
                 continue;
             }
             Err(e) => {
-                tracing::warn!(error = %e, "UDP receive failed; retrying.");
+                tracing::warn!(transport = transport.as_str(), error = %e, "Datagram receive failed; retrying.");
                 std::thread::sleep(POLL);
                 continue;
             }
@@ -98,7 +106,7 @@ pub fn run<S: Source>(
             taken += 1;
             match &mut routing {
                 Some(r) => r.route(&buf[..n], now),
-                None => apply(ing, &buf[..n], now, &mut w),
+                None => apply(ing, transport, &buf[..n], now, &mut w),
             }
             if taken == BATCH {
                 break;
@@ -122,37 +130,64 @@ pub fn run<S: Source>(
                 r.hand_over_older(now);
             }
         }
-        ing.flush(Transport::Udp, &mut w);
+        ing.flush(transport, &mut w);
     }
-    // Shutting down: what the kernel already queued, applied here or (while
-    // routed lines are still in flight) routed; dropping the router hands
-    // everything over, and the workers finish it.
-    let now = ing.now();
-    while let Ok(Some(n)) = src.recv(&mut buf, None) {
-        counts.datagrams += 1;
-        w.counts.packets += 1;
-        match &mut router {
-            Some(r) if r.busy() => {
-                counts.routed += 1;
-                ing.telemetry.udp_routed_datagrams.inc();
-                r.route(&buf[..n], now);
+    // Stopping: what the kernel already queued, applied here or (while
+    // routed lines are still in flight) routed, in rounds of BATCH, until
+    // the queue is empty or the deadline passes (a flood never empties
+    // it); dropping the router hands everything over, and the workers
+    // finish it.
+    loop {
+        let now = ing.now();
+        if stop.past_deadline(now) {
+            counts.cut = true;
+            break;
+        }
+        let mut taken = 0;
+        while taken < BATCH {
+            let Ok(Some(n)) = src.recv(&mut buf, None) else {
+                break;
+            };
+            taken += 1;
+            match &mut router {
+                Some(r) if r.busy() => {
+                    counts.routed += 1;
+                    ing.telemetry.udp_routed_datagrams.inc();
+                    r.route(&buf[..n], now);
+                }
+                _ => apply(ing, transport, &buf[..n], now, &mut w),
             }
-            _ => apply(ing, &buf[..n], now, &mut w),
+        }
+        counts.datagrams += taken as u64;
+        counts.drained += taken as u64;
+        w.counts.packets += taken as u64;
+        ing.flush(transport, &mut w);
+        if taken < BATCH {
+            break;
         }
     }
-    ing.flush(Transport::Udp, &mut w);
+    if let Some(d) = stop.drain(transport) {
+        d.add(counts.drained, counts.cut);
+    }
     counts
 }
 
 /// Parses and applies one datagram on the reader's own thread.
-fn apply(ing: &Ingestor, datagram: &[u8], now: crate::clock::Timestamp, w: &mut Worker) {
+fn apply(
+    ing: &Ingestor,
+    transport: Transport,
+    datagram: &[u8],
+    now: crate::clock::Timestamp,
+    w: &mut Worker,
+) {
     let e = ing.ingest(datagram, now, w);
-    ing.note_bad_line(Transport::Udp, e, datagram, now);
+    ing.note_bad_line(transport, e, datagram, now);
 }
 
 #[cfg(test)]
 mod tests {
     use std::collections::VecDeque;
+    use std::sync::atomic::Ordering;
     use std::sync::Arc;
 
     use super::*;
@@ -170,7 +205,7 @@ mod tests {
 
     struct Script {
         steps: VecDeque<Step>,
-        stop: Arc<AtomicBool>,
+        stop: Arc<Stop>,
         in_flight: Option<Arc<std::sync::atomic::AtomicUsize>>,
         settle_next: bool,
     }
@@ -201,7 +236,8 @@ mod tests {
                     Ok(None)
                 }
                 None => {
-                    self.stop.store(true, Ordering::Relaxed);
+                    self.stop
+                        .begin(crate::clock::Timestamp::from_nanos(u64::MAX));
                     Ok(None)
                 }
             }
@@ -229,7 +265,7 @@ mod tests {
 
     fn read(rounds: &[(usize, bool)], workers: usize) -> (ReadCounts, f64, u64, Arc<Ingestor>) {
         let ing = route::tests::ingestor();
-        let stop = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(Stop::new());
         let (steps, want_gauge, lines) = script(rounds);
         let (router, handles) = if workers > 0 {
             let (w, h) = spawn_workers(workers, &ing).unwrap();
@@ -243,7 +279,7 @@ mod tests {
             in_flight: router.as_ref().map(Router::in_flight),
             settle_next: false,
         };
-        let counts = run(&mut src, &ing, &stop, router);
+        let counts = run(&mut src, &ing, &stop, router, Transport::Udp);
         for h in handles {
             h.join().unwrap();
         }
@@ -283,7 +319,7 @@ mod tests {
             counts,
             ReadCounts {
                 datagrams: sent,
-                routed: 0
+                ..ReadCounts::default()
             }
         );
         assert_eq!(ing.telemetry.lines(Transport::Udp), lines);
@@ -346,5 +382,60 @@ mod tests {
     fn without_workers_every_round_is_applied_inline() {
         let rounds = [(full(BEHIND_ROUNDS + 2) + 9, false), (3, false)];
         all_inline(&rounds, 0, full(BEHIND_ROUNDS + 2) as u64 + 12);
+    }
+
+    /// A flood: a datagram on every receive, each 1 ms after the last on
+    /// the ingestor's clock; the stop begins at the 100th, with 1 s to
+    /// drain.
+    struct Flood {
+        clock: crate::clock::ManualClock,
+        stop: Arc<Stop>,
+        sent: u64,
+    }
+
+    impl Source for Flood {
+        fn recv(&mut self, buf: &mut [u8], _wait: Option<Duration>) -> io::Result<Option<usize>> {
+            use crate::clock::Clock;
+            self.sent += 1;
+            if self.sent == 100 {
+                self.stop.begin(self.clock.now() + Duration::from_secs(1));
+            }
+            self.clock.advance(Duration::from_millis(1));
+            buf[..5].copy_from_slice(b"f:1|c");
+            Ok(Some(5))
+        }
+    }
+
+    #[test]
+    fn under_a_flood_the_stop_drain_ends_at_its_deadline_and_says_so() {
+        use crate::clock::Clock;
+        let clock = crate::clock::ManualClock::new();
+        let cfg = crate::config::Config::parse("").unwrap();
+        let services = crate::service::Services::new(&cfg, clock.now(), None).unwrap();
+        let ing = Ingestor::new(
+            Arc::new(crate::series::Registry::new(
+                crate::series::Plan::from_config(&cfg),
+                4,
+            )),
+            Arc::new(crate::telemetry::Telemetry::new().unwrap()),
+            Arc::new(clock.clone()),
+            Arc::new(crate::service::ServiceHandle::new(services)),
+        );
+        let stop = Arc::new(Stop::new());
+        let mut src = Flood {
+            clock,
+            stop: stop.clone(),
+            sent: 0,
+        };
+        let counts = run(&mut src, &ing, &stop, None, Transport::Unix);
+        assert!(counts.cut, "{counts:?}");
+        // The clock is read once per round of BATCH datagrams, 1 ms apart.
+        assert!(
+            (1000..=1000 + 2 * BATCH as u64).contains(&counts.drained),
+            "{counts:?}"
+        );
+        assert_eq!(ing.telemetry.lines(Transport::Unix), counts.datagrams);
+        let d = stop.drain(Transport::Unix).unwrap();
+        assert_eq!((d.drained(), d.cut()), (counts.drained, 1));
     }
 }

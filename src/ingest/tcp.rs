@@ -21,6 +21,7 @@ use tokio::task::JoinSet;
 use tokio::time::{sleep, Instant};
 
 use super::backoff::{AcceptBackoff, Failure, Report};
+use super::stop::Stop;
 use super::{Ingestor, Worker};
 use crate::config::{AllowedSources, Ingest};
 use crate::telemetry::{close_reason, Transport};
@@ -58,15 +59,17 @@ impl TcpSettings {
 }
 
 /// Accepts connections until `shutdown` turns true, then waits for every
-/// open connection to apply what it has read (each stops at the same
-/// signal), so a graceful stop keeps what clients sent.
+/// open connection to apply what it has read and what the kernel already
+/// queued for it, until `stop`'s deadline (each stops at the same signal),
+/// so a graceful stop keeps what clients sent.
 pub async fn serve(
     listener: TcpListener,
     ingestor: Arc<Ingestor>,
     settings: TcpSettings,
     shutdown: watch::Receiver<bool>,
+    stop: Arc<Stop>,
 ) {
-    serve_from(&listener, ingestor, settings, shutdown).await;
+    serve_from(&listener, ingestor, settings, shutdown, stop).await;
 }
 
 /// Where connections come from: the listener, or in tests one that fails.
@@ -85,9 +88,18 @@ async fn serve_from(
     ingestor: Arc<Ingestor>,
     settings: TcpSettings,
     shutdown: watch::Receiver<bool>,
+    stop: Arc<Stop>,
 ) {
     let mut connections = JoinSet::new();
-    accept_loop(listener, &ingestor, settings, shutdown, &mut connections).await;
+    accept_loop(
+        listener,
+        &ingestor,
+        settings,
+        shutdown,
+        &stop,
+        &mut connections,
+    )
+    .await;
     while connections.join_next().await.is_some() {}
 }
 
@@ -96,6 +108,7 @@ async fn accept_loop(
     ingestor: &Arc<Ingestor>,
     settings: TcpSettings,
     mut shutdown: watch::Receiver<bool>,
+    stop: &Arc<Stop>,
     connections: &mut JoinSet<()>,
 ) {
     let tel = &ingestor.telemetry;
@@ -149,10 +162,11 @@ async fn accept_loop(
         let ing = ingestor.clone();
         let sd = shutdown.clone();
         let settings = settings.clone();
+        let stop = stop.clone();
         connections.spawn(async move {
             // Both released when the task ends, however it ends.
             let _held = (open, permit);
-            match connection(stream, &ing, &settings, sd).await {
+            match connection(stream, &ing, &settings, sd, &stop).await {
                 Ok(End::IdleTimeout) => {
                     ing.telemetry.tcp_closed.inc(close_reason::IDLE_TIMEOUT);
                     tracing::debug!(%peer, timeout = ?settings.idle_timeout, "statsd TCP connection closed: idle (ingest.tcp_idle_timeout_secs).");
@@ -215,18 +229,18 @@ enum End {
     IdleTimeout,
 }
 
-/// At shutdown, bytes already received but not yet read are still applied,
-/// up to this many (a client that never pauses cannot hold up the stop).
-const DRAIN_AT_SHUTDOWN: usize = 1 << 20;
-
 /// Reads one connection: every complete line is applied as it arrives; a
 /// line longer than `max_line` is dropped and counted as `line_too_long`.
 /// At EOF, shutdown or the idle timeout, the last line needs no newline.
+/// At shutdown, bytes already received but not yet read are still applied,
+/// until none are left or `stop`'s deadline passes (a client that never
+/// pauses cannot hold up the stop).
 async fn connection(
     mut stream: TcpStream,
     ing: &Ingestor,
     settings: &TcpSettings,
     mut shutdown: watch::Receiver<bool>,
+    stop: &Stop,
 ) -> io::Result<End> {
     let mut lines = Lines::new(settings.max_line);
     let mut w = Worker::default();
@@ -245,16 +259,23 @@ async fn connection(
         };
         if n == 0 {
             if end == End::Shutdown {
-                let mut drained = 0;
-                while drained < DRAIN_AT_SHUTDOWN {
+                let (mut reads, mut cut) = (0, false);
+                loop {
+                    if stop.past_deadline(ing.now()) {
+                        cut = true;
+                        break;
+                    }
                     match stream.try_read(&mut chunk) {
                         Ok(n) if n > 0 => {
-                            drained += n;
+                            reads += 1;
                             w.counts.packets += 1;
                             lines.feed(ing, &chunk[..n], &mut w);
                         }
                         _ => break,
                     }
+                }
+                if let Some(d) = stop.drain(Transport::Tcp) {
+                    d.add(reads, cut);
                 }
             }
             lines.finish(ing, &mut w);
@@ -386,7 +407,7 @@ mod tests {
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = l.local_addr().unwrap();
         let (tx, rx) = watch::channel(false);
-        let task = tokio::spawn(serve(l, ing.clone(), s, rx));
+        let task = tokio::spawn(serve(l, ing.clone(), s, rx, Arc::new(Stop::new())));
         (addr, tx, task)
     }
 
@@ -565,7 +586,9 @@ mod tests {
         let (_tx, rx) = watch::channel(false);
         let server = {
             let ing = ing.clone();
-            tokio::spawn(async move { serve_from(&failing, ing, settings(8), rx).await })
+            tokio::spawn(async move {
+                serve_from(&failing, ing, settings(8), rx, Arc::new(Stop::new())).await
+            })
         };
         let start = Instant::now();
         let mut c = TcpStream::connect(addr).await.unwrap();
@@ -594,7 +617,9 @@ mod tests {
         let (tx, rx) = watch::channel(false);
         let server = {
             let ing = ing.clone();
-            tokio::spawn(async move { serve_from(&failing, ing, settings(8), rx).await })
+            tokio::spawn(async move {
+                serve_from(&failing, ing, settings(8), rx, Arc::new(Stop::new())).await
+            })
         };
         let start = Instant::now();
         sleep(Duration::from_secs(5)).await;

@@ -14,7 +14,6 @@
 use std::io::{self, IoSliceMut};
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::{AsFd, AsRawFd};
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -24,11 +23,14 @@ use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::socket::{recv, recvmsg, setsockopt, sockopt, MsgFlags, SockaddrStorage};
 use socket2::{Domain, Protocol, Socket, Type};
 
+use super::fault::Faulty;
 use super::reader::{self, Source, BATCH, POLL};
 use super::route::{self, Router};
+use super::stop::Stop;
+use super::supervise::Supervisor;
 use super::Ingestor;
 use crate::config::AllowedSources;
-use crate::telemetry::{udp_drop_reason, ReasonCounters};
+use crate::telemetry::{udp_drop_reason, ReasonCounters, Transport};
 
 /// Bound UDP sockets sharing one port.
 pub struct UdpSockets {
@@ -94,15 +96,17 @@ pub fn bind(addr: SocketAddr, readers: usize, recv_buffer: usize) -> io::Result<
 /// Starts one reader thread per socket and, with `workers > 0`, that many
 /// ingest workers the readers route lines to ([`route`](super::route));
 /// with `workers == 0` each reader parses and applies what it receives. The
-/// threads stop when `stop` is set, after processing what they already
-/// received. Datagrams from outside a non-empty `allowed` are dropped and
-/// counted.
+/// threads stop when `stop` begins, after draining what the kernel already
+/// queued (until its deadline). Datagrams from outside a non-empty
+/// `allowed` are dropped and counted. A reader that panics is restarted by
+/// `sup`.
 pub fn spawn(
     sockets: Vec<UdpSocket>,
     ingestor: Arc<Ingestor>,
-    stop: Arc<AtomicBool>,
+    stop: Arc<Stop>,
     workers: usize,
     allowed: &AllowedSources,
+    sup: &Supervisor,
 ) -> io::Result<Vec<JoinHandle<()>>> {
     let (pool, mut handles) = if workers > 0 {
         let (pool, handles) = route::spawn_workers(workers, &ingestor)?;
@@ -112,27 +116,43 @@ pub fn spawn(
     };
     for (i, sock) in sockets.into_iter().enumerate() {
         let ing = ingestor.clone();
-        let stop = stop.clone();
-        let router = pool.clone().map(Router::new);
+        let st = stop.clone();
+        let pool = pool.clone();
         let screen =
             (!allowed.is_empty()).then(|| (allowed.clone(), ing.telemetry.udp_dropped.clone()));
-        handles.push(
-            std::thread::Builder::new()
-                .name(format!("rollstat-udp-{i}"))
-                .spawn(move || match screen {
+        let faults = sup.faults.clone();
+        handles.push(sup.spawn(
+            format!("rollstat-udp-{i}"),
+            "udp_reader",
+            stop.clone(),
+            move || {
+                // A fresh router per run: one that panicked may hold
+                // half-routed lines (they are lost with the panic).
+                let router = pool.clone().map(Router::new);
+                match &screen {
                     None => {
-                        reader::run(&mut Reading(&sock), &ing, &stop, router);
+                        let mut src = Faulty {
+                            src: Reading(&sock),
+                            faults: &faults,
+                            point: "udp_reader",
+                        };
+                        reader::run(&mut src, &ing, &st, router, Transport::Udp);
                     }
                     Some((allowed, dropped)) => {
-                        let mut src = Screened {
-                            sock: &sock,
-                            allowed,
-                            dropped,
+                        let mut src = Faulty {
+                            src: Screened {
+                                sock: &sock,
+                                allowed: allowed.clone(),
+                                dropped: dropped.clone(),
+                            },
+                            faults: &faults,
+                            point: "udp_reader",
                         };
-                        reader::run(&mut src, &ing, &stop, router);
+                        reader::run(&mut src, &ing, &st, router, Transport::Udp);
                     }
-                })?,
-        );
+                }
+            },
+        )?);
     }
     Ok(handles)
 }
@@ -274,6 +294,38 @@ pub fn kernel_drops(port: u16) -> Option<u64> {
     total
 }
 
+/// Bytes still queued for reading on sockets bound to `port` (the
+/// `rx_queue` column of `/proc/net/udp` and `/proc/net/udp6`: kernel
+/// memory, a little more than the payload). `None` off Linux.
+#[must_use]
+pub fn queued_bytes(port: u16) -> Option<u64> {
+    let mut total = None;
+    for path in ["/proc/net/udp", "/proc/net/udp6"] {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            let t = total.get_or_insert(0);
+            *t += queued_in(&text, port);
+        }
+    }
+    total
+}
+
+/// Sums the `rx_queue` part of the `tx_queue:rx_queue` column of
+/// `/proc/net/udp`-format `text` for `port`.
+#[must_use]
+pub fn queued_in(text: &str, port: u16) -> u64 {
+    text.lines()
+        .skip(1)
+        .filter_map(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            let p = u16::from_str_radix(cols.get(1)?.rsplit(':').next()?, 16).ok()?;
+            let rx = cols.get(4)?.split(':').nth(1)?;
+            (p == port)
+                .then(|| u64::from_str_radix(rx, 16).ok())
+                .flatten()
+        })
+        .sum()
+}
+
 /// Sums the `drops` column of `/proc/net/udp`-format `text` for `port`.
 #[must_use]
 pub fn drops_in(text: &str, port: u16) -> u64 {
@@ -333,5 +385,8 @@ mod tests {
         assert_eq!(drops_in(text, 8125), 20);
         assert_eq!(drops_in(text, 53), 99);
         assert_eq!(drops_in(text, 1), 0);
+        let queued = text.replace("00000000:00000000", "00000000:00000100");
+        assert_eq!(queued_in(&queued, 8125), 512);
+        assert_eq!(queued_in(text, 8125), 0);
     }
 }

@@ -1,6 +1,7 @@
 //! statsd over a Unix datagram socket (optional): the socket file's life
 //! (made with its mode and group, a stale one from a crashed run replaced,
-//! removed at stop) and one reader thread.
+//! removed at stop) and one reader thread, which drains the socket at
+//! stop like the UDP readers.
 //!
 //! The file is the access control: sending needs write permission on it.
 //! So it must never exist, even for a moment, with looser permissions than
@@ -16,18 +17,23 @@
 
 use std::fs::{self, DirBuilder, Permissions};
 use std::io;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use nix::errno::Errno;
+use nix::sys::socket::{recv, MsgFlags};
 use nix::unistd::Group;
 
-use super::reader::MAX_DATAGRAM;
-use super::{Ingestor, Worker};
+use super::fault::Faulty;
+use super::reader::{self, Source, POLL};
+use super::stop::Stop;
+use super::supervise::Supervisor;
+use super::Ingestor;
 use crate::config::GroupRef;
 use crate::telemetry::Transport;
 
@@ -347,7 +353,7 @@ pub fn bind(path: &Path, access: &FileAccess) -> Result<UnixSocket, UnixError> {
         .map_err(bind_err("cannot read back the socket file"))?;
     drop(private);
     socket
-        .set_read_timeout(Some(Duration::from_millis(100)))
+        .set_read_timeout(Some(POLL))
         .map_err(bind_err("cannot set its read timeout"))?;
     tracing::info!(path = %path.display(), mode = format!("{:04o}", access.mode), gid, "statsd Unix socket ready.");
     Ok(UnixSocket {
@@ -359,40 +365,60 @@ pub fn bind(path: &Path, access: &FileAccess) -> Result<UnixSocket, UnixError> {
     })
 }
 
-/// Starts the reader thread; it stops when `stop` is set.
+/// Starts the reader thread: the UDP readers' loop ([`reader::run`]) on
+/// this socket, applying every datagram itself. At stop it drains what the
+/// kernel already queued (until the stop's deadline), though the file is
+/// already gone: a datagram sent before that is kept. A panic restarts it
+/// (`sup`).
 pub fn spawn(
     sock: UnixDatagram,
     ing: Arc<Ingestor>,
-    stop: Arc<AtomicBool>,
+    stop: Arc<Stop>,
+    sup: &Supervisor,
 ) -> io::Result<JoinHandle<()>> {
-    std::thread::Builder::new()
-        .name("rollstat-unix".into())
-        .spawn(move || {
-            let mut buf = vec![0u8; MAX_DATAGRAM];
-            let mut w = Worker::default();
-            while !stop.load(Ordering::Relaxed) {
-                match sock.recv(&mut buf) {
-                    Ok(n) => {
-                        let now = ing.now();
-                        w.counts.packets += 1;
-                        let first = ing.ingest(&buf[..n], now, &mut w);
-                        ing.note_bad_line(Transport::Unix, first, &buf[..n], now);
-                        ing.flush(Transport::Unix, &mut w);
-                    }
-                    Err(e)
-                        if matches!(
-                            e.kind(),
-                            io::ErrorKind::WouldBlock
-                                | io::ErrorKind::TimedOut
-                                | io::ErrorKind::Interrupted
-                        ) => {}
-                    Err(e) => {
-                        tracing::warn!(error = %e, "Unix datagram receive failed; retrying.");
-                        std::thread::sleep(Duration::from_millis(100));
-                    }
+    let faults = sup.faults.clone();
+    let st = stop.clone();
+    sup.spawn("rollstat-unix".into(), "unix_reader", stop, move || {
+        let mut src = Faulty {
+            src: Datagrams(&sock),
+            faults: &faults,
+            point: "unix_reader",
+        };
+        reader::run(&mut src, &ing, &st, None, Transport::Unix);
+    })
+}
+
+/// The Unix socket as a reader's [`Source`]: a wait is a blocking receive
+/// (its read timeout is [`POLL`]), a drain a receive with `MSG_DONTWAIT`.
+struct Datagrams<'a>(&'a UnixDatagram);
+
+impl Source for Datagrams<'_> {
+    fn recv(&mut self, buf: &mut [u8], wait: Option<Duration>) -> io::Result<Option<usize>> {
+        if wait.is_some() {
+            return match self.0.recv(buf) {
+                Ok(n) => Ok(Some(n)),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock
+                            | io::ErrorKind::TimedOut
+                            | io::ErrorKind::Interrupted
+                    ) =>
+                {
+                    Ok(None)
                 }
+                Err(e) => Err(e),
+            };
+        }
+        loop {
+            match recv(self.0.as_raw_fd(), buf, MsgFlags::MSG_DONTWAIT) {
+                Ok(n) => return Ok(Some(n)),
+                Err(Errno::EINTR) => continue,
+                Err(Errno::EAGAIN) => return Ok(None),
+                Err(e) => return Err(e.into()),
             }
-        })
+        }
+    }
 }
 
 #[cfg(test)]

@@ -77,7 +77,7 @@ fn check_config_lists_every_problem_and_exits_2() {
 }
 
 /// The totals the daemon logs once everything has stopped, by transport.
-fn stop_totals(log: &str) -> std::collections::BTreeMap<String, u64> {
+pub(crate) fn stop_totals(log: &str) -> std::collections::BTreeMap<String, u64> {
     let line = strip_ansi(log)
         .lines()
         .find(|l| l.contains("rollstat stopped"))
@@ -91,7 +91,7 @@ fn stop_totals(log: &str) -> std::collections::BTreeMap<String, u64> {
         .collect()
 }
 
-fn strip_ansi(s: &str) -> String {
+pub(crate) fn strip_ansi(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     let mut chars = s.chars();
     while let Some(c) = chars.next() {
@@ -397,11 +397,29 @@ fn healthy_ready_and_process_metrics_on_the_shipped_config() {
         })
         .must("rollstat_clock_offset_seconds", &[]);
     assert!(offset.abs() < 0.5, "{offset}");
-    for task in ["sweep", "tick", "store_sync", "clock", "sighup_reload"] {
+    for task in [
+        "sweep",
+        "tick",
+        "store_sync",
+        "clock",
+        "sighup_reload",
+        "udp_reader",
+        "unix_reader",
+    ] {
         assert_eq!(
             s.must("rollstat_task_panics_total", &[("task", task)]),
             0.0,
             "{task}"
+        );
+    }
+    for transport in ["udp", "unix", "tcp"] {
+        assert_eq!(
+            s.must(
+                "rollstat_shutdown_drain_deadline_total",
+                &[("transport", transport)]
+            ),
+            0.0,
+            "{transport}"
         );
     }
 }

@@ -31,6 +31,7 @@ pub struct Launch {
     wrapper: Vec<String>,
     inherit_stderr: bool,
     dir_prefix: String,
+    env: Vec<(String, String)>,
 }
 
 impl Launch {
@@ -46,7 +47,16 @@ impl Launch {
             wrapper: Vec::new(),
             inherit_stderr: false,
             dir_prefix: "rollstat-daemon".to_string(),
+            env: Vec::new(),
         }
+    }
+
+    /// Sets the environment variable `key` to `value` in the daemon's
+    /// environment (e.g. the fault hook `ROLLSTAT_TEST_FAULTS`).
+    #[must_use]
+    pub fn env(mut self, key: &str, value: &str) -> Launch {
+        self.env.push((key.to_string(), value.to_string()));
+        self
     }
 
     /// The `--log` filter (e.g. `warn`, `rollstat=debug`).
@@ -109,6 +119,7 @@ impl Launch {
             .arg("--log")
             .arg(&self.log_filter)
             .env_remove("RUST_LOG")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(stderr)

@@ -44,9 +44,22 @@ impl Daemon {
     /// and its first arguments, followed by the binary and its arguments),
     /// e.g. `["sh", "-c", "ulimit -Sn 256; exec \"$0\" \"$@\""]`.
     pub fn start_wrapped(config: &str, wrapper: &[&str]) -> Daemon {
-        let run = Launch::new(env!("CARGO_BIN_EXE_rollstat"), config)
+        Daemon::launch(Launch::new(env!("CARGO_BIN_EXE_rollstat"), config).wrapper(wrapper))
+    }
+
+    /// [`Daemon::start_with`], with the environment variables `env` set
+    /// (e.g. the fault hook `ROLLSTAT_TEST_FAULTS`).
+    pub fn start_env(config: &str, env: &[(&str, &str)]) -> Daemon {
+        let mut l = Launch::new(env!("CARGO_BIN_EXE_rollstat"), config);
+        for (k, v) in env {
+            l = l.env(k, v);
+        }
+        Daemon::launch(l)
+    }
+
+    fn launch(l: Launch) -> Daemon {
+        let run = l
             .log_filter("info")
-            .wrapper(wrapper)
             .dir_prefix("rollstat-it-daemon")
             .start()
             .unwrap_or_else(|e| panic!("{e}"));
