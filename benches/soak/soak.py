@@ -32,7 +32,7 @@ Reported (Markdown on stdout, raw figures in --json):
 
 Usage:
   cargo build --release
-  python3 benches/soak/soak.py [--minutes 10] [--rate 20000] [--json soak.json]
+  python3 benches/soak/soak.py [--minutes 10] [--rate 20000] [--json soak.json] [--log daemon.log]
 """
 
 import argparse
@@ -162,6 +162,7 @@ def main():
     ap.add_argument("--new-rate", type=int, default=400, help="new names per second")
     ap.add_argument("--bin", default=os.path.join(REPO, "target/release/rollstat"))
     ap.add_argument("--json", default=None)
+    ap.add_argument("--log", default=None, help="keep the daemon's log at this path")
     args = ap.parse_args()
     duration = args.minutes * 60
     work = tempfile.mkdtemp(prefix="rollstat-soak-")
@@ -416,6 +417,8 @@ def main():
     p(f"\n## Stop\n\nSIGTERM to exit: {stop_secs:.2f} s, exit code {daemon.returncode}\n")
     for l in stop_lines:
         p(f"    {l[:300]}")
+    if args.log:
+        shutil.copy(log_path, args.log)
     shutil.rmtree(work, ignore_errors=True)
 
 
