@@ -284,14 +284,7 @@ fn source_ip(a: &SockaddrStorage) -> Option<IpAddr> {
 /// `/proc/net/udp` and `/proc/net/udp6` (Linux). `None` elsewhere.
 #[must_use]
 pub fn kernel_drops(port: u16) -> Option<u64> {
-    let mut total = None;
-    for path in ["/proc/net/udp", "/proc/net/udp6"] {
-        if let Ok(text) = std::fs::read_to_string(path) {
-            let t = total.get_or_insert(0);
-            *t += drops_in(&text, port);
-        }
-    }
-    total
+    sum_proc_net_udp(port, drops_in)
 }
 
 /// Bytes still queued for reading on sockets bound to `port` (the
@@ -299,11 +292,16 @@ pub fn kernel_drops(port: u16) -> Option<u64> {
 /// memory, a little more than the payload). `None` off Linux.
 #[must_use]
 pub fn queued_bytes(port: u16) -> Option<u64> {
+    sum_proc_net_udp(port, queued_in)
+}
+
+/// `column(text, port)` summed over `/proc/net/udp` and `/proc/net/udp6`;
+/// `None` if neither can be read (not Linux).
+fn sum_proc_net_udp(port: u16, column: fn(&str, u16) -> u64) -> Option<u64> {
     let mut total = None;
     for path in ["/proc/net/udp", "/proc/net/udp6"] {
         if let Ok(text) = std::fs::read_to_string(path) {
-            let t = total.get_or_insert(0);
-            *t += queued_in(&text, port);
+            *total.get_or_insert(0) += column(&text, port);
         }
     }
     total
