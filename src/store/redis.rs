@@ -1002,6 +1002,9 @@ fn failure_reason(e: &RedisError) -> &'static str {
     match (e.kind(), e.code()) {
         (ErrorKind::AuthenticationFailed, _) | (_, Some("WRONGPASS" | "NOAUTH")) => "auth",
         (_, Some("NOPERM")) => "denied",
+        // The client's own response deadline (the same `timeout_ms`) is a
+        // missed deadline, not a lost connection.
+        _ if e.is_timeout() => "timeout",
         _ if e.is_io_error() || e.is_connection_refusal() => "connection",
         _ => "error",
     }
@@ -1117,6 +1120,8 @@ mod tests {
         assert_eq!(failure_reason(&auth), "auth");
         let io = RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
         assert_eq!(failure_reason(&io), "connection");
+        let late = RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut));
+        assert_eq!(failure_reason(&late), "timeout");
         let other = RedisError::from((ErrorKind::Client, "no Redis connection"));
         assert_eq!(failure_reason(&other), "error");
     }
