@@ -39,6 +39,17 @@ pub const POLL: Duration = Duration::from_millis(100);
 /// buffer each reader receives into.
 pub const MAX_DATAGRAM: usize = 65_507;
 
+/// Whether a read error only means "nothing to read yet": a non-blocking
+/// read with an empty queue, a read timeout, or a signal. A [`Source`]
+/// answers `Ok(None)` for these.
+#[must_use]
+pub fn nothing_yet(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+    )
+}
+
 /// Where a reader's datagrams come from.
 pub trait Source {
     /// Receives one datagram into `buf`: waiting up to `wait` for it, or

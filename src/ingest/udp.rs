@@ -163,12 +163,7 @@ struct Reading<'a>(&'a UdpSocket);
 
 impl Source for Reading<'_> {
     fn recv(&mut self, buf: &mut [u8], wait: Option<Duration>) -> io::Result<Option<usize>> {
-        let quiet = |e: &io::Error| {
-            matches!(
-                e.kind(),
-                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
-            )
-        };
+        let quiet = reader::nothing_yet;
         match wait {
             Some(t) if t >= POLL => match self.0.recv(buf) {
                 Ok(n) => Ok(Some(n)),
@@ -239,16 +234,7 @@ impl Source for Screened<'_> {
             match self.sock.recv_from(buf) {
                 Ok((n, from)) if self.keep(Some(from.ip())) => return Ok(Some(n)),
                 Ok(_) => {}
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock
-                            | io::ErrorKind::TimedOut
-                            | io::ErrorKind::Interrupted
-                    ) =>
-                {
-                    return Ok(None)
-                }
+                Err(e) if reader::nothing_yet(&e) => return Ok(None),
                 Err(e) => return Err(e),
             }
         }

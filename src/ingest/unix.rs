@@ -397,16 +397,7 @@ impl Source for Datagrams<'_> {
         if wait.is_some() {
             return match self.0.recv(buf) {
                 Ok(n) => Ok(Some(n)),
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock
-                            | io::ErrorKind::TimedOut
-                            | io::ErrorKind::Interrupted
-                    ) =>
-                {
-                    Ok(None)
-                }
+                Err(e) if reader::nothing_yet(&e) => Ok(None),
                 Err(e) => Err(e),
             };
         }

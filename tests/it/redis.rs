@@ -578,7 +578,7 @@ shared = true
 }
 
 /// Sends `n` increments of 1 to `api.requests`, 50 lines a datagram.
-fn send_counts(d: &Daemon, n: usize) {
+pub(crate) fn send_counts(d: &Daemon, n: usize) {
     let s = UdpSocket::bind("127.0.0.1:0").unwrap();
     let mut left = n;
     while left > 0 {

@@ -14,11 +14,10 @@
 //! Without `redis-server` on the PATH these tests print why and pass, except
 //! under CI (`CI` set), where they fail (see [`crate::redis_server`]).
 
-use std::net::UdpSocket;
 use std::time::{Duration, Instant};
 
 use crate::exactness::{source, Http};
-use crate::redis::config;
+use crate::redis::{config, send_counts};
 use crate::redis_server::Redis;
 use crate::support::{wait_true, Daemon};
 
@@ -72,18 +71,6 @@ fn acquire_n(d: &Daemon, key: &str, n: usize) -> (usize, Vec<String>) {
         }
     }
     (admitted, sources)
-}
-
-fn send_counts(d: &Daemon, n: usize) {
-    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
-    let mut left = n;
-    while left > 0 {
-        let k = left.min(50);
-        let text = vec!["api.requests:1|c"; k].join("\n");
-        s.send_to(text.as_bytes(), d.udp).unwrap();
-        left -= k;
-        std::thread::sleep(Duration::from_millis(1));
-    }
 }
 
 #[test]
