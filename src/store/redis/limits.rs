@@ -1,0 +1,293 @@
+//! Limits decided in Redis: the exact sliding log and the approximate
+//! sliding counter, one script call per decision.
+//!
+//! # Keys
+//!
+//! One sorted set per limit, key and rule:
+//!
+//! ```text
+//! <prefix>:{<limit>:<key>}:<window>      e.g. rollstat:{api:alice}:1s
+//! ```
+//!
+//! The `{...}` hash tag puts every rule of one key in one Redis Cluster slot,
+//! so one script call decides all the rules of a key atomically, on a single
+//! server or on a cluster alike. The approximate counter
+//! ([`RedisStore::sliding_counter`], `sliding_counter.lua`) keeps instead one
+//! integer per rule and fixed window, `<log key>:w<window index>`.
+//!
+//! # The script
+//!
+//! `sliding_log.lua` (loaded once with `SCRIPT LOAD`, called by `EVALSHA`,
+//! re-sent when the server answers `NOSCRIPT`, e.g. after a restart) trims
+//! every rule's set to the window, counts, and adds `n` unique members
+//! (`<now_us>-<instance>-<sequence>-<i>`) to every set only if every rule
+//! admits. Denied requests are not logged, so a client retrying too fast is
+//! never locked out by its own denials. Each set expires (`PEXPIRE`) one
+//! window plus one second after its last admission.
+//!
+//! Because the whole decision runs inside Redis, decisions from any number of
+//! instances are serialized there: at most `N` admitted in any window, fleet
+//! wide, on the timeline of the recorded timestamps.
+//!
+//! # Time and clock skew
+//!
+//! `now` comes from each instance's [`Clock`](crate::Clock) and is passed to
+//! the script as an argument (microseconds since the epoch, the precision of
+//! a sorted-set score; windows are rounded up to whole microseconds, which
+//! only makes a limit stricter). Redis's own clock is not used, so a script
+//! replays the same on a replica. The script never lets time go backwards
+//! on a log: a `now` older than the newest entry is taken as that entry's
+//! time.
+//!
+//! **Assumption: the instances' clocks agree within a small skew `δ`** (NTP
+//! keeps hosts within a few milliseconds). The limit is exact on the recorded
+//! timeline; in real time, an instance whose clock is `δ` behind records its
+//! admissions up to `δ` early, so they leave the window up to `δ` early: any
+//! real interval of length `W − δ` holds at most `N`, and an interval of
+//! length `W` at most `N` plus what is admitted in its last `δ`. With `δ` of
+//! 1 ms and `W` of 1 s that is a 0.1% tolerance on the window length.
+//!
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::{Cmd, Script};
+
+use super::health::Op;
+use super::{RedisStore, TTL_MARGIN_MS};
+use crate::clock::Timestamp;
+use crate::limit::{decide, Decision, Limit, LimitView, Limits};
+use crate::store::{LimitStore, StoreError, StoreFuture};
+
+impl RedisStore {
+    /// The sorted-set key of `limit`'s rule `rule` for `key`. It names the
+    /// rule's window only (a limit has one rule per window): a reload that
+    /// changes a rule's `max` keeps the fleet's history, the scripts take
+    /// `max` as an argument.
+    #[must_use]
+    pub fn log_key(&self, limit: &str, key: &str, rule: &Limit) -> String {
+        format!(
+            "{}:{{{limit}:{key}}}:{:?}",
+            self.cfg.key_prefix,
+            rule.window()
+        )
+    }
+
+    /// Runs a limit script under the store's deadline and gate, and checks
+    /// that it answered `expect` integers.
+    async fn run_limit_script(
+        &self,
+        script: &Script,
+        cmd: &Cmd,
+        now: Timestamp,
+        expect: usize,
+        what: &'static str,
+    ) -> Result<Vec<i64>, StoreError> {
+        let gate = self.gate(Op::Limit, "limit", now)?;
+        let r = tokio::time::timeout(self.cfg.timeout, async {
+            let mut c = self.connection().await?;
+            let v = self.evalsha(&mut c, script, cmd).await?;
+            redis::from_redis_value::<Vec<i64>>(v).map_err(redis::RedisError::from)
+        })
+        .await;
+        let v = self.settle(Op::Limit, "limit", now, gate, self.cfg.timeout, r)?;
+        if v.len() != expect {
+            return Err(StoreError::BadReply {
+                script: what,
+                got: v.len(),
+                expected: expect,
+            });
+        }
+        Ok(v)
+    }
+
+    /// Decides a request of weight `n` for `key` of limit `scope` on the
+    /// shared exact sliding log; see the [module docs](self).
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Acquire`] if `n` exceeds a rule's `max` (nothing is
+    /// sent); otherwise a store failure.
+    pub async fn sliding_log(
+        &self,
+        scope: &str,
+        key: &str,
+        limits: &Limits,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<Decision, StoreError> {
+        limits.check_capacity(n)?;
+        let rules = limits.as_slice();
+        let now_us = now.as_nanos() / 1000;
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed);
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(self.log_script.get_hash()).arg(rules.len());
+        for r in rules {
+            cmd.arg(self.log_key(scope, key, r));
+        }
+        cmd.arg(now_us)
+            .arg(n)
+            .arg(format!("{now_us}-{}-{seq}-", self.instance))
+            .arg(TTL_MARGIN_MS);
+        for r in rules {
+            cmd.arg(r.max()).arg(r.window_nanos().div_ceil(1000));
+        }
+        let v = self
+            .run_limit_script(
+                &self.log_script,
+                &cmd,
+                now,
+                3 + 2 * rules.len(),
+                "sliding-log",
+            )
+            .await?;
+        // Times relative to the caller's `now` (the script may have moved
+        // its `now` forward to the newest entry).
+        let base = (v[1].max(0) as u64).saturating_mul(1000);
+        let rel = |us: i64| {
+            base.saturating_add((us.max(0) as u64).saturating_mul(1000))
+                .saturating_sub(now.as_nanos())
+        };
+        let views = rules.iter().enumerate().map(|(i, l)| LimitView {
+            limit: *l,
+            remaining: u32::try_from(v[3 + 2 * i].max(0)).unwrap_or(u32::MAX),
+            reset: rel(v[4 + 2 * i]),
+        });
+        Ok(decide(views, v[0] == 1, rel(v[2])))
+    }
+
+    /// Decides a request of weight `n` for `key` of limit `scope` on the
+    /// shared approximate sliding counter: per rule, one counter per fixed
+    /// window on the epoch grid, `<log key>:w<index>`, expiring two windows
+    /// after its last admission. Windows are rounded up to whole
+    /// microseconds (the decision's `limit` carries the rounded window).
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Acquire`] if `n` exceeds a rule's `max` (nothing is
+    /// sent); otherwise a store failure.
+    pub async fn sliding_counter(
+        &self,
+        scope: &str,
+        key: &str,
+        limits: &Limits,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<Decision, StoreError> {
+        limits.check_capacity(n)?;
+        let rounded = Limits::new(limits.as_slice().iter().map(|r| {
+            Limit::new(
+                r.max(),
+                Duration::from_micros(r.window_nanos().div_ceil(1000)),
+            )
+            .unwrap_or(*r)
+        }))
+        .map_err(StoreError::Rounding)?;
+        let rules = rounded.as_slice();
+        let now_us = now.as_nanos() / 1000;
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(self.counter_script.get_hash()).arg(2 * rules.len());
+        let mut starts = Vec::with_capacity(rules.len());
+        for (orig, r) in limits.as_slice().iter().zip(rules) {
+            let w = r.window_nanos() / 1000;
+            let k = now_us / w;
+            starts.push((k * w).saturating_mul(1000));
+            let base = self.log_key(scope, key, orig);
+            cmd.arg(format!("{base}:w{k}"))
+                .arg(format!("{base}:w{}", k.saturating_sub(1)));
+        }
+        cmd.arg(now_us).arg(n).arg(TTL_MARGIN_MS);
+        for (r, start) in rules.iter().zip(&starts) {
+            cmd.arg(r.max())
+                .arg(r.window_nanos() / 1000)
+                .arg(now_us - start / 1000);
+        }
+        let v = self
+            .run_limit_script(
+                &self.counter_script,
+                &cmd,
+                now,
+                1 + 2 * rules.len(),
+                "sliding-counter",
+            )
+            .await?;
+        let clamp = |x: i64| u32::try_from(x.max(0)).unwrap_or(u32::MAX);
+        let counts: Vec<(u64, u32, u32)> = starts
+            .iter()
+            .enumerate()
+            .map(|(i, &s)| (s, clamp(v[1 + 2 * i]), clamp(v[2 + 2 * i])))
+            .collect();
+        Ok(crate::limit::counter::decision_from_counts(
+            &rounded,
+            &counts,
+            v[0] == 1,
+            n,
+            now,
+        ))
+    }
+}
+
+/// Which shared algorithm a [`RedisLimits`] runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SharedAlgorithm {
+    /// The exact sliding log ([`RedisStore::sliding_log`]).
+    SlidingLog,
+    /// The approximate sliding counter ([`RedisStore::sliding_counter`]).
+    SlidingCounter,
+}
+
+/// A named limit whose state lives in Redis.
+pub struct RedisLimits {
+    store: Arc<RedisStore>,
+    scope: String,
+    limits: Limits,
+    algorithm: SharedAlgorithm,
+}
+
+impl RedisLimits {
+    /// `limits` for the keys of the limit named `scope`, in `store`.
+    #[must_use]
+    pub fn new(
+        store: Arc<RedisStore>,
+        scope: impl Into<String>,
+        limits: Limits,
+        algorithm: SharedAlgorithm,
+    ) -> Self {
+        RedisLimits {
+            store,
+            scope: scope.into(),
+            limits,
+            algorithm,
+        }
+    }
+
+    /// The store.
+    #[must_use]
+    pub fn store(&self) -> &Arc<RedisStore> {
+        &self.store
+    }
+
+    /// The algorithm it runs.
+    #[must_use]
+    pub fn algorithm(&self) -> SharedAlgorithm {
+        self.algorithm
+    }
+}
+
+impl LimitStore for RedisLimits {
+    fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    fn decide<'a>(&'a self, key: &'a str, n: u32, now: Timestamp) -> StoreFuture<'a, Decision> {
+        let (store, scope, limits) = (&self.store, self.scope.as_str(), &self.limits);
+        match self.algorithm {
+            SharedAlgorithm::SlidingLog => {
+                StoreFuture::boxed(store.sliding_log(scope, key, limits, n, now))
+            }
+            SharedAlgorithm::SlidingCounter => {
+                StoreFuture::boxed(store.sliding_counter(scope, key, limits, n, now))
+            }
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! The shared store's self-metrics: the `rollstat_store_*` families.
+
+use prometheus::{IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
+
+use super::health::Op;
+
+/// The store's self-metrics.
+pub struct StoreMetrics {
+    /// `rollstat_store_up`: 1 if every operation's last call succeeded
+    /// (limits and windows alike), else 0.
+    pub up: IntGauge,
+    /// `rollstat_store_op_up{op}`: per operation (`limit`, `windows`), 1 if
+    /// its last call succeeded, else 0.
+    pub op_up: IntGaugeVec,
+    /// `rollstat_store_errors_total{op}`: failed or timed-out calls.
+    pub errors: IntCounterVec,
+    /// `rollstat_store_skipped_total{op}`: calls not sent while backing off.
+    pub skipped: IntCounterVec,
+    /// `rollstat_store_calls_total{op}`: successful calls.
+    pub calls: IntCounterVec,
+    /// `rollstat_store_script_loads_total`: scripts (re)loaded after NOSCRIPT.
+    pub script_loads: IntCounter,
+    /// `rollstat_store_unshared_deltas_total{reason}`: window deltas (bucket
+    /// fields) that could not be pushed to the store and were dropped from
+    /// sharing (they stay in the local view): `expired` (their bucket left
+    /// the local window first), `unconfirmed` (sent, outcome unknown, never
+    /// re-sent), `rejected` (Redis answered an error for their key, e.g.
+    /// WRONGTYPE).
+    pub unshared: IntCounterVec,
+    /// `rollstat_store_writeback_total{result}`: admissions a shared limit's
+    /// local fallback made during an outage, by what became of them:
+    /// `written` (recorded in Redis at their own time), `overflow` (the
+    /// queue was full), `expired` (their time left the longest window before
+    /// they could be written), `unconfirmed` (sent, outcome unknown, not
+    /// re-sent), `rejected` (Redis answered an error for their key).
+    pub writeback: IntCounterVec,
+    /// `rollstat_store_final_sync_total{result}`: the last shared-window sync
+    /// at stop: `done`, `failed`, `timeout`.
+    pub final_sync: IntCounterVec,
+}
+
+impl StoreMetrics {
+    pub(super) fn new() -> prometheus::Result<Self> {
+        let op = &["op"];
+        let m = StoreMetrics {
+            up: IntGauge::new(
+                "rollstat_store_up",
+                "1 if the last call of every operation (limit, windows) to the shared store (Redis) succeeded, else 0",
+            )?,
+            op_up: IntGaugeVec::new(
+                Opts::new(
+                    "rollstat_store_op_up",
+                    "1 if the last call of this operation to the shared store succeeded, else 0; each operation has its own health and backoff",
+                ),
+                op,
+            )?,
+            errors: IntCounterVec::new(
+                Opts::new(
+                    "rollstat_store_errors_total",
+                    "Calls to the shared store that failed or timed out, by operation",
+                ),
+                op,
+            )?,
+            skipped: IntCounterVec::new(
+                Opts::new(
+                    "rollstat_store_skipped_total",
+                    "Calls not sent to the shared store because it is down and backing off",
+                ),
+                op,
+            )?,
+            calls: IntCounterVec::new(
+                Opts::new(
+                    "rollstat_store_calls_total",
+                    "Successful calls to the shared store, by operation",
+                ),
+                op,
+            )?,
+            script_loads: IntCounter::new(
+                "rollstat_store_script_loads_total",
+                "Lua scripts loaded into the shared store after a NOSCRIPT answer",
+            )?,
+            unshared: IntCounterVec::new(
+                Opts::new(
+                    "rollstat_store_unshared_deltas_total",
+                    "Window bucket deltas that could not be pushed to the shared store, by reason",
+                ),
+                &["reason"],
+            )?,
+            writeback: IntCounterVec::new(
+                Opts::new(
+                    "rollstat_store_writeback_total",
+                    "Admissions made by a shared limit's local fallback, by what became of them when written back to the shared store",
+                ),
+                &["result"],
+            )?,
+            final_sync: IntCounterVec::new(
+                Opts::new(
+                    "rollstat_store_final_sync_total",
+                    "The last shared-window sync at stop, by result",
+                ),
+                &["result"],
+            )?,
+        };
+        m.up.set(1);
+        for op in [Op::Limit, Op::Windows] {
+            m.op_up.with_label_values(&[op.as_str()]).set(1);
+        }
+        for r in ["expired", "unconfirmed", "rejected"] {
+            m.unshared.with_label_values(&[r]);
+        }
+        for r in ["written", "overflow", "expired", "unconfirmed", "rejected"] {
+            m.writeback.with_label_values(&[r]);
+        }
+        Ok(m)
+    }
+
+    /// Registers every family in `r`.
+    pub fn register(&self, r: &Registry) -> prometheus::Result<()> {
+        r.register(Box::new(self.up.clone()))?;
+        r.register(Box::new(self.op_up.clone()))?;
+        r.register(Box::new(self.errors.clone()))?;
+        r.register(Box::new(self.skipped.clone()))?;
+        r.register(Box::new(self.calls.clone()))?;
+        r.register(Box::new(self.script_loads.clone()))?;
+        r.register(Box::new(self.unshared.clone()))?;
+        r.register(Box::new(self.writeback.clone()))?;
+        r.register(Box::new(self.final_sync.clone()))?;
+        Ok(())
+    }
+}

@@ -1,0 +1,164 @@
+//! One chunk of a shared-window sync: its writes and reads in one
+//! pipeline, under the windows operation's deadline and health. The keys and
+//! fields are `src/store/windows.rs`'s.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use redis::{Pipeline, RedisResult, ServerErrorKind, Value};
+
+use super::health::Op;
+use super::RedisStore;
+use crate::clock::Timestamp;
+use crate::store::windows::{self, WindowBatch, WindowRead, WindowTotals};
+use crate::store::StoreError;
+
+/// What became of one window of a sync chunk.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WindowResult {
+    /// Written and read back: its fleet totals.
+    Totals(WindowTotals),
+    /// Read back, not yet summed (inside [`RedisStore::sync_windows`] only).
+    Read(Vec<String>),
+    /// Redis answered an error for one of its writes (e.g. `WRONGTYPE`):
+    /// its deltas are given up (some may have been applied).
+    Rejected,
+    /// Written, but the read failed: no fleet totals this time.
+    Unread,
+}
+
+/// What a window sync chunk achieved.
+#[derive(Debug)]
+pub enum SyncOutcome {
+    /// Sent and answered: each window's result, in the chunk's order.
+    Done(Vec<WindowResult>),
+    /// The writes were sent but their outcome is unknown (the deadline
+    /// passed or the reads failed); nothing was read.
+    WrittenUnread(StoreError),
+    /// Nothing was written (the call failed before or while writing, or the
+    /// store is down).
+    Failed(StoreError),
+}
+
+/// Whether a pipeline answer is `NOSCRIPT`.
+fn is_noscript(v: &Value) -> bool {
+    matches!(v, Value::ServerError(e) if e.kind() == Some(ServerErrorKind::NoScript))
+}
+
+impl RedisStore {
+    /// One chunk of a window sync (see [`WindowBatch::into_chunks`]) in
+    /// one pipeline under `redis.sync_timeout_ms`, with the windows
+    /// operation's own health and backoff: per window, its `HINCRBYFLOAT`s
+    /// and `PEXPIRE`, then the read-and-trim script (see [`windows`](crate::store::windows)).
+    /// An error answered for one window's commands (e.g. `WRONGTYPE`) fails
+    /// that window only ([`WindowResult::Rejected`]) and is not a store
+    /// failure.
+    pub async fn sync_windows(&self, batch: &WindowBatch, now: Timestamp) -> SyncOutcome {
+        let gate = match self.gate(Op::Windows, "windows", now) {
+            Ok(g) => g,
+            Err(e) => return SyncOutcome::Failed(e),
+        };
+        let sent = AtomicBool::new(false);
+        let deadline = self.cfg.sync_timeout;
+        let r = tokio::time::timeout(deadline, async {
+            let mut c = self.connection().await?;
+            let mut p = redis::pipe();
+            p.ignore_errors();
+            // Per window: the index of its first write and of its read.
+            let mut spans = Vec::with_capacity(batch.windows.len());
+            let mut i = 0;
+            for w in &batch.windows {
+                let first = i;
+                for &(slot, ds, dc) in &w.deltas {
+                    let key = &w.read.key;
+                    p.cmd("HINCRBYFLOAT")
+                        .arg(key)
+                        .arg(format!("{slot}:s"))
+                        .arg(ds);
+                    p.cmd("HINCRBYFLOAT")
+                        .arg(key)
+                        .arg(format!("{slot}:c"))
+                        .arg(dc);
+                    i += 2;
+                }
+                if !w.deltas.is_empty() {
+                    p.cmd("PEXPIRE").arg(&w.read.key).arg(w.expire_ms);
+                    i += 1;
+                }
+                self.window_read(&mut p, &w.read);
+                spans.push((first, i));
+                i += 1;
+            }
+            sent.store(true, Ordering::Release);
+            let mut v: Vec<Value> = p.query_async(&mut c).await?;
+            // After a restart the script is gone: load it and read again.
+            let noscript: Vec<usize> = spans
+                .iter()
+                .enumerate()
+                .filter(|(_, (_, r))| is_noscript(&v[*r]))
+                .map(|(w, _)| w)
+                .collect();
+            if !noscript.is_empty() {
+                self.metrics.script_loads.inc();
+                self.window_script.load_async(&mut c).await?;
+                let mut again = redis::pipe();
+                again.ignore_errors();
+                for &w in &noscript {
+                    self.window_read(&mut again, &batch.windows[w].read);
+                }
+                let answers: Vec<Value> = again.query_async(&mut c).await?;
+                for (&w, a) in noscript.iter().zip(answers) {
+                    v[spans[w].1] = a;
+                }
+            }
+            RedisResult::Ok(
+                spans
+                    .iter()
+                    .map(|&(first, read)| {
+                        if v[first..read]
+                            .iter()
+                            .any(|x| matches!(x, Value::ServerError(_)))
+                        {
+                            return WindowResult::Rejected;
+                        }
+                        match redis::from_redis_value::<Vec<String>>(v[read].clone()) {
+                            Ok(fields) => WindowResult::Read(fields),
+                            Err(_) => WindowResult::Unread,
+                        }
+                    })
+                    .collect::<Vec<_>>(),
+            )
+        })
+        .await;
+        let refused = matches!(&r, Ok(Err(e)) if e.is_connection_refusal());
+        let written = sent.load(Ordering::Acquire) && !refused;
+        match self.settle(Op::Windows, "windows", now, gate, deadline, r) {
+            Ok(v) => SyncOutcome::Done(
+                batch
+                    .windows
+                    .iter()
+                    .zip(v)
+                    .map(|(w, res)| match res {
+                        WindowResult::Read(fields) => {
+                            WindowResult::Totals(windows::totals(&w.read, &fields))
+                        }
+                        other => other,
+                    })
+                    .collect(),
+            ),
+            // Once the writes were sent, a failure leaves them applied or not:
+            // they count as done, so that nothing is ever counted twice, and
+            // the caller counts them as unshared.
+            Err(e) if written => SyncOutcome::WrittenUnread(e),
+            Err(e) => SyncOutcome::Failed(e),
+        }
+    }
+
+    /// Adds the read-and-trim script call for `read` to `p`.
+    fn window_read(&self, p: &mut Pipeline, read: &WindowRead) {
+        p.cmd("EVALSHA")
+            .arg(self.window_script.get_hash())
+            .arg(1)
+            .arg(&read.key)
+            .arg(read.oldest);
+    }
+}
