@@ -47,6 +47,10 @@ mod prometheus;
 mod redis;
 // Redis as production runs it: requirepass, an ACL user, TLS (rcgen certificates); credentials never shown.
 mod redis_access;
+// Issue #17: one acquire of weight 1,000,000 on a shared exact limit is one member and a fast script.
+mod redis_heavy;
+// Issue #17: the shared exact log (weighted members, late write-backs, old members) against the in-memory log and a brute-force count, by proptest.
+mod redis_log_model;
 // Issue #16: failover without double admission (two daemons, Redis killed and restarted), per-operation store health, the final sync at stop.
 mod redis_failover;
 // Series bounds from outside: cap, type conflicts, expiry.

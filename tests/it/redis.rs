@@ -249,11 +249,16 @@ async fn keys_carry_one_hash_tag_per_limit_and_key_and_expire_after_the_window()
         .await
         .unwrap();
     assert!(d.allowed && d.remaining == 2);
-    // Weighted: three members in each set; TTL = window + 1 s margin.
+    // Weighted: one member of weight 3 in each set (running total 3);
+    // TTL = window + 1 s margin.
     let reply = |cmd: &str, key: &str| redis.command(&format!("{cmd} {key}")).unwrap();
     let pttl = |key: &str| -> i64 { reply("PTTL", key).trim()[1..].parse().unwrap() };
-    assert_eq!(reply("ZCARD", &k1).trim(), ":3");
-    assert_eq!(reply("ZCARD", &k2).trim(), ":3");
+    assert_eq!(reply("ZCARD", &k1).trim(), ":1");
+    assert_eq!(reply("ZCARD", &k2).trim(), ":1");
+    assert_eq!(
+        redis.cli_command(&["ZRANGE", &k1, "0", "-1"]),
+        "0000000000000003:3"
+    );
     let (ttl1, ttl2) = (pttl(&k1), pttl(&k2));
     assert!((1_500..=2_000).contains(&ttl1), "{ttl1}");
     assert!((60_500..=61_000).contains(&ttl2), "{ttl2}");
@@ -264,7 +269,7 @@ async fn keys_carry_one_hash_tag_per_limit_and_key_and_expire_after_the_window()
         .unwrap();
     assert!(!d.allowed);
     assert_eq!(d.retry_after, Some(Duration::from_secs(1)));
-    assert_eq!(reply("ZCARD", &k1).trim(), ":3");
+    assert_eq!(reply("ZCARD", &k1).trim(), ":1");
 }
 
 // ---------------------------------------------------------------------------

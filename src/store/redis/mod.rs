@@ -55,7 +55,7 @@ pub const WINDOW_READ_LUA: &str = include_str!("window_read.lua");
 
 /// The commands rollstat sends and its scripts call, in `ACL SETUSER`
 /// form: what an ACL user limited to rollstat's keys needs.
-pub const ACL_COMMANDS: &str = "+ping +evalsha +script|load +hincrbyfloat +pexpire +zadd +zcard +zrange +zremrangebyscore +get +incrby +hgetall +hdel";
+pub const ACL_COMMANDS: &str = "+ping +evalsha +script|load +hincrbyfloat +pexpire +zadd +zcard +zrange +zremrangebyscore +zremrangebyrank +zcount +del +get +incrby +hgetall +hdel";
 
 /// Extra lifetime of a log key after its window, for clock skew (ms).
 pub(crate) const TTL_MARGIN_MS: u64 = 1000;
@@ -200,7 +200,7 @@ impl RedisStore {
         self.health[op.index()].up.load(Ordering::Acquire)
     }
 
-    /// This process's instance id, part of every log member.
+    /// This process's instance id, part of every written-back log member.
     #[must_use]
     pub fn instance(&self) -> &str {
         &self.instance

@@ -1,20 +1,43 @@
 -- rollstat: the exact sliding log, shared through Redis.
 --
--- One sorted set per rule (KEYS[i]); every key of one request carries the
--- same hash tag, so this script touches one Redis Cluster slot and decides all
--- the rules of one key atomically.
+-- KEYS: per rule i, the rule's log KEYS[2i-1] and its late set KEYS[2i].
+-- Every key of one request carries the same hash tag, so this script touches
+-- one Redis Cluster slot and decides all the rules of one key atomically.
 --
--- Scores are microseconds since the Unix epoch (exact in a Lua/Redis double
--- up to 2^53 us, the year 2255). Members are unique strings, one per unit of
--- admitted weight.
+-- The log is a sorted set with ONE member per admitted request, whatever its
+-- weight. Scores are microseconds since the Unix epoch (exact in a Lua/Redis
+-- double up to 2^53 us, the year 2255). A member is `<cum>:<weight>`: cum is
+-- the running total of admitted weight on this set up to and including this
+-- request, zero-padded to 16 digits so that members of equal score sort by
+-- cum. Time never goes backwards on a log (below), so cum grows with the
+-- score: the weight inside the window, after trimming by score, is
+-- newest.cum - oldest.cum + oldest.weight, and the k-th oldest unit of weight
+-- lies in the first member whose cum reaches oldest.cum - oldest.weight + k
+-- (a binary search by rank). The running total starts again from 0 when a
+-- set empties (Redis deletes an empty set), and is renumbered from 0 in the
+-- rare case it would pass 2^52. cum is unique on a set, so it is the member's
+-- identity. Cost of a decision: O(rules * log(members)), plus the members
+-- that expire (each removed once), whatever the weight.
 --
--- ARGV: now_us, n, member_prefix, ttl_margin_ms, then (max_i, window_us_i)
--- for each key i.
+-- The late set holds write-backs (a local fallback's admissions during an
+-- outage, sent with plain ZADDs at their own, possibly older, times), one
+-- member `<weight>:<id>` each. They are merged into the log here before any
+-- decision: the log's members after the earliest late one are renumbered
+-- (once per write-back, O(those members + late ones)).
+--
+-- Members of an older rollstat (`<us>-<instance>-<seq>-<i>`, one per unit)
+-- are read as weight 1: a set whose oldest member is of the old format is
+-- renumbered whole, one whose newest is has its old-format tail renumbered
+-- (each old member is converted once). Old-format members an older
+-- rollstat's write-back put in the middle of a new log are not counted and
+-- leave within one window.
+--
+-- ARGV: now_us, n, ttl_margin_ms, then (max_i, window_us_i) for each rule i.
 --
 -- Rule: a request of weight n at `now` is admitted iff, for every rule, the
--- number of members with scores in (now - W, now] plus n is at most max. Only
--- then are n members added to every set. A denied request changes nothing;
--- n = 0 is a peek.
+-- admitted weight with scores in (now - W, now] plus n is at most max. Only
+-- then is one member of weight n added to every log. A denied request
+-- changes nothing in the counts; n = 0 is a peek.
 --
 -- Time never goes backwards on the log: a `now` older than the newest member
 -- (another instance's clock is ahead of ours) is taken as that member's time.
@@ -23,67 +46,223 @@
 -- reset_us_1, remaining_2, reset_us_2, ...}.
 local now = tonumber(ARGV[1])
 local n = tonumber(ARGV[2])
-local prefix = ARGV[3]
-local margin = tonumber(ARGV[4])
-local k = #KEYS
+local margin = tonumber(ARGV[3])
+local k = #KEYS / 2
+local REBASE = 4503599627370496 -- 2^52
 
-local newest = {}
+local function parse(m)
+  local c, w = string.match(m, '^(%d+):(%d+)$')
+  if c then
+    return tonumber(c), tonumber(w)
+  end
+  return nil, nil
+end
+
+local function us(x)
+  return string.format('%d', x)
+end
+
+-- Score, cum and weight of the member of rank i (cum nil: old format).
+local function at(key, i)
+  local r = redis.call('ZRANGE', key, i, i, 'WITHSCORES')
+  if not r[1] then
+    return nil, nil, nil
+  end
+  local c, w = parse(r[1])
+  return tonumber(r[2]), c, w
+end
+
+-- {score, weight} of the members from rank p on (old format: weight 1).
+local function tail(key, p)
+  local r = redis.call('ZRANGE', key, p, -1, 'WITHSCORES')
+  local out = {}
+  for j = 1, #r, 2 do
+    local _, w = parse(r[j])
+    out[#out + 1] = {tonumber(r[j + 1]), w or 1}
+  end
+  return out
+end
+
+-- Replaces the members of rank p on by `entries` ({score, weight}, in
+-- order), their running totals continuing from `base`.
+local function splice(key, p, base, entries)
+  redis.call('ZREMRANGEBYRANK', key, p, -1)
+  local batch = {}
+  for _, e in ipairs(entries) do
+    base = base + e[2]
+    batch[#batch + 1] = us(e[1])
+    batch[#batch + 1] = string.format('%016d:%d', base, e[2])
+    if #batch >= 1000 then
+      redis.call('ZADD', key, unpack(batch))
+      batch = {}
+    end
+  end
+  if #batch > 0 then
+    redis.call('ZADD', key, unpack(batch))
+  end
+end
+
+-- The members from rank p on, with the running total before them (from
+-- rank 0 if the member before p is not of the current format).
+local function from(key, p)
+  if p > 0 then
+    local _, c = at(key, p - 1)
+    if c then
+      return p, c, tail(key, p)
+    end
+  end
+  return 0, 0, tail(key, 0)
+end
+
+-- Converts old-format members at either end (see the header).
+local function normalize(key)
+  local s, c = at(key, 0)
+  if s == nil then
+    return
+  end
+  if c == nil then
+    splice(key, 0, 0, tail(key, 0))
+    return
+  end
+  local _, cn = at(key, -1)
+  if cn then
+    return
+  end
+  local p = redis.call('ZCARD', key) - 1
+  while p > 1 do
+    local _, cp = at(key, p - 1)
+    if cp then
+      break
+    end
+    p = p - 1
+  end
+  local q, base, rest = from(key, p)
+  splice(key, q, base, rest)
+end
+
+-- Merges the late set's entries still inside the window of `t` into the log.
+local function merge(log, late, t, win)
+  local r = redis.call('ZRANGE', late, 0, -1, 'WITHSCORES')
+  if not r[1] then
+    return
+  end
+  redis.call('DEL', late)
+  local add = {}
+  for j = 1, #r, 2 do
+    local s = tonumber(r[j + 1])
+    local w = tonumber(string.match(r[j], '^(%d+):'))
+    if w and w > 0 and s > t - win then
+      add[#add + 1] = {s, w}
+    end
+  end
+  if #add == 0 then
+    return
+  end
+  -- Members of the log at or before the earliest late one keep their place;
+  -- the later ones and the late ones are merged by score (log first on ties).
+  local p = redis.call('ZCOUNT', log, '-inf', us(add[1][1]))
+  local q, base, old = from(log, p)
+  local merged = {}
+  local a, b = 1, 1
+  while a <= #old or b <= #add do
+    if b > #add or (a <= #old and old[a][1] <= add[b][1]) then
+      merged[#merged + 1] = old[a]
+      a = a + 1
+    else
+      merged[#merged + 1] = add[b]
+      b = b + 1
+    end
+  end
+  splice(log, q, base, merged)
+  redis.call('PEXPIRE', log, math.ceil(win / 1000) + margin)
+end
+
 for i = 1, k do
-  local last = redis.call('ZRANGE', KEYS[i], -1, -1, 'WITHSCORES')
-  if last[2] then
-    local t = tonumber(last[2])
-    newest[i] = t
-    if t > now then now = t end
+  local log = KEYS[2 * i - 1]
+  normalize(log)
+  local t = now
+  local s = at(log, -1)
+  if s and s > t then
+    t = s
+  end
+  merge(log, KEYS[2 * i], t, tonumber(ARGV[3 + 2 * i]))
+end
+
+for i = 1, k do
+  local s = at(KEYS[2 * i - 1], -1)
+  if s and s > now then
+    now = s
   end
 end
 
 local count = {}
+local top = {}
+local newest = {}
 local allowed = 1
 local retry = 0
 for i = 1, k do
-  local max = tonumber(ARGV[3 + 2 * i])
-  local win = tonumber(ARGV[4 + 2 * i])
-  redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', string.format('%d', now - win))
-  local c = redis.call('ZCARD', KEYS[i])
-  count[i] = c
-  if c + n > max then
+  local log = KEYS[2 * i - 1]
+  local max = tonumber(ARGV[2 + 2 * i])
+  local win = tonumber(ARGV[3 + 2 * i])
+  redis.call('ZREMRANGEBYSCORE', log, '-inf', us(now - win))
+  local c = 0
+  local s0, c0, w0 = at(log, 0)
+  if s0 then
+    local s1, c1 = at(log, -1)
+    local base = c0 - w0
+    c = c1 - base
+    top[i] = c1
+    newest[i] = s1
+    if c + n > max then
+      allowed = 0
+      -- The (c + n - max)-th oldest unit must leave first; it leaves the
+      -- window (t - W, t] when t reaches its member's score + W.
+      local target = base + c + n - max
+      local lo, hi = 0, redis.call('ZCARD', log) - 1
+      while lo < hi do
+        local mid = math.floor((lo + hi) / 2)
+        local _, cm = at(log, mid)
+        if cm and cm >= target then
+          hi = mid
+        else
+          lo = mid + 1
+        end
+      end
+      local r = at(log, lo) + win - now
+      if r > retry then
+        retry = r
+      end
+    end
+  elseif n > max then
     allowed = 0
-    -- The (c + n - max)-th oldest member must leave first; it leaves the
-    -- window (t - W, t] when t reaches its score + W.
-    local j = c + n - max - 1
-    local e = redis.call('ZRANGE', KEYS[i], j, j, 'WITHSCORES')
-    local r = tonumber(e[2]) + win - now
-    if r > retry then retry = r end
   end
+  count[i] = c
 end
 
-local score = string.format('%d', now)
 if allowed == 1 and n > 0 then
   for i = 1, k do
-    local win = tonumber(ARGV[4 + 2 * i])
-    local j = 1
-    while j <= n do
-      local stop = math.min(n, j + 499)
-      local batch = {}
-      for m = j, stop do
-        batch[#batch + 1] = score
-        batch[#batch + 1] = prefix .. m
-      end
-      redis.call('ZADD', KEYS[i], unpack(batch))
-      j = stop + 1
+    local log = KEYS[2 * i - 1]
+    local win = tonumber(ARGV[3 + 2 * i])
+    local c1 = top[i] or 0
+    if c1 + n > REBASE then
+      splice(log, 0, 0, tail(log, 0))
+      c1 = count[i]
     end
-    redis.call('PEXPIRE', KEYS[i], math.ceil(win / 1000) + margin)
+    redis.call('ZADD', log, us(now), string.format('%016d:%d', c1 + n, n))
+    redis.call('PEXPIRE', log, math.ceil(win / 1000) + margin)
   end
 end
 
 local out = {allowed, now, retry}
 for i = 1, k do
-  local max = tonumber(ARGV[3 + 2 * i])
-  local win = tonumber(ARGV[4 + 2 * i])
+  local max = tonumber(ARGV[2 + 2 * i])
+  local win = tonumber(ARGV[3 + 2 * i])
   local c = count[i]
-  if allowed == 1 then c = c + n end
+  if allowed == 1 then
+    c = c + n
+  end
   -- Trimming removes the oldest members only: the newest is the one read
-  -- first, or `now` if this request was just added.
+  -- after trimming, or `now` if this request was just added.
   local reset = 0
   if allowed == 1 and n > 0 then
     reset = win

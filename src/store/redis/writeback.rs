@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use redis::Value;
 
 use super::health::Op;
-use super::limits::SharedAlgorithm;
+use super::limits::{late_key, SharedAlgorithm};
 use super::{RedisStore, TTL_MARGIN_MS};
 use crate::clock::Timestamp;
 use crate::limit::Limits;
@@ -29,9 +29,11 @@ impl RedisStore {
     /// Writes back the admissions a shared limit's local fallback made
     /// during an outage: each entry `(key, n, at)` recorded for `key` of the
     /// limit `scope` at its own time `at`, in every rule, without a decision
-    /// (they were admitted already): `n` members scored `at` in each sliding
-    /// log (members `<at_us>-<instance>-w<seq>-<i>`, unique), or `n` added to
-    /// the fixed window of `at` of each sliding counter. Keys expire as an
+    /// (they were admitted already): for each sliding log, one member
+    /// `<n>:<instance>-w<seq>` scored `at` in the log's late set
+    /// (`<log key>:late`), which the log script merges into the log, in time
+    /// order, before its next decision on that key; or `n` added to the
+    /// fixed window of `at` of each sliding counter. Keys expire as an
     /// admission at the time of the write-back would. One pipeline under the
     /// limit operation's deadline and health (a success marks limits up).
     pub async fn write_back(
@@ -59,13 +61,13 @@ impl RedisStore {
                 match algorithm {
                     SharedAlgorithm::SlidingLog => {
                         let seq = self.seq.fetch_add(1, Ordering::Relaxed);
-                        let cmd = p.cmd("ZADD").arg(&base);
-                        for m in 0..*n {
-                            cmd.arg(at_us)
-                                .arg(format!("{at_us}-{}-w{seq}-{m}", self.instance));
-                        }
+                        let late = late_key(&base);
+                        p.cmd("ZADD")
+                            .arg(&late)
+                            .arg(at_us)
+                            .arg(format!("{n}:{}-w{seq}", self.instance));
                         p.cmd("PEXPIRE")
-                            .arg(&base)
+                            .arg(&late)
                             .arg(w_us.div_ceil(1000) + TTL_MARGIN_MS);
                     }
                     SharedAlgorithm::SlidingCounter => {
