@@ -15,11 +15,14 @@
 //! window, compares its sum and count with what this instance already pushed
 //! for that bucket. The differences go out, and every shared window is read
 //! back and trimmed of slots that left it, in chunks of at most 64 windows
-//! and 512 deltas, one pipeline each under `sync_timeout_ms`
-//! ([`crate::store::windows`] has the keys and commands). A window Redis
-//! answers an error for (e.g. `WRONGTYPE`) is skipped, the others go on; a
-//! store failure stops the sync and leaves the chunks not sent pending. One
-//! sync at a time: the daemon's task, then the final sync at stop. Their totals are
+//! and 512 deltas, one pipeline each under `sync_timeout_ms`, up to 8 chunks
+//! in flight at once ([`crate::store::windows`] has the keys and commands).
+//! On a Redis Cluster a chunk never holds two slots (the client refuses a
+//! pipeline that spans slots). A window Redis answers an error for (e.g.
+//! `WRONGTYPE`) is skipped, the others go on; a chunk that fails before its
+//! writes are sent (the store down, a refused connection) leaves its deltas
+//! pending for the next sync, and so do the chunks the failure keeps from
+//! being sent. One sync at a time: the daemon's task, then the final sync at stop. Their totals are
 //! the fleet view, published on `/metrics` as the
 //! `rollstat_fleet_window_{samples,sum_value,rate,avg}` families with the
 //! same labels as the local `rollstat_window_*` ones. Only sums and counts
@@ -53,6 +56,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use futures_util::stream::{self, StreamExt};
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 
 use crate::clock::{duration_nanos, Timestamp};
@@ -71,6 +75,8 @@ const CHUNK_WINDOWS: usize = 64;
 /// ...and this many bucket deltas (two fields each), unless one window
 /// alone has more.
 const CHUNK_DELTAS: usize = 512;
+/// Chunks of one sync in flight at once.
+const IN_FLIGHT: usize = 8;
 
 /// Fleet-wide totals of one window.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -305,13 +311,24 @@ impl FleetWindows {
         }
         let tracked: std::collections::HashSet<String> =
             batch.windows().iter().map(|w| w.read.key.clone()).collect();
-        // 4. Chunk by chunk, each under its own deadline. A store failure
-        // stops the sync: the chunks not sent stay pending for the next one.
+        // 4. Chunk by chunk, up to `IN_FLIGHT` at once, each under its own
+        // deadline; on a cluster a chunk keeps to one slot. A chunk that
+        // failed before its writes were sent leaves them pending for the
+        // next sync; the others go on (the windows operation's gate stops
+        // the chunks not yet started once the store is marked down).
         let mut read = Vec::new();
         let mut unread = Vec::new();
         let mut failed = false;
-        for chunk in batch.into_chunks(CHUNK_WINDOWS, CHUNK_DELTAS) {
-            let outcome = store.sync_windows(&chunk, now).await;
+        let chunks = batch.into_chunks(CHUNK_WINDOWS, CHUNK_DELTAS, store.is_cluster());
+        let answers: Vec<(WindowBatch, SyncOutcome)> = stream::iter(chunks)
+            .map(|chunk| async move {
+                let outcome = store.sync_windows(&chunk, now).await;
+                (chunk, outcome)
+            })
+            .buffer_unordered(IN_FLIGHT)
+            .collect()
+            .await;
+        for (chunk, outcome) in answers {
             let written: Vec<&str> = match &outcome {
                 SyncOutcome::Failed(_) => Vec::new(),
                 _ => chunk
@@ -342,11 +359,9 @@ impl FleetWindows {
                     report.pushed += chunk.deltas();
                     report.unconfirmed += chunk.deltas();
                     failed = true;
-                    break;
                 }
                 SyncOutcome::Failed(_) => {
                     failed = true;
-                    break;
                 }
             }
         }

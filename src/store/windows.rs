@@ -27,6 +27,8 @@
 //! error Redis answers for one window's commands (e.g. `WRONGTYPE`) fails
 //! that window only.
 
+use redis::cluster_routing::Slot;
+
 /// The hash key of a shared window: `<prefix>:win:{<series>}:<window>`.
 #[must_use]
 pub fn window_key(prefix: &str, series: &str, window: &str) -> String {
@@ -107,25 +109,57 @@ impl WindowBatch {
     /// window alone has more, `max_deltas` deltas: each chunk is one
     /// pipeline under its own deadline, and a window's commands never span
     /// two chunks (one key per window, so a chunk never needs more than its
-    /// own keys).
+    /// own keys). With `by_slot` (the store is a Redis Cluster), windows are
+    /// first grouped by the cluster slot of their key ([`slot_of`]), in the
+    /// order each slot first appears, and a chunk never holds two slots: the
+    /// cluster client refuses a pipeline that spans slots.
     #[must_use]
-    pub fn into_chunks(self, max_windows: usize, max_deltas: usize) -> Vec<WindowBatch> {
-        let mut out = Vec::new();
-        let mut cur = WindowBatch::new();
-        for w in self.windows {
-            if !cur.windows.is_empty()
-                && (cur.windows.len() >= max_windows.max(1)
-                    || cur.deltas + w.deltas.len() > max_deltas)
-            {
-                out.push(std::mem::take(&mut cur));
+    pub fn into_chunks(
+        self,
+        max_windows: usize,
+        max_deltas: usize,
+        by_slot: bool,
+    ) -> Vec<WindowBatch> {
+        let groups: Vec<Vec<WindowWork>> = if by_slot {
+            let mut index: std::collections::HashMap<Slot, usize> =
+                std::collections::HashMap::new();
+            let mut groups: Vec<Vec<WindowWork>> = Vec::new();
+            for w in self.windows {
+                let g = *index.entry(slot_of(&w.read.key)).or_insert_with(|| {
+                    groups.push(Vec::new());
+                    groups.len() - 1
+                });
+                groups[g].push(w);
             }
-            cur.push(w);
-        }
-        if !cur.windows.is_empty() {
-            out.push(cur);
+            groups
+        } else {
+            vec![self.windows]
+        };
+        let mut out = Vec::new();
+        for group in groups {
+            let mut cur = WindowBatch::new();
+            for w in group {
+                if !cur.windows.is_empty()
+                    && (cur.windows.len() >= max_windows.max(1)
+                        || cur.deltas + w.deltas.len() > max_deltas)
+                {
+                    out.push(std::mem::take(&mut cur));
+                }
+                cur.push(w);
+            }
+            if !cur.windows.is_empty() {
+                out.push(cur);
+            }
         }
         out
     }
+}
+
+/// The Redis Cluster slot of `key` (CRC16 of its `{hash tag}`): the
+/// commands of one pipeline must all fall in one slot on a cluster.
+#[must_use]
+pub fn slot_of(key: &str) -> Slot {
+    Slot::for_key(key)
 }
 
 /// The totals of one window from the flat `[field, value, ...]` list that
@@ -221,7 +255,7 @@ mod tests {
         assert_eq!(b.windows()[1].read.key, "k1");
         let sizes: Vec<(usize, usize)> = b
             .clone()
-            .into_chunks(3, 4)
+            .into_chunks(3, 4, false)
             .iter()
             .map(|c| (c.windows().len(), c.deltas()))
             .collect();
@@ -229,11 +263,36 @@ mod tests {
         // k5.
         assert_eq!(sizes, [(2, 2), (2, 4), (1, 6), (1, 1)]);
         let keys: Vec<String> = b
-            .into_chunks(2, 100)
+            .into_chunks(2, 100, false)
             .iter()
             .flat_map(|c| c.windows().iter().map(|w| w.read.key.clone()))
             .collect();
         assert_eq!(keys, ["k0", "k1", "k2", "k3", "k4", "k5"]);
         assert_eq!(window_key("p", "x|a=b", "1m"), "p:win:{x|a=b}:1m");
+    }
+
+    #[test]
+    fn slots_agree_with_the_redis_client_and_cluster_chunks_never_mix_slots() {
+        // Redis's documented example: only the hash tag counts.
+        assert_eq!(slot_of("{user1000}.following"), slot_of("user1000"));
+        assert_ne!(
+            slot_of("{user1000}.following"),
+            slot_of("{user1001}.following")
+        );
+        let mut b = WindowBatch::new();
+        for i in 0..40 {
+            b.push(work(&format!("p:win:{{g{}}}:w{i}", i % 5), 1));
+        }
+        let chunks = b.clone().into_chunks(64, 512, true);
+        assert_eq!(chunks.len(), 5);
+        for c in &chunks {
+            let slots: std::collections::HashSet<Slot> =
+                c.windows().iter().map(|w| slot_of(&w.read.key)).collect();
+            assert_eq!(slots.len(), 1);
+            assert_eq!(c.windows().len(), 8);
+        }
+        // Within a slot, the caps still hold; on one server, slots mix.
+        assert_eq!(b.clone().into_chunks(3, 512, true).len(), 15);
+        assert_eq!(b.into_chunks(64, 512, false).len(), 1);
     }
 }

@@ -44,7 +44,7 @@ pub use self::health::Op;
 pub use self::limits::{RedisLimits, SharedAlgorithm};
 pub use self::metrics::StoreMetrics;
 pub use self::sync::{SyncOutcome, WindowResult};
-pub use self::writeback::WriteBackOutcome;
+pub use self::writeback::{EntryFate, WriteBackOutcome};
 
 /// The exact sliding log script.
 pub const SLIDING_LOG_LUA: &str = include_str!("sliding_log.lua");
@@ -206,6 +206,13 @@ impl RedisStore {
         &self.instance
     }
 
+    /// Whether the store is a Redis Cluster: a pipeline must then keep to
+    /// one slot (see `src/store/windows.rs`'s `slot_of`).
+    #[must_use]
+    pub fn is_cluster(&self) -> bool {
+        self.cluster.is_some()
+    }
+
     async fn connection(&self) -> RedisResult<Conn> {
         if let Some(c) = self.conn.lock().clone() {
             return Ok(c);
@@ -248,9 +255,32 @@ impl RedisStore {
     }
 }
 
+/// Whether `e` refused a call before anything of it reached a server: a
+/// refused connection, or the cluster client's own check that a pipeline
+/// keeps to one slot (`CrossSlot`, answered before sending; a server never
+/// applies a command it answers `CROSSSLOT` for either). Such a call wrote
+/// nothing and may be sent again.
+pub(crate) fn refused_before_sending(e: &redis::RedisError) -> bool {
+    e.is_connection_refusal() || e.kind() == ErrorKind::Server(ServerErrorKind::CrossSlot)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cross_slot_pipeline_is_refused_before_sending() {
+        let cross = redis::RedisError::from((
+            ErrorKind::Server(ServerErrorKind::CrossSlot),
+            "Received crossed slots in pipeline",
+        ));
+        assert!(refused_before_sending(&cross));
+        let io =
+            redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+        assert!(refused_before_sending(&io));
+        let late = redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut));
+        assert!(!refused_before_sending(&late));
+    }
 
     /// Every command the store sends (`cmd("X")` in its sources) and its
     /// scripts call (`redis.call('X'`) is in [`ACL_COMMANDS`], so that an

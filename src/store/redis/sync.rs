@@ -88,8 +88,21 @@ impl RedisStore {
                 spans.push((first, i));
                 i += 1;
             }
+            // Sent from here on (a deadline may cut the call short while
+            // the writes are on their way), unless the client refuses the
+            // pipeline before sending it (a refused connection, or a
+            // pipeline spanning cluster slots): then nothing was written
+            // and its deltas stay pending.
             sent.store(true, Ordering::Release);
-            let mut v: Vec<Value> = p.query_async(&mut c).await?;
+            let mut v: Vec<Value> = match p.query_async(&mut c).await {
+                Ok(v) => v,
+                Err(e) => {
+                    if super::refused_before_sending(&e) {
+                        sent.store(false, Ordering::Release);
+                    }
+                    return Err(e);
+                }
+            };
             // After a restart the script is gone: load it and read again.
             let noscript: Vec<usize> = spans
                 .iter()
@@ -129,8 +142,7 @@ impl RedisStore {
             )
         })
         .await;
-        let refused = matches!(&r, Ok(Err(e)) if e.is_connection_refusal());
-        let written = sent.load(Ordering::Acquire) && !refused;
+        let written = sent.load(Ordering::Acquire);
         match self.settle(Op::Windows, "windows", now, gate, deadline, r) {
             Ok(v) => SyncOutcome::Done(
                 batch
