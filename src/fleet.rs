@@ -126,6 +126,10 @@ struct Slot {
 }
 
 struct Tracked {
+    /// The series' identity and the window's name: where its fleet totals
+    /// go in the view.
+    id: u128,
+    window: String,
     interval: u64,
     size: u64,
     ignore_current: bool,
@@ -135,9 +139,12 @@ struct Tracked {
 }
 
 impl Tracked {
-    /// A window of shape `spec` with nothing pushed yet.
-    fn new(spec: crate::window::WindowSpec, generation: u64) -> Tracked {
+    /// Window `window` of shape `spec` of the series `id`, with nothing
+    /// pushed yet.
+    fn new(id: u128, window: &str, spec: crate::window::WindowSpec, generation: u64) -> Tracked {
         Tracked {
+            id,
+            window: window.to_string(),
             interval: duration_nanos(spec.interval()).max(1),
             size: spec.size() as u64,
             ignore_current: spec.ignores_current(),
@@ -178,24 +185,37 @@ pub struct FleetWindows {
     /// Held across one sync.
     running: tokio::sync::Mutex<()>,
     state: Mutex<SyncState>,
-    view: RwLock<HashMap<String, FleetTotals>>,
+    view: RwLock<View>,
     /// When the view was last refreshed (Unix nanos).
     refreshed: AtomicU64,
     /// A view older than this is not published (nanos).
     stale_after: u64,
 }
 
-/// The identity of a series across instances: published name and labels.
-#[must_use]
-pub fn fleet_id(meta: &SeriesMeta) -> String {
-    let mut id = meta.prom_name.to_string();
-    for (k, v) in &meta.labels {
-        id.push('|');
-        id.push_str(k);
-        id.push('=');
-        id.push_str(v);
+/// The fleet totals by series identity and window name.
+#[derive(Default)]
+struct View(HashMap<u128, Vec<(String, FleetTotals)>>);
+
+impl View {
+    fn get(&self, id: u128, window: &str) -> Option<FleetTotals> {
+        let windows = self.0.get(&id)?;
+        windows.iter().find(|(w, _)| w == window).map(|(_, t)| *t)
     }
-    id
+
+    fn set(&mut self, id: u128, window: &str, t: FleetTotals) {
+        let windows = self.0.entry(id).or_default();
+        match windows.iter_mut().find(|(w, _)| w == window) {
+            Some(slot) => slot.1 = t,
+            None => windows.push((window.to_string(), t)),
+        }
+    }
+
+    fn retain(&mut self, mut keep: impl FnMut(u128, &str) -> bool) {
+        self.0.retain(|id, windows| {
+            windows.retain(|(w, _)| keep(*id, w));
+            !windows.is_empty()
+        });
+    }
 }
 
 impl FleetWindows {
@@ -232,27 +252,25 @@ impl FleetWindows {
             let generation = st.generation;
             let keys = &mut st.keys;
             registry.visit(|meta, state| {
-                if !meta.shared || meta.kind == MetricKind::Set {
+                let Some(id) = meta.fleet_id.filter(|_| meta.shared) else {
+                    return;
+                };
+                if meta.kind == MetricKind::Set {
                     return;
                 }
-                let id = fleet_id(meta);
                 for (i, wname) in meta.windows.iter().enumerate() {
                     let (spec, _) = state.window_shape(i, now);
                     let interval = duration_nanos(spec.interval()).max(1);
-                    let key = window_key(&self.prefix, &id, wname);
+                    // The shape is in the key: a reload that gives the
+                    // window another shape moves it to another key, which
+                    // starts from nothing pushed, as its local buckets do
+                    // (no negative deltas); what was pushed under the old
+                    // one stays in Redis until it expires.
+                    let key = window_key(&self.prefix, id, wname, interval, spec.size() as u64);
                     let t = keys
                         .entry(key)
-                        .or_insert_with(|| Tracked::new(spec, generation));
-                    if t.interval != interval
-                        || t.size != spec.size() as u64
-                        || t.ignore_current != spec.ignores_current()
-                    {
-                        // A reload gave the window another shape: what was
-                        // pushed on the old grid stays in Redis until it
-                        // expires; this one starts from nothing pushed, as
-                        // its local buckets do (no negative deltas).
-                        *t = Tracked::new(spec, generation);
-                    }
+                        .or_insert_with(|| Tracked::new(id, wname, spec, generation));
+                    t.ignore_current = spec.ignores_current();
                     t.seen = generation;
                     state.visit_slot_totals(i, now, |start, sum, count| {
                         let slot = t.slots.entry(start.as_nanos() / interval).or_default();
@@ -309,8 +327,18 @@ impl FleetWindows {
         if batch.windows().is_empty() {
             return report;
         }
-        let tracked: std::collections::HashSet<String> =
-            batch.windows().iter().map(|w| w.read.key.clone()).collect();
+        // The view's place of each window synced.
+        let places: HashMap<String, (u128, String)> = {
+            let st = self.state.lock();
+            batch
+                .windows()
+                .iter()
+                .filter_map(|w| {
+                    let t = st.keys.get(&w.read.key)?;
+                    Some((w.read.key.clone(), (t.id, t.window.clone())))
+                })
+                .collect()
+        };
         // 4. Chunk by chunk, up to `IN_FLIGHT` at once, each under its own
         // deadline; on a cluster a chunk keeps to one slot. A chunk that
         // failed before its writes were sent leaves them pending for the
@@ -369,13 +397,19 @@ impl FleetWindows {
         unshared("unconfirmed", report.unconfirmed);
         report.unshared += report.rejected + report.unconfirmed;
         {
+            let tracked: std::collections::HashSet<(u128, &str)> =
+                places.values().map(|(id, w)| (*id, w.as_str())).collect();
+            let unread: std::collections::HashSet<(u128, &str)> = unread
+                .iter()
+                .filter_map(|k| places.get(k))
+                .map(|(id, w)| (*id, w.as_str()))
+                .collect();
             let mut view = self.view.write();
-            view.retain(|k, _| tracked.contains(k));
-            for k in &unread {
-                view.remove(k);
-            }
+            view.retain(|id, w| tracked.contains(&(id, w)) && !unread.contains(&(id, w)));
             for (k, t) in read {
-                view.insert(k, FleetTotals::from(t));
+                if let Some((id, w)) = places.get(&k) {
+                    view.set(*id, w, FleetTotals::from(t));
+                }
             }
         }
         if !failed {
@@ -420,7 +454,6 @@ impl FleetWindows {
             return None;
         }
         Some(FleetView {
-            prefix: &self.prefix,
             totals: self.view.read(),
         })
     }
@@ -442,15 +475,18 @@ impl FleetWindows {
         }
         let view = self.view.read();
         registry.visit(|meta, state| {
-            if !meta.shared || meta.kind == MetricKind::Set {
+            let Some(id) = meta.fleet_id.filter(|_| meta.shared) else {
+                return;
+            };
+            if meta.kind == MetricKind::Set {
                 return;
             }
-            let id = fleet_id(meta);
             for (i, wname) in meta.windows.iter().enumerate() {
-                let key = window_key(&self.prefix, &id, wname);
-                let Some(t) = view.get(&key) else { continue };
+                let Some(t) = view.get(id, wname) else {
+                    continue;
+                };
                 let (_, covered) = state.window_shape(i, now);
-                f(meta, wname, *t, covered);
+                f(meta, wname, t, covered);
             }
         });
     }
@@ -458,16 +494,14 @@ impl FleetWindows {
 
 /// A read hold on the fleet view (see [`FleetWindows::view`]).
 pub struct FleetView<'a> {
-    prefix: &'a str,
-    totals: RwLockReadGuard<'a, HashMap<String, FleetTotals>>,
+    totals: RwLockReadGuard<'a, View>,
 }
 
 impl FleetView<'_> {
-    /// The fleet totals of the series `id` (see [`fleet_id`]) in `window`.
+    /// The fleet totals of the shared series `id` (its
+    /// [`SeriesMeta::fleet_id`]) in `window`.
     #[must_use]
-    pub fn totals(&self, id: &str, window: &str) -> Option<FleetTotals> {
-        self.totals
-            .get(&window_key(self.prefix, id, window))
-            .copied()
+    pub fn totals(&self, id: u128, window: &str) -> Option<FleetTotals> {
+        self.totals.get(id, window)
     }
 }

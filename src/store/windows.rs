@@ -7,8 +7,33 @@
 //!
 //! # Keys and fields
 //!
-//! One hash per shared series and window, `<prefix>:win:{<series>}:<window>`,
-//! with two fields per bucket: `<slot>:s` (sum) and `<slot>:c` (count).
+//! One hash per shared series, window and window shape:
+//!
+//! ```text
+//! <prefix>:win:{<group>}:<id>:<window>:<interval>x<size>
+//! rollstat:win:{29}:5f0e...(32 hex digits):1m:1000msx60
+//! ```
+//!
+//! * `<id>`: the series' 128-bit identity (xxh3-128 of its Prometheus name
+//!   and sorted labels, computed once per series in `src/series/`), in 32
+//!   hex digits. The key no longer embeds the label set: a series with 64
+//!   long tags made a 24.9 KB key, sent four times per sync. The labels are
+//!   not stored in Redis at all: each instance publishes the fleet view of
+//!   the series it holds itself, and knows their labels.
+//! * `<group>`: the id mod 64 ([`GROUPS`]), the hash tag: on a Redis
+//!   Cluster the keys of all series fall in at most 64 slots, so a sync
+//!   needs at most 64 slot pipelines (fewer, larger round trips) instead of
+//!   one per series. The cost: all shared windows live on at most 64 slots,
+//!   so on a cluster of more than 64 masters some masters get none, and a
+//!   resharding moves them in 64 lumps.
+//! * `<window>` and `<interval>x<size>` (interval in `ms` when a whole
+//!   number of milliseconds, else `ns`): windows of different shapes never
+//!   share a hash, so instances with different shapes for one window name
+//!   (a rolling config change) never trim each other's fields; two windows
+//!   of one shape on one series keep their own hash (each local window
+//!   holds its own buckets: one added by a reload starts empty).
+//!
+//! Two fields per bucket: `<slot>:s` (sum) and `<slot>:c` (count).
 //! `<slot>` is the bucket's index on the epoch-aligned grid (slot start /
 //! interval), the same on every instance. A sync sends, in one pipeline:
 //!
@@ -29,10 +54,21 @@
 
 use redis::cluster_routing::Slot;
 
-/// The hash key of a shared window: `<prefix>:win:{<series>}:<window>`.
+/// Hash tags (Redis Cluster slots) the shared windows are spread over.
+pub const GROUPS: u128 = 64;
+
+/// The hash key of window `window` of shape `interval_nanos` x `size` of
+/// the shared series `id`: `<prefix>:win:{<id mod 64>}:<id>:<window>:<shape>`
+/// (see the module docs).
 #[must_use]
-pub fn window_key(prefix: &str, series: &str, window: &str) -> String {
-    format!("{prefix}:win:{{{series}}}:{window}")
+pub fn window_key(prefix: &str, id: u128, window: &str, interval_nanos: u64, size: u64) -> String {
+    let group = id % GROUPS;
+    if interval_nanos % 1_000_000 == 0 {
+        let ms = interval_nanos / 1_000_000;
+        format!("{prefix}:win:{{{group}}}:{id:032x}:{window}:{ms}msx{size}")
+    } else {
+        format!("{prefix}:win:{{{group}}}:{id:032x}:{window}:{interval_nanos}nsx{size}")
+    }
 }
 
 /// Fleet-wide totals of one window, as read back from Redis.
@@ -268,7 +304,20 @@ mod tests {
             .flat_map(|c| c.windows().iter().map(|w| w.read.key.clone()))
             .collect();
         assert_eq!(keys, ["k0", "k1", "k2", "k3", "k4", "k5"]);
-        assert_eq!(window_key("p", "x|a=b", "1m"), "p:win:{x|a=b}:1m");
+        let id = 0x0123_4567_89ab_cdef_0011_2233_4455_6677_u128;
+        assert_eq!(
+            window_key("p", id, "1m", 1_000_000_000, 60),
+            "p:win:{55}:0123456789abcdef0011223344556677:1m:1000msx60"
+        );
+        assert_eq!(
+            window_key("p", 3, "w", 1_500, 10),
+            "p:win:{3}:00000000000000000000000000000003:w:1500nsx10"
+        );
+        // Same group, same slot: one pipeline on a cluster.
+        assert_eq!(
+            slot_of(&window_key("p", 3, "a", 1, 1)),
+            slot_of(&window_key("p", 3 + GROUPS * 1000, "b", 2, 2))
+        );
     }
 
     #[test]
