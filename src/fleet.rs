@@ -43,14 +43,20 @@
 //!
 //! While Redis is down, nothing is sent; pending differences stay in the
 //! local windows and go out with the first sync that succeeds, as long as
-//! their bucket is still in the local window. Differences whose bucket left
-//! the local window before they could be pushed (`reason="expired"`), those
-//! of a chunk whose writes were sent but not confirmed (which may or may not
-//! have been applied, and are never re-sent, so nothing is counted twice:
-//! `unconfirmed`), and those of a window Redis answered an error for
-//! (`rejected`) are counted in `rollstat_store_unshared_deltas_total{reason}`
-//! (one per bucket). A fleet view older than three sync intervals plus the
-//! sync deadline is not published: the local families go on, the fleet
+//! their bucket is still in the local window. Each window's new differences
+//! go out as one batch under a sequence number, applied by the window's
+//! script only if it is above the last one applied for this instance
+//! (`src/store/windows.rs`). A batch whose answer never came (a chunk's
+//! deadline passed: applied or not, nobody knows) stays *in doubt* and is
+//! sent again, under the same number, with every following sync until one
+//! is answered: it is applied exactly once, neither lost nor counted twice.
+//! What is given up is counted in `rollstat_store_unshared_deltas_total{reason}`
+//! (one per bucket): differences whose bucket left the local window before
+//! they could be sent (`expired`) or while still in doubt (`unconfirmed`; so
+//! are the batches of a window whose syncs time out more than 32 times in a
+//! row), and those of a window Redis answered an error for (`rejected`). A
+//! fleet view older than three sync intervals plus the sync deadline is
+//! not published: the local families go on, the fleet
 //! families pause, and `rollstat_store_op_up{op="windows"}` says why.
 
 use std::collections::HashMap;
@@ -64,8 +70,8 @@ use crate::config::RedisConfig;
 use crate::parse::MetricKind;
 use crate::series::{Registry, SeriesMeta};
 use crate::store::{
-    window_key, RedisStore, SyncOutcome, WindowBatch, WindowRead, WindowResult, WindowTotals,
-    WindowWork,
+    window_key, RedisStore, SeqDeltas, SyncOutcome, WindowBatch, WindowRead, WindowResult,
+    WindowTotals, WindowWork,
 };
 
 /// Extra lifetime of a window hash after its window (ms).
@@ -77,6 +83,9 @@ const CHUNK_WINDOWS: usize = 64;
 const CHUNK_DELTAS: usize = 512;
 /// Chunks of one sync in flight at once.
 const IN_FLIGHT: usize = 8;
+/// A window with more batches in doubt than this (its syncs time out again
+/// and again) gives them up, counted as `unconfirmed`.
+const MAX_IN_DOUBT: usize = 32;
 
 /// Fleet-wide totals of one window.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -118,11 +127,32 @@ impl FleetTotals {
     }
 }
 
+/// One bucket of a shared window: its local totals, what was sent for it
+/// (`local - sent` is its next delta) and what is done (confirmed applied,
+/// or given up: `sent - pushed` is in doubt).
 #[derive(Default)]
 struct Slot {
     local: (f64, f64),
+    sent: (f64, f64),
     pushed: (f64, f64),
+    /// Whether a batch with a delta of this bucket was sent and not
+    /// answered since it was last confirmed (else what is between `pushed`
+    /// and `sent` never left this instance).
+    doubt: bool,
     seen: u64,
+}
+
+/// What became of a window's batches in one sync.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fate {
+    /// The script ran: every batch is applied (now or before).
+    Applied,
+    /// Sent, no answer: the batches stay in doubt and are sent again.
+    InDoubt,
+    /// Not sent: the batches wait for the next sync.
+    NotSent,
+    /// Redis answered an error for the window: its deltas are given up.
+    Rejected,
 }
 
 struct Tracked {
@@ -135,6 +165,10 @@ struct Tracked {
     ignore_current: bool,
     length_ms: u64,
     slots: HashMap<u64, Slot>,
+    /// Batches sent (or meant to be) and not yet known applied, in
+    /// increasing sequence order: sent again, under the same numbers,
+    /// with the next sync.
+    in_doubt: Vec<SeqDeltas>,
     seen: u64,
 }
 
@@ -150,7 +184,94 @@ impl Tracked {
             ignore_current: spec.ignores_current(),
             length_ms: u64::try_from(spec.length().as_millis()).unwrap_or(u64::MAX),
             slots: HashMap::new(),
+            in_doubt: Vec::new(),
             seen: generation,
+        }
+    }
+
+    /// Drops the buckets that left the local window (not seen in sync
+    /// `generation`), and their deltas from the batches in doubt. Returns
+    /// how many of them had deltas never sent (`expired`) and how many had
+    /// deltas sent but never confirmed (`unconfirmed`), one per bucket.
+    fn drop_unseen(&mut self, generation: u64) -> (usize, usize) {
+        let (mut expired, mut unconfirmed) = (0, 0);
+        let mut gone = Vec::new();
+        self.slots.retain(|slot, s| {
+            if s.seen == generation {
+                return true;
+            }
+            if s.local != s.sent || (s.sent != s.pushed && !s.doubt) {
+                expired += 1;
+            } else if s.sent != s.pushed {
+                unconfirmed += 1;
+            }
+            gone.push(*slot);
+            false
+        });
+        if !gone.is_empty() && !self.in_doubt.is_empty() {
+            for b in &mut self.in_doubt {
+                b.deltas.retain(|d| !gone.contains(&d.0));
+            }
+            self.in_doubt.retain(|b| !b.deltas.is_empty());
+        }
+        (expired, unconfirmed)
+    }
+
+    /// The batches of this sync: those in doubt, then the buckets' new
+    /// deltas under a new sequence number from `seq` (if any), which joins
+    /// them in doubt until an answer says it was applied.
+    fn batches(&mut self, seq: &mut u64) -> Vec<SeqDeltas> {
+        let mut deltas: Vec<(u64, f64, f64)> = Vec::new();
+        for (slot, s) in &mut self.slots {
+            if s.local != s.sent {
+                deltas.push((*slot, s.local.0 - s.sent.0, s.local.1 - s.sent.1));
+                s.sent = s.local;
+            }
+        }
+        if !deltas.is_empty() {
+            deltas.sort_by_key(|d| d.0);
+            *seq += 1;
+            self.in_doubt.push(SeqDeltas { seq: *seq, deltas });
+        }
+        self.in_doubt.clone()
+    }
+
+    /// Records what became of the batches [`batches`](Self::batches) gave.
+    /// Returns the buckets given up while in doubt (when more than
+    /// [`MAX_IN_DOUBT`] batches wait).
+    fn settle(&mut self, fate: Fate) -> usize {
+        match fate {
+            Fate::Applied | Fate::Rejected => {
+                self.in_doubt.clear();
+                for s in self.slots.values_mut() {
+                    s.pushed = s.sent;
+                    s.doubt = false;
+                }
+                0
+            }
+            Fate::NotSent => 0,
+            Fate::InDoubt if self.in_doubt.len() <= MAX_IN_DOUBT => {
+                for b in &self.in_doubt {
+                    for d in &b.deltas {
+                        if let Some(s) = self.slots.get_mut(&d.0) {
+                            s.doubt = true;
+                        }
+                    }
+                }
+                0
+            }
+            Fate::InDoubt => {
+                self.in_doubt.clear();
+                let mut given_up = 0;
+                for s in self.slots.values_mut() {
+                    if s.pushed != s.sent {
+                        given_up += 1;
+                        s.pushed = s.sent;
+                    }
+                    s.doubt = false;
+                }
+                given_up
+            }
         }
     }
 }
@@ -159,6 +280,9 @@ impl Tracked {
 struct SyncState {
     keys: HashMap<String, Tracked>,
     generation: u64,
+    /// The last sequence number given to a batch (this process's: the
+    /// script keeps one per instance).
+    seq: u64,
 }
 
 /// What one sync did, for logs and tests.
@@ -245,6 +369,7 @@ impl FleetWindows {
         // syncs would send the same deltas twice.
         let _one = self.running.lock().await;
         let mut report = SyncReport::default();
+        let gone_unconfirmed;
         // 1. Local values of every bucket of every shared window.
         let batch = {
             let mut st = self.state.lock();
@@ -279,31 +404,25 @@ impl FleetWindows {
                     });
                 }
             });
-            // 2. Buckets that left their local window with deltas unsent.
-            let mut unshared = 0;
+            // 2. Buckets that left their local window with deltas unsent
+            // (or sent, never confirmed).
+            let (mut expired, mut unconfirmed) = (0, 0);
             keys.retain(|_, t| {
-                t.slots.retain(|_, s| {
-                    let keep = s.seen == generation;
-                    if !keep && s.local != s.pushed {
-                        unshared += 1;
-                    }
-                    keep
-                });
+                let (e, u) = t.drop_unseen(generation);
+                expired += e;
+                unconfirmed += u;
                 t.seen == generation || !t.slots.is_empty()
             });
-            report.unshared += unshared;
+            report.unshared += expired;
+            gone_unconfirmed = unconfirmed;
             // 3. The writes and the reads, one window at a time.
             let mut batch = WindowBatch::new();
-            for (key, t) in keys.iter() {
-                let deltas: Vec<(u64, f64, f64)> = t
-                    .slots
-                    .iter()
-                    .filter(|(_, s)| s.local != s.pushed)
-                    .map(|(slot, s)| (*slot, s.local.0 - s.pushed.0, s.local.1 - s.pushed.1))
-                    .collect();
+            let SyncState { keys, seq, .. } = &mut *st;
+            for (key, t) in keys.iter_mut() {
+                let batches = t.batches(seq);
                 let current = now.as_nanos() / t.interval;
                 batch.push(WindowWork {
-                    deltas,
+                    batches,
                     expire_ms: t.length_ms.saturating_add(TTL_MARGIN_MS),
                     read: WindowRead {
                         key: key.clone(),
@@ -324,7 +443,10 @@ impl FleetWindows {
                 .inc_by(n as u64);
         };
         unshared("expired", report.unshared);
+        report.unconfirmed += gone_unconfirmed;
         if batch.windows().is_empty() {
+            unshared("unconfirmed", report.unconfirmed);
+            report.unshared += report.unconfirmed;
             return report;
         }
         // The view's place of each window synced.
@@ -357,38 +479,44 @@ impl FleetWindows {
             .collect()
             .await;
         for (chunk, outcome) in answers {
-            let written: Vec<&str> = match &outcome {
-                SyncOutcome::Failed(_) => Vec::new(),
-                _ => chunk
-                    .windows()
+            let fates: Vec<Fate> = match &outcome {
+                SyncOutcome::Done(results) => results
                     .iter()
-                    .filter(|w| !w.deltas.is_empty())
-                    .map(|w| w.read.key.as_str())
+                    .map(|r| match r {
+                        WindowResult::Rejected => Fate::Rejected,
+                        _ => Fate::Applied,
+                    })
                     .collect(),
+                SyncOutcome::WrittenUnread(_) => vec![Fate::InDoubt; chunk.windows().len()],
+                SyncOutcome::Failed(_) => vec![Fate::NotSent; chunk.windows().len()],
             };
-            self.mark_pushed(&written, &chunk);
+            {
+                let mut st = self.state.lock();
+                for (w, fate) in chunk.windows().iter().zip(&fates) {
+                    if let Some(t) = st.keys.get_mut(&w.read.key) {
+                        report.unconfirmed += t.settle(*fate);
+                    }
+                    match fate {
+                        Fate::Applied => report.pushed += w.deltas(),
+                        Fate::Rejected => report.rejected += w.deltas(),
+                        Fate::InDoubt | Fate::NotSent => {}
+                    }
+                }
+            }
             match outcome {
                 SyncOutcome::Done(results) => {
-                    report.pushed += chunk.deltas();
                     for (w, r) in chunk.windows().iter().zip(results) {
                         match r {
                             WindowResult::Totals(t) => read.push((w.read.key.clone(), t)),
-                            WindowResult::Rejected => {
-                                report.rejected += w.deltas.len();
-                                unread.push(w.read.key.clone());
-                            }
-                            WindowResult::Unread | WindowResult::Read(_) => {
+                            WindowResult::Rejected
+                            | WindowResult::Unread
+                            | WindowResult::Read(_) => {
                                 unread.push(w.read.key.clone());
                             }
                         }
                     }
                 }
-                SyncOutcome::WrittenUnread(_) => {
-                    report.pushed += chunk.deltas();
-                    report.unconfirmed += chunk.deltas();
-                    failed = true;
-                }
-                SyncOutcome::Failed(_) => {
+                SyncOutcome::WrittenUnread(_) | SyncOutcome::Failed(_) => {
                     failed = true;
                 }
             }
@@ -417,29 +545,6 @@ impl FleetWindows {
             report.read = true;
         }
         report
-    }
-
-    /// Marks every bucket of the windows `keys` (of `chunk`) as pushed: the
-    /// deltas of the chunk are done (written, or given up).
-    fn mark_pushed(&self, keys: &[&str], chunk: &WindowBatch) {
-        if keys.is_empty() {
-            return;
-        }
-        let mut st = self.state.lock();
-        for w in chunk.windows() {
-            if !keys.contains(&w.read.key.as_str()) {
-                continue;
-            }
-            if let Some(t) = st.keys.get_mut(&w.read.key) {
-                // Only the slots sent: a slot is never pushed past what was
-                // sent (nothing changed them since, syncs are serialized).
-                for (slot, ds, dc) in &w.deltas {
-                    if let Some(s) = t.slots.get_mut(slot) {
-                        s.pushed = (s.pushed.0 + ds, s.pushed.1 + dc);
-                    }
-                }
-            }
-        }
     }
 
     /// The fleet view as of `now`, if fresh: hold it across a registry walk
@@ -503,5 +608,117 @@ impl FleetView<'_> {
     #[must_use]
     pub fn totals(&self, id: u128, window: &str) -> Option<FleetTotals> {
         self.totals.get(id, window)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::window::WindowSpec;
+
+    /// What `window_sync.lua` does with one instance's batches: applies a
+    /// batch only if its number is above the last applied.
+    #[derive(Default)]
+    struct Script {
+        applied: u64,
+        slots: HashMap<u64, (f64, f64)>,
+    }
+
+    impl Script {
+        fn run(&mut self, batches: &[SeqDeltas]) {
+            for b in batches {
+                if b.seq > self.applied {
+                    for &(slot, ds, dc) in &b.deltas {
+                        let e = self.slots.entry(slot).or_default();
+                        *e = (e.0 + ds, e.1 + dc);
+                    }
+                    self.applied = b.seq;
+                }
+            }
+        }
+    }
+
+    fn tracked() -> Tracked {
+        let spec = WindowSpec::new(10, std::time::Duration::from_secs(1)).unwrap();
+        Tracked::new(7, "w", spec, 1)
+    }
+
+    fn set(t: &mut Tracked, slot: u64, count: f64, generation: u64) {
+        let s = t.slots.entry(slot).or_default();
+        s.local = (count, count);
+        s.seen = generation;
+    }
+
+    #[test]
+    fn a_batch_in_doubt_is_sent_again_under_its_number_and_applied_once() {
+        let mut t = tracked();
+        let mut seq = 0;
+        let mut redis = Script::default();
+        // Sync 1: 5 in slot 10, applied, but the answer is lost.
+        set(&mut t, 10, 5.0, 1);
+        let b1 = t.batches(&mut seq);
+        assert_eq!(b1.len(), 1);
+        redis.run(&b1);
+        assert_eq!(t.settle(Fate::InDoubt), 0);
+        // Sync 2: 3 more; the batch in doubt goes again, then the new one.
+        // This time nothing reaches Redis (deadline before it arrived).
+        set(&mut t, 10, 8.0, 2);
+        let b2 = t.batches(&mut seq);
+        assert_eq!(b2.iter().map(|b| b.seq).collect::<Vec<_>>(), [1, 2]);
+        assert_eq!(b2[1].deltas, [(10, 3.0, 3.0)]);
+        assert_eq!(t.settle(Fate::InDoubt), 0);
+        // Sync 3: not sent at all (the store is down).
+        set(&mut t, 11, 1.0, 3);
+        let b3 = t.batches(&mut seq);
+        assert_eq!(b3.len(), 3);
+        assert_eq!(t.settle(Fate::NotSent), 0);
+        // Sync 4: answered. Every delta lands once: 8 in slot 10, 1 in 11.
+        set(&mut t, 10, 8.0, 4);
+        set(&mut t, 11, 1.0, 4);
+        let b4 = t.batches(&mut seq);
+        assert_eq!(b4.iter().map(|b| b.seq).collect::<Vec<_>>(), [1, 2, 3]);
+        redis.run(&b4);
+        assert_eq!(t.settle(Fate::Applied), 0);
+        assert_eq!(redis.slots[&10], (8.0, 8.0));
+        assert_eq!(redis.slots[&11], (1.0, 1.0));
+        // Nothing left to send; nothing counted as given up.
+        assert!(t.batches(&mut seq).is_empty());
+        assert_eq!(t.drop_unseen(4), (0, 0));
+    }
+
+    #[test]
+    fn buckets_leaving_the_window_count_unsent_as_expired_and_in_doubt_as_unconfirmed() {
+        let mut t = tracked();
+        let mut seq = 0;
+        set(&mut t, 1, 2.0, 1);
+        set(&mut t, 2, 2.0, 1);
+        let _ = t.batches(&mut seq);
+        t.settle(Fate::InDoubt);
+        // Slot 1 leaves while in doubt; slot 3 is new and leaves unsent.
+        set(&mut t, 2, 2.0, 2);
+        set(&mut t, 3, 1.0, 1);
+        assert_eq!(t.drop_unseen(2), (1, 1));
+        // The batch in doubt no longer carries slot 1.
+        assert_eq!(t.in_doubt[0].deltas, [(2, 2.0, 2.0)]);
+        // A bucket whose batch was never sent (the store down) leaves as
+        // expired, not unconfirmed.
+        set(&mut t, 2, 2.0, 2);
+        set(&mut t, 4, 1.0, 2);
+        let _ = t.batches(&mut seq);
+        t.settle(Fate::NotSent);
+        set(&mut t, 2, 2.0, 3);
+        assert_eq!(t.drop_unseen(3), (1, 0));
+        // Too many batches in doubt: given up, one per bucket.
+        for g in 3..(3 + MAX_IN_DOUBT as u64 + 1) {
+            set(&mut t, 2, g as f64, g);
+            let _ = t.batches(&mut seq);
+            let given_up = t.settle(Fate::InDoubt);
+            if t.in_doubt.is_empty() {
+                assert_eq!(given_up, 1);
+                return;
+            }
+            assert_eq!(given_up, 0);
+        }
+        panic!("batches in doubt were never given up");
     }
 }

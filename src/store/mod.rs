@@ -45,7 +45,9 @@ pub use self::redis::{
     EntryFate, Op, RedisLimits, RedisStore, SharedAlgorithm, StoreMetrics, SyncOutcome,
     WindowResult, WriteBackOutcome,
 };
-pub use self::windows::{slot_of, window_key, WindowBatch, WindowRead, WindowTotals, WindowWork};
+pub use self::windows::{
+    slot_of, window_key, SeqDeltas, WindowBatch, WindowRead, WindowTotals, WindowWork,
+};
 /// Re-exported from [`crate::config`], which reads and checks them.
 pub use crate::config::{RedisConfig, RedisTarget};
 

@@ -35,21 +35,28 @@
 //!
 //! Two fields per bucket: `<slot>:s` (sum) and `<slot>:c` (count).
 //! `<slot>` is the bucket's index on the epoch-aligned grid (slot start /
-//! interval), the same on every instance. A sync sends, in one pipeline:
+//! interval), the same on every instance. A sync runs, per window, one
+//! script, `window_sync.lua` (by SHA, reloaded on `NOSCRIPT`), with this
+//! instance's batches of deltas for it, each under a sequence number:
 //!
 //! ```text
-//! HINCRBYFLOAT <key> <slot>:s <Δsum>
-//! HINCRBYFLOAT <key> <slot>:c <Δcount>
-//! PEXPIRE      <key> <window length + margin>
+//! EVALSHA <window_sync> 1 <key> <instance> <current> <oldest> <expire_ms>
+//!         <batches> (<seq> <n> (<slot> <Δsum> <Δcount>){n} )*
 //! ```
 //!
-//! then runs `window_read.lua` for the window (by SHA, reloaded on
-//! `NOSCRIPT`): it deletes fields of slots that left the window and returns
-//! the rest, atomically. A sync is cut into chunks of a bounded number of
-//! windows and deltas ([`WindowBatch::into_chunks`]); each chunk is one
-//! pipeline under `redis.sync_timeout_ms`
+//! The script applies (`HINCRBYFLOAT`) a batch only if its sequence number
+//! is above the one stored for the instance in the field `@<instance>`
+//! (`<seq>:<slot sent in>`), then stores it and renews the expiry, deletes
+//! the fields of slots that left the window, and returns the rest,
+//! atomically. A batch whose answer was lost (a deadline) is sent again with
+//! the same number: applied at most once, never lost while its buckets are
+//! in the window. The `@` fields cost about 30 bytes per writing instance
+//! and key; one older than two window lengths is deleted (its instance has
+//! nothing in doubt that could still land). A sync is cut into chunks of a
+//! bounded number of windows and deltas ([`WindowBatch::into_chunks`]);
+//! each chunk is one pipeline under `redis.sync_timeout_ms`
 //! ([`RedisStore::sync_windows`](super::RedisStore::sync_windows)), and an
-//! error Redis answers for one window's commands (e.g. `WRONGTYPE`) fails
+//! error Redis answers for one window's script (e.g. `WRONGTYPE`) fails
 //! that window only.
 
 use redis::cluster_routing::Slot;
@@ -94,16 +101,35 @@ pub struct WindowRead {
     pub ignore_current: bool,
 }
 
-/// One window's part of a sync: its bucket deltas, its expiry and its read.
+/// Bucket deltas sent under one sequence number: applied at most once.
 #[derive(Clone, Debug, PartialEq)]
-pub struct WindowWork {
+pub struct SeqDeltas {
+    /// Increasing per instance; the script skips a batch whose number is
+    /// not above the last one applied for the instance.
+    pub seq: u64,
     /// `(slot, Δsum, Δcount)` per bucket that changed.
     pub deltas: Vec<(u64, f64, f64)>,
-    /// The hash expires this long after the write (ms), when there are
-    /// deltas.
+}
+
+/// One window's part of a sync: its batches of deltas (those still in doubt
+/// first, then the new one, in increasing sequence order), its expiry and
+/// its read.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WindowWork {
+    /// The batches, in increasing sequence order.
+    pub batches: Vec<SeqDeltas>,
+    /// The hash expires this long after a write (ms).
     pub expire_ms: u64,
     /// What to read back (its `key` is the window's hash).
     pub read: WindowRead,
+}
+
+impl WindowWork {
+    /// Bucket deltas in all its batches.
+    #[must_use]
+    pub fn deltas(&self) -> usize {
+        self.batches.iter().map(|b| b.deltas.len()).sum()
+    }
 }
 
 /// The writes and reads of one window sync, or of one chunk of it (see
@@ -125,7 +151,7 @@ impl WindowBatch {
 
     /// Adds a window: its deltas are written, then it is read back.
     pub fn push(&mut self, work: WindowWork) {
-        self.deltas += work.deltas.len();
+        self.deltas += work.deltas();
         self.windows.push(work);
     }
 
@@ -177,7 +203,7 @@ impl WindowBatch {
             for w in group {
                 if !cur.windows.is_empty()
                     && (cur.windows.len() >= max_windows.max(1)
-                        || cur.deltas + w.deltas.len() > max_deltas)
+                        || cur.deltas + w.deltas() > max_deltas)
                 {
                     out.push(std::mem::take(&mut cur));
                 }
@@ -199,7 +225,7 @@ pub fn slot_of(key: &str) -> Slot {
 }
 
 /// The totals of one window from the flat `[field, value, ...]` list that
-/// `window_read.lua` returns; unknown or malformed fields are skipped.
+/// `window_sync.lua` returns; unknown or malformed fields are skipped.
 pub(super) fn totals(read: &WindowRead, fields: &[String]) -> WindowTotals {
     let mut tot = WindowTotals::default();
     for pair in fields.chunks_exact(2) {
@@ -270,7 +296,10 @@ mod tests {
 
     fn work(key: &str, deltas: usize) -> WindowWork {
         WindowWork {
-            deltas: (0..deltas as u64).map(|s| (s, 1.0, 1.0)).collect(),
+            batches: vec![SeqDeltas {
+                seq: 1,
+                deltas: (0..deltas as u64).map(|s| (s, 1.0, 1.0)).collect(),
+            }],
             expire_ms: 3000,
             read: WindowRead {
                 key: key.into(),

@@ -51,6 +51,8 @@ mod redis_access;
 mod redis_cluster_scale;
 // Issue #16: failover without double admission (two daemons, Redis killed and restarted), per-operation store health, the final sync at stop.
 mod redis_failover;
+// Issue #17: a window sync that timed out is sent again under its sequence number, applied once.
+mod redis_retry;
 // Issue #17 (c): two shapes of one window name on one Redis never trim each other.
 mod redis_shapes;
 // Series bounds from outside: cap, type conflicts, expiry.

@@ -50,12 +50,13 @@ pub use self::writeback::{EntryFate, WriteBackOutcome};
 pub const SLIDING_LOG_LUA: &str = include_str!("sliding_log.lua");
 /// The approximate sliding counter script.
 pub const SLIDING_COUNTER_LUA: &str = include_str!("sliding_counter.lua");
-/// The shared window read-and-trim script.
-pub const WINDOW_READ_LUA: &str = include_str!("window_read.lua");
+/// The shared window script: apply a window's deltas at most once, then
+/// read and trim it.
+pub const WINDOW_SYNC_LUA: &str = include_str!("window_sync.lua");
 
 /// The commands rollstat sends and its scripts call, in `ACL SETUSER`
 /// form: what an ACL user limited to rollstat's keys needs.
-pub const ACL_COMMANDS: &str = "+ping +evalsha +script|load +hincrbyfloat +pexpire +zadd +zcard +zrange +zremrangebyscore +get +incrby +hgetall +hdel";
+pub const ACL_COMMANDS: &str = "+ping +evalsha +script|load +hincrbyfloat +pexpire +zadd +zcard +zrange +zremrangebyscore +get +incrby +hgetall +hdel +hget +hset";
 
 /// Extra lifetime of a log key after its window, for clock skew (ms).
 pub(crate) const TTL_MARGIN_MS: u64 = 1000;
@@ -170,7 +171,7 @@ impl RedisStore {
             seq: AtomicU64::new(0),
             log_script: Script::new(SLIDING_LOG_LUA),
             counter_script: Script::new(SLIDING_COUNTER_LUA),
-            window_script: Script::new(WINDOW_READ_LUA),
+            window_script: Script::new(WINDOW_SYNC_LUA),
             metrics,
         }))
     }
@@ -305,7 +306,7 @@ mod tests {
                 sent.push(part.split('"').next().unwrap().to_ascii_lowercase());
             }
         }
-        for script in [SLIDING_LOG_LUA, SLIDING_COUNTER_LUA, WINDOW_READ_LUA] {
+        for script in [SLIDING_LOG_LUA, SLIDING_COUNTER_LUA, WINDOW_SYNC_LUA] {
             for part in script.split("redis.call('").skip(1) {
                 sent.push(part.split('\'').next().unwrap().to_ascii_lowercase());
             }
