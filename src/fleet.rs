@@ -13,8 +13,8 @@
 //! usual. Every sync interval (`[redis] sync_interval_ms`, 100 ms by default)
 //! one task walks the shared series and, for every bucket still in a local
 //! window, compares its sum and count with what this instance already pushed
-//! for that bucket. The differences go out, and every shared window is read
-//! back and trimmed of slots that left it, in chunks of at most 64 windows
+//! for that bucket. The differences go out, and the shared windows are read
+//! back (see *Cost* for when) and trimmed of slots that left them, in chunks of at most 64 windows
 //! and 512 deltas, one pipeline each under `sync_timeout_ms`, up to 8 chunks
 //! in flight at once ([`crate::store::windows`] has the keys and commands).
 //! On a Redis Cluster a chunk never holds two slots (the client refuses a
@@ -29,6 +29,16 @@
 //! merge exactly across instances, so min, max, quantiles and set cardinality
 //! stay local. An instance publishes the fleet view of the series it has
 //! itself.
+//!
+//! # Cost
+//!
+//! At most `[redis] max_shared_series` series share (in the order first
+//! seen; one that goes makes room), and none whose name and labels exceed
+//! `max_shared_label_bytes`; the others stay local, counted by
+//! `rollstat_fleet_unshared_series{reason}` (`cap`, `labels`). A window
+//! with nothing to write is read only when it may have changed (see
+//! `Tracked::read_done`): once per bucket interval when it ignores the
+//! bucket being filled or was read back empty, every sync otherwise.
 //!
 //! # Time and clock skew
 //!
@@ -169,6 +179,8 @@ struct Tracked {
     /// increasing sequence order: sent again, under the same numbers,
     /// with the next sync.
     in_doubt: Vec<SeqDeltas>,
+    /// With nothing to write, it is not read before this time (Unix nanos).
+    next_read: u64,
     seen: u64,
 }
 
@@ -185,6 +197,7 @@ impl Tracked {
             length_ms: u64::try_from(spec.length().as_millis()).unwrap_or(u64::MAX),
             slots: HashMap::new(),
             in_doubt: Vec::new(),
+            next_read: 0,
             seen: generation,
         }
     }
@@ -236,6 +249,33 @@ impl Tracked {
         self.in_doubt.clone()
     }
 
+    /// Schedules the next read of a window with nothing to write, after
+    /// this sync's `read` (`None`: not answered) at `now`. A window that
+    /// ignores the bucket being filled changes only when a bucket closes
+    /// and the other instances have pushed its last deltas: it is read again
+    /// once per bucket interval, one sync interval after the next boundary.
+    /// A window read back empty (its key expired, nobody writes) is read
+    /// again once per bucket interval too. Other windows (the current
+    /// bucket counts, and other instances fill it at any time) are read
+    /// every sync; a window not answered, next sync.
+    fn read_done(&mut self, read: Option<&WindowResult>, now: u64, sync_interval: u64) {
+        let empty = match read {
+            Some(WindowResult::Totals(t)) => t.count == 0.0 && t.sum == 0.0,
+            Some(WindowResult::Rejected) => true,
+            _ => {
+                self.next_read = 0;
+                return;
+            }
+        };
+        self.next_read = if empty || self.ignore_current {
+            (now / self.interval + 1)
+                .saturating_mul(self.interval)
+                .saturating_add(sync_interval)
+        } else {
+            0
+        };
+    }
+
     /// Records what became of the batches [`batches`](Self::batches) gave.
     /// Returns the buckets given up while in doubt (when more than
     /// [`MAX_IN_DOUBT`] batches wait).
@@ -283,6 +323,21 @@ struct SyncState {
     /// The last sequence number given to a batch (this process's: the
     /// script keeps one per instance).
     seq: u64,
+    /// Every series of a shared rule seen: the last sync that saw it, and
+    /// whether it shares.
+    series: HashMap<u128, (u64, Admit)>,
+    /// Series that share (at most `max_shared_series`).
+    admitted: usize,
+}
+
+/// Whether a series of a shared rule shares its windows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Admit {
+    Shared,
+    /// Kept local: `max_shared_series` series share already.
+    Cap,
+    /// Kept local: its name and labels exceed `max_shared_label_bytes`.
+    Labels,
 }
 
 /// What one sync did, for logs and tests.
@@ -314,6 +369,11 @@ pub struct FleetWindows {
     refreshed: AtomicU64,
     /// A view older than this is not published (nanos).
     stale_after: u64,
+    /// `redis.sync_interval_ms` (nanos).
+    sync_interval: u64,
+    /// `redis.max_shared_series`, `redis.max_shared_label_bytes`.
+    max_series: usize,
+    max_label_bytes: usize,
 }
 
 /// The fleet totals by series identity and window name.
@@ -354,7 +414,46 @@ impl FleetWindows {
             view: RwLock::default(),
             refreshed: AtomicU64::new(0),
             stale_after: duration_nanos(interval * 3 + timeout),
+            sync_interval: duration_nanos(interval),
+            max_series: cfg.max_shared_series,
+            max_label_bytes: cfg.max_shared_label_bytes,
         }
+    }
+
+    /// Whether the shared series `id` (`meta`) shares its windows this sync
+    /// (`generation`): once admitted it stays until it goes; a series whose
+    /// name and labels exceed `max_shared_label_bytes` never is; the others
+    /// are, while fewer than `max_shared_series` are. Counted once per
+    /// series, not per sync (a 25 KB label set is not summed ten times a
+    /// second).
+    fn admit(
+        &self,
+        series: &mut HashMap<u128, (u64, Admit)>,
+        admitted: &mut usize,
+        id: u128,
+        meta: &SeriesMeta,
+        generation: u64,
+    ) -> Admit {
+        let (seen, a) = series.entry(id).or_insert_with(|| {
+            let bytes = meta.prom_name.len()
+                + meta
+                    .labels
+                    .iter()
+                    .map(|(k, v)| k.len() + v.len())
+                    .sum::<usize>();
+            let a = if bytes > self.max_label_bytes {
+                Admit::Labels
+            } else {
+                Admit::Cap
+            };
+            (generation, a)
+        });
+        *seen = generation;
+        if *a == Admit::Cap && *admitted < self.max_series {
+            *a = Admit::Shared;
+            *admitted += 1;
+        }
+        *a
     }
 
     /// Pushes what changed locally since the last sync and reads the merged
@@ -374,13 +473,22 @@ impl FleetWindows {
         let batch = {
             let mut st = self.state.lock();
             st.generation += 1;
-            let generation = st.generation;
-            let keys = &mut st.keys;
+            let SyncState {
+                keys,
+                generation,
+                seq,
+                series,
+                admitted,
+            } = &mut *st;
+            let generation = *generation;
             registry.visit(|meta, state| {
                 let Some(id) = meta.fleet_id.filter(|_| meta.shared) else {
                     return;
                 };
                 if meta.kind == MetricKind::Set {
+                    return;
+                }
+                if self.admit(series, admitted, id, meta, generation) != Admit::Shared {
                     return;
                 }
                 for (i, wname) in meta.windows.iter().enumerate() {
@@ -404,6 +512,29 @@ impl FleetWindows {
                     });
                 }
             });
+            // Series gone make room under the cap.
+            let mut kept = [0i64; 2];
+            series.retain(|_, (seen, a)| {
+                if *seen != generation {
+                    if *a == Admit::Shared {
+                        *admitted -= 1;
+                    }
+                    return false;
+                }
+                match a {
+                    Admit::Cap => kept[0] += 1,
+                    Admit::Labels => kept[1] += 1,
+                    Admit::Shared => {}
+                }
+                true
+            });
+            for (reason, n) in ["cap", "labels"].into_iter().zip(kept) {
+                store
+                    .metrics()
+                    .unshared_series
+                    .with_label_values(&[reason])
+                    .set(n);
+            }
             // 2. Buckets that left their local window with deltas unsent
             // (or sent, never confirmed).
             let (mut expired, mut unconfirmed) = (0, 0);
@@ -417,9 +548,13 @@ impl FleetWindows {
             gone_unconfirmed = unconfirmed;
             // 3. The writes and the reads, one window at a time.
             let mut batch = WindowBatch::new();
-            let SyncState { keys, seq, .. } = &mut *st;
             for (key, t) in keys.iter_mut() {
                 let batches = t.batches(seq);
+                // Nothing to write: read only when the window may have
+                // changed (see `Tracked::read_done`).
+                if batches.is_empty() && now.as_nanos() < t.next_read {
+                    continue;
+                }
                 let current = now.as_nanos() / t.interval;
                 batch.push(WindowWork {
                     batches,
@@ -445,20 +580,19 @@ impl FleetWindows {
         unshared("expired", report.unshared);
         report.unconfirmed += gone_unconfirmed;
         if batch.windows().is_empty() {
+            // Nothing to write or read this time: the view is as fresh as
+            // the read schedule makes it.
             unshared("unconfirmed", report.unconfirmed);
             report.unshared += report.unconfirmed;
+            self.refreshed.store(now.as_nanos(), Ordering::Release);
             return report;
         }
-        // The view's place of each window synced.
+        // The view's place of each window tracked.
         let places: HashMap<String, (u128, String)> = {
             let st = self.state.lock();
-            batch
-                .windows()
+            st.keys
                 .iter()
-                .filter_map(|w| {
-                    let t = st.keys.get(&w.read.key)?;
-                    Some((w.read.key.clone(), (t.id, t.window.clone())))
-                })
+                .map(|(k, t)| (k.clone(), (t.id, t.window.clone())))
                 .collect()
         };
         // 4. Chunk by chunk, up to `IN_FLIGHT` at once, each under its own
@@ -492,9 +626,15 @@ impl FleetWindows {
             };
             {
                 let mut st = self.state.lock();
-                for (w, fate) in chunk.windows().iter().zip(&fates) {
+                let results = match &outcome {
+                    SyncOutcome::Done(results) => Some(results),
+                    _ => None,
+                };
+                for (i, (w, fate)) in chunk.windows().iter().zip(&fates).enumerate() {
                     if let Some(t) = st.keys.get_mut(&w.read.key) {
                         report.unconfirmed += t.settle(*fate);
+                        let read = results.and_then(|r| r.get(i));
+                        t.read_done(read, now.as_nanos(), self.sync_interval);
                     }
                     match fate {
                         Fate::Applied => report.pushed += w.deltas(),
@@ -614,6 +754,7 @@ impl FleetView<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::WindowTotals;
     use crate::window::WindowSpec;
 
     /// What `window_sync.lua` does with one instance's batches: applies a
@@ -720,5 +861,48 @@ mod tests {
             assert_eq!(given_up, 0);
         }
         panic!("batches in doubt were never given up");
+    }
+
+    /// Reads of a window with nothing to write over 10 s of syncs every
+    /// 100 ms (100 syncs), 1 s buckets.
+    fn reads(ignore_current: bool, totals: WindowTotals) -> usize {
+        let mut t = tracked();
+        t.ignore_current = ignore_current;
+        let sync = 100_000_000;
+        let start = 1_700_000_000_000_000_000_u64;
+        let mut reads = 0;
+        for i in 0..100 {
+            let now = start + i * sync;
+            if now >= t.next_read {
+                reads += 1;
+                t.read_done(Some(&WindowResult::Totals(totals)), now, sync);
+            }
+        }
+        reads
+    }
+
+    #[test]
+    fn a_window_with_nothing_to_write_is_read_only_when_it_may_have_changed() {
+        let some = WindowTotals {
+            sum: 3.0,
+            count: 3.0,
+        };
+        // Ignoring the current bucket: once per bucket (10), not 100 times.
+        assert_eq!(reads(true, some), 10);
+        // Empty (its key expired): once per bucket too.
+        assert_eq!(reads(false, WindowTotals::default()), 10);
+        assert_eq!(reads(true, WindowTotals::default()), 10);
+        // Counting the current bucket, which others fill at any time: every
+        // sync.
+        assert_eq!(reads(false, some), 100);
+        // Not answered: read again next sync.
+        let mut t = tracked();
+        t.ignore_current = true;
+        t.read_done(None, 5, 100);
+        assert_eq!(t.next_read, 0);
+        // The read after a boundary waits one sync interval past it, for
+        // the other instances' last deltas of the bucket that closed.
+        t.read_done(Some(&WindowResult::Totals(some)), 1_500_000_000, 100);
+        assert_eq!(t.next_read, 2_000_000_100);
     }
 }

@@ -47,6 +47,8 @@ mod prometheus;
 mod redis;
 // Redis as production runs it: requirepass, an ACL user, TLS (rcgen certificates); credentials never shown.
 mod redis_access;
+// Issue #17 (b): max_shared_series and max_shared_label_bytes keep series local, counted.
+mod redis_caps;
 // Issue #17: many shared series on a cluster, one pipeline per slot, beside a fail-closed limit.
 mod redis_cluster_scale;
 // Issue #16: failover without double admission (two daemons, Redis killed and restarted), per-operation store health, the final sync at stop.
