@@ -9,7 +9,7 @@ use serde_json::value::RawValue;
 use super::paging::{Cursor, Page};
 use crate::clock::Timestamp;
 use crate::escape::Escaped;
-use crate::fleet::{fleet_id, FleetWindows};
+use crate::fleet::FleetWindows;
 use crate::parse::{JsonSampleError, MetricKind, ParseError};
 use crate::series::Registry;
 
@@ -109,7 +109,7 @@ pub fn series_page(
         let fleet_id = fleet
             .as_ref()
             .filter(|_| meta.shared && meta.kind != MetricKind::Set)
-            .map(|f| (f, fleet_id(meta)));
+            .and_then(|f| Some((f, meta.fleet_id?)));
         let finite = |x: Option<f64>| x.filter(|f| f.is_finite());
         let windows = meta
             .windows
@@ -132,7 +132,7 @@ pub fn series_page(
                             .collect(),
                         unique: v.unique,
                         fleet: fleet_id.as_ref().and_then(|(f, id)| {
-                            let t = f.totals(id, name)?;
+                            let t = f.totals(*id, name)?;
                             Some(FleetJson {
                                 samples: t.count,
                                 sum: t.sum,

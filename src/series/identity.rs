@@ -26,6 +26,10 @@ pub struct SeriesMeta {
     pub histogram_buckets: Arc<[f64]>,
     /// Whether its windows are shared with the fleet (mapping `shared`).
     pub shared: bool,
+    /// The identity of a shared series across instances ([`fleet_hash`] of
+    /// its Prometheus name and labels), computed once when it becomes
+    /// shared (at birth or by a reload); `None` when it is not shared.
+    pub fleet_id: Option<u128>,
     /// When the series was born: its cumulative values count from here
     /// (OpenMetrics `_created`). A series that expires and comes back is
     /// born again, its counter restarting at 0.
@@ -33,6 +37,17 @@ pub struct SeriesMeta {
 }
 
 impl SeriesMeta {
+    /// Sets whether the series is shared, computing its [`fleet_id`](Self::fleet_id)
+    /// when it becomes shared.
+    pub(super) fn set_shared(&mut self, shared: bool) {
+        self.shared = shared;
+        self.fleet_id = match (shared, self.fleet_id) {
+            (false, _) => None,
+            (true, Some(id)) => Some(id),
+            (true, None) => Some(fleet_hash(&self.prom_name, &self.labels)),
+        };
+    }
+
     /// The published identity, as the catalog keys it. Recomputed when the
     /// series goes rather than kept: it would cost every series a copy.
     pub(super) fn identity(&self) -> String {
@@ -50,4 +65,59 @@ pub(super) fn identity_of(prom_name: &str, labels: &[(String, String)]) -> Strin
         identity.push_str(v);
     }
     identity
+}
+
+/// The identity of a series across instances and versions: xxh3-128 (seed
+/// 0) of its Prometheus name and sorted labels, each part preceded by its
+/// length (8 bytes, little endian) so that no two label sets encode alike.
+/// Stable: xxh3 is a specified hash (the same on every platform and
+/// version of the crate), and this encoding must never change (shared
+/// windows' Redis keys are named by it; a unit test pins a value).
+#[must_use]
+pub fn fleet_hash(prom_name: &str, labels: &[(String, String)]) -> u128 {
+    let mut h = xxhash_rust::xxh3::Xxh3Default::new();
+    let mut part = |b: &[u8]| {
+        h.update(&(b.len() as u64).to_le_bytes());
+        h.update(b);
+    };
+    part(prom_name.as_bytes());
+    for (k, v) in labels {
+        part(k.as_bytes());
+        part(v.as_bytes());
+    }
+    h.digest128()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn the_fleet_hash_is_pinned_and_tells_label_sets_apart() {
+        // xxh3-128 itself, against the reference vector of the empty input.
+        assert_eq!(
+            xxhash_rust::xxh3::xxh3_128(b""),
+            0x99aa_06d3_0147_98d8_6001_c324_468d_497f
+        );
+        // Shared windows' Redis keys are named by this value: it must never
+        // change between versions or instances.
+        let id = fleet_hash("api_requests", &labels(&[("host", "a"), ("route", "/x")]));
+        assert_eq!(format!("{id:032x}"), "fa5a8d4c22f9f5739cab8ff14fcf7bb8");
+        // Parts are length-prefixed: moving a byte between parts changes it.
+        assert_ne!(
+            fleet_hash("a", &labels(&[("bc", "d")])),
+            fleet_hash("a", &labels(&[("b", "cd")]))
+        );
+        assert_ne!(
+            fleet_hash("ab", &[]),
+            fleet_hash("a", &labels(&[("b", "")]))
+        );
+    }
 }

@@ -38,7 +38,7 @@ mod registry;
 mod replan;
 pub mod state;
 
-pub use identity::SeriesMeta;
+pub use identity::{fleet_hash, SeriesMeta};
 pub use key::KeyBuf;
 pub use plan::Plan;
 pub use registry::{Applied, Refusal, Registry, RegistryCounters, SeriesRef};

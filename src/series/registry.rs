@@ -358,16 +358,18 @@ impl Registry {
                     .2 += 1;
             }
         }
-        let meta = SeriesMeta {
+        let mut meta = SeriesMeta {
             kind: s.kind,
             metric: r.metric,
             prom_name,
             labels: r.labels,
             windows: plan.window_names(&r.window_ids),
             histogram_buckets: plan.histogram_buckets.clone(),
-            shared: r.shared,
+            shared: false,
+            fleet_id: None,
             created: now,
         };
+        meta.set_shared(r.shared);
         Ok(Some((Arc::new(meta), r.window_ids)))
     }
 

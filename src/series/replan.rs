@@ -192,7 +192,7 @@ fn rewindow(
     if unchanged {
         if meta.shared != r.shared {
             let mut m = SeriesMeta::clone(meta);
-            m.shared = r.shared;
+            m.set_shared(r.shared);
             *meta = Arc::new(m);
         }
         return Replanned::Kept;
@@ -200,7 +200,7 @@ fn rewindow(
     state.rewindow(&plan.windows, &r.window_ids, &reuse, now);
     let mut m = SeriesMeta::clone(meta);
     m.windows = plan.window_names(&r.window_ids);
-    m.shared = r.shared;
+    m.set_shared(r.shared);
     *meta = Arc::new(m);
     Replanned::Rewindowed
 }

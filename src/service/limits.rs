@@ -30,7 +30,7 @@ use crate::limit::{
     OverflowPolicy, SlidingCounter, SlidingLog,
 };
 use crate::store::{
-    LimitStore, MemoryLimits, RedisLimits, RedisStore, SharedAlgorithm, StoreError,
+    EntryFate, LimitStore, MemoryLimits, RedisLimits, RedisStore, SharedAlgorithm, StoreError,
     WriteBackOutcome,
 };
 
@@ -424,6 +424,24 @@ impl NamedLimit {
                     let dropped = self.writeback.put_back(rest.to_vec());
                     self.writeback_metric(shared, "overflow", dropped);
                     return Err(e);
+                }
+                // On a cluster, one pipeline per slot: some may have
+                // answered, some not. The entries not sent wait again.
+                WriteBackOutcome::Partial { entries, error } => {
+                    let count = |f: EntryFate| entries.iter().filter(|e| **e == f).count();
+                    self.writeback_metric(shared, "written", count(EntryFate::Written));
+                    self.writeback_metric(shared, "rejected", count(EntryFate::Rejected));
+                    self.writeback_metric(shared, "unconfirmed", count(EntryFate::Unconfirmed));
+                    let mut again: Vec<_> = chunk
+                        .iter()
+                        .zip(&entries)
+                        .filter(|(_, f)| **f == EntryFate::NotSent)
+                        .map(|(e, _)| e.clone())
+                        .collect();
+                    again.extend_from_slice(after);
+                    let dropped = self.writeback.put_back(again);
+                    self.writeback_metric(shared, "overflow", dropped);
+                    return Err(error);
                 }
             }
         }

@@ -42,10 +42,12 @@ use crate::limit::{AcquireError, Decision, KeyedLimiter, LimitError, LimitState,
 
 pub use self::connect::{check, Redactor};
 pub use self::redis::{
-    Op, RedisLimits, RedisStore, SharedAlgorithm, StoreMetrics, SyncOutcome, WindowResult,
-    WriteBackOutcome,
+    EntryFate, Op, RedisLimits, RedisStore, SharedAlgorithm, StoreMetrics, SyncOutcome,
+    WindowResult, WriteBackOutcome,
 };
-pub use self::windows::{window_key, WindowBatch, WindowRead, WindowTotals, WindowWork};
+pub use self::windows::{
+    slot_of, window_key, SeqDeltas, WindowBatch, WindowRead, WindowTotals, WindowWork,
+};
 /// Re-exported from [`crate::config`], which reads and checks them.
 pub use crate::config::{RedisConfig, RedisTarget};
 

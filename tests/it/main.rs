@@ -51,8 +51,16 @@ mod redis_access;
 mod redis_heavy;
 // Issue #17: the shared exact log (weighted members, late write-backs, old members) against the in-memory log and a brute-force count, by proptest.
 mod redis_log_model;
+// Issue #17 (b): max_shared_series and max_shared_label_bytes keep series local, counted.
+mod redis_caps;
+// Issue #17: many shared series on a cluster, one pipeline per slot, beside a fail-closed limit.
+mod redis_cluster_scale;
 // Issue #16: failover without double admission (two daemons, Redis killed and restarted), per-operation store health, the final sync at stop.
 mod redis_failover;
+// Issue #17: a window sync that timed out is sent again under its sequence number, applied once.
+mod redis_retry;
+// Issue #17 (c): two shapes of one window name on one Redis never trim each other.
+mod redis_shapes;
 // Series bounds from outside: cap, type conflicts, expiry.
 mod registry;
 // Issue #16, reload keeps state: limits and breakers edited at a SIGHUP.

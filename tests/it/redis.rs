@@ -564,7 +564,7 @@ sync_interval_ms = 250
 
 /// A window `w` of `buckets` × `interval_ms` over `api.requests`, shared
 /// through the server(s) of `redis`.
-fn window_config(redis: &str, buckets: u32, interval_ms: u32) -> String {
+pub(crate) fn window_config(redis: &str, buckets: u32, interval_ms: u32) -> String {
     config(
         &format!("{redis}\n{TIMING}"),
         &format!(
@@ -595,8 +595,9 @@ pub(crate) fn send_counts(d: &Daemon, n: usize) {
     }
 }
 
-const LOCAL: &str = "rollstat_window_samples{metric=\"api.requests\",window=\"w\"}";
-const FLEET: &str = "rollstat_fleet_window_samples{metric=\"api.requests\",window=\"w\"}";
+pub(crate) const LOCAL: &str = "rollstat_window_samples{metric=\"api.requests\",window=\"w\"}";
+pub(crate) const FLEET: &str =
+    "rollstat_fleet_window_samples{metric=\"api.requests\",window=\"w\"}";
 const FLEET_RATE: &str = "rollstat_fleet_window_rate{metric=\"api.requests\",window=\"w\"}";
 const LOCAL_RATE: &str = "rollstat_window_rate{metric=\"api.requests\",window=\"w\"}";
 

@@ -102,6 +102,12 @@ pub struct RedisConfig {
     pub final_sync_timeout: Duration,
     /// Prefix of every key (default `rollstat`).
     pub key_prefix: String,
+    /// At most this many series share their windows (`max_shared_series`,
+    /// default 10 000); later ones stay local.
+    pub max_shared_series: usize,
+    /// A series whose name and labels exceed this many bytes
+    /// (`max_shared_label_bytes`, default 1024) stays local.
+    pub max_shared_label_bytes: usize,
 }
 
 impl RedisConfig {
@@ -121,6 +127,8 @@ impl RedisConfig {
             sync_timeout: Duration::from_millis(1000),
             final_sync_timeout: Duration::from_millis(2000),
             key_prefix: "rollstat".to_string(),
+            max_shared_series: 10_000,
+            max_shared_label_bytes: 1024,
         }
     }
 }
@@ -151,6 +159,12 @@ pub(super) fn read_redis(t: &mut Table<'_, '_>, p: &mut Problems<'_>) -> Option<
     }
     if let Some(ms) = t.int(p, "final_sync_timeout_ms", 1, 60_000) {
         cfg.final_sync_timeout = Duration::from_millis(ms);
+    }
+    if let Some(n) = t.int(p, "max_shared_series", 1, 10_000_000) {
+        cfg.max_shared_series = usize::try_from(n).unwrap_or(usize::MAX);
+    }
+    if let Some(n) = t.int(p, "max_shared_label_bytes", 16, 1_048_576) {
+        cfg.max_shared_label_bytes = usize::try_from(n).unwrap_or(usize::MAX);
     }
     if let Some((s, off)) = t.string(p, "key_prefix") {
         if valid_label_value(&s) {

@@ -81,7 +81,7 @@ fn defaults_and_plain_keys() {
     assert_eq!((r.username, r.password), (None, None));
     assert_eq!(r.tls, Default::default());
     let r = redis(
-        "cluster_nodes = [\"redis://a:7000\", \"redis://b:7001\"]\ntimeout_ms = 250\nsync_interval_ms = 500\nsync_timeout_ms = 750\nfinal_sync_timeout_ms = 3000\nkey_prefix = \"fleet-1\"",
+        "cluster_nodes = [\"redis://a:7000\", \"redis://b:7001\"]\ntimeout_ms = 250\nsync_interval_ms = 500\nsync_timeout_ms = 750\nfinal_sync_timeout_ms = 3000\nkey_prefix = \"fleet-1\"\nmax_shared_series = 50\nmax_shared_label_bytes = 300",
     );
     assert_eq!(
         r.target,
@@ -91,6 +91,7 @@ fn defaults_and_plain_keys() {
     assert_eq!(r.sync_interval, Duration::from_millis(500));
     assert_eq!(r.sync_timeout, Duration::from_millis(750));
     assert_eq!(r.final_sync_timeout, Duration::from_millis(3000));
+    assert_eq!((r.max_shared_series, r.max_shared_label_bytes), (50, 300));
     assert_eq!(r.key_prefix, "fleet-1");
 }
 
@@ -210,6 +211,8 @@ fn every_problem_names_its_key_and_line() {
         ("timeout_ms = 5", 1, "redis.url", "needs `url"),
         ("url = \"redis://h\"\nsync_timeout_ms = 0", 3, "redis.sync_timeout_ms", ""),
         ("url = \"redis://h\"\nfinal_sync_timeout_ms = 60001", 3, "redis.final_sync_timeout_ms", ""),
+        ("url = \"redis://h\"\nmax_shared_series = 0", 3, "redis.max_shared_series", ""),
+        ("url = \"redis://h\"\nmax_shared_label_bytes = \"big\"", 3, "redis.max_shared_label_bytes", ""),
         ("url = \"redis://h\"\nusername = \"app\"", 3, "redis.username", "needs a password"),
         ("url = \"redis://app@h\"", 2, "redis.url", "needs a password"),
         ("url = \"redis://u:p@h\"\nusername = \"app\"", 3, "redis.username", "also given in `redis.url`"),

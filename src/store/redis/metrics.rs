@@ -23,8 +23,8 @@ pub struct StoreMetrics {
     /// `rollstat_store_unshared_deltas_total{reason}`: window deltas (bucket
     /// fields) that could not be pushed to the store and were dropped from
     /// sharing (they stay in the local view): `expired` (their bucket left
-    /// the local window first), `unconfirmed` (sent, outcome unknown, never
-    /// re-sent), `rejected` (Redis answered an error for their key, e.g.
+    /// the local window before they were sent), `unconfirmed` (their bucket
+    /// left while their batch was in doubt, or it was in doubt too long), `rejected` (Redis answered an error for their key, e.g.
     /// WRONGTYPE).
     pub unshared: IntCounterVec,
     /// `rollstat_store_writeback_total{result}`: admissions a shared limit's
@@ -37,6 +37,10 @@ pub struct StoreMetrics {
     /// `rollstat_store_final_sync_total{result}`: the last shared-window sync
     /// at stop: `done`, `failed`, `timeout`.
     pub final_sync: IntCounterVec,
+    /// `rollstat_fleet_unshared_series{reason}`: series of a shared mapping
+    /// rule kept local: `cap` (`redis.max_shared_series` reached), `labels`
+    /// (name and labels over `redis.max_shared_label_bytes`).
+    pub unshared_series: IntGaugeVec,
 }
 
 impl StoreMetrics {
@@ -100,8 +104,18 @@ impl StoreMetrics {
                 ),
                 &["result"],
             )?,
+            unshared_series: IntGaugeVec::new(
+                Opts::new(
+                    "rollstat_fleet_unshared_series",
+                    "Series of a shared mapping rule whose windows are kept local, by reason (cap: redis.max_shared_series reached; labels: name and labels over redis.max_shared_label_bytes)",
+                ),
+                &["reason"],
+            )?,
         };
         m.up.set(1);
+        for r in ["cap", "labels"] {
+            m.unshared_series.with_label_values(&[r]);
+        }
         for op in [Op::Limit, Op::Windows] {
             m.op_up.with_label_values(&[op.as_str()]).set(1);
         }
@@ -125,6 +139,7 @@ impl StoreMetrics {
         r.register(Box::new(self.unshared.clone()))?;
         r.register(Box::new(self.writeback.clone()))?;
         r.register(Box::new(self.final_sync.clone()))?;
+        r.register(Box::new(self.unshared_series.clone()))?;
         Ok(())
     }
 }

@@ -44,18 +44,19 @@ pub use self::health::Op;
 pub use self::limits::{RedisLimits, SharedAlgorithm};
 pub use self::metrics::StoreMetrics;
 pub use self::sync::{SyncOutcome, WindowResult};
-pub use self::writeback::WriteBackOutcome;
+pub use self::writeback::{EntryFate, WriteBackOutcome};
 
 /// The exact sliding log script.
 pub const SLIDING_LOG_LUA: &str = include_str!("sliding_log.lua");
 /// The approximate sliding counter script.
 pub const SLIDING_COUNTER_LUA: &str = include_str!("sliding_counter.lua");
-/// The shared window read-and-trim script.
-pub const WINDOW_READ_LUA: &str = include_str!("window_read.lua");
+/// The shared window script: apply a window's deltas at most once, then
+/// read and trim it.
+pub const WINDOW_SYNC_LUA: &str = include_str!("window_sync.lua");
 
 /// The commands rollstat sends and its scripts call, in `ACL SETUSER`
 /// form: what an ACL user limited to rollstat's keys needs.
-pub const ACL_COMMANDS: &str = "+ping +evalsha +script|load +hincrbyfloat +pexpire +zadd +zcard +zrange +zremrangebyscore +zremrangebyrank +zcount +del +get +incrby +hgetall +hdel";
+pub const ACL_COMMANDS: &str = "+ping +evalsha +script|load +hincrbyfloat +pexpire +zadd +zcard +zrange +zremrangebyscore +zremrangebyrank +zcount +del +get +incrby +hgetall +hdel +hget +hset";
 
 /// Extra lifetime of a log key after its window, for clock skew (ms).
 pub(crate) const TTL_MARGIN_MS: u64 = 1000;
@@ -170,7 +171,7 @@ impl RedisStore {
             seq: AtomicU64::new(0),
             log_script: Script::new(SLIDING_LOG_LUA),
             counter_script: Script::new(SLIDING_COUNTER_LUA),
-            window_script: Script::new(WINDOW_READ_LUA),
+            window_script: Script::new(WINDOW_SYNC_LUA),
             metrics,
         }))
     }
@@ -204,6 +205,13 @@ impl RedisStore {
     #[must_use]
     pub fn instance(&self) -> &str {
         &self.instance
+    }
+
+    /// Whether the store is a Redis Cluster: a pipeline must then keep to
+    /// one slot (see `src/store/windows.rs`'s `slot_of`).
+    #[must_use]
+    pub fn is_cluster(&self) -> bool {
+        self.cluster.is_some()
     }
 
     async fn connection(&self) -> RedisResult<Conn> {
@@ -248,9 +256,32 @@ impl RedisStore {
     }
 }
 
+/// Whether `e` refused a call before anything of it reached a server: a
+/// refused connection, or the cluster client's own check that a pipeline
+/// keeps to one slot (`CrossSlot`, answered before sending; a server never
+/// applies a command it answers `CROSSSLOT` for either). Such a call wrote
+/// nothing and may be sent again.
+pub(crate) fn refused_before_sending(e: &redis::RedisError) -> bool {
+    e.is_connection_refusal() || e.kind() == ErrorKind::Server(ServerErrorKind::CrossSlot)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cross_slot_pipeline_is_refused_before_sending() {
+        let cross = redis::RedisError::from((
+            ErrorKind::Server(ServerErrorKind::CrossSlot),
+            "Received crossed slots in pipeline",
+        ));
+        assert!(refused_before_sending(&cross));
+        let io =
+            redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+        assert!(refused_before_sending(&io));
+        let late = redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut));
+        assert!(!refused_before_sending(&late));
+    }
 
     /// Every command the store sends (`cmd("X")` in its sources) and its
     /// scripts call (`redis.call('X'`) is in [`ACL_COMMANDS`], so that an
@@ -275,7 +306,7 @@ mod tests {
                 sent.push(part.split('"').next().unwrap().to_ascii_lowercase());
             }
         }
-        for script in [SLIDING_LOG_LUA, SLIDING_COUNTER_LUA, WINDOW_READ_LUA] {
+        for script in [SLIDING_LOG_LUA, SLIDING_COUNTER_LUA, WINDOW_SYNC_LUA] {
             for part in script.split("redis.call('").skip(1) {
                 sent.push(part.split('\'').next().unwrap().to_ascii_lowercase());
             }

@@ -9,7 +9,7 @@ use redis::{Pipeline, RedisResult, ServerErrorKind, Value};
 use super::health::Op;
 use super::RedisStore;
 use crate::clock::Timestamp;
-use crate::store::windows::{self, WindowBatch, WindowRead, WindowTotals};
+use crate::store::windows::{self, WindowBatch, WindowTotals, WindowWork};
 use crate::store::StoreError;
 
 /// What became of one window of a sync chunk.
@@ -19,10 +19,11 @@ pub enum WindowResult {
     Totals(WindowTotals),
     /// Read back, not yet summed (inside [`RedisStore::sync_windows`] only).
     Read(Vec<String>),
-    /// Redis answered an error for one of its writes (e.g. `WRONGTYPE`):
-    /// its deltas are given up (some may have been applied).
+    /// Redis answered an error for its script (e.g. `WRONGTYPE`): its
+    /// deltas are given up.
     Rejected,
-    /// Written, but the read failed: no fleet totals this time.
+    /// The script ran, but its answer is not a list of fields: no fleet
+    /// totals this time.
     Unread,
 }
 
@@ -32,7 +33,8 @@ pub enum SyncOutcome {
     /// Sent and answered: each window's result, in the chunk's order.
     Done(Vec<WindowResult>),
     /// The writes were sent but their outcome is unknown (the deadline
-    /// passed or the reads failed); nothing was read.
+    /// passed or the connection failed); nothing was read. Their batches
+    /// may be sent again under the same sequence numbers.
     WrittenUnread(StoreError),
     /// Nothing was written (the call failed before or while writing, or the
     /// store is down).
@@ -47,9 +49,10 @@ fn is_noscript(v: &Value) -> bool {
 impl RedisStore {
     /// One chunk of a window sync (see [`WindowBatch::into_chunks`]) in
     /// one pipeline under `redis.sync_timeout_ms`, with the windows
-    /// operation's own health and backoff: per window, its `HINCRBYFLOAT`s
-    /// and `PEXPIRE`, then the read-and-trim script (see [`windows`](crate::store::windows)).
-    /// An error answered for one window's commands (e.g. `WRONGTYPE`) fails
+    /// operation's own health and backoff: per window, one `window_sync.lua`
+    /// call that applies its batches at most once and reads it back (see
+    /// [`windows`](crate::store::windows)).
+    /// An error answered for one window's script (e.g. `WRONGTYPE`) fails
     /// that window only ([`WindowResult::Rejected`]) and is not a store
     /// failure.
     pub async fn sync_windows(&self, batch: &WindowBatch, now: Timestamp) -> SyncOutcome {
@@ -63,64 +66,47 @@ impl RedisStore {
             let mut c = self.connection().await?;
             let mut p = redis::pipe();
             p.ignore_errors();
-            // Per window: the index of its first write and of its read.
-            let mut spans = Vec::with_capacity(batch.windows.len());
-            let mut i = 0;
             for w in &batch.windows {
-                let first = i;
-                for &(slot, ds, dc) in &w.deltas {
-                    let key = &w.read.key;
-                    p.cmd("HINCRBYFLOAT")
-                        .arg(key)
-                        .arg(format!("{slot}:s"))
-                        .arg(ds);
-                    p.cmd("HINCRBYFLOAT")
-                        .arg(key)
-                        .arg(format!("{slot}:c"))
-                        .arg(dc);
-                    i += 2;
-                }
-                if !w.deltas.is_empty() {
-                    p.cmd("PEXPIRE").arg(&w.read.key).arg(w.expire_ms);
-                    i += 1;
-                }
-                self.window_read(&mut p, &w.read);
-                spans.push((first, i));
-                i += 1;
+                self.window_sync(&mut p, w);
             }
+            // Sent from here on (a deadline may cut the call short while
+            // the writes are on their way), unless the client refuses the
+            // pipeline before sending it (a refused connection, or a
+            // pipeline spanning cluster slots): then nothing was written
+            // and its deltas stay pending.
             sent.store(true, Ordering::Release);
-            let mut v: Vec<Value> = p.query_async(&mut c).await?;
-            // After a restart the script is gone: load it and read again.
-            let noscript: Vec<usize> = spans
-                .iter()
-                .enumerate()
-                .filter(|(_, (_, r))| is_noscript(&v[*r]))
-                .map(|(w, _)| w)
-                .collect();
+            let mut v: Vec<Value> = match p.query_async(&mut c).await {
+                Ok(v) => v,
+                Err(e) => {
+                    if super::refused_before_sending(&e) {
+                        sent.store(false, Ordering::Release);
+                    }
+                    return Err(e);
+                }
+            };
+            // After a restart the script is gone: load it and run those
+            // windows again (a script that was not found did nothing).
+            let noscript: Vec<usize> = (0..v.len()).filter(|&w| is_noscript(&v[w])).collect();
             if !noscript.is_empty() {
                 self.metrics.script_loads.inc();
                 self.window_script.load_async(&mut c).await?;
                 let mut again = redis::pipe();
                 again.ignore_errors();
                 for &w in &noscript {
-                    self.window_read(&mut again, &batch.windows[w].read);
+                    self.window_sync(&mut again, &batch.windows[w]);
                 }
                 let answers: Vec<Value> = again.query_async(&mut c).await?;
                 for (&w, a) in noscript.iter().zip(answers) {
-                    v[spans[w].1] = a;
+                    v[w] = a;
                 }
             }
             RedisResult::Ok(
-                spans
-                    .iter()
-                    .map(|&(first, read)| {
-                        if v[first..read]
-                            .iter()
-                            .any(|x| matches!(x, Value::ServerError(_)))
-                        {
+                v.into_iter()
+                    .map(|x| {
+                        if matches!(x, Value::ServerError(_)) {
                             return WindowResult::Rejected;
                         }
-                        match redis::from_redis_value::<Vec<String>>(v[read].clone()) {
+                        match redis::from_redis_value::<Vec<String>>(x) {
                             Ok(fields) => WindowResult::Read(fields),
                             Err(_) => WindowResult::Unread,
                         }
@@ -129,8 +115,7 @@ impl RedisStore {
             )
         })
         .await;
-        let refused = matches!(&r, Ok(Err(e)) if e.is_connection_refusal());
-        let written = sent.load(Ordering::Acquire) && !refused;
+        let written = sent.load(Ordering::Acquire);
         match self.settle(Op::Windows, "windows", now, gate, deadline, r) {
             Ok(v) => SyncOutcome::Done(
                 batch
@@ -153,12 +138,25 @@ impl RedisStore {
         }
     }
 
-    /// Adds the read-and-trim script call for `read` to `p`.
-    fn window_read(&self, p: &mut Pipeline, read: &WindowRead) {
-        p.cmd("EVALSHA")
+    /// Adds the script call of window `w` to `p`: its batches of deltas,
+    /// then its read (see `window_sync.lua`).
+    fn window_sync(&self, p: &mut Pipeline, w: &WindowWork) {
+        let read = &w.read;
+        let cmd = p
+            .cmd("EVALSHA")
             .arg(self.window_script.get_hash())
             .arg(1)
             .arg(&read.key)
-            .arg(read.oldest);
+            .arg(&self.instance)
+            .arg(read.current)
+            .arg(read.oldest)
+            .arg(w.expire_ms)
+            .arg(w.batches.len());
+        for b in &w.batches {
+            cmd.arg(b.seq).arg(b.deltas.len());
+            for &(slot, ds, dc) in &b.deltas {
+                cmd.arg(slot).arg(ds).arg(dc);
+            }
+        }
     }
 }
