@@ -580,7 +580,10 @@ async fn acquire(
             resp
         }
         Err(e @ crate::limit::AcquireError::TooManyKeys { retry_after, .. }) => {
-            let mut resp = api_error(StatusCode::SERVICE_UNAVAILABLE, e.to_string());
+            let mut resp = api_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("limit `{}`: {e}", limit.def.name),
+            );
             resp.headers_mut()
                 .insert(header::RETRY_AFTER, ceil_secs(retry_after).max(1).into());
             resp

@@ -2,11 +2,13 @@
 //!
 //! Each `[[limits]]` entry is a [`KeyedLimiter`] of the exact sliding log or
 //! the approximate sliding counter, with all its (max, window) rules enforced
-//! at once. Keys beyond `max_keys`: idle keys (whose history has expired) are
-//! evicted first, which changes no decision; if none is idle, the policy
-//! decides: evict the least recently used key (default; that key's history is
-//! forgotten) or deny new keys (fail closed, 503). Decisions are counted by
-//! outcome for `rollstat_limit_decisions_total`.
+//! at once. `max_keys` bounds the keys of the whole limit: idle keys (whose
+//! history has expired) make room, which changes no decision; if none is
+//! idle, the policy decides: deny the new key (the default, fail closed,
+//! 503) or, only if the config opts in with `overflow =
+//! "evict_least_recent"`, evict the least recently used key (whose history
+//! is then forgotten, so new keys can reset other keys' limits). Decisions
+//! are counted by outcome for `rollstat_limit_decisions_total`.
 //!
 //! Every limit decides through a [`LimitStore`]: this instance's own
 //! limiter ([`MemoryLimits`]) or, for a limit with `shared = true`, the
