@@ -5,8 +5,14 @@
 //!   cap over 16 shards and refused 6 of 16 new keys with 10 tracked); the
 //!   17th is a JSON 503 counted as `rejected_new`, and 100 other new keys do
 //!   not evict an active key (the old default did, resetting its limit).
+//! * Two rules with the same window: `check-config` refuses them, naming
+//!   the key and the line.
 
-use crate::support::{http, Daemon, Scrape};
+use std::process::Command;
+use std::time::Duration;
+
+use crate::redis::config;
+use crate::support::{http, run, Daemon, Scrape, TempDir};
 
 const CAP: &str = r#"
 [listen]
@@ -102,5 +108,40 @@ fn a_key_cap_of_16_admits_16_keys_refuses_the_17th_and_keeps_active_history() {
     assert_eq!(
         s.value("rollstat_limit_keys", &[("limit", "api")]),
         Some(16.0)
+    );
+}
+
+#[test]
+fn check_config_refuses_two_rules_with_the_same_window_in_a_shared_approximate_limit() {
+    let dir = TempDir::new("same-window");
+    let path = dir.path().join("rollstat.toml");
+    std::fs::write(
+        &path,
+        config(
+            "url = \"redis://127.0.0.1:6379\"",
+            r#"
+[[limits]]
+name = "api"
+algorithm = "approximate"
+shared = true
+rules = [{ max = 100, window_ms = 1000 }, { max = 100, window_ms = 1000 }]
+"#,
+        ),
+    )
+    .unwrap();
+    let out = run(
+        Command::new(env!("CARGO_BIN_EXE_rollstat"))
+            .arg("check-config")
+            .arg(&path),
+        b"",
+        Duration::from_secs(10),
+    );
+    assert_eq!(out.status.code(), Some(2), "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr.contains("line 14")
+            && out.stderr.contains("`limits[0].rules[1].window_ms`")
+            && out.stderr.contains("window_ms = 1000"),
+        "{}",
+        out.stderr
     );
 }
