@@ -28,13 +28,13 @@
 //! | `POST /api/v1/breakers/{name}/outcomes` | `{"success": n, "failure": n, "slow": n}` |
 //! | `GET /api/v1/limits` | limits, rules, key counts and decision counts |
 //! | `GET /`, `GET /assets/*` | the live page ([`crate::expose::page`]) |
-//! | `POST /api/v1/limits/{name}/acquire` | `?key=..&n=..` or `{"key": .., "n": ..}`: 200 or 429 with RateLimit headers; `"source"` says who decided (`local`, `redis`, `fallback`) |
+//! | `POST /api/v1/limits/{name}/acquire` | `?key=..&n=..` or `{"key": .., "n": ..}`: 200 or 429 with RateLimit headers; `"source"` says who decided (`local`, `redis`, `fallback`); every error is JSON `{"error": ...}` |
 
 use std::sync::Arc;
 use std::task::Poll;
 
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::extract::{DefaultBodyLimit, Path, RawQuery, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -49,6 +49,7 @@ pub mod conn;
 pub mod health;
 pub mod held;
 pub mod ingest;
+pub mod query;
 pub mod reads;
 pub mod serve;
 pub mod tls;
@@ -58,6 +59,7 @@ use crate::expose::{openmetrics, text};
 use crate::ingest::Ingestor;
 use crate::reload::Reloader;
 use crate::service::limits::ceil_secs;
+use crate::telemetry::refuse_reason;
 
 /// What the handlers share.
 #[derive(Clone)]
@@ -174,7 +176,10 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/api/v1/breakers/{name}/outcomes", post(breakers::outcomes))
         .route("/api/v1/limits", get(limits))
-        .route("/api/v1/limits/{name}/acquire", post(acquire))
+        .route(
+            "/api/v1/limits/{name}/acquire",
+            post(acquire).fallback(acquire_wrong_method),
+        )
         .merge(crate::expose::page::routes())
         .layer(axum::middleware::from_fn_with_state(
             Door {
@@ -479,12 +484,68 @@ struct AcquireRequest {
 /// Longest key accepted.
 const MAX_KEY_BYTES: usize = 512;
 
+/// The acquire route's query string, read strictly (see [`query`]): a bad
+/// percent-escape, a value that is not UTF-8, an unknown or repeated
+/// parameter, an `n` that is not a whole number are errors.
+fn acquire_query(raw: Option<&str>) -> Result<AcquireRequest, String> {
+    let mut q = AcquireRequest::default();
+    for (name, value) in query::pairs(raw.unwrap_or("")).map_err(|e| e.to_string())? {
+        match name.as_str() {
+            "key" if q.key.is_none() => q.key = Some(value),
+            "n" if q.n.is_none() => {
+                q.n = Some(value.parse().map_err(|_| {
+                    format!(
+                        "`n` must be a whole number from 0 to {} (got `{}`)",
+                        u32::MAX,
+                        crate::escape::Escaped::with_cap(value.as_bytes(), 32)
+                    )
+                })?);
+            }
+            "key" | "n" => return Err(format!("`{name}` is given twice; give it once")),
+            _ => {
+                return Err(format!(
+                    "unknown parameter `{}`; the acquire route takes `key` and `n` (?key=...&n=1)",
+                    crate::escape::Escaped::with_cap(name.as_bytes(), 64)
+                ))
+            }
+        }
+    }
+    Ok(q)
+}
+
+/// Any method but POST on the acquire route: JSON, as its other errors.
+async fn acquire_wrong_method() -> Response {
+    let mut resp = api_error(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "use POST /api/v1/limits/{name}/acquire?key=...&n=1".into(),
+    );
+    resp.headers_mut()
+        .insert(header::ALLOW, axum::http::HeaderValue::from_static("POST"));
+    resp
+}
+
 async fn acquire(
     State(st): State<AppState>,
-    Path(name): Path<String>,
-    Query(q): Query<AcquireRequest>,
+    path: Result<Path<String>, axum::extract::rejection::PathRejection>,
+    RawQuery(raw): RawQuery,
     body::JsonBody(body): body::JsonBody,
 ) -> Response {
+    // Every request error is a JSON 400, counted as `bad_acquire`.
+    let bad = |msg: String| {
+        st.ingestor
+            .telemetry
+            .http_refused
+            .inc(refuse_reason::BAD_ACQUIRE);
+        api_error(StatusCode::BAD_REQUEST, msg)
+    };
+    let name = match path {
+        Ok(Path(name)) => name,
+        Err(e) => return bad(format!("the limit name in the path: {}", e.body_text())),
+    };
+    let q = match acquire_query(raw.as_deref()) {
+        Ok(q) => q,
+        Err(e) => return bad(e),
+    };
     let s = services(&st);
     let Some(limit) = s.limits.get(&name) else {
         return unknown("limit", &name);
@@ -495,31 +556,21 @@ async fn acquire(
         match serde_json::from_slice(&body) {
             Ok(b) => b,
             Err(e) => {
-                return api_error(
-                    StatusCode::BAD_REQUEST,
-                    format!("expected {{\"key\": \"...\", \"n\": 1}} or ?key=...&n=1 ({e})"),
-                )
+                return bad(format!(
+                    "expected {{\"key\": \"...\", \"n\": 1}} or ?key=...&n=1 ({e})"
+                ))
             }
         }
     };
     let Some(key) = from_body.key.or(q.key) else {
-        return api_error(
-            StatusCode::BAD_REQUEST,
-            "missing `key` (query ?key=... or JSON {\"key\": ...})".into(),
-        );
+        return bad("missing `key` (query ?key=... or JSON {\"key\": ...})".into());
     };
     if key.is_empty() || key.len() > MAX_KEY_BYTES {
-        return api_error(
-            StatusCode::BAD_REQUEST,
-            format!("`key` must be 1 to {MAX_KEY_BYTES} bytes"),
-        );
+        return bad(format!("`key` must be 1 to {MAX_KEY_BYTES} bytes"));
     }
     let n = from_body.n.or(q.n).unwrap_or(1);
     let Ok(n) = u32::try_from(n) else {
-        return api_error(
-            StatusCode::BAD_REQUEST,
-            format!("`n` must be at most {}", u32::MAX),
-        );
+        return bad(format!("`n` must be at most {}", u32::MAX));
     };
     let now = st.ingestor.now();
     let verdict = limit.decide(&key, n, now).await;

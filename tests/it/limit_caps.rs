@@ -7,6 +7,9 @@
 //!   not evict an active key (the old default did, resetting its limit).
 //! * Two rules with the same window: `check-config` refuses them, naming
 //!   the key and the line.
+//! * Percent-decoding: `key=user%FF` and `key=user%FE` no longer share one
+//!   quota (both decoded to U+FFFD); invalid escapes and non-UTF-8 keys are
+//!   JSON 400s naming the parameter, counted; every acquire error is JSON.
 
 use std::process::Command;
 use std::time::Duration;
@@ -144,4 +147,78 @@ rules = [{ max = 100, window_ms = 1000 }, { max = 100, window_ms = 1000 }]
         "{}",
         out.stderr
     );
+}
+
+const TWO: &str = r#"
+[listen]
+statsd_udp = "127.0.0.1:0"
+statsd_tcp = ""
+http = "127.0.0.1:0"
+
+[[limits]]
+name = "api"
+algorithm = "exact"
+rules = [{ max = 1, window_ms = 60000 }]
+"#;
+
+#[test]
+fn bad_percent_escapes_and_every_acquire_error_are_json_naming_the_parameter() {
+    let d = Daemon::start_with(TWO);
+    let refused = |d: &Daemon| {
+        counter(
+            &d.scrape(),
+            "rollstat_http_requests_refused_total",
+            &[("reason", "bad_acquire")],
+        )
+    };
+    assert_eq!(
+        d.scrape().value(
+            "rollstat_http_requests_refused_total",
+            &[("reason", "bad_acquire")]
+        ),
+        Some(0.0),
+        "the reason is not pre-created"
+    );
+    // Before: both decoded to "user\u{FFFD}" and shared one quota.
+    for (query, param) in [
+        ("?key=user%FF", "key"),
+        ("?key=user%FE", "key"),
+        ("?key=user%G1", "key"),
+        ("?key=user%F", "key"),
+        ("?key=user%", "key"),
+        ("?key=a&n=%ZZ", "n"),
+        ("?key=%C3", "key"),
+    ] {
+        let (code, headers, body) = acquire(&d, "api", query);
+        assert_eq!(code, 400, "{query}: {body}");
+        let e = body["error"].as_str().unwrap_or_default();
+        assert!(e.contains(&format!("`{param}`")), "{query}: {e}");
+        assert!(
+            header(&headers, "content-type").is_some_and(|c| c.contains("application/json")),
+            "{query}: {headers:?}"
+        );
+    }
+    assert_eq!(refused(&d), 7.0);
+    // What axum's query reader answered in plain text is JSON too.
+    for query in [
+        "?key=a&n=abc",
+        "?key=a&colour=blue",
+        "?key=a&key=b",
+        "?n=-1&key=a",
+    ] {
+        let (code, _, body) = acquire(&d, "api", query);
+        assert_eq!(code, 400, "{query}: {body}");
+        assert!(body["error"].is_string(), "{query}: {body}");
+    }
+    // Valid escapes decode as before: é and "a b" are their own keys.
+    for query in ["?key=%C3%A9", "?key=a+b", "?key=a%20b%2B"] {
+        let (code, _, body) = acquire(&d, "api", query);
+        assert_eq!(code, 200, "{query}: {body}");
+    }
+    let (code, _, body) = acquire(&d, "api", "?key=a%20b");
+    assert_eq!(code, 429, "`a+b` and `a%20b` are the same key: {body}");
+    // A path that is not UTF-8 is a JSON 400 as well.
+    let (code, _, body) = acquire(&d, "api%FF", "?key=a");
+    assert_eq!(code, 400, "{body}");
+    assert!(body["error"].is_string(), "{body}");
 }
