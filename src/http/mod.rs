@@ -28,7 +28,7 @@
 //! | `POST /api/v1/breakers/{name}/outcomes` | `{"success": n, "failure": n, "slow": n}` |
 //! | `GET /api/v1/limits` | limits, rules, key counts and decision counts |
 //! | `GET /`, `GET /assets/*` | the live page ([`crate::expose::page`]) |
-//! | `POST /api/v1/limits/{name}/acquire` | `?key=..&n=..` or `{"key": .., "n": ..}`: 200 or 429 with RateLimit headers; `"source"` says who decided (`local`, `redis`, `fallback`); every error is JSON `{"error": ...}` |
+//! | `POST /api/v1/limits/{name}/acquire` | `?key=..&n=..` or `{"key": .., "n": ..}`: 200 or 429 with RateLimit headers; `"source"` says who decided (`local`, `redis`, `fallback`), `"fallback"` which `on_store_error` answered; every error is JSON `{"error": ...}` |
 
 use std::sync::Arc;
 use std::task::Poll;
@@ -575,20 +575,45 @@ async fn acquire(
     let now = st.ingestor.now();
     let verdict = limit.decide(&key, n, now).await;
     let source = verdict.source;
+    // Which `on_store_error` answered, if the shared store failed.
+    let fallback = verdict
+        .store_error
+        .is_some()
+        .then(|| limit.def.on_store_error.as_str());
     let store_error = verdict.store_error.map(|e| e.to_string());
     match verdict.result {
-        Ok(d) if source == crate::service::limits::Source::Fallback && !d.allowed => {
-            // Fail closed: the store could not decide. Not a quota denial.
-            let mut resp = (
-                StatusCode::SERVICE_UNAVAILABLE,
-                Json(serde_json::json!({
-                    "allowed": false,
-                    "source": source.as_str(),
-                    "error": store_error,
-                })),
-            )
-                .into_response();
-            resp.headers_mut().insert(header::RETRY_AFTER, 1.into());
+        Ok(d) if source == crate::service::limits::Source::Fallback => {
+            // `allow` or `deny` answered: no limiter decided, so there is no
+            // quota to show (no RateLimit header, no remaining or reset).
+            let mut resp = if d.allowed {
+                (
+                    StatusCode::OK,
+                    Json(serde_json::json!({
+                        "allowed": true,
+                        "source": source.as_str(),
+                        "fallback": fallback,
+                        "store_error": store_error,
+                    })),
+                )
+                    .into_response()
+            } else {
+                // Fail closed: the store could not decide. Not a quota denial.
+                let mut resp = (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    Json(serde_json::json!({
+                        "allowed": false,
+                        "source": source.as_str(),
+                        "fallback": fallback,
+                        "error": store_error,
+                    })),
+                )
+                    .into_response();
+                resp.headers_mut().insert(header::RETRY_AFTER, 1.into());
+                resp
+            };
+            if let Ok(v) = limit.policy_header.parse() {
+                resp.headers_mut().insert("ratelimit-policy", v);
+            }
             resp
         }
         Ok(d) => {
@@ -610,6 +635,7 @@ async fn acquire(
                     window_secs: d.limit.window().as_secs_f64(),
                 },
                 source: source.as_str(),
+                fallback,
                 store_error,
             };
             let code = if d.allowed {
@@ -659,6 +685,10 @@ struct AcquireResponse {
     limit: RuleJson,
     /// Who decided: `local`, `redis` or `fallback`.
     source: &'static str,
+    /// The `on_store_error` policy that answered because the shared store
+    /// failed (`local` here: this instance's limiter decided).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fallback: Option<&'static str>,
     /// Why the shared store could not decide, if it could not.
     #[serde(skip_serializing_if = "Option::is_none")]
     store_error: Option<String>,

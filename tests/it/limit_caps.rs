@@ -10,12 +10,17 @@
 //! * Percent-decoding: `key=user%FF` and `key=user%FE` no longer share one
 //!   quota (both decoded to U+FFFD); invalid escapes and non-UTF-8 keys are
 //!   JSON 400s naming the parameter, counted; every acquire error is JSON.
+//! * Fallbacks (against real `redis-server`): `allow` answers carry no
+//!   `RateLimit` header that was never computed, say `"fallback"` and the
+//!   store error, and are counted apart from quota decisions; a call sent
+//!   to a stopped Redis that timed out is not written back.
 
 use std::process::Command;
 use std::time::Duration;
 
 use crate::redis::config;
-use crate::support::{http, run, Daemon, Scrape, TempDir};
+use crate::redis_server::{have_redis, Redis};
+use crate::support::{free_port, http, run, wait_true, Daemon, Scrape, TempDir};
 
 const CAP: &str = r#"
 [listen]
@@ -221,4 +226,156 @@ fn bad_percent_escapes_and_every_acquire_error_are_json_naming_the_parameter() {
     let (code, _, body) = acquire(&d, "api%FF", "?key=a");
     assert_eq!(code, 400, "{body}");
     assert!(body["error"].is_string(), "{body}");
+}
+
+/// Two shared limits on a Redis at `url`: `open` (`allow`), `closed`
+/// (`deny`) and `local`.
+fn fallback_config(url: &str) -> String {
+    config(
+        &format!("url = \"{url}\"\ntimeout_ms = 200"),
+        r#"
+[[limits]]
+name = "open"
+shared = true
+on_store_error = "allow"
+rules = [{ max = 10, window_ms = 60000 }]
+
+[[limits]]
+name = "closed"
+shared = true
+on_store_error = "deny"
+rules = [{ max = 10, window_ms = 60000 }]
+
+[[limits]]
+name = "local"
+shared = true
+on_store_error = "local"
+rules = [{ max = 10, window_ms = 60000 }]
+"#,
+    )
+}
+
+fn decisions(d: &Daemon, limit: &str, decision: &str) -> f64 {
+    counter(
+        &d.scrape(),
+        "rollstat_limit_decisions_total",
+        &[("limit", limit), ("decision", decision)],
+    )
+}
+
+#[test]
+fn fallback_answers_say_so_carry_no_uncomputed_quota_and_are_counted_apart() {
+    if !have_redis() {
+        return;
+    }
+    // Nothing listens: every call fails, nothing is sent.
+    let d = Daemon::start_with(&fallback_config(&format!(
+        "redis://127.0.0.1:{}",
+        free_port()
+    )));
+    for limit in ["open", "closed", "local"] {
+        for decision in ["fallback_allowed", "fallback_denied"] {
+            assert_eq!(
+                d.scrape().value(
+                    "rollstat_limit_decisions_total",
+                    &[("limit", limit), ("decision", decision)]
+                ),
+                Some(0.0),
+                "{limit} {decision} not pre-created"
+            );
+        }
+    }
+    for _ in 0..3 {
+        let (code, headers, body) = acquire(&d, "open", "?key=a");
+        assert_eq!(code, 200, "{body}");
+        assert_eq!(
+            (body["source"].as_str(), body["fallback"].as_str()),
+            (Some("fallback"), Some("allow")),
+            "{body}"
+        );
+        assert!(body["store_error"].is_string(), "{body}");
+        assert!(body.get("remaining").is_none(), "{body}");
+        assert!(header(&headers, "ratelimit").is_none(), "{headers:?}");
+    }
+    let (code, headers, body) = acquire(&d, "closed", "?key=a");
+    assert_eq!(code, 503, "{body}");
+    assert_eq!(body["fallback"].as_str(), Some("deny"), "{body}");
+    assert!(body["error"].is_string(), "{body}");
+    assert!(header(&headers, "ratelimit").is_none(), "{headers:?}");
+    let (code, headers, body) = acquire(&d, "local", "?key=a");
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(
+        (body["source"].as_str(), body["fallback"].as_str()),
+        (Some("local"), Some("local")),
+        "{body}"
+    );
+    assert!(
+        header(&headers, "ratelimit").is_some(),
+        "computed: {headers:?}"
+    );
+    assert_eq!(decisions(&d, "open", "fallback_allowed"), 3.0);
+    assert_eq!(decisions(&d, "open", "allowed"), 0.0);
+    assert_eq!(decisions(&d, "closed", "fallback_denied"), 1.0);
+    assert_eq!(decisions(&d, "closed", "denied"), 0.0);
+    // The local fallback's decisions are real ones of this instance.
+    assert_eq!(decisions(&d, "local", "allowed"), 1.0);
+}
+
+#[test]
+fn a_limit_call_sent_to_a_stopped_redis_is_not_written_back_after_its_timeout() {
+    let Some(redis) = Redis::start() else {
+        return;
+    };
+    let d = Daemon::start_with(&fallback_config(&redis.url()));
+    let (code, _, body) = acquire(&d, "local", "?key=a");
+    assert_eq!(
+        (code, body["source"].as_str()),
+        (200, Some("redis")),
+        "{body}"
+    );
+    let writeback = |d: &Daemon, result: &str| {
+        counter(
+            &d.scrape(),
+            "rollstat_store_writeback_total",
+            &[("result", result)],
+        )
+    };
+    assert_eq!(
+        d.scrape().value(
+            "rollstat_store_writeback_total",
+            &[("result", "unanswered")]
+        ),
+        Some(0.0),
+        "the result is not pre-created"
+    );
+    redis.signal("-STOP");
+    // Sent, no answer within 200 ms: the local limiter admits it, but Redis
+    // may record it when it runs again, so it is not queued.
+    let (code, _, body) = acquire(&d, "local", "?key=a");
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(
+        (body["source"].as_str(), body["fallback"].as_str()),
+        (Some("local"), Some("local")),
+        "{body}"
+    );
+    assert!(
+        body["store_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("timeout")),
+        "{body}"
+    );
+    assert_eq!(writeback(&d, "unanswered"), 1.0);
+    redis.signal("-CONT");
+    wait_true(Duration::from_secs(10), "sharing to resume", || {
+        acquire(&d, "local", "?key=b").2["source"] == "redis"
+    });
+    // Redis ran the call it had been sent: a, 2 admissions there; nothing
+    // was written back twice.
+    assert_eq!(writeback(&d, "written"), 0.0);
+    for _ in 0..8 {
+        let (code, _, body) = acquire(&d, "local", "?key=a");
+        assert_eq!(code, 200, "{body}");
+    }
+    let (code, _, body) = acquire(&d, "local", "?key=a");
+    assert_eq!(code, 429, "{body}");
 }
