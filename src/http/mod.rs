@@ -418,7 +418,17 @@ async fn reload(State(st): State<AppState>) -> Response {
     // Reading the file and re-planning every series is blocking work.
     let reloader = st.reloader.clone();
     match tokio::task::spawn_blocking(move || reloader.reload()).await {
-        Ok(Ok(())) => (StatusCode::OK, "config reloaded\n").into_response(),
+        Ok(Ok(r)) => {
+            // What the file changes but this process cannot apply, said
+            // here as in the log, not only on the next start.
+            let mut text = String::from("config reloaded\n");
+            for note in r.needs_restart {
+                text.push_str("not applied: ");
+                text.push_str(note);
+                text.push('\n');
+            }
+            (StatusCode::OK, text).into_response()
+        }
         // Either kind of ReloadError is a config to fix: 400.
         Ok(Err(e)) => (
             StatusCode::BAD_REQUEST,

@@ -14,6 +14,9 @@
 //!   `RateLimit` header that was never computed, say `"fallback"` and the
 //!   store error, and are counted apart from quota decisions; a call sent
 //!   to a stopped Redis that timed out is not written back.
+//! * `[redis]` at check-config and at a reload: an address the daemon
+//!   could not start with is refused; a changed `[redis]` is answered as
+//!   needing a restart.
 
 use std::process::Command;
 use std::time::Duration;
@@ -378,4 +381,80 @@ fn a_limit_call_sent_to_a_stopped_redis_is_not_written_back_after_its_timeout() 
     }
     let (code, _, body) = acquire(&d, "local", "?key=a");
     assert_eq!(code, 429, "{body}");
+}
+
+#[test]
+fn check_config_and_reload_refuse_a_redis_address_the_daemon_cannot_start_with() {
+    let dir = TempDir::new("redis-address");
+    let path = dir.path().join("rollstat.toml");
+    for (target, key) in [
+        ("url = \"redis://127.0.0.1:notaport\"", "redis.url"),
+        (
+            "cluster_nodes = [\"unix:///tmp/redis.sock\"]",
+            "redis.cluster_nodes",
+        ),
+    ] {
+        std::fs::write(&path, config(target, "")).unwrap();
+        let out = run(
+            Command::new(env!("CARGO_BIN_EXE_rollstat"))
+                .arg("check-config")
+                .arg(&path),
+            b"",
+            Duration::from_secs(10),
+        );
+        assert_eq!(out.status.code(), Some(2), "{target}: {}", out.stderr);
+        assert!(
+            out.stderr.contains("line 8") && out.stderr.contains(&format!("`{key}`")),
+            "{target}: {}",
+            out.stderr
+        );
+    }
+    // A running daemon: a bad [redis] fails the reload, a good but changed
+    // one is answered as needing a restart.
+    let admin = "\n[http.auth.admin]\naccess = \"open\"\n";
+    let first = config(
+        &format!("url = \"redis://127.0.0.1:{}\"", free_port()),
+        admin,
+    );
+    let d = Daemon::start_with(&first);
+    let reload = || http(d.http, "POST", "/-/reload", &[], b"");
+    std::fs::write(
+        &d.config,
+        config("url = \"redis://127.0.0.1:notaport\"", admin),
+    )
+    .unwrap();
+    let r = reload();
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(r.text().contains("`redis.url`"), "{}", r.text());
+    std::fs::write(
+        &d.config,
+        config(
+            &format!("url = \"redis://127.0.0.1:{}\"", free_port()),
+            admin,
+        ),
+    )
+    .unwrap();
+    let r = reload();
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(
+        r.text().contains("[redis]") && r.text().contains("restart"),
+        "{}",
+        r.text()
+    );
+    wait_true(
+        Duration::from_secs(10),
+        "the restart warning in the log",
+        || {
+            d.log()
+                .contains("[redis] changes take effect only after a restart")
+        },
+    );
+    // Still not the [redis] in use: said again.
+    let r = reload();
+    assert!(r.text().contains("[redis]"), "{}", r.text());
+    // Back to the [redis] the daemon started with: nothing to say.
+    std::fs::write(&d.config, &first).unwrap();
+    let r = reload();
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(!r.text().contains("[redis]"), "{}", r.text());
 }
