@@ -45,8 +45,12 @@
 //!   use stays, as the rest of the config does). Turning HTTPS on or off
 //!   needs a restart, and the reload log says so.
 //! * **Restart only**: `[listen]`, `[ingest]` (limits and `tag_styles`), the
-//!   rest of `[http]` (deadlines and caps) and `[redis]`; the reload log
-//!   says so.
+//!   rest of `[http]` (deadlines and caps) and `[redis]`. A reload whose file
+//!   differs there from the config the daemon started with says so in its
+//!   log and in its answer ([`Reloaded::needs_restart`]; `POST /-/reload`
+//!   prints it after "config reloaded"), at every reload until a restart. A
+//!   `[redis]` the Redis client could not be built from (what `check-config`
+//!   and the start refuse) fails the reload.
 //!
 //! Requests a limit decides, and outcomes the breaker ticker records,
 //! between the copy of the old state and the switch to the new one are
@@ -81,6 +85,16 @@ pub enum ReloadError {
         #[source]
         source: ServiceError,
     },
+    /// The file reads well, but the Redis client of its `[redis]` cannot be
+    /// built (the daemon could not start with it).
+    #[error("{}: the config reads well, but the daemon could not start with its [redis]", path.display())]
+    Redis {
+        /// The config file.
+        path: PathBuf,
+        /// What the client refuses.
+        #[source]
+        source: crate::store::StoreSetupError,
+    },
     /// The file reads well, but the files of its `[http.tls]` cannot be
     /// used; the certificate in use stays.
     #[error("{}: the config reads well, but the files of its [http.tls] cannot be used; the certificate in use stays", path.display())]
@@ -91,6 +105,15 @@ pub enum ReloadError {
         #[source]
         source: TlsError,
     },
+}
+
+/// What a reload applied: everything but the sections that need a restart.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Reloaded {
+    /// What the file changes that takes effect only after a restart, one
+    /// sentence each (e.g. a changed `[redis]`), compared with the config
+    /// the daemon started with.
+    pub needs_restart: Vec<&'static str>,
 }
 
 /// Reloads the config file into the registry.
@@ -105,6 +128,9 @@ pub struct Reloader {
     /// reading the file to the replan, so reloads run one at a time (a
     /// SIGHUP and a `POST /-/reload` at once never mix two file reads).
     current: Mutex<Config>,
+    /// The config the daemon started with: what the restart-only sections
+    /// still run on.
+    started: Config,
     /// The HTTP listener's TLS settings, when it speaks HTTPS.
     tls: Option<Arc<ServerTls>>,
 }
@@ -129,6 +155,7 @@ impl Reloader {
             services,
             clock,
             access,
+            started: config.clone(),
             current: Mutex::new(config),
             tls: None,
         }
@@ -148,7 +175,7 @@ impl Reloader {
     ///
     /// [`ReloadError`]: the new config cannot be read or built; the old one
     /// stays in force.
-    pub fn reload(&self) -> Result<(), ReloadError> {
+    pub fn reload(&self) -> Result<Reloaded, ReloadError> {
         // One reload at a time: the next one reads the file only after this
         // one has applied everything (services, TLS, access, plan, replan),
         // and builds its services from what this one applied.
@@ -156,7 +183,7 @@ impl Reloader {
         let Some(path) = &self.path else {
             tracing::info!("Reload asked, but rollstat runs on built-in defaults (no --config); nothing to reload.");
             self.telemetry.reloads.with_label_values(&["ok"]).inc();
-            return Ok(());
+            return Ok(Reloaded::default());
         };
         let loaded = Config::load(path)
             .map_err(ReloadError::from)
@@ -171,6 +198,14 @@ impl Reloader {
                     })
             })
             .and_then(|(cfg, services)| {
+                // The client the daemon would build at a start, connecting
+                // to nothing: what it refuses, the next start would too.
+                if let Some(Err(source)) = cfg.redis.as_ref().map(crate::store::check) {
+                    return Err(ReloadError::Redis {
+                        path: path.clone(),
+                        source,
+                    });
+                }
                 // Built before anything is applied: bad files fail the
                 // whole reload, and the certificate in use stays.
                 let tls = match (&self.tls, &cfg.http.tls) {
@@ -202,8 +237,13 @@ impl Reloader {
                     }
                     _ => {}
                 }
-                if cfg.listen != cur.listen || cfg.ingest != cur.ingest {
+                // Against the config the daemon started with: a second
+                // reload of the same change still needs the restart.
+                let mut needs_restart = Vec::new();
+                let started = &self.started;
+                if cfg.listen != started.listen || cfg.ingest != started.ingest {
                     tracing::warn!(path = %path.display(), "[listen] and [ingest] changes (tag_styles included) take effect only after a restart.");
+                    needs_restart.push("[listen] and [ingest] changes (tag_styles included) take effect only after a restart");
                 }
                 // Access (credentials files included, read again just now)
                 // is taken at once, and so is [http.tls] (above); the rest
@@ -215,11 +255,13 @@ impl Reloader {
                     web: None,
                     ..h.clone()
                 };
-                if restart_only(&cfg.http) != restart_only(&cur.http) {
+                if restart_only(&cfg.http) != restart_only(&started.http) {
                     tracing::warn!(path = %path.display(), "[http] changes other than allowed_hosts, allowed_origins, [http.auth], [http.tls] and web_config_file (deadlines and caps) take effect only after a restart.");
+                    needs_restart.push("[http] changes other than allowed_hosts, allowed_origins, [http.auth], [http.tls] and web_config_file (deadlines and caps) take effect only after a restart");
                 }
-                if cfg.redis != cur.redis {
-                    tracing::warn!(path = %path.display(), "[redis] changes take effect only after a restart.");
+                if cfg.redis != started.redis {
+                    tracing::warn!(path = %path.display(), "[redis] changes take effect only after a restart; the shared store keeps the [redis] the daemon started with.");
+                    needs_restart.push("[redis] changes take effect only after a restart; the shared store keeps the [redis] the daemon started with");
                 }
                 let now = self.clock.now();
                 self.registry
@@ -237,7 +279,7 @@ impl Reloader {
                     removed = r.removed,
                     "Config reloaded and applied to existing series: unchanged ones kept, those with other windows rewindowed (cumulative values kept), those the new rules drop, rename or relabel removed (they start fresh on their next line)."
                 );
-                Ok(())
+                Ok(Reloaded { needs_restart })
             }
             Err(e) => {
                 self.telemetry.reloads.with_label_values(&["error"]).inc();

@@ -145,8 +145,14 @@ pub mod refuse_reason {
     /// An `Origin` that is neither the daemon's own nor listed in
     /// `http.allowed_origins` (a cross-site request): 403.
     pub const ORIGIN_NOT_ALLOWED: &str = "origin_not_allowed";
+    /// A rate-limit acquire whose request cannot be read: a bad
+    /// percent-escape, a key or name that is not UTF-8 once decoded, an
+    /// unknown or repeated parameter, a missing, empty or too long `key`, an
+    /// `n` that is not a whole number up to 2^32 - 1, a body that is not the
+    /// expected JSON: 400.
+    pub const BAD_ACQUIRE: &str = "bad_acquire";
     /// Every reason, in label order.
-    pub const ALL: [&str; 17] = [
+    pub const ALL: [&str; 18] = [
         BODY_TOO_LARGE,
         UNSUPPORTED_ENCODING,
         BAD_ENCODING,
@@ -164,6 +170,7 @@ pub mod refuse_reason {
         AUTH_BUSY,
         HOST_NOT_ALLOWED,
         ORIGIN_NOT_ALLOWED,
+        BAD_ACQUIRE,
     ];
 }
 
@@ -485,7 +492,7 @@ impl Telemetry {
         let http_refused = ReasonCounters::register(
             &r,
             "rollstat_http_requests_refused_total",
-            "HTTP requests refused, by reason: body_too_large (413), unsupported_encoding (415), bad_encoding (400), ambiguous_framing (Content-Length with Transfer-Encoding: 400), api_busy (503), bad_pattern (a ?match= glob: 400), malformed_request (hyper's own 400, e.g. two different Content-Length values, or a broken chunked body), bodies_busy (503), bad_query (a bad limit or cursor: 400), bad_outcomes (breaker outcomes that are not whole numbers up to the cap: 400), unsupported_media_type (an ingest Content-Type other than text/plain, application/x-www-form-urlencoded or application/json, or a JSON route's other than application/json: 415), route_group_off (the route's [http.auth] group is off, e.g. /-/reload by default: 403), unauthenticated (no credentials on a protected route: 401), bad_credentials (a token or user that matches nothing: 401), auth_busy (too many bcrypt verifications at once: 503), host_not_allowed (a Host name the daemon does not answer to: 403), origin_not_allowed (a cross-site Origin: 403). A body that does not arrive in time is counted in rollstat_http_connections_closed_total{reason=\"body_timeout\"}.",
+            "HTTP requests refused, by reason: body_too_large (413), unsupported_encoding (415), bad_encoding (400), ambiguous_framing (Content-Length with Transfer-Encoding: 400), api_busy (503), bad_pattern (a ?match= glob: 400), malformed_request (hyper's own 400, e.g. two different Content-Length values, or a broken chunked body), bodies_busy (503), bad_query (a bad limit or cursor: 400), bad_outcomes (breaker outcomes that are not whole numbers up to the cap: 400), unsupported_media_type (an ingest Content-Type other than text/plain, application/x-www-form-urlencoded or application/json, or a JSON route's other than application/json: 415), route_group_off (the route's [http.auth] group is off, e.g. /-/reload by default: 403), unauthenticated (no credentials on a protected route: 401), bad_credentials (a token or user that matches nothing: 401), auth_busy (too many bcrypt verifications at once: 503), host_not_allowed (a Host name the daemon does not answer to: 403), origin_not_allowed (a cross-site Origin: 403), bad_acquire (a rate-limit acquire whose query, key or body cannot be read, e.g. a bad percent-escape or a key that is not UTF-8: 400). A body that does not arrive in time is counted in rollstat_http_connections_closed_total{reason=\"body_timeout\"}.",
             &refuse_reason::ALL,
         )?;
         let http_accept_errors = IntCounter::new(

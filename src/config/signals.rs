@@ -79,8 +79,9 @@ pub struct LimitDef {
     pub rules: Vec<(u32, Duration)>,
     /// Most keys tracked.
     pub max_keys: usize,
-    /// At the cap with no idle key: evict the least recently used key
-    /// (`false`) or deny new keys (`true`).
+    /// At the cap with no idle key: deny new keys (`true`, the default) or,
+    /// opted in with `overflow = "evict_least_recent"`, evict the least
+    /// recently used key (`false`), forgetting its history.
     pub reject_new_keys: bool,
     /// Decided in the shared store (`[redis]`) rather than in this process.
     pub shared: bool,
@@ -426,8 +427,10 @@ pub(super) fn read_limit(
     let max_keys = t
         .int(p, "max_keys", 1, 100_000_000)
         .map_or(100_000, |n| n as usize);
+    // Refusing new keys is the default: evicting a key with history in its
+    // window lets any client that sends new keys reset others' limits.
     let reject_new_keys = match t.string(p, "overflow") {
-        None => false,
+        None => true,
         Some((o, _)) if o == "evict_least_recent" => false,
         Some((o, _)) if o == "reject_new_keys" => true,
         Some((o, off)) => {

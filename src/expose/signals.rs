@@ -96,9 +96,9 @@ pub fn families(s: &Services, now: Timestamp) -> Vec<MetricFamily> {
         family("rollstat_breaker_failures", "Failures among rollstat_breaker_requests.", MetricType::GAUGE, fail),
         family("rollstat_breaker_failure_ratio", "Failures over the calls that ran, in the window.", MetricType::GAUGE, ratio),
         family("rollstat_breaker_transitions_total", "Breaker state transitions, by from and to.", MetricType::COUNTER, trans),
-        family("rollstat_limit_decisions_total", "Rate-limit decisions, by limit and decision (allowed, denied, error).", MetricType::COUNTER, decisions),
+        family("rollstat_limit_decisions_total", "Rate-limit decisions, by limit and decision: allowed and denied by a limiter (this instance's, its local fallback, or Redis), error (a request refused: too heavy, or a new key at max_keys), fallback_allowed and fallback_denied (answered by on_store_error = allow or deny while the shared store failed).", MetricType::COUNTER, decisions),
         family("rollstat_limit_keys", "Keys a rate limit tracks now.", MetricType::GAUGE, keys),
-        family("rollstat_limit_evicted_keys_total", "Keys a rate limit dropped: idle (no information lost), cap (least recently used key with history forgotten), rejected_new (new key denied at the cap).", MetricType::COUNTER, evicted),
+        family("rollstat_limit_evicted_keys_total", "Keys a rate limit dropped: idle (no information lost), cap (a key with history forgotten: only under overflow = evict_least_recent, or at a reload to a smaller max_keys), rejected_new (new key refused at max_keys).", MetricType::COUNTER, evicted),
     ]
     .into_iter()
     .flatten()

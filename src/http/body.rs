@@ -206,9 +206,10 @@ impl axum::extract::FromRequest<super::AppState> for JsonBody {
 
     async fn from_request(req: Request, st: &super::AppState) -> Result<Self, Response> {
         let headers = req.headers().clone();
+        // JSON, as every answer of a JSON route.
         let body = Bytes::from_request(req, st)
             .await
-            .map_err(IntoResponse::into_response)?;
+            .map_err(|e| super::api_error(e.status(), e.body_text()))?;
         match json_only(&headers, &body, &st.ingestor.telemetry) {
             Some(refused) => Err(refused),
             None => Ok(JsonBody(body)),

@@ -28,13 +28,13 @@
 //! | `POST /api/v1/breakers/{name}/outcomes` | `{"success": n, "failure": n, "slow": n}` |
 //! | `GET /api/v1/limits` | limits, rules, key counts and decision counts |
 //! | `GET /`, `GET /assets/*` | the live page ([`crate::expose::page`]) |
-//! | `POST /api/v1/limits/{name}/acquire` | `?key=..&n=..` or `{"key": .., "n": ..}`: 200 or 429 with RateLimit headers; `"source"` says who decided (`local`, `redis`, `fallback`) |
+//! | `POST /api/v1/limits/{name}/acquire` | `?key=..&n=..` or `{"key": .., "n": ..}`: 200 or 429 with RateLimit headers; `"source"` says who decided (`local`, `redis`, `fallback`), `"fallback"` which `on_store_error` answered; every error is JSON `{"error": ...}` |
 
 use std::sync::Arc;
 use std::task::Poll;
 
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::extract::{DefaultBodyLimit, Path, RawQuery, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -49,6 +49,7 @@ pub mod conn;
 pub mod health;
 pub mod held;
 pub mod ingest;
+pub mod query;
 pub mod reads;
 pub mod serve;
 pub mod tls;
@@ -58,6 +59,7 @@ use crate::expose::{openmetrics, text};
 use crate::ingest::Ingestor;
 use crate::reload::Reloader;
 use crate::service::limits::ceil_secs;
+use crate::telemetry::refuse_reason;
 
 /// What the handlers share.
 #[derive(Clone)]
@@ -174,7 +176,10 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/api/v1/breakers/{name}/outcomes", post(breakers::outcomes))
         .route("/api/v1/limits", get(limits))
-        .route("/api/v1/limits/{name}/acquire", post(acquire))
+        .route(
+            "/api/v1/limits/{name}/acquire",
+            post(acquire).fallback(acquire_wrong_method),
+        )
         .merge(crate::expose::page::routes())
         .layer(axum::middleware::from_fn_with_state(
             Door {
@@ -413,7 +418,17 @@ async fn reload(State(st): State<AppState>) -> Response {
     // Reading the file and re-planning every series is blocking work.
     let reloader = st.reloader.clone();
     match tokio::task::spawn_blocking(move || reloader.reload()).await {
-        Ok(Ok(())) => (StatusCode::OK, "config reloaded\n").into_response(),
+        Ok(Ok(r)) => {
+            // What the file changes but this process cannot apply, said
+            // here as in the log, not only on the next start.
+            let mut text = String::from("config reloaded\n");
+            for note in r.needs_restart {
+                text.push_str("not applied: ");
+                text.push_str(note);
+                text.push('\n');
+            }
+            (StatusCode::OK, text).into_response()
+        }
         // Either kind of ReloadError is a config to fix: 400.
         Ok(Err(e)) => (
             StatusCode::BAD_REQUEST,
@@ -479,12 +494,68 @@ struct AcquireRequest {
 /// Longest key accepted.
 const MAX_KEY_BYTES: usize = 512;
 
+/// The acquire route's query string, read strictly (see [`query`]): a bad
+/// percent-escape, a value that is not UTF-8, an unknown or repeated
+/// parameter, an `n` that is not a whole number are errors.
+fn acquire_query(raw: Option<&str>) -> Result<AcquireRequest, String> {
+    let mut q = AcquireRequest::default();
+    for (name, value) in query::pairs(raw.unwrap_or("")).map_err(|e| e.to_string())? {
+        match name.as_str() {
+            "key" if q.key.is_none() => q.key = Some(value),
+            "n" if q.n.is_none() => {
+                q.n = Some(value.parse().map_err(|_| {
+                    format!(
+                        "`n` must be a whole number from 0 to {} (got `{}`)",
+                        u32::MAX,
+                        crate::escape::Escaped::with_cap(value.as_bytes(), 32)
+                    )
+                })?);
+            }
+            "key" | "n" => return Err(format!("`{name}` is given twice; give it once")),
+            _ => {
+                return Err(format!(
+                    "unknown parameter `{}`; the acquire route takes `key` and `n` (?key=...&n=1)",
+                    crate::escape::Escaped::with_cap(name.as_bytes(), 64)
+                ))
+            }
+        }
+    }
+    Ok(q)
+}
+
+/// Any method but POST on the acquire route: JSON, as its other errors.
+async fn acquire_wrong_method() -> Response {
+    let mut resp = api_error(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "use POST /api/v1/limits/{name}/acquire?key=...&n=1".into(),
+    );
+    resp.headers_mut()
+        .insert(header::ALLOW, axum::http::HeaderValue::from_static("POST"));
+    resp
+}
+
 async fn acquire(
     State(st): State<AppState>,
-    Path(name): Path<String>,
-    Query(q): Query<AcquireRequest>,
+    path: Result<Path<String>, axum::extract::rejection::PathRejection>,
+    RawQuery(raw): RawQuery,
     body::JsonBody(body): body::JsonBody,
 ) -> Response {
+    // Every request error is a JSON 400, counted as `bad_acquire`.
+    let bad = |msg: String| {
+        st.ingestor
+            .telemetry
+            .http_refused
+            .inc(refuse_reason::BAD_ACQUIRE);
+        api_error(StatusCode::BAD_REQUEST, msg)
+    };
+    let name = match path {
+        Ok(Path(name)) => name,
+        Err(e) => return bad(format!("the limit name in the path: {}", e.body_text())),
+    };
+    let q = match acquire_query(raw.as_deref()) {
+        Ok(q) => q,
+        Err(e) => return bad(e),
+    };
     let s = services(&st);
     let Some(limit) = s.limits.get(&name) else {
         return unknown("limit", &name);
@@ -495,49 +566,64 @@ async fn acquire(
         match serde_json::from_slice(&body) {
             Ok(b) => b,
             Err(e) => {
-                return api_error(
-                    StatusCode::BAD_REQUEST,
-                    format!("expected {{\"key\": \"...\", \"n\": 1}} or ?key=...&n=1 ({e})"),
-                )
+                return bad(format!(
+                    "expected {{\"key\": \"...\", \"n\": 1}} or ?key=...&n=1 ({e})"
+                ))
             }
         }
     };
     let Some(key) = from_body.key.or(q.key) else {
-        return api_error(
-            StatusCode::BAD_REQUEST,
-            "missing `key` (query ?key=... or JSON {\"key\": ...})".into(),
-        );
+        return bad("missing `key` (query ?key=... or JSON {\"key\": ...})".into());
     };
     if key.is_empty() || key.len() > MAX_KEY_BYTES {
-        return api_error(
-            StatusCode::BAD_REQUEST,
-            format!("`key` must be 1 to {MAX_KEY_BYTES} bytes"),
-        );
+        return bad(format!("`key` must be 1 to {MAX_KEY_BYTES} bytes"));
     }
     let n = from_body.n.or(q.n).unwrap_or(1);
     let Ok(n) = u32::try_from(n) else {
-        return api_error(
-            StatusCode::BAD_REQUEST,
-            format!("`n` must be at most {}", u32::MAX),
-        );
+        return bad(format!("`n` must be at most {}", u32::MAX));
     };
     let now = st.ingestor.now();
     let verdict = limit.decide(&key, n, now).await;
     let source = verdict.source;
+    // Which `on_store_error` answered, if the shared store failed.
+    let fallback = verdict
+        .store_error
+        .is_some()
+        .then(|| limit.def.on_store_error.as_str());
     let store_error = verdict.store_error.map(|e| e.to_string());
     match verdict.result {
-        Ok(d) if source == crate::service::limits::Source::Fallback && !d.allowed => {
-            // Fail closed: the store could not decide. Not a quota denial.
-            let mut resp = (
-                StatusCode::SERVICE_UNAVAILABLE,
-                Json(serde_json::json!({
-                    "allowed": false,
-                    "source": source.as_str(),
-                    "error": store_error,
-                })),
-            )
-                .into_response();
-            resp.headers_mut().insert(header::RETRY_AFTER, 1.into());
+        Ok(d) if source == crate::service::limits::Source::Fallback => {
+            // `allow` or `deny` answered: no limiter decided, so there is no
+            // quota to show (no RateLimit header, no remaining or reset).
+            let mut resp = if d.allowed {
+                (
+                    StatusCode::OK,
+                    Json(serde_json::json!({
+                        "allowed": true,
+                        "source": source.as_str(),
+                        "fallback": fallback,
+                        "store_error": store_error,
+                    })),
+                )
+                    .into_response()
+            } else {
+                // Fail closed: the store could not decide. Not a quota denial.
+                let mut resp = (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    Json(serde_json::json!({
+                        "allowed": false,
+                        "source": source.as_str(),
+                        "fallback": fallback,
+                        "error": store_error,
+                    })),
+                )
+                    .into_response();
+                resp.headers_mut().insert(header::RETRY_AFTER, 1.into());
+                resp
+            };
+            if let Ok(v) = limit.policy_header.parse() {
+                resp.headers_mut().insert("ratelimit-policy", v);
+            }
             resp
         }
         Ok(d) => {
@@ -559,6 +645,7 @@ async fn acquire(
                     window_secs: d.limit.window().as_secs_f64(),
                 },
                 source: source.as_str(),
+                fallback,
                 store_error,
             };
             let code = if d.allowed {
@@ -580,7 +667,10 @@ async fn acquire(
             resp
         }
         Err(e @ crate::limit::AcquireError::TooManyKeys { retry_after, .. }) => {
-            let mut resp = api_error(StatusCode::SERVICE_UNAVAILABLE, e.to_string());
+            let mut resp = api_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("limit `{}`: {e}", limit.def.name),
+            );
             resp.headers_mut()
                 .insert(header::RETRY_AFTER, ceil_secs(retry_after).max(1).into());
             resp
@@ -605,6 +695,10 @@ struct AcquireResponse {
     limit: RuleJson,
     /// Who decided: `local`, `redis` or `fallback`.
     source: &'static str,
+    /// The `on_store_error` policy that answered because the shared store
+    /// failed (`local` here: this instance's limiter decided).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fallback: Option<&'static str>,
     /// Why the shared store could not decide, if it could not.
     #[serde(skip_serializing_if = "Option::is_none")]
     store_error: Option<String>,

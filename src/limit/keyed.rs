@@ -11,17 +11,25 @@ use parking_lot::Mutex;
 use super::{AcquireError, Decision, LimitState, Limits};
 use crate::clock::Timestamp;
 
-/// What to do when a new key arrives at a full shard with no idle key.
+/// What to do when a new key arrives while the limiter tracks `max_keys`
+/// keys and none of them is idle.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum OverflowPolicy {
-    /// Evict the shard's least recently used key. Always accepts new keys,
-    /// but the evicted key's history is forgotten, so that key can be
-    /// over-admitted if it returns within its window.
-    #[default]
-    EvictLeastRecent,
     /// Deny the new key with [`AcquireError::TooManyKeys`] (fail closed);
-    /// every tracked key keeps its exact history.
+    /// every tracked key keeps its exact history. The default: no request,
+    /// whatever keys it sends, can make the limiter forget a key that still
+    /// has history in its window.
+    #[default]
     RejectNewKeys,
+    /// Opt-in. Evict the least recently used key of the new key's shard.
+    /// Always accepts new keys, but the evicted key's history is forgotten:
+    /// it can be over-admitted if it returns within its window.
+    ///
+    /// **Warning**: any client that can send new keys can then reset the
+    /// limit of any other (active) key: sending `max_keys` new keys makes
+    /// room by forgetting the others. Use it only where every key comes
+    /// from a trusted party, or where forgetting is better than refusing.
+    EvictLeastRecent,
 }
 
 /// How a [`KeyedLimiter`] is sized. Validated by [`KeyedLimiter::new`].
@@ -32,7 +40,7 @@ pub struct KeyedConfig {
     /// Number of shards, a power of two. Reduced if `max_keys` is smaller, so
     /// that every shard holds at least one key.
     pub shards: usize,
-    /// What to do when a new key finds its shard full.
+    /// What to do when a new key finds the limiter full.
     pub overflow: OverflowPolicy,
 }
 
@@ -41,13 +49,13 @@ impl KeyedConfig {
     pub const DEFAULT_SHARDS: usize = 16;
 
     /// `max_keys` keys over [`DEFAULT_SHARDS`](Self::DEFAULT_SHARDS) shards,
-    /// evicting the least recently used key on overflow.
+    /// denying new keys at the cap ([`OverflowPolicy::RejectNewKeys`]).
     #[must_use]
     pub fn new(max_keys: usize) -> Self {
         KeyedConfig {
             max_keys,
             shards: Self::DEFAULT_SHARDS,
-            overflow: OverflowPolicy::EvictLeastRecent,
+            overflow: OverflowPolicy::RejectNewKeys,
         }
     }
 
@@ -91,9 +99,10 @@ pub struct KeyedStats {
     /// Idle keys dropped (by a sweep, or to make room): no information lost.
     pub evicted_idle: u64,
     /// Keys with unexpired history dropped to make room for a new key
-    /// ([`OverflowPolicy::EvictLeastRecent`]): they may be over-admitted.
+    /// (only under the opt-in [`OverflowPolicy::EvictLeastRecent`], or at a
+    /// reload to a smaller cap): they may be over-admitted.
     pub evicted_active: u64,
-    /// New keys denied because their shard was full
+    /// New keys denied because the limiter held `max_keys` keys, none idle
     /// ([`OverflowPolicy::RejectNewKeys`]).
     pub rejected_new_keys: u64,
 }
@@ -115,28 +124,38 @@ pub struct KeyedStats {
 ///
 /// # Memory bound
 ///
-/// The cap `max_keys` is split across the shards (they differ by at most one).
-/// A key is *idle* once every admitted request it holds has expired at `now`
-/// ([`LimitState::is_idle`]): its state then decides exactly like a fresh one,
-/// so dropping it changes no decision. When a new key arrives at a full shard:
+/// `max_keys` bounds the keys of the whole limiter, not of a shard: one
+/// atomic count of tracked keys, which a new key increments only while it is
+/// below the cap, so exactly `max_keys` distinct keys are admitted before the
+/// first refusal, however they hash. A key is *idle* once every admitted
+/// request it holds has expired at `now` ([`LimitState::is_idle`]): its state
+/// then decides exactly like a fresh one, so dropping it changes no
+/// decision. When a new key arrives at the cap:
 ///
-/// 1. the shard's idle keys are dropped (counted as `evicted_idle`);
-/// 2. if the shard is still full, the [`OverflowPolicy`] decides:
-///    [`EvictLeastRecent`](OverflowPolicy::EvictLeastRecent) drops the
-///    shard's least recently used key (counted as `evicted_active`), or
-///    [`RejectNewKeys`](OverflowPolicy::RejectNewKeys) denies the new key with
-///    [`AcquireError::TooManyKeys`] (counted as `rejected_new_keys`).
+/// 1. the idle keys of every shard are dropped (counted as `evicted_idle`),
+///    one shard locked at a time, none held by the caller; skipped while
+///    `now` is before the earliest time a tracked key can become idle (kept
+///    by the last such sweep and lowered by every new key), so that new keys
+///    refused at the cap do not each scan every key;
+/// 2. if the limiter is still full, the [`OverflowPolicy`] decides:
+///    [`RejectNewKeys`](OverflowPolicy::RejectNewKeys) (the default) denies
+///    the new key with [`AcquireError::TooManyKeys`] (counted as
+///    `rejected_new_keys`), whose `retry_after` is that earliest idle time;
+///    the opt-in [`EvictLeastRecent`](OverflowPolicy::EvictLeastRecent)
+///    drops the least recently used key of the new key's shard (counted as
+///    `evicted_active`) and gives its place to the new key.
 ///
-/// Both steps scan the shard: `O(max_keys / shards)` for a new key arriving at
-/// a full shard, nothing otherwise. [`KeyedLimiter::sweep`], run periodically
-/// by the daemon's sweeper, drops idle keys in every shard so that the cap is
-/// rarely reached by stale keys.
+/// [`KeyedLimiter::sweep`], run periodically by the daemon's sweeper, drops
+/// idle keys in every shard so that the cap is rarely reached by stale keys.
 ///
-/// Least-recent eviction forgets a key that still holds admitted requests; if
-/// that key comes back within its window it starts fresh and **can be
-/// over-admitted** (up to a full extra `N` in a window). That is the price of
-/// always accepting new keys; choose `RejectNewKeys` when the limit must hold
-/// for every key and a denied new key is acceptable (fail closed).
+/// Who can evict whom: under the default policy nobody evicts a key that
+/// still has history in its window; new keys only take the places of idle
+/// keys, and are refused otherwise. Under `EvictLeastRecent` any new key
+/// evicts some active key: that key's history is forgotten and, if it comes
+/// back within its window, it starts fresh and **can be over-admitted** (up
+/// to a full extra `N` in a window); a client cycling through new keys can
+/// so reset every other key's limit. That is the price of always accepting
+/// new keys.
 pub struct KeyedLimiter<A> {
     limits: Limits,
     shards: Box<[Mutex<Shard<A>>]>,
@@ -145,7 +164,16 @@ pub struct KeyedLimiter<A> {
     hasher: RandomState,
     max_keys: usize,
     overflow: OverflowPolicy,
+    /// Keys tracked, over all shards: at most `max_keys` (see [`Self::reserve`]).
     keys: AtomicUsize,
+    /// No tracked key becomes idle before this (Unix nanos): a lower bound,
+    /// raised by a full sweep, lowered by every new key.
+    idle_not_before: AtomicU64,
+    /// The lowest idle time of the keys created since the running full
+    /// sweep started (so that the sweep does not raise the bound above them).
+    created_idle_min: AtomicU64,
+    /// One full sweep at a time.
+    sweeping: Mutex<()>,
     created: AtomicU64,
     evicted_idle: AtomicU64,
     evicted_active: AtomicU64,
@@ -158,7 +186,6 @@ struct Shard<A> {
     map: HashMap<u64, Bucket<A>, BuildHasherDefault<PassThrough>>,
     /// Keys in this shard (`map.len()` counts buckets).
     len: usize,
-    cap: usize,
     /// Bumped on every access; a slot's `used` is the tick of its last access.
     tick: u64,
 }
@@ -285,9 +312,19 @@ impl<A: LimitState> Shard<A> {
         self.map.values().flat_map(Bucket::slots)
     }
 
-    /// Drops idle keys; returns how many.
-    fn sweep(&mut self, now: Timestamp) -> usize {
-        self.remove_where(|s| s.state.is_idle(now))
+    /// Drops idle keys; returns how many, and the earliest time a kept key
+    /// becomes idle (`u64::MAX` if none is kept).
+    fn sweep(&mut self, now: Timestamp) -> (usize, u64) {
+        let mut next = u64::MAX;
+        let dropped = self.remove_where(|s| {
+            let at = s.state.idle_at();
+            if now >= at {
+                return true;
+            }
+            next = next.min(at.as_nanos());
+            false
+        });
+        (dropped, next)
     }
 }
 
@@ -307,14 +344,11 @@ impl<A: LimitState> KeyedLimiter<A> {
             n /= 2;
         }
         let hasher = RandomState::new();
-        let (base, extra) = (config.max_keys / n, config.max_keys % n);
         let shards = (0..n)
-            .map(|i| {
-                let cap = base + usize::from(i < extra);
+            .map(|_| {
                 Mutex::new(Shard {
                     map: HashMap::default(),
                     len: 0,
-                    cap,
                     tick: 0,
                 })
             })
@@ -327,6 +361,9 @@ impl<A: LimitState> KeyedLimiter<A> {
             max_keys: config.max_keys,
             overflow: config.overflow,
             keys: AtomicUsize::new(0),
+            idle_not_before: AtomicU64::new(0),
+            created_idle_min: AtomicU64::new(u64::MAX),
+            sweeping: Mutex::new(()),
             created: AtomicU64::new(0),
             evicted_idle: AtomicU64::new(0),
             evicted_active: AtomicU64::new(0),
@@ -338,7 +375,7 @@ impl<A: LimitState> KeyedLimiter<A> {
     /// keys of `old`, each state carried onto the new rules by `carry` at
     /// `now`. Keys whose carried state is idle are dropped (counted as
     /// `evicted_idle`: no decision changes). If more keys are left than the
-    /// new cap holds, the most recently used ones are kept (by
+    /// new cap holds, the `max_keys` most recently used ones are kept (by
     /// [`LimitState::last_seen`]) and the others are dropped, counted as
     /// `evicted_active` whatever the overflow policy (they held history). The
     /// counters go on from `old`'s. Each shard of `old` is locked in turn:
@@ -376,23 +413,23 @@ impl<A: LimitState> KeyedLimiter<A> {
                 }
             }
         }
-        // Most recent first, so that a full shard keeps its most recent keys.
+        // Most recent first: the most recent `max_keys` are kept.
         kept.sort_by_key(|k| std::cmp::Reverse(k.0));
-        let (total, mut dropped, mut placed) = (kept.len() as u64, 0u64, 0usize);
-        for (rank, (_, key, state)) in kept.into_iter().enumerate() {
+        let total = kept.len() as u64;
+        let placed = kept.len().min(new.max_keys);
+        let dropped = (kept.len() - placed) as u64;
+        let mut next_idle = u64::MAX;
+        for (rank, (_, key, state)) in kept.into_iter().take(placed).enumerate() {
             let (hash, shard) = new.shard(&key);
             let mut shard = shard.lock();
-            if shard.len >= shard.cap {
-                dropped += 1;
-                continue;
-            }
             // The least recently used key has the smallest tick.
             let used = total - rank as u64;
             shard.tick = shard.tick.max(total);
+            next_idle = next_idle.min(state.idle_at().as_nanos());
             shard.insert(hash, Slot { key, state, used });
-            placed += 1;
         }
         new.keys.store(placed, Ordering::Relaxed);
+        new.idle_not_before.store(next_idle, Ordering::SeqCst);
         new.evicted_idle.fetch_add(idle, Ordering::Relaxed);
         new.evicted_active.fetch_add(dropped, Ordering::Relaxed);
         Ok(new)
@@ -420,60 +457,65 @@ impl<A: LimitState> KeyedLimiter<A> {
     /// # Errors
     ///
     /// [`AcquireError::InsufficientCapacity`] if `n` exceeds a limit;
-    /// [`AcquireError::TooManyKeys`] for a new key at a full shard under
-    /// [`OverflowPolicy::RejectNewKeys`].
+    /// [`AcquireError::TooManyKeys`] for a new key while `max_keys` keys are
+    /// tracked, none idle, under [`OverflowPolicy::RejectNewKeys`].
     pub fn acquire(&self, key: &str, n: u32, now: Timestamp) -> Result<Decision, AcquireError> {
         let (hash, shard) = self.shard(key);
+        {
+            let mut shard = shard.lock();
+            shard.tick += 1;
+            let tick = shard.tick;
+            if let Some(slot) = shard.get_mut(hash, key) {
+                slot.used = tick;
+                return slot.state.acquire(n, now);
+            }
+            self.limits.check_capacity(n)?;
+            if n == 0 {
+                return A::new(&self.limits).acquire(0, now);
+            }
+            if self.reserve() {
+                return self.create(&mut shard, hash, key, tick, |s| s.acquire(n, now));
+            }
+        }
+        // At the cap: make room with no shard lock held, then come back.
+        self.make_room(hash, now)?;
         let mut shard = shard.lock();
         shard.tick += 1;
         let tick = shard.tick;
         if let Some(slot) = shard.get_mut(hash, key) {
+            // Created by another call meanwhile: the place is not needed.
+            self.keys.fetch_sub(1, Ordering::SeqCst);
             slot.used = tick;
             return slot.state.acquire(n, now);
         }
-        self.limits.check_capacity(n)?;
-        let mut state = A::new(&self.limits);
-        if n == 0 {
-            return state.acquire(0, now);
-        }
-        if shard.len >= shard.cap {
-            self.make_room(&mut shard, now)?;
-        }
-        let decision = state.acquire(n, now)?;
-        let slot = Slot {
-            key: key.into(),
-            state,
-            used: tick,
-        };
-        shard.insert(hash, slot);
-        self.keys.fetch_add(1, Ordering::Relaxed);
-        self.created.fetch_add(1, Ordering::Relaxed);
-        Ok(decision)
+        self.create(&mut shard, hash, key, tick, |s| s.acquire(n, now))
     }
 
-    /// Records weight `n` admitted for `key` at `now` elsewhere (the shared
-    /// store) without deciding: see [`LimitState::record`]. A new key is
-    /// created, making room as [`acquire`](Self::acquire) does; returns
-    /// `false` if it could not be (a full shard under
-    /// [`OverflowPolicy::RejectNewKeys`]), so nothing was recorded.
-    pub fn record(&self, key: &str, n: u32, now: Timestamp) -> bool {
-        if n == 0 {
-            return true;
-        }
-        let (hash, shard) = self.shard(key);
-        let mut shard = shard.lock();
-        shard.tick += 1;
-        let tick = shard.tick;
-        if let Some(slot) = shard.get_mut(hash, key) {
-            slot.used = tick;
-            slot.state.record(n, now);
-            return true;
-        }
-        if shard.len >= shard.cap && self.make_room(&mut shard, now).is_err() {
-            return false;
-        }
+    /// Takes one place under the cap for a new key; `false` at the cap.
+    fn reserve(&self) -> bool {
+        self.keys
+            .fetch_update(Ordering::SeqCst, Ordering::Relaxed, |k| {
+                (k < self.max_keys).then_some(k + 1)
+            })
+            .is_ok()
+    }
+
+    /// Creates `key` in `shard`, in a place already reserved, its fresh
+    /// state first given to `first`.
+    fn create<T>(
+        &self,
+        shard: &mut Shard<A>,
+        hash: u64,
+        key: &str,
+        tick: u64,
+        first: impl FnOnce(&mut A) -> T,
+    ) -> T {
         let mut state = A::new(&self.limits);
-        state.record(n, now);
+        let out = first(&mut state);
+        let idle_at = state.idle_at().as_nanos();
+        // Before the key can be seen: a running sweep then keeps it in mind.
+        self.created_idle_min.fetch_min(idle_at, Ordering::SeqCst);
+        self.idle_not_before.fetch_min(idle_at, Ordering::SeqCst);
         shard.insert(
             hash,
             Slot {
@@ -482,8 +524,48 @@ impl<A: LimitState> KeyedLimiter<A> {
                 used: tick,
             },
         );
-        self.keys.fetch_add(1, Ordering::Relaxed);
         self.created.fetch_add(1, Ordering::Relaxed);
+        out
+    }
+
+    /// Records weight `n` admitted for `key` at `now` elsewhere (the shared
+    /// store) without deciding: see [`LimitState::record`]. A new key is
+    /// created, making room as [`acquire`](Self::acquire) does; returns
+    /// `false` if it could not be (the cap reached under
+    /// [`OverflowPolicy::RejectNewKeys`]), so nothing was recorded.
+    pub fn record(&self, key: &str, n: u32, now: Timestamp) -> bool {
+        if n == 0 {
+            return true;
+        }
+        let (hash, shard) = self.shard(key);
+        let record = |s: &mut A| s.record(n, now);
+        {
+            let mut shard = shard.lock();
+            shard.tick += 1;
+            let tick = shard.tick;
+            if let Some(slot) = shard.get_mut(hash, key) {
+                slot.used = tick;
+                slot.state.record(n, now);
+                return true;
+            }
+            if self.reserve() {
+                self.create(&mut shard, hash, key, tick, record);
+                return true;
+            }
+        }
+        if self.make_room(hash, now).is_err() {
+            return false;
+        }
+        let mut shard = shard.lock();
+        shard.tick += 1;
+        let tick = shard.tick;
+        if let Some(slot) = shard.get_mut(hash, key) {
+            self.keys.fetch_sub(1, Ordering::SeqCst);
+            slot.used = tick;
+            slot.state.record(n, now);
+            return true;
+        }
+        self.create(&mut shard, hash, key, tick, record);
         true
     }
 
@@ -497,51 +579,77 @@ impl<A: LimitState> KeyedLimiter<A> {
         slot.state.check(n, now).ok()
     }
 
-    /// Frees one place in a full shard, or fails under `RejectNewKeys`.
-    fn make_room(&self, shard: &mut Shard<A>, now: Timestamp) -> Result<(), AcquireError> {
-        let swept = shard.sweep(now);
-        if swept > 0 {
-            self.keys.fetch_sub(swept, Ordering::Relaxed);
-            self.evicted_idle.fetch_add(swept as u64, Ordering::Relaxed);
-            return Ok(());
+    /// At the cap: frees and reserves one place for a new key of hash
+    /// `hash`, or fails under `RejectNewKeys`. Holds no shard lock on entry.
+    fn make_room(&self, hash: u64, now: Timestamp) -> Result<(), AcquireError> {
+        if now.as_nanos() >= self.idle_not_before.load(Ordering::SeqCst) {
+            self.sweep_all(now, true);
+            if self.reserve() {
+                return Ok(());
+            }
         }
-        match self.overflow {
-            OverflowPolicy::EvictLeastRecent => {
-                let lru = shard.slots().map(|s| s.used).min();
-                if let Some(oldest) = lru {
-                    // Ticks are unique within a shard: this drops one slot.
+        if self.overflow == OverflowPolicy::EvictLeastRecent {
+            // The least recently used key of the new key's shard (or of the
+            // next shard holding any) gives its place to the new key.
+            let home = (hash >> 32) & self.mask;
+            for i in 0..self.shards.len() as u64 {
+                let mut shard = self.shards[((home + i) & self.mask) as usize].lock();
+                if let Some(oldest) = shard.slots().map(|s| s.used).min() {
+                    // Ticks are unique within a shard: this drops one slot,
+                    // whose place the new key takes (`keys` unchanged).
                     let dropped = shard.remove_where(|s| s.used == oldest);
-                    self.keys.fetch_sub(dropped, Ordering::Relaxed);
                     self.evicted_active
                         .fetch_add(dropped as u64, Ordering::Relaxed);
+                    return Ok(());
                 }
-                Ok(())
             }
-            OverflowPolicy::RejectNewKeys => {
-                self.rejected_new_keys.fetch_add(1, Ordering::Relaxed);
-                let first_idle = shard
-                    .slots()
-                    .map(|s| s.state.idle_at())
-                    .min()
-                    .unwrap_or(now);
-                Err(AcquireError::TooManyKeys {
-                    max_keys: self.max_keys,
-                    retry_after: first_idle
-                        .saturating_duration_since(now)
-                        .max(Duration::from_nanos(1)),
-                })
+            if self.reserve() {
+                return Ok(());
             }
         }
+        self.rejected_new_keys.fetch_add(1, Ordering::Relaxed);
+        let first_idle = Timestamp::from_nanos(self.idle_not_before.load(Ordering::SeqCst));
+        Err(AcquireError::TooManyKeys {
+            max_keys: self.max_keys,
+            retry_after: first_idle
+                .saturating_duration_since(now)
+                .max(Duration::from_nanos(1)),
+        })
     }
 
     /// Drops every idle key in every shard (one shard locked at a time);
     /// returns how many. No decision changes. Meant for a periodic sweeper.
     pub fn sweep(&self, now: Timestamp) -> usize {
-        let mut total = 0;
-        for shard in self.shards.iter() {
-            total += shard.lock().sweep(now);
+        self.sweep_all(now, false)
+    }
+
+    /// The full sweep, one at a time; raises `idle_not_before` to the
+    /// earliest idle time of what it kept and of what was created meanwhile.
+    /// With `if_due`, skipped if a sweep that ran meanwhile already shows
+    /// that no key is idle at `now`.
+    fn sweep_all(&self, now: Timestamp, if_due: bool) -> usize {
+        let _one = self.sweeping.lock();
+        if if_due && now.as_nanos() < self.idle_not_before.load(Ordering::SeqCst) {
+            return 0;
         }
-        self.keys.fetch_sub(total, Ordering::Relaxed);
+        self.created_idle_min.store(u64::MAX, Ordering::SeqCst);
+        let (mut total, mut next) = (0, u64::MAX);
+        for shard in self.shards.iter() {
+            let (dropped, kept) = shard.lock().sweep(now);
+            // Freed at once, for new keys waiting at the cap.
+            self.keys.fetch_sub(dropped, Ordering::SeqCst);
+            total += dropped;
+            next = next.min(kept);
+        }
+        // A key created meanwhile in a shard already swept lowered
+        // `created_idle_min` before it could be seen; one created after this
+        // read lowers `idle_not_before` after this store.
+        let next = next.min(self.created_idle_min.load(Ordering::SeqCst));
+        self.idle_not_before.store(next, Ordering::SeqCst);
+        self.idle_not_before.fetch_min(
+            self.created_idle_min.load(Ordering::SeqCst),
+            Ordering::SeqCst,
+        );
         self.evicted_idle.fetch_add(total as u64, Ordering::Relaxed);
         total
     }
@@ -629,7 +737,6 @@ mod tests {
         let mut shard: Shard<SlidingLog> = Shard {
             map: HashMap::default(),
             len: 0,
-            cap: 10,
             tick: 0,
         };
         for (i, key) in ["a", "b", "c"].into_iter().enumerate() {
@@ -659,8 +766,10 @@ mod tests {
         assert_eq!(shard.remove_where(|s| s.used == 0), 1);
         assert_eq!(shard.slots().map(|s| &*s.key).collect::<Vec<_>>().len(), 2);
         // "d" never admitted anything: idle. "c" is idle a second later.
-        assert_eq!(shard.sweep(T0), 1);
-        assert_eq!(shard.sweep(T0 + S), 1);
+        // The sweep also says when the first kept key becomes idle.
+        let at = (T0 + S).as_nanos();
+        assert_eq!(shard.sweep(T0), (1, at));
+        assert_eq!(shard.sweep(T0 + S), (1, u64::MAX));
         assert_eq!((shard.len, shard.map.len()), (0, 0));
     }
 
@@ -787,7 +896,7 @@ mod tests {
     }
 
     #[test]
-    fn the_cap_is_split_exactly_and_shards_shrink_for_tiny_caps() {
+    fn shards_shrink_for_tiny_caps_and_bad_configs_are_refused() {
         let k: KeyedLimiter<SlidingLog> = KeyedLimiter::new(
             Limit::per_second(1).unwrap().into(),
             KeyedConfig::new(3)
@@ -820,6 +929,131 @@ mod tests {
             .unwrap_err(),
             KeyedConfigError::ShardsNotPowerOfTwo(3)
         );
+    }
+
+    /// Issue #17: the cap was split over 16 shards, so with `max_keys = 16`
+    /// a new key was refused as soon as its own shard held one key (6 of 16
+    /// refused, 10 tracked). Each limiter here has a new random hasher.
+    #[test]
+    fn the_cap_is_global_exactly_max_keys_are_admitted_however_they_hash() {
+        for round in 0..50 {
+            let k: KeyedLimiter<SlidingLog> = limiter_16(OverflowPolicy::RejectNewKeys);
+            for i in 0..16 {
+                let d = k.acquire(&format!("k{i}"), 1, T0);
+                assert!(d.is_ok_and(|d| d.allowed), "round {round}: key {i}: {d:?}");
+            }
+            assert_eq!(k.len(), 16);
+            let e = k.acquire("k16", 1, T0).unwrap_err();
+            assert_eq!(
+                e,
+                AcquireError::TooManyKeys {
+                    max_keys: 16,
+                    retry_after: S
+                }
+            );
+            assert!(e.to_string().contains("16") && e.to_string().contains("max_keys"));
+            assert_eq!((k.len(), k.stats().rejected_new_keys), (16, 1));
+            // Once their history has expired, the idle keys of every shard
+            // make room: a new key is admitted, wherever it hashes.
+            assert!(k.acquire("k16", 1, T0 + S).unwrap().allowed);
+            let s = k.stats();
+            assert_eq!((s.keys, s.evicted_idle, s.created), (1, 16, 17));
+        }
+    }
+
+    fn limiter_16(overflow: OverflowPolicy) -> KeyedLimiter<SlidingLog> {
+        KeyedLimiter::new(
+            Limit::per_second(2).unwrap().into(),
+            KeyedConfig::new(16).overflow(overflow),
+        )
+        .unwrap()
+    }
+
+    /// Issue #17: by default, new keys evicted an active key, whose limit
+    /// was reset inside its window.
+    #[test]
+    fn by_default_no_new_key_evicts_a_key_with_history_in_its_window() {
+        assert_eq!(KeyedConfig::new(16).overflow, OverflowPolicy::RejectNewKeys);
+        let k: KeyedLimiter<SlidingLog> =
+            KeyedLimiter::new(Limit::per_second(2).unwrap().into(), KeyedConfig::new(16)).unwrap();
+        assert!(k.acquire("victim", 2, T0).unwrap().allowed);
+        for i in 0..15 {
+            k.acquire(&format!("other{i}"), 1, T0).unwrap();
+        }
+        let later = T0 + S / 2;
+        for i in 0..100 {
+            assert!(matches!(
+                k.acquire(&format!("new{i}"), 1, later),
+                Err(AcquireError::TooManyKeys { .. })
+            ));
+        }
+        // Its history is intact: still denied until T0 + 1 s.
+        let d = k.acquire("victim", 1, later).unwrap();
+        assert_eq!((d.allowed, d.retry_after), (false, Some(S / 2)));
+        let s = k.stats();
+        assert_eq!(
+            (s.keys, s.evicted_active, s.rejected_new_keys),
+            (16, 0, 100)
+        );
+    }
+
+    #[test]
+    fn evicting_active_keys_is_an_opt_in_and_keeps_the_global_cap() {
+        let k = limiter_16(OverflowPolicy::EvictLeastRecent);
+        for i in 0..116 {
+            assert!(k.acquire(&format!("k{i}"), 1, T0).unwrap().allowed);
+        }
+        let s = k.stats();
+        assert_eq!(
+            (s.keys, s.evicted_active, s.rejected_new_keys),
+            (16, 100, 0)
+        );
+    }
+
+    /// A key created while a full sweep runs must not be forgotten by the
+    /// bound that says when the next sweep is worth it: the sweep at the cap
+    /// then runs as soon as it becomes idle.
+    #[test]
+    fn a_new_key_lowers_the_time_the_next_sweep_is_due() {
+        let k: KeyedLimiter<SlidingLog> = KeyedLimiter::new(
+            Limits::new([
+                Limit::per_second(1).unwrap(),
+                Limit::per_minute(10).unwrap(),
+            ])
+            .unwrap(),
+            KeyedConfig::new(2),
+        )
+        .unwrap();
+        k.acquire("a", 1, T0).unwrap();
+        k.acquire("b", 1, T0).unwrap();
+        // Idle a minute later; nothing to sweep before.
+        assert!(k.acquire("c", 1, T0 + S).is_err());
+        assert!(k.remove("a"));
+        assert!(k.acquire("c", 1, T0 + S).unwrap().allowed);
+        assert!(k.acquire("d", 1, T0 + 60 * S).unwrap().allowed);
+        assert!(!k.contains("b"));
+    }
+
+    #[test]
+    fn concurrent_new_keys_fill_the_cap_exactly() {
+        let k: KeyedLimiter<SlidingCounter> =
+            KeyedLimiter::new(Limit::per_second(5).unwrap().into(), KeyedConfig::new(64)).unwrap();
+        let admitted = AtomicU64::new(0);
+        std::thread::scope(|s| {
+            for t in 0..4 {
+                let (k, admitted) = (&k, &admitted);
+                s.spawn(move || {
+                    for i in 0..100 {
+                        if k.acquire(&format!("t{t}k{i}"), 1, T0).is_ok() {
+                            admitted.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                });
+            }
+        });
+        let s = k.stats();
+        assert_eq!(admitted.load(Ordering::Relaxed), 64);
+        assert_eq!((s.keys, s.created, s.rejected_new_keys), (64, 64, 336));
     }
 
     #[test]

@@ -372,15 +372,16 @@ pub enum AcquireError {
         limit: Limit,
     },
     /// Only from [`KeyedLimiter`] with [`OverflowPolicy::RejectNewKeys`]: the
-    /// key is new and the limiter already tracks `max_keys` keys, none of them
-    /// idle. Fail closed: deny the request (an HTTP service would answer 503
-    /// with `Retry-After`, telling limiter overload apart from a quota denial).
-    #[error("the rate limiter already tracks its maximum of {max_keys} keys and none is idle; denying a new key (retry in {retry_after:?}, or raise max_keys)")]
+    /// key is new and the limiter already tracks `max_keys` keys (over all
+    /// its shards), none of them idle. Fail closed: deny the request (an
+    /// HTTP service would answer 503 with `Retry-After`, telling limiter
+    /// overload apart from a quota denial).
+    #[error("new key refused: this limit already tracks its maximum of {max_keys} keys (max_keys), each with history still in its window; retry in {retry_after:?}, when the first of them becomes idle, or raise max_keys")]
     TooManyKeys {
         /// The configured cap.
         max_keys: usize,
-        /// Time until some key in the new key's shard becomes idle and can be
-        /// evicted, if nothing else is admitted meanwhile.
+        /// Time until the first tracked key can become idle and make room,
+        /// if nothing else is admitted meanwhile.
         retry_after: Duration,
     },
 }

@@ -190,7 +190,9 @@ mod carry {
         let t = T0 + S * 10;
         let new: KeyedLimiter<SlidingLog> = KeyedLimiter::carried(
             per_minute(6),
-            KeyedConfig::new(2).shards(1),
+            KeyedConfig::new(2)
+                .shards(1)
+                .overflow(OverflowPolicy::EvictLeastRecent),
             &old,
             t,
             SlidingLog::carry,

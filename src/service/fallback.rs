@@ -52,9 +52,9 @@ const DENY_RETRY_AFTER: Duration = Duration::from_secs(1);
 ///
 /// | `on_store_error` | answer | `source` | over HTTP |
 /// |---|---|---|---|
-/// | `local` (default) | `local()` decides: this instance's own limiter, which also holds what the store admitted this instance (mirrored); what it admits is written back on recovery; each instance admits at most `N` per window, the fleet `k·N` (see the module docs) | `local` | 200 or 429, as an unshared limit |
-/// | `deny` (fail closed) | denied, `remaining` 0, `retry_after` 1 s | `fallback` | 503 with `Retry-After: 1` and `{"allowed":false,"source":"fallback","error":...}` |
-/// | `allow` (fail open) | admitted, `remaining` 0 | `fallback` | 200 |
+/// | `local` (default) | `local()` decides: this instance's own limiter, which also holds what the store admitted this instance (mirrored); what it admits is written back on recovery; each instance admits at most `N` per window, the fleet `k·N` (see the module docs) | `local` | 200 or 429 with the local limiter's `RateLimit` headers, `"fallback":"local"` and `"store_error"` |
+/// | `deny` (fail closed) | denied, `retry_after` 1 s | `fallback` | 503 with `Retry-After: 1` and `{"allowed":false,"source":"fallback","fallback":"deny","error":...}`, no `RateLimit` header |
+/// | `allow` (fail open) | admitted | `fallback` | 200 with `{"allowed":true,"source":"fallback","fallback":"allow","store_error":...}`: no `RateLimit` header and no `remaining`, `reset` or `limit`, since nothing computed them |
 ///
 /// Under `deny` and `allow` the local limiter is not touched, and the answer
 /// names the first rule as its `limit`. Under every policy a request heavier
@@ -72,11 +72,18 @@ const DENY_RETRY_AFTER: Duration = Duration::from_secs(1);
 /// and one warning logged when limit calls start failing; a failing window
 /// sync never leads here, it has its own health) or in `rollstat_store_skipped_total{op="limit"}` (not sent
 /// while backing off). The caller, [`NamedLimit::decide`], then counts the
-/// verdict like any other in
-/// `rollstat_limit_decisions_total{limit,decision}`: `allowed` or `denied`
-/// by the answer (a `deny` fallback is `denied`), `error` for a refused
-/// request. No counter tells fallback answers apart from the others; the
-/// store's counters say when and how often the fallback ran.
+/// verdict in `rollstat_limit_decisions_total{limit,decision}`: an `allow`
+/// or `deny` answer as `fallback_allowed` or `fallback_denied` (not
+/// `allowed` or `denied`, which stay decisions a limiter made, so that an
+/// outage does not look like quota denials); a `local` answer as `allowed`
+/// or `denied`, since this instance's limiter did decide it; `error` for a
+/// refused request.
+///
+/// A `local` admission is queued to be written back to the store, unless
+/// the failure was [`StoreError::Unanswered`] (the limit call had been sent
+/// and timed out): Redis may record that call itself when it answers again,
+/// so it is not queued, counted as
+/// `rollstat_store_writeback_total{result="unanswered"}`.
 ///
 /// [`NamedLimit::decide`]: super::NamedLimit::decide
 pub fn on_store_error(

@@ -2,11 +2,13 @@
 //!
 //! Each `[[limits]]` entry is a [`KeyedLimiter`] of the exact sliding log or
 //! the approximate sliding counter, with all its (max, window) rules enforced
-//! at once. Keys beyond `max_keys`: idle keys (whose history has expired) are
-//! evicted first, which changes no decision; if none is idle, the policy
-//! decides: evict the least recently used key (default; that key's history is
-//! forgotten) or deny new keys (fail closed, 503). Decisions are counted by
-//! outcome for `rollstat_limit_decisions_total`.
+//! at once. `max_keys` bounds the keys of the whole limit: idle keys (whose
+//! history has expired) make room, which changes no decision; if none is
+//! idle, the policy decides: deny the new key (the default, fail closed,
+//! 503) or, only if the config opts in with `overflow =
+//! "evict_least_recent"`, evict the least recently used key (whose history
+//! is then forgotten, so new keys can reset other keys' limits). Decisions
+//! are counted by outcome for `rollstat_limit_decisions_total`.
 //!
 //! Every limit decides through a [`LimitStore`]: this instance's own
 //! limiter ([`MemoryLimits`]) or, for a limit with `shared = true`, the
@@ -159,18 +161,29 @@ pub struct NamedLimit {
     writeback: WriteBackQueue,
     /// Held while the queue is written back: decisions wait for it.
     flushing: tokio::sync::Mutex<()>,
-    /// Decisions by outcome: allowed, denied, error (over capacity / key cap).
-    /// Shared with the limit this one was carried from at a reload, so the
-    /// counts go on (and never go down).
-    pub decisions: Arc<[AtomicU64; 3]>,
+    /// Decisions by outcome, in [`DECISIONS`] order. Shared with the limit
+    /// this one was carried from at a reload, so the counts go on (and never
+    /// go down).
+    pub decisions: Arc<[AtomicU64; DECISIONS.len()]>,
     /// The `RateLimit-Policy` field value, rendered once.
     pub policy_header: String,
     /// Each rule's policy name, as `RateLimit` refers to it.
     pub policy_names: Vec<String>,
 }
 
-/// Decision outcome labels, in `decisions` order.
-pub const DECISIONS: [&str; 3] = ["allowed", "denied", "error"];
+/// Decision outcome labels, in `decisions` order: `allowed` and `denied`
+/// by a limiter (this instance's, its local fallback's, or the shared
+/// store's); `error` for a request refused (heavier than a rule, or a new key
+/// at the key cap); `fallback_allowed` and `fallback_denied` for answers of
+/// `on_store_error = "allow"` / `"deny"` while the shared store failed (no
+/// limiter decided them).
+pub const DECISIONS: [&str; 5] = [
+    "allowed",
+    "denied",
+    "error",
+    "fallback_allowed",
+    "fallback_denied",
+];
 
 impl NamedLimit {
     /// Builds the limit of `def`. With `previous` (the limit of that name
@@ -256,11 +269,11 @@ impl NamedLimit {
         })
     }
 
-    fn count(&self, r: &Result<Decision, AcquireError>) {
-        let i = match r {
-            Ok(d) if d.allowed => 0,
-            Ok(_) => 1,
-            Err(_) => 2,
+    fn count(&self, v: &Verdict) {
+        let i = match (&v.result, v.source == Source::Fallback) {
+            (Err(_), _) => 2,
+            (Ok(d), false) => usize::from(!d.allowed),
+            (Ok(d), true) => 3 + usize::from(!d.allowed),
         };
         self.decisions[i].fetch_add(1, Ordering::Relaxed);
     }
@@ -294,7 +307,7 @@ impl NamedLimit {
             },
             Some(shared) => self.decide_shared(shared, key, n, now).await,
         };
-        self.count(&verdict.result);
+        self.count(&verdict);
         verdict
     }
 
@@ -346,15 +359,17 @@ impl NamedLimit {
                 store_error: None,
             },
             Err(e) => {
+                // Sent, then no answer in time: Redis may still record it.
+                let applied = e.may_have_applied();
                 let v = on_store_error(self.def.on_store_error, e, self.limits(), n, || {
                     self.local.acquire(key, n, now)
                 });
-                if mirror
-                    && n > 0
-                    && matches!(v.result, Ok(d) if d.allowed)
-                    && !self.writeback.push(key, n, now)
-                {
-                    self.writeback_metric(shared, "overflow", 1);
+                if mirror && n > 0 && matches!(v.result, Ok(d) if d.allowed) {
+                    if applied {
+                        self.writeback_metric(shared, "unanswered", 1);
+                    } else if !self.writeback.push(key, n, now) {
+                        self.writeback_metric(shared, "overflow", 1);
+                    }
                 }
                 v
             }

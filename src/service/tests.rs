@@ -165,7 +165,7 @@ fn a_reload_keeps_breakers_and_limits_unchanged_or_carried_onto_their_new_rules(
             .collect::<Vec<_>>()
     };
     // The decision counts went on: 2 allowed and 3 denied in all.
-    assert_eq!(decisions(&s2), [2, 3, 0]);
+    assert_eq!(decisions(&s2), [2, 3, 0, 0, 0]);
 }
 
 #[test]
@@ -368,9 +368,12 @@ async fn a_failed_store_is_answered_by_each_limits_policy_and_counted() {
             .each_ref()
             .map(|c| c.load(std::sync::atomic::Ordering::Relaxed))
     };
-    assert_eq!(counts("local"), [1, 1, 0], "allowed, denied, error");
-    assert_eq!(counts("deny"), [0, 1, 0]);
-    assert_eq!(counts("allow"), [1, 0, 0]);
+    // allowed, denied, error, fallback_allowed, fallback_denied: a `local`
+    // fallback is a decision of this instance's limiter; `deny` and `allow`
+    // answers are counted apart, not as quota decisions (issue #17).
+    assert_eq!(counts("local"), [1, 1, 0, 0, 0]);
+    assert_eq!(counts("deny"), [0, 0, 0, 0, 1]);
+    assert_eq!(counts("allow"), [0, 0, 0, 1, 0]);
     let m = store.metrics();
     assert_eq!(m.errors.with_label_values(&["limit"]).get(), 1);
     // The second `local` decision was denied by this instance's own

@@ -117,6 +117,12 @@ pub enum StoreError {
     /// The store did not answer within the deadline (retries included).
     #[error("the shared store is unavailable (reason: timeout; no answer within {0:?})")]
     Timeout(Duration),
+    /// A limit call was sent (or may have been) but not answered within the
+    /// deadline: Redis may still run it and record its admission, so what
+    /// answers instead must not write that admission back (it would count
+    /// twice). Same `reason` as [`StoreError::Timeout`].
+    #[error("the shared store is unavailable (reason: timeout; sent, no answer within {0:?})")]
+    Unanswered(Duration),
     /// The store answered with an error, or the connection failed.
     #[error("the shared store is unavailable (reason: {reason})")]
     Redis {
@@ -173,6 +179,14 @@ pub enum StoreSetupError {
 }
 
 impl StoreError {
+    /// Whether the call may have been applied by the store although it
+    /// failed (sent, then no answer in time): its admission must not be
+    /// written back.
+    #[must_use]
+    pub fn may_have_applied(&self) -> bool {
+        matches!(self, StoreError::Unanswered(_))
+    }
+
     /// Whether this is a failure of the store (as opposed to a request that
     /// no store could admit).
     #[must_use]
@@ -188,7 +202,7 @@ impl StoreError {
         match self {
             StoreError::Acquire(_) => "request",
             StoreError::Down { .. } => "down",
-            StoreError::Timeout(_) => "timeout",
+            StoreError::Timeout(_) | StoreError::Unanswered(_) => "timeout",
             StoreError::Redis { reason, .. } => reason,
             StoreError::BadReply { .. } => "bad_reply",
             StoreError::Rounding(_) => "rounding",

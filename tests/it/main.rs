@@ -37,6 +37,8 @@ mod ingest_input;
 mod http_limits;
 // Process lifecycle: check-config, SIGTERM, reloads, the sample config.
 mod lifecycle;
+// Issue #17: the key cap is global and evicts no active key; strict percent-decoding and JSON errors; true fallback answers and counts; [redis] at check-config and reload.
+mod limit_caps;
 // The live page at / in headless Chromium: real data, no console errors, a screenshot.
 mod page;
 // Absurd outcome counts (statsd 1e300, outcomes above the cap): capped, refused, counted; the ticker lives on.

@@ -67,6 +67,7 @@
 //! length `W` at most `N` plus what is admitted in its last `δ`. With `δ` of
 //! 1 ms and `W` of 1 s that is a 0.1% tolerance on the window length.
 //!
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -103,13 +104,26 @@ impl RedisStore {
         what: &'static str,
     ) -> Result<Vec<i64>, StoreError> {
         let gate = self.gate(Op::Limit, "limit", now)?;
+        // Set once the script may be on its way: a timeout after that may
+        // leave it recorded in Redis (see StoreError::Unanswered).
+        let sent = std::sync::atomic::AtomicBool::new(false);
         let r = tokio::time::timeout(self.cfg.timeout, async {
             let mut c = self.connection().await?;
+            sent.store(true, Ordering::Relaxed);
             let v = self.evalsha(&mut c, script, cmd).await?;
             redis::from_redis_value::<Vec<i64>>(v).map_err(redis::RedisError::from)
         })
         .await;
-        let v = self.settle(Op::Limit, "limit", now, gate, self.cfg.timeout, r)?;
+        let v = self
+            .settle(Op::Limit, "limit", now, gate, self.cfg.timeout, r)
+            .map_err(|e| match e {
+                // Our deadline, or the client's own response deadline.
+                StoreError::Timeout(_)
+                | StoreError::Redis {
+                    reason: "timeout", ..
+                } if sent.load(Ordering::Relaxed) => StoreError::Unanswered(self.cfg.timeout),
+                e => e,
+            })?;
         if v.len() != expect {
             return Err(StoreError::BadReply {
                 script: what,

@@ -32,7 +32,10 @@ pub struct StoreMetrics {
     /// `written` (recorded in Redis at their own time), `overflow` (the
     /// queue was full), `expired` (their time left the longest window before
     /// they could be written), `unconfirmed` (sent, outcome unknown, not
-    /// re-sent), `rejected` (Redis answered an error for their key).
+    /// re-sent), `rejected` (Redis answered an error for their key),
+    /// `unanswered` (never queued: the limit call that fell back had been
+    /// sent to Redis and timed out, so Redis may record it itself; writing
+    /// it back could count it twice).
     pub writeback: IntCounterVec,
     /// `rollstat_store_final_sync_total{result}`: the last shared-window sync
     /// at stop: `done`, `failed`, `timeout`.
@@ -122,7 +125,14 @@ impl StoreMetrics {
         for r in ["expired", "unconfirmed", "rejected"] {
             m.unshared.with_label_values(&[r]);
         }
-        for r in ["written", "overflow", "expired", "unconfirmed", "rejected"] {
+        for r in [
+            "written",
+            "overflow",
+            "expired",
+            "unconfirmed",
+            "rejected",
+            "unanswered",
+        ] {
             m.writeback.with_label_values(&[r]);
         }
         Ok(m)
