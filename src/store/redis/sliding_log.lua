@@ -114,19 +114,30 @@ local function from(key, p)
   return 0, 0, tail(key, 0)
 end
 
--- Converts old-format members at either end (see the header).
+-- The oldest and the newest member: {score0, cum0, weight0, score1, cum1}
+-- (a cum is nil for a member of the old format), or nil for an empty log.
+local function ends(key)
+  local s0, c0, w0 = at(key, 0)
+  if s0 == nil then
+    return nil
+  end
+  local s1, c1 = at(key, -1)
+  return {s0, c0, w0, s1, c1}
+end
+
+-- Converts old-format members at either end (see the header); returns the
+-- log's ends after that.
 local function normalize(key)
-  local s, c = at(key, 0)
-  if s == nil then
-    return
+  local e = ends(key)
+  if e == nil then
+    return nil
   end
-  if c == nil then
+  if e[2] == nil then
     splice(key, 0, 0, tail(key, 0))
-    return
+    return ends(key)
   end
-  local _, cn = at(key, -1)
-  if cn then
-    return
+  if e[5] then
+    return e
   end
   local p = redis.call('ZCARD', key) - 1
   while p > 1 do
@@ -138,13 +149,14 @@ local function normalize(key)
   end
   local q, base, rest = from(key, p)
   splice(key, q, base, rest)
+  return ends(key)
 end
 
 -- Merges the late set's entries still inside the window of `t` into the log.
 local function merge(log, late, t, win)
   local r = redis.call('ZRANGE', late, 0, -1, 'WITHSCORES')
   if not r[1] then
-    return
+    return false
   end
   redis.call('DEL', late)
   local add = {}
@@ -156,7 +168,7 @@ local function merge(log, late, t, win)
     end
   end
   if #add == 0 then
-    return
+    return false
   end
   -- Members of the log at or before the earliest late one keep their place;
   -- the later ones and the late ones are merged by score (log first on ties).
@@ -175,23 +187,33 @@ local function merge(log, late, t, win)
   end
   splice(log, q, base, merged)
   redis.call('PEXPIRE', log, math.ceil(win / 1000) + margin)
+  return true
 end
 
+-- The ends of every log, read once (each read is a call into Redis): after
+-- conversion and merge, then kept up to date through the trim below.
+local e = {}
+local asked = now
 for i = 1, k do
   local log = KEYS[2 * i - 1]
-  normalize(log)
-  local t = now
-  local s = at(log, -1)
-  if s and s > t then
-    t = s
+  -- Trimmed first at the caller's `now`: what leaves here would leave below
+  -- anyway (the `now` used is never older), so the ends read next are
+  -- final unless a log's newest member is ahead of the caller's clock.
+  redis.call('ZREMRANGEBYSCORE', log, '-inf', us(asked - tonumber(ARGV[3 + 2 * i])))
+  local ei = normalize(log)
+  local t = asked
+  if ei and ei[4] > t then
+    t = ei[4]
   end
-  merge(log, KEYS[2 * i], t, tonumber(ARGV[3 + 2 * i]))
+  if merge(log, KEYS[2 * i], t, tonumber(ARGV[3 + 2 * i])) then
+    ei = ends(log)
+  end
+  e[i] = ei
 end
 
 for i = 1, k do
-  local s = at(KEYS[2 * i - 1], -1)
-  if s and s > now then
-    now = s
+  if e[i] and e[i][4] > now then
+    now = e[i][4]
   end
 end
 
@@ -204,33 +226,62 @@ for i = 1, k do
   local log = KEYS[2 * i - 1]
   local max = tonumber(ARGV[2 + 2 * i])
   local win = tonumber(ARGV[3 + 2 * i])
-  redis.call('ZREMRANGEBYSCORE', log, '-inf', us(now - win))
+  local ei = e[i]
+  if now > asked and ei and redis.call('ZREMRANGEBYSCORE', log, '-inf', us(now - win)) > 0 then
+    -- Trimming removes the oldest members only: the newest stays unless
+    -- the log is now empty.
+    local s0, c0, w0 = at(log, 0)
+    if s0 then
+      ei = {s0, c0, w0, ei[4], ei[5]}
+    else
+      ei = nil
+    end
+  end
   local c = 0
-  local s0, c0, w0 = at(log, 0)
-  if s0 then
-    local s1, c1 = at(log, -1)
-    local base = c0 - w0
-    c = c1 - base
-    top[i] = c1
-    newest[i] = s1
+  if ei then
+    local base = ei[2] - ei[3]
+    c = ei[5] - base
+    top[i] = ei[5]
+    newest[i] = ei[4]
     if c + n > max then
       allowed = 0
       -- The (c + n - max)-th oldest unit must leave first; it leaves the
-      -- window (t - W, t] when t reaches its member's score + W.
+      -- window (t - W, t] when t reaches its member's score + W. Every
+      -- member weighs at least 1, so it is at rank j or before, j = its
+      -- rank if every member weighed 1: one read when they do (the common
+      -- case), else a binary search by rank below j.
       local target = base + c + n - max
-      local lo, hi = 0, redis.call('ZCARD', log) - 1
-      while lo < hi do
-        local mid = math.floor((lo + hi) / 2)
-        local _, cm = at(log, mid)
-        if cm and cm >= target then
-          hi = mid
+      local j = c + n - max - 1
+      local lo, hi = 0, j
+      local r = redis.call('ZRANGE', log, math.max(j - 1, 0), j, 'WITHSCORES')
+      local found = nil
+      if j > 0 and r[3] then
+        local cp = parse(r[1])
+        if cp and cp < target then
+          found = tonumber(r[4])
         else
-          lo = mid + 1
+          hi = j - 1
         end
+      elseif j == 0 and r[1] then
+        found = tonumber(r[2])
+      else
+        hi = math.min(j, redis.call('ZCARD', log) - 1)
       end
-      local r = at(log, lo) + win - now
-      if r > retry then
-        retry = r
+      if found == nil then
+        while lo < hi do
+          local mid = math.floor((lo + hi) / 2)
+          local _, cm = at(log, mid)
+          if cm and cm >= target then
+            hi = mid
+          else
+            lo = mid + 1
+          end
+        end
+        found = at(log, lo)
+      end
+      local rt = found + win - now
+      if rt > retry then
+        retry = rt
       end
     end
   elseif n > max then
