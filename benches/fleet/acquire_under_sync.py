@@ -20,8 +20,12 @@ Then, on one keep-alive HTTP connection, POST
 Reported per phase: p50, p99 and max latency (ms, seen by the client), and
 bytes/s into Redis (INFO stats total_net_input_bytes) over the sync phase.
 
-config.toml caps a series' label bytes at 2048 ([series] max_label_bytes):
-the default 32 tags of 48 bytes stay below it, so every series is kept.
+config.toml caps a series' label bytes at 2048 ([series] max_label_bytes)
+and, from issue #17, a shared series' name and labels at 1024
+([redis] max_shared_label_bytes): the default 18 tags of 48 bytes stay below
+both, so every series is kept and shared. Each run reports how many series
+have a fleet view on /metrics at the end, so a run where they are not
+shared shows it.
 
 With several --bin, runs alternate between them (A B A B ...), so that the
 machine's noise falls on both alike; medians of the runs are printed with
@@ -167,13 +171,20 @@ def one_run(bin_path, args):
         busy, busy_status = acquires(hp, args.acquires, 120)
         b1, t1 = redis_input_bytes(rp), time.monotonic()
         stop.set()
+        conn = http.client.HTTPConnection("127.0.0.1", hp, timeout=30)
+        conn.request("GET", "/metrics")
+        text = conn.getresponse().read().decode()
+        conn.close()
+        shared = len({line.split("window=")[0] for line in text.splitlines()
+                      if line.startswith("rollstat_fleet_window_samples{")})
         th.join(5)
         return {
             "idle": {"p50": pct(idle, 50), "p99": pct(idle, 99), "max": max(idle),
                      "n": len(idle), "status": idle_status},
             "sync": {"p50": pct(busy, 50), "p99": pct(busy, 99), "max": max(busy),
                      "n": len(busy), "status": busy_status,
-                     "redis_in_mb_s": (b1 - b0) / (t1 - t0) / 1e6},
+                     "redis_in_mb_s": (b1 - b0) / (t1 - t0) / 1e6,
+                     "fleet_series": shared},
         }
     finally:
         stop.set()
@@ -195,7 +206,7 @@ def main():
                     help="label=path of a rollstat binary (repeat to compare)")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--series", type=int, default=1000)
-    ap.add_argument("--tags", type=int, default=32)
+    ap.add_argument("--tags", type=int, default=18)
     ap.add_argument("--tag-len", type=int, default=48, help="bytes per tag, key:value")
     ap.add_argument("--period", type=float, default=0.2, help="seconds between rounds")
     ap.add_argument("--warmup", type=float, default=5.0)
@@ -211,7 +222,8 @@ def main():
             print(f"run {r + 1} {label}: idle p50 {res['idle']['p50']:.2f} ms p99 "
                   f"{res['idle']['p99']:.2f}; sync p50 {res['sync']['p50']:.2f} ms p99 "
                   f"{res['sync']['p99']:.2f} max {res['sync']['max']:.1f}; into Redis "
-                  f"{res['sync']['redis_in_mb_s']:.2f} MB/s; status {res['sync']['status']}",
+                  f"{res['sync']['redis_in_mb_s']:.2f} MB/s; fleet view of {res['sync']['fleet_series']} "
+                  f"series; status {res['sync']['status']}",
                   flush=True)
     print()
     print(f"{args.series} shared series x {args.tags} tags x {args.tag_len} B, a round every "
