@@ -27,6 +27,10 @@ both, so every series is kept and shared. Each run reports how many series
 have a fleet view on /metrics at the end, so a run where they are not
 shared shows it.
 
+With --label-bytes, both caps are raised to it (the second only for a
+binary that has it), for the issue's long-tag case: e.g. --tags 64
+--tag-len 384 --label-bytes 32768 --period 1.
+
 With several --bin, runs alternate between them (A B A B ...), so that the
 machine's noise falls on both alike; medians of the runs are printed with
 their min and max. Everything goes to loopback; every loop is bounded.
@@ -73,8 +77,10 @@ def wait_port(port, deadline=10.0):
     return False
 
 
-def config(udp, tcp, http_port, redis_port):
+def config(udp, tcp, http_port, redis_port, label_bytes=None, shared_label_bytes=False):
     text = open(os.path.join(REPO, "config.toml")).read()
+    if label_bytes:
+        text = text.replace("max_label_bytes = 2048", f"max_label_bytes = {label_bytes}")
     text = text.replace('statsd_udp = "127.0.0.1:8125"', f'statsd_udp = "127.0.0.1:{udp}"')
     text = text.replace('statsd_tcp = "127.0.0.1:8125"', f'statsd_tcp = "127.0.0.1:{tcp}"')
     text = text.replace('http = "127.0.0.1:9102"', f'http = "127.0.0.1:{http_port}"')
@@ -91,7 +97,17 @@ on_store_error = "local"
 [redis]
 url = "redis://127.0.0.1:{redis_port}/"
 """
+    if label_bytes and shared_label_bytes:
+        text += f"max_shared_label_bytes = {label_bytes}\n"
     return text
+
+
+def knows_shared_label_bytes(bin_path, work):
+    """Whether this binary reads [redis] max_shared_label_bytes (issue #17 on)."""
+    cfg = os.path.join(work, "probe.toml")
+    open(cfg, "w").write(config(1, 1, 1, 1, 4096, True))
+    r = subprocess.run([bin_path, "check-config", cfg], capture_output=True, timeout=30)
+    return r.returncode == 0
 
 
 def redis_input_bytes(port):
@@ -139,7 +155,9 @@ def one_run(bin_path, args):
         if not wait_port(rp):
             sys.exit("redis-server did not start")
         cfg = os.path.join(work, "config.toml")
-        open(cfg, "w").write(config(udp, tcp, hp, rp))
+        big = args.label_bytes
+        open(cfg, "w").write(config(udp, tcp, hp, rp, big,
+                                    big and knows_shared_label_bytes(bin_path, work)))
         log = open(os.path.join(work, "daemon.log"), "w")
         daemon = subprocess.Popen([bin_path, "--config", cfg], stdout=log, stderr=log)
         if not wait_port(hp):
@@ -147,7 +165,12 @@ def one_run(bin_path, args):
         acquires(hp, 200, 10)  # connection, scripts loaded
         idle, idle_status = acquires(hp, args.acquires, 60)
 
-        tags = ",".join(f"t{j:02d}:" + ("v" * (args.tag_len - 4)) for j in range(args.tags))
+        # A tag of --tag-len bytes: key up to 128 bytes, value up to 256 (the
+        # parser's caps on a tag key and a tag value).
+        klen = max(3, min(128, args.tag_len // 3))
+        vlen = min(256, args.tag_len - klen - 1)
+        tags = ",".join((f"t{j:02d}" + "k" * (klen - 3))[:klen] + ":" + "v" * vlen
+                        for j in range(args.tags))
         lines = [f"fleet.s{i}:1|c|#{tags}".encode() for i in range(args.series)]
 
         def sender():
@@ -211,6 +234,9 @@ def main():
     ap.add_argument("--period", type=float, default=0.2, help="seconds between rounds")
     ap.add_argument("--warmup", type=float, default=5.0)
     ap.add_argument("--acquires", type=int, default=3000)
+    ap.add_argument("--label-bytes", type=int, default=None,
+                    help="raise [series] max_label_bytes (and, where the binary has it, [redis] "
+                         "max_shared_label_bytes) to this, for long tag sets")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     bins = [b.split("=", 1) for b in (args.bin or [f"new={REPO}/target/release/rollstat"])]
