@@ -67,13 +67,23 @@ struct Args {
     /// executable, as `cargo build` leaves it].
     #[arg(long, value_name = "PATH")]
     daemon_bin: Option<PathBuf>,
-    /// With --spawn: UDP reader threads of the daemon.
-    #[arg(long, default_value_t = 2)]
-    daemon_readers: usize,
+    /// With --spawn: run the daemon with this config file (e.g. the shipped
+    /// config.toml, the headline configuration of every figure), its
+    /// `[listen]` moved to free loopback ports (statsd UDP and HTTP on port
+    /// 0, TCP and Unix off); everything else as the file says. Without it,
+    /// blast's own minimal config (no windows or mappings beyond the
+    /// defaults): name the config with every figure.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// With --spawn: UDP reader threads of the daemon [default: 2, or what
+    /// --config says].
+    #[arg(long)]
+    daemon_readers: Option<usize>,
     /// With --spawn: ingest workers of the daemon (`[ingest] udp_workers`;
-    /// 0 = the readers parse themselves).
-    #[arg(long, default_value_t = 2)]
-    daemon_workers: usize,
+    /// 0 = the readers parse themselves) [default: 2, or what --config
+    /// says].
+    #[arg(long)]
+    daemon_workers: Option<usize>,
     /// Distinct metric names (= series, tags are fixed per name).
     #[arg(long, default_value_t = 10_000)]
     names: usize,
@@ -98,6 +108,12 @@ struct Args {
     /// Sender threads.
     #[arg(long, default_value_t = 1)]
     senders: usize,
+    /// UDP flows (source ports) per sender thread, used in turn, one
+    /// datagram each: as a fleet of clients sends, each from its own port,
+    /// so the kernel spreads them over the daemon's SO_REUSEPORT readers.
+    /// 1 = one flow per sender.
+    #[arg(long, default_value_t = 1)]
+    flows: usize,
     /// Send with UDP GSO (`UDP_SEGMENT`): one `send` carries up to 64
     /// datagrams of one size, which the kernel splits into separate
     /// datagrams before they reach the daemon's socket. Cuts the sender's
@@ -147,18 +163,64 @@ fn daemon_bin(a: &Args) -> io::Result<PathBuf> {
     }
 }
 
-/// Starts the daemon with port-0 listeners, `readers` UDP readers,
-/// `workers` ingest workers and room for `names` series, logging at `warn`
-/// (or `RUST_LOG`) to this process's stderr.
-fn spawn_daemon(bin: PathBuf, readers: usize, workers: usize, names: usize) -> io::Result<Running> {
-    let config = format!(
+/// blast's own config: port-0 listeners, `readers` UDP readers, `workers`
+/// ingest workers and room for `names` series.
+fn own_config(readers: usize, workers: usize, names: usize) -> String {
+    format!(
         "[listen]\nstatsd_udp = \"127.0.0.1:0\"\nstatsd_tcp = \"\"\nhttp = \"127.0.0.1:0\"\n\
          [ingest]\nudp_readers = {readers}\nudp_workers = {workers}\n\
          [series]\nmax_series = {}\n",
         (names + 1000).max(100_000)
-    );
+    )
+}
+
+/// The config file `text` (from `path`) with its `[listen]` moved to free
+/// loopback ports: statsd UDP and HTTP on port 0, TCP and Unix off; the
+/// readers and workers set if given. Comments are not kept. Refused: HTTPS
+/// (`[http.tls]`, `web_config_file`), which blast does not speak.
+fn file_config(
+    path: &std::path::Path,
+    text: &str,
+    readers: Option<usize>,
+    workers: Option<usize>,
+) -> io::Result<String> {
+    let bad = |why: String| io::Error::other(format!("--config {}: {why}", path.display()));
+    let mut doc: toml::Table = text.parse().map_err(|e| bad(format!("{e}")))?;
+    if let Some(http) = doc.get("http").and_then(|h| h.as_table()) {
+        if http.contains_key("tls") || http.contains_key("web_config_file") {
+            return Err(bad(
+                "[http.tls] or web_config_file: blast reads /metrics over plain HTTP; remove them for the run".into(),
+            ));
+        }
+    }
+    let table = |doc: &mut toml::Table, name: &str| -> io::Result<toml::Table> {
+        match doc.remove(name) {
+            None => Ok(toml::Table::new()),
+            Some(toml::Value::Table(t)) => Ok(t),
+            Some(_) => Err(bad(format!("`{name}` is not a table"))),
+        }
+    };
+    let mut listen = table(&mut doc, "listen")?;
+    listen.insert("statsd_udp".into(), "127.0.0.1:0".into());
+    listen.insert("statsd_tcp".into(), "".into());
+    listen.insert("statsd_unix".into(), "".into());
+    listen.insert("http".into(), "127.0.0.1:0".into());
+    doc.insert("listen".into(), toml::Value::Table(listen));
+    let mut ingest = table(&mut doc, "ingest")?;
+    for (key, v) in [("udp_readers", readers), ("udp_workers", workers)] {
+        if let Some(v) = v {
+            ingest.insert(key.into(), toml::Value::Integer(v as i64));
+        }
+    }
+    doc.insert("ingest".into(), toml::Value::Table(ingest));
+    toml::to_string(&doc).map_err(|e| bad(format!("cannot write it back: {e}")))
+}
+
+/// Starts the daemon with `config`, logging at `warn` (or `RUST_LOG`) to
+/// this process's stderr.
+fn spawn_daemon(bin: PathBuf, config: &str) -> io::Result<Running> {
     let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".to_string());
-    let running = Launch::new(bin, &config)
+    let running = Launch::new(bin, config)
         .log_filter(&filter)
         .inherit_stderr()
         .dir_prefix("rollstat-blast")
@@ -188,18 +250,38 @@ fn read_counters(http: SocketAddr) -> io::Result<Counters> {
 
 /// Runs a blast and returns its report.
 fn run(a: &Args) -> io::Result<Report> {
-    if a.names == 0 || a.senders == 0 {
-        return Err(io::Error::other("--names and --senders must be at least 1"));
+    if a.names == 0 || a.senders == 0 || a.flows == 0 {
+        return Err(io::Error::other(
+            "--names, --senders and --flows must be at least 1",
+        ));
     }
     let duration = Duration::from_secs_f64(a.duration_secs.max(0.0)).min(MAX_DURATION);
     let drain = Duration::from_secs_f64(a.drain_secs.max(0.0)).min(MAX_DRAIN);
+    let (config, config_name) = match &a.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                io::Error::other(format!("--config {}: cannot read it: {e}", path.display()))
+            })?;
+            (
+                file_config(path, &text, a.daemon_readers, a.daemon_workers)?,
+                format!("{} (listeners moved to free ports)", path.display()),
+            )
+        }
+        None => (
+            own_config(
+                a.daemon_readers.unwrap_or(2),
+                a.daemon_workers.unwrap_or(2),
+                a.names,
+            ),
+            "blast's own (no --config)".to_string(),
+        ),
+    };
     let spawned = if a.spawn {
-        Some(spawn_daemon(
-            daemon_bin(a)?,
-            a.daemon_readers,
-            a.daemon_workers,
-            a.names,
-        )?)
+        Some(spawn_daemon(daemon_bin(a)?, &config)?)
+    } else if a.config.is_some() {
+        return Err(io::Error::other(
+            "--config needs --spawn (a running daemon's config is its own)",
+        ));
     } else {
         None
     };
@@ -232,6 +314,7 @@ fn run(a: &Args) -> io::Result<Report> {
         duration,
         max_datagrams: (a.max_datagrams / a.senders as u64).max(1),
         gso: a.gso,
+        flows: a.flows,
     };
     let results: Vec<io::Result<Sent>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..a.senders)
@@ -251,6 +334,12 @@ fn run(a: &Args) -> io::Result<Report> {
     });
     let mut report = Report {
         lines_per_datagram: per_datagram,
+        config: if a.spawn {
+            config_name
+        } else {
+            format!("the daemon's at {http}")
+        },
+        flows: a.senders * a.flows,
         ..Report::default()
     };
     for r in results {
@@ -291,4 +380,79 @@ fn run(a: &Args) -> io::Result<Report> {
     report.tool_cpu_secs = cpu_secs("self").zip(tool_cpu0).map(|(b, a)| b - a);
     drop(spawned);
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::UdpSocket;
+    use std::path::Path;
+
+    use super::*;
+
+    /// The shipped config.toml, as --config reads it: listeners moved,
+    /// everything else kept.
+    #[test]
+    fn a_config_file_keeps_everything_but_its_listeners() {
+        let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../config.toml"));
+        let text = std::fs::read_to_string(path).unwrap();
+        let out = file_config(path, &text, None, Some(0)).unwrap();
+        let doc: toml::Table = out.parse().unwrap();
+        let listen = doc["listen"].as_table().unwrap();
+        assert_eq!(listen["statsd_udp"].as_str(), Some("127.0.0.1:0"));
+        assert_eq!(listen["http"].as_str(), Some("127.0.0.1:0"));
+        assert_eq!(listen["statsd_tcp"].as_str(), Some(""));
+        assert_eq!(listen["statsd_unix"].as_str(), Some(""));
+        // The file's own keys stay: its windows, mappings, limits, readers.
+        let orig: toml::Table = text.parse().unwrap();
+        for key in ["windows", "mappings", "limits", "breakers", "series"] {
+            assert_eq!(doc.get(key), orig.get(key), "{key}");
+        }
+        let ingest = doc["ingest"].as_table().unwrap();
+        assert_eq!(
+            ingest["udp_readers"],
+            orig["ingest"].as_table().unwrap()["udp_readers"]
+        );
+        assert_eq!(ingest["udp_workers"].as_integer(), Some(0));
+        assert_eq!(
+            listen["statsd_unix_mode"],
+            orig["listen"].as_table().unwrap()["statsd_unix_mode"]
+        );
+    }
+
+    #[test]
+    fn https_and_broken_files_are_refused_with_the_file_named() {
+        let p = Path::new("x.toml");
+        let e = file_config(p, "[http.tls]\ncert_file = \"a\"\n", None, None).unwrap_err();
+        assert!(
+            e.to_string().contains("x.toml") && e.to_string().contains("tls"),
+            "{e}"
+        );
+        let e = file_config(p, "listen = 3\n", None, None).unwrap_err();
+        assert!(e.to_string().contains("not a table"), "{e}");
+        assert!(file_config(p, "[listen\n", None, None).is_err());
+    }
+
+    #[test]
+    fn a_sender_uses_its_flows_in_turn() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        rx.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let d = render_datagrams(10, 0, Kind::Counter, 1, 1432);
+        let pace = Pace {
+            rate: 0.0,
+            duration: Duration::from_secs(5),
+            max_datagrams: 32,
+            gso: false,
+            flows: 4,
+        };
+        let sent = sender(rx.local_addr().unwrap(), &d, 0, pace).unwrap();
+        assert_eq!(sent.datagrams, 32);
+        let mut from = std::collections::BTreeMap::new();
+        let mut buf = [0u8; 2048];
+        for _ in 0..32 {
+            let (_, src) = rx.recv_from(&mut buf).unwrap();
+            *from.entry(src.port()).or_insert(0) += 1;
+        }
+        assert_eq!(from.len(), 4, "{from:?}");
+        assert!(from.values().all(|&n| n == 8), "{from:?}");
+    }
 }

@@ -65,6 +65,11 @@ pub fn cpu_secs(pid: &str) -> Option<f64> {
 /// The outcome of one blast.
 #[derive(Clone, Debug, Default)]
 pub struct Report {
+    /// The daemon's config: the file given with --config, blast's own, or
+    /// the running daemon's.
+    pub config: String,
+    /// UDP flows (source ports) over all senders.
+    pub flows: usize,
     /// Lines sent successfully.
     pub lines_sent: u64,
     /// Datagrams sent successfully.
@@ -104,6 +109,8 @@ impl Report {
         let mut kv = |k: &str, v: String| {
             let _ = writeln!(s, "{k:<26}{v}");
         };
+        kv("config", self.config.clone());
+        kv("flows", format!("{}", self.flows));
         kv("lines_sent", format!("{}", self.lines_sent));
         kv("datagrams_sent", format!("{}", self.datagrams_sent));
         kv(

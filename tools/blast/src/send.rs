@@ -72,6 +72,8 @@ pub struct Pace {
     pub duration: Duration,
     pub max_datagrams: u64,
     pub gso: bool,
+    /// Sockets (source ports) used in turn, one send each.
+    pub flows: usize,
 }
 
 /// Sends `datagrams` in turn, starting at `offset`, to `target`.
@@ -86,19 +88,25 @@ pub fn sender(
         duration,
         max_datagrams,
         gso,
+        flows,
     } = pace;
-    let sock = UdpSocket::bind(if target.is_ipv4() {
-        "127.0.0.1:0"
-    } else {
-        "[::1]:0"
-    })?;
-    sock.connect(target)?;
-    let sends = sends(datagrams, offset, gso)?;
-    if gso {
-        let size = i32::try_from(datagrams[0].0.len()).unwrap_or(i32::MAX);
-        nix::sys::socket::setsockopt(&sock, nix::sys::socket::sockopt::UdpGsoSegment, &size)
-            .map_err(|e| io::Error::other(format!("--gso: setting UDP_SEGMENT failed: {e}")))?;
+    let mut socks = Vec::with_capacity(flows.max(1));
+    for _ in 0..flows.max(1) {
+        let sock = UdpSocket::bind(if target.is_ipv4() {
+            "127.0.0.1:0"
+        } else {
+            "[::1]:0"
+        })?;
+        sock.connect(target)?;
+        if gso {
+            let size = i32::try_from(datagrams[0].0.len()).unwrap_or(i32::MAX);
+            nix::sys::socket::setsockopt(&sock, nix::sys::socket::sockopt::UdpGsoSegment, &size)
+                .map_err(|e| io::Error::other(format!("--gso: setting UDP_SEGMENT failed: {e}")))?;
+        }
+        socks.push(sock);
     }
+    let sends = sends(datagrams, offset, gso)?;
+    let mut flow = 0;
     let clock = SystemClock::new();
     let start = clock.now();
     let mut s = Sent::default();
@@ -108,6 +116,8 @@ pub fn sender(
         while round < CHUNK {
             let send = &sends[i];
             round += send.datagrams;
+            let sock = &socks[flow];
+            flow = if flow + 1 == socks.len() { 0 } else { flow + 1 };
             match sock.send(&send.bytes) {
                 Ok(_) => {
                     s.datagrams += send.datagrams;
@@ -174,6 +184,7 @@ mod tests {
             duration: Duration::from_secs(5),
             max_datagrams: 128,
             gso: true,
+            flows: 1,
         };
         let sent = sender(target, &d, 0, pace).unwrap();
         // The cap is checked between rounds of sends: 64 + 36 + 64.
