@@ -27,11 +27,12 @@ use std::mem::size_of;
 
 use super::registry::Entry;
 use super::SeriesMeta;
+use crate::clock::Timestamp;
 use crate::config::Config;
 use crate::parse::{MetricKind, MAX_NAME_LEN, MAX_TAGS};
 use crate::sketch::{sparse, DistinctCounter, SparseDDSketch};
-use crate::window::bucket::{Distinct, Distribution, Summary};
-use crate::window::RollingWindow;
+use crate::window::bucket::{Distinct, Distribution, Summary, Tally};
+use crate::window::{Layout, Ring};
 
 /// The statsd types by what their series hold.
 pub const KINDS: [(&str, MetricKind); 4] = [
@@ -49,7 +50,8 @@ pub struct Footprint {
     pub per_series: [u64; 4],
     /// Per bucket, by [`KINDS`] order.
     pub per_bucket: [u64; 4],
-    /// Buckets a series holds when it keeps every window.
+    /// Buckets a series holds when it keeps every window (windows on one
+    /// bucket interval share one ring).
     pub buckets: u64,
     /// `series.max_series`.
     pub max_series: u64,
@@ -60,7 +62,10 @@ impl Footprint {
     #[must_use]
     pub fn of(cfg: &Config) -> Footprint {
         let windows = cfg.windows.len() as u64;
-        let buckets: u64 = cfg.windows.iter().map(|w| w.spec.size() as u64).sum();
+        // Windows on one bucket interval share a ring as long as the longest.
+        let layout = Layout::new(cfg.windows.iter().map(|w| (w.spec, Timestamp::EPOCH)));
+        let buckets = layout.buckets() as u64;
+        let rings = layout.rings() as u64;
         let labels = cfg.series.max_label_bytes as u64;
         let tags = MAX_TAGS as u64;
         let name = MAX_NAME_LEN as u64;
@@ -86,20 +91,22 @@ impl Footprint {
         let families = 5 * (2 * (string + 32 + 1) + 2 * name + 16);
         let fixed = slot + key + meta + identity + families;
 
-        let ring = |bucket: u64, per_window: u64| windows * per_window + buckets * bucket;
-        let counter_bucket = size_of::<Summary>() as u64;
-        let counter = fixed + ring(counter_bucket, size_of::<RollingWindow<Summary>>() as u64);
+        // The rings (their headers, then their buckets); the layout is shared.
+        let ring = |bucket: u64, per_ring: u64| rings * per_ring + buckets * bucket;
+        let counter_bucket = size_of::<Tally>() as u64;
+        let counter = fixed + ring(counter_bucket, size_of::<Ring<Tally>>() as u64);
+        let gauge_bucket = size_of::<Summary>() as u64;
+        let gauge = fixed + ring(gauge_bucket, size_of::<Ring<Summary>>() as u64);
         let set_bucket = size_of::<Distinct>() as u64 + set_heap();
-        let set = fixed + ring(set_bucket, size_of::<RollingWindow<Distinct>>() as u64);
+        let set = fixed + ring(set_bucket, size_of::<Ring<Distinct>>() as u64);
         let dist_bucket = size_of::<Distribution>() as u64
             + size_of::<SparseDDSketch>() as u64
             + sparse::MAX_HEAP_BYTES as u64;
         let histogram = 48 + (cfg.series.histogram_buckets.len() as u64 + 1) * 8;
-        let dist =
-            fixed + histogram + ring(dist_bucket, size_of::<RollingWindow<Distribution>>() as u64);
+        let dist = fixed + histogram + ring(dist_bucket, size_of::<Ring<Distribution>>() as u64);
         Footprint {
-            per_series: [counter, counter, set, dist],
-            per_bucket: [counter_bucket, counter_bucket, set_bucket, dist_bucket],
+            per_series: [counter, gauge, set, dist],
+            per_bucket: [counter_bucket, gauge_bucket, set_bucket, dist_bucket],
             buckets,
             max_series: cfg.series.max_series as u64,
         }
@@ -111,11 +118,12 @@ impl Footprint {
         self.max_series * self.per_series.iter().max().copied().unwrap_or(0)
     }
 
-    /// `max_series` counter series at their worst (names and labels at
-    /// their caps): the bound for a registry of counters and gauges.
+    /// `max_series` gauge series at their worst (names and labels at
+    /// their caps): the bound for a registry of counters and gauges (a
+    /// gauge's bucket is the larger).
     #[must_use]
     pub fn worst_counters(&self) -> u64 {
-        self.max_series * self.per_series[0]
+        self.max_series * self.per_series[0].max(self.per_series[1])
     }
 
     /// The report `check-config` prints, one item per line.

@@ -10,6 +10,7 @@ use crate::clock::Timestamp;
 use crate::config::{Action, Config, Mapping, NamedWindow};
 use crate::names;
 use crate::parse::MetricKind;
+use crate::window::Layout;
 
 /// The settings a registry applies to new series, and to existing ones on
 /// [`Registry::replan`](super::Registry::replan); swapped on reload.
@@ -30,6 +31,10 @@ pub struct Plan {
     pub(super) max_series: usize,
     pub(super) max_series_per_metric: Option<usize>,
     pub(super) max_label_bytes: usize,
+    /// The layout of every window list a series can get (the defaults and
+    /// each rule's `windows`), built once: series on the same windows share
+    /// it.
+    layouts: Vec<(Vec<usize>, Arc<Layout>)>,
 }
 
 /// What a plan makes of a series: its published identity and windows.
@@ -115,22 +120,64 @@ impl Plan {
     #[must_use]
     pub fn watched_from(mut self, now: Timestamp) -> Plan {
         self.watched.fill(now);
-        self
+        self.with_layouts()
     }
 
     /// The plan of `cfg` replacing `self` on a reload at `now`: a window
     /// whose name and shape are unchanged keeps the time it was watched
     /// from (series keep its history, see [`Registry::replan`](super::Registry::replan)); a new or
-    /// changed one is watched from `now`.
+    /// changed one is watched from the start of its bucket holding `now`,
+    /// and reads nothing older. It shares its ring with windows that may
+    /// already hold data, and a bucket cannot be split at `now`: so it holds,
+    /// from the start, what came in that one bucket before the reload, and
+    /// counts that bucket's time as watched (its rate stays true), never
+    /// anything older.
     #[must_use]
     pub fn successor(&self, cfg: &Config, now: Timestamp) -> Plan {
-        let mut next = Plan::from_config(cfg).watched_from(now);
+        let mut next = Plan::from_config(cfg);
         for (w, watched) in next.windows.iter().zip(next.watched.iter_mut()) {
-            if let Some(i) = self.windows.iter().position(|old| old == w) {
-                *watched = self.watched[i];
-            }
+            *watched = match self.windows.iter().position(|old| old == w) {
+                Some(i) => self.watched[i],
+                None => {
+                    let (t, i) = (
+                        now.as_nanos(),
+                        crate::clock::duration_nanos(w.spec.interval()),
+                    );
+                    Timestamp::from_nanos(t - t % i.max(1))
+                }
+            };
         }
-        next
+        next.with_layouts()
+    }
+
+    /// The layout of windows `ids` (every list the plan gives a series is
+    /// built in advance; another is built on the spot).
+    pub(super) fn layout(&self, ids: &[usize]) -> Arc<Layout> {
+        match self.layouts.iter().find(|(l, _)| l == ids) {
+            Some((_, layout)) => layout.clone(),
+            None => Arc::new(self.build_layout(ids)),
+        }
+    }
+
+    fn build_layout(&self, ids: &[usize]) -> Layout {
+        Layout::new(ids.iter().map(|&i| (self.windows[i].spec, self.watched[i])))
+    }
+
+    /// Builds the layouts of the defaults and of every rule's windows, for
+    /// the current `watched`.
+    fn with_layouts(mut self) -> Plan {
+        let mut lists = vec![self.default_windows.clone()];
+        lists.extend(self.mappings.iter().filter_map(|m| m.windows.clone()));
+        lists.sort();
+        lists.dedup();
+        self.layouts = lists
+            .into_iter()
+            .map(|ids| {
+                let layout = Arc::new(self.build_layout(&ids));
+                (ids, layout)
+            })
+            .collect();
+        self
     }
 
     /// The names of windows `ids` (shared by every series on the defaults).
@@ -150,6 +197,7 @@ impl Plan {
     #[must_use]
     pub fn from_config(cfg: &Config) -> Plan {
         Plan {
+            layouts: Vec::new(),
             watched: vec![Timestamp::EPOCH; cfg.windows.len()],
             default_windows: (0..cfg.windows.len()).collect(),
             default_window_names: cfg.windows.iter().map(|w| w.name.clone()).collect(),
@@ -162,5 +210,6 @@ impl Plan {
             max_series_per_metric: cfg.series.max_series_per_metric,
             max_label_bytes: cfg.series.max_label_bytes,
         }
+        .with_layouts()
     }
 }

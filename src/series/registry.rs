@@ -250,9 +250,7 @@ impl Registry {
         };
         let mut state = SeriesState::new(
             s.kind,
-            &plan.windows,
-            &plan.watched,
-            &window_ids,
+            &plan.layout(&window_ids),
             plan.histogram_buckets.len(),
             now,
         );

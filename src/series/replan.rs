@@ -197,7 +197,7 @@ fn rewindow(
         }
         return Replanned::Kept;
     }
-    state.rewindow(&plan.windows, &r.window_ids, &reuse, now);
+    state.relayout(plan.layout(&r.window_ids), now);
     let mut m = SeriesMeta::clone(meta);
     m.windows = plan.window_names(&r.window_ids);
     m.set_shared(r.shared);

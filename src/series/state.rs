@@ -1,44 +1,49 @@
 //! What one series holds, per statsd type: its rolling windows and its
 //! cumulative values, and how a sample updates them.
 
+use std::sync::Arc;
+
 use crate::clock::Timestamp;
-use crate::config::NamedWindow;
 use crate::parse::{GaugeOp, MetricKind, Sample};
 use crate::sketch::hash_member;
 use crate::stats::{Totals, WindowStats};
-use crate::window::bucket::{Distinct, Distribution, Observation, Summary};
-use crate::window::RollingWindow;
+use crate::window::bucket::{Bucket, Distinct, Distribution, Observation, Summary, Tally};
+use crate::window::{Layout, Windows};
 
-/// Per-type state of a series.
+/// Per-type state of a series. Its windows share one ring per bucket
+/// interval ([`Windows`]); each type's bucket holds what its families read:
+/// a counter's is a 16-byte [`Tally`] (sum and count), a gauge's a
+/// [`Summary`] (with min and max), a timer's a [`Distribution`] (with a
+/// quantile sketch), a set's a [`Distinct`].
 #[derive(Clone, Debug)]
 pub enum SeriesState {
     /// Counters: windows of increments (value × weight); cumulative total.
     Counter {
-        /// One per configured window.
-        windows: Vec<RollingWindow<Summary>>,
+        /// Every configured window.
+        windows: Windows<Tally>,
         /// Sum of all increments since the series was born.
         total: f64,
     },
     /// Gauges: windows of the values the gauge took; current value.
     Gauge {
-        /// One per configured window.
-        windows: Vec<RollingWindow<Summary>>,
+        /// Every configured window.
+        windows: Windows<Summary>,
         /// The gauge's current value.
         value: f64,
     },
     /// Timers (in seconds), histograms, distributions: windows with a
     /// quantile sketch; a cumulative histogram.
     Distribution {
-        /// One per configured window.
-        windows: Vec<RollingWindow<Distribution>>,
+        /// Every configured window.
+        windows: Windows<Distribution>,
         /// Cumulative Prometheus histogram (boxed: it would make every
         /// series' state, counters included, twice as large).
         histogram: Box<CumulativeHistogram>,
     },
     /// Sets: windows of member hashes; cumulative samples.
     Set {
-        /// One per configured window.
-        windows: Vec<RollingWindow<Distinct>>,
+        /// Every configured window.
+        windows: Windows<Distinct>,
         /// Samples received since the series was born.
         samples: u64,
     },
@@ -61,12 +66,12 @@ pub enum Folded {
 /// Whether adding each of `incs` in turn to the bucket each window would
 /// write at `now` keeps its sum finite. Moves the windows to `now` first
 /// (resetting expired buckets, as the add that follows would).
-fn buckets_stay_finite<B: crate::window::bucket::Bucket + Totals>(
-    windows: &mut [RollingWindow<B>],
+fn buckets_stay_finite<B: Bucket + Totals>(
+    windows: &mut Windows<B>,
     now: Timestamp,
     incs: impl Iterator<Item = f64> + Clone,
 ) -> bool {
-    windows.iter_mut().all(|w| {
+    windows.rings_mut().iter_mut().all(|w| {
         w.advance(now);
         let mut sum = w.current_mut().sum();
         incs.clone().all(|x| {
@@ -109,102 +114,59 @@ impl CumulativeHistogram {
     }
 }
 
-fn windows_for<B: crate::window::bucket::Bucket>(
-    defs: &[NamedWindow],
-    watched: &[Timestamp],
-    ids: &[usize],
-    now: Timestamp,
-) -> Vec<RollingWindow<B>> {
-    ids.iter()
-        .map(|&i| RollingWindow::epoch_aligned(defs[i].spec, now).watched_from(watched[i]))
-        .collect()
-}
-
-/// The windows for `ids`: `reuse[k]`, if set, is the index of an existing
-/// window moved into place `k` (its history kept); the others are new, and
-/// watched from `now`.
-fn rebuild<B: crate::window::bucket::Bucket>(
-    windows: &mut Vec<RollingWindow<B>>,
-    defs: &[NamedWindow],
-    ids: &[usize],
-    reuse: &[Option<usize>],
-    now: Timestamp,
-) {
-    let mut old: Vec<Option<RollingWindow<B>>> = windows.drain(..).map(Some).collect();
-    *windows = ids
-        .iter()
-        .zip(reuse.iter().chain(std::iter::repeat(&None)))
-        .map(|(&i, r)| {
-            r.and_then(|j| old.get_mut(j)?.take()).unwrap_or_else(|| {
-                RollingWindow::epoch_aligned(defs[i].spec, now).watched_from(now)
-            })
-        })
-        .collect();
-}
-
 impl SeriesState {
-    /// Replaces the windows by those of `ids` in `defs` (a reload changed
-    /// them), keeping every cumulative value. `reuse[k]` names an existing
-    /// window to keep, with its history, as the new window `k`; the other
-    /// windows start empty at `now`.
-    pub fn rewindow(
-        &mut self,
-        defs: &[NamedWindow],
-        ids: &[usize],
-        reuse: &[Option<usize>],
-        now: Timestamp,
-    ) {
+    /// Moves the windows to `layout` (a reload changed them), keeping
+    /// every cumulative value: [`Windows::relayout`].
+    pub fn relayout(&mut self, layout: Arc<Layout>, now: Timestamp) {
         match self {
-            SeriesState::Counter { windows, .. } | SeriesState::Gauge { windows, .. } => {
-                rebuild(windows, defs, ids, reuse, now);
-            }
-            SeriesState::Distribution { windows, .. } => rebuild(windows, defs, ids, reuse, now),
-            SeriesState::Set { windows, .. } => rebuild(windows, defs, ids, reuse, now),
+            SeriesState::Counter { windows, .. } => windows.relayout(layout, now),
+            SeriesState::Gauge { windows, .. } => windows.relayout(layout, now),
+            SeriesState::Distribution { windows, .. } => windows.relayout(layout, now),
+            SeriesState::Set { windows, .. } => windows.relayout(layout, now),
+        }
+    }
+
+    /// The layout of the windows.
+    #[must_use]
+    pub fn layout(&self) -> &Arc<Layout> {
+        match self {
+            SeriesState::Counter { windows, .. } => windows.layout(),
+            SeriesState::Gauge { windows, .. } => windows.layout(),
+            SeriesState::Distribution { windows, .. } => windows.layout(),
+            SeriesState::Set { windows, .. } => windows.layout(),
         }
     }
 
     /// The shape of window `i`, if there is one.
     #[must_use]
     pub fn window_spec(&self, i: usize) -> Option<crate::window::WindowSpec> {
-        match self {
-            SeriesState::Counter { windows, .. } | SeriesState::Gauge { windows, .. } => {
-                windows.get(i).map(RollingWindow::spec)
-            }
-            SeriesState::Distribution { windows, .. } => windows.get(i).map(RollingWindow::spec),
-            SeriesState::Set { windows, .. } => windows.get(i).map(RollingWindow::spec),
-        }
+        self.layout().spec(i)
     }
 
-    /// Empty state for a new series of `kind`, on windows `ids` of `defs`;
-    /// `watched[i]` is when window `defs[i]` began to be watched (the
-    /// daemon's start, or the reload that created it): a series born later
-    /// reads, over the time before its birth, as having had nothing.
+    /// Empty state for a new series of `kind`, on the windows of `layout`
+    /// (which says when each began to be watched: the daemon's start, or
+    /// the reload that created it; a series born later reads, over the time
+    /// before its birth, as having had nothing), with `buckets` cumulative
+    /// histogram bounds.
     #[must_use]
-    pub fn new(
-        kind: MetricKind,
-        defs: &[NamedWindow],
-        watched: &[Timestamp],
-        ids: &[usize],
-        buckets: usize,
-        now: Timestamp,
-    ) -> Self {
+    pub fn new(kind: MetricKind, layout: &Arc<Layout>, buckets: usize, now: Timestamp) -> Self {
         match kind {
             MetricKind::Counter => SeriesState::Counter {
-                windows: windows_for(defs, watched, ids, now),
+                windows: Windows::new(layout.clone(), now),
                 total: 0.0,
             },
             MetricKind::Gauge => SeriesState::Gauge {
-                windows: windows_for(defs, watched, ids, now),
+                windows: Windows::new(layout.clone(), now),
                 value: 0.0,
             },
             MetricKind::Timer | MetricKind::Histogram | MetricKind::Distribution => {
                 SeriesState::Distribution {
-                    windows: windows_for(defs, watched, ids, now),
+                    windows: Windows::new(layout.clone(), now),
                     histogram: Box::new(CumulativeHistogram::new(buckets)),
                 }
             }
             MetricKind::Set => SeriesState::Set {
-                windows: windows_for(defs, watched, ids, now),
+                windows: Windows::new(layout.clone(), now),
                 samples: 0,
             },
         }
@@ -245,9 +207,7 @@ impl SeriesState {
                 }
                 for v in s.values() {
                     *total += (v * weight).max(0.0);
-                    for w in windows.iter_mut() {
-                        w.add(Observation { value: v, weight }, now);
-                    }
+                    windows.add(Observation { value: v, weight }, now);
                 }
                 Ok(if negative {
                     Folded::NegativeIncrement
@@ -265,9 +225,7 @@ impl SeriesState {
                     return Err(Overflow);
                 }
                 *value = next;
-                for w in windows.iter_mut() {
-                    w.add(Observation::new(next), now);
-                }
+                windows.add(Observation::new(next), now);
                 Ok(Folded::Stored)
             }
             SeriesState::Distribution { windows, histogram } => {
@@ -285,19 +243,14 @@ impl SeriesState {
                 for raw in s.values() {
                     let v = base(raw);
                     histogram.observe(bounds, v, weight);
-                    for w in windows.iter_mut() {
-                        w.add(Observation { value: v, weight }, now);
-                    }
+                    windows.add(Observation { value: v, weight }, now);
                 }
                 Ok(Folded::Stored)
             }
             SeriesState::Set { windows, samples } => {
                 if let Some(m) = s.set_member() {
                     *samples = samples.saturating_add(1);
-                    let h = hash_member(m.as_bytes());
-                    for w in windows.iter_mut() {
-                        w.add(h, now);
-                    }
+                    windows.add(hash_member(m.as_bytes()), now);
                 }
                 Ok(Folded::Stored)
             }
@@ -314,11 +267,14 @@ impl SeriesState {
         mut f: impl FnMut(Timestamp, f64, f64),
     ) {
         match self {
-            SeriesState::Counter { windows, .. } | SeriesState::Gauge { windows, .. } => {
-                windows[i].visit_slots(now, |t, b| f(t, b.sum(), b.count()));
+            SeriesState::Counter { windows, .. } => {
+                windows.visit_slots(i, now, |t, b| f(t, b.sum(), b.count()));
+            }
+            SeriesState::Gauge { windows, .. } => {
+                windows.visit_slots(i, now, |t, b| f(t, b.sum(), b.count()));
             }
             SeriesState::Distribution { windows, .. } => {
-                windows[i].visit_slots(now, |t, b| f(t, b.sum(), b.count()));
+                windows.visit_slots(i, now, |t, b| f(t, b.sum(), b.count()));
             }
             SeriesState::Set { .. } => {}
         }
@@ -334,15 +290,14 @@ impl SeriesState {
         i: usize,
         now: Timestamp,
     ) -> (crate::window::WindowSpec, std::time::Duration) {
-        match self {
-            SeriesState::Counter { windows, .. } | SeriesState::Gauge { windows, .. } => {
-                (windows[i].spec(), windows[i].spanned(now))
-            }
-            SeriesState::Distribution { windows, .. } => {
-                (windows[i].spec(), windows[i].spanned(now))
-            }
-            SeriesState::Set { windows, .. } => (windows[i].spec(), windows[i].spanned(now)),
-        }
+        let spanned = match self {
+            SeriesState::Counter { windows, .. } => windows.spanned(i, now),
+            SeriesState::Gauge { windows, .. } => windows.spanned(i, now),
+            SeriesState::Distribution { windows, .. } => windows.spanned(i, now),
+            SeriesState::Set { windows, .. } => windows.spanned(i, now),
+        };
+        let spec = self.window_spec(i).expect("window index within the layout");
+        (spec, spanned)
     }
 
     /// The statistics of window `i` at `now`.
@@ -351,17 +306,17 @@ impl SeriesState {
         match self {
             // Counters: the rate is increments per second.
             SeriesState::Counter { windows, .. } => {
-                WindowView::of(&WindowStats::of(&windows[i], now), true, &[])
+                WindowView::of(&WindowStats::of_shared(windows, i, now), true, &[])
             }
             SeriesState::Gauge { windows, .. } => {
-                WindowView::of(&WindowStats::of(&windows[i], now), false, &[])
+                WindowView::of(&WindowStats::of_shared(windows, i, now), false, &[])
             }
             SeriesState::Distribution { windows, .. } => {
-                WindowView::of(&WindowStats::of(&windows[i], now), false, quantiles)
+                WindowView::of(&WindowStats::of_shared(windows, i, now), false, quantiles)
             }
             SeriesState::Set { windows, .. } => {
-                let merged = windows[i].reduce(now);
-                let covered = windows[i].covered(now);
+                let merged = windows.reduce(i, now);
+                let covered = windows.covered(i, now);
                 WindowView {
                     samples: merged.samples as f64,
                     sum: 0.0,
@@ -400,11 +355,7 @@ pub struct WindowView {
 }
 
 impl WindowView {
-    fn of<B: crate::window::bucket::Bucket + crate::stats::Totals>(
-        s: &WindowStats<B>,
-        sum_rate: bool,
-        quantiles: &[f64],
-    ) -> WindowView {
+    fn of<B: Bucket + Totals>(s: &WindowStats<B>, sum_rate: bool, quantiles: &[f64]) -> WindowView {
         WindowView {
             samples: s.count(),
             sum: s.sum(),

@@ -784,3 +784,36 @@ fn a_window_a_reload_creates_is_watched_from_the_reload() {
     let (_, minute) = rates(&r, "d", at(110));
     assert!((minute - 5.0).abs() < 1e-9, "{minute}");
 }
+
+#[test]
+fn a_window_a_reload_adds_to_a_shared_ring_reads_from_the_reloads_bucket() {
+    let r = Registry::new(
+        Plan::from_config(&Config::parse(ONE_WINDOW).unwrap()).watched_from(T0),
+        4,
+    );
+    let at = |ms: u64| T0 + Duration::from_millis(ms);
+    // 99.5 s: an earlier bucket; 100.2 s: the bucket the reload falls in.
+    feed(&r, at(99_500), "c:1|c");
+    feed(&r, at(100_200), "c:10|c");
+    r.set_plan(r.plan().successor(&shipped_windows(), at(100_500)));
+    assert_eq!(r.replan(at(100_500)).rewindowed, 1);
+    feed(&r, at(100_700), "c:100|c");
+    let sums = |now| {
+        let mut out = None;
+        r.visit(|_, s| {
+            out = Some((
+                s.window_view(0, now, &[]).sum,
+                s.window_view(1, now, &[]).sum,
+            ));
+        });
+        out.unwrap()
+    };
+    // `10s` keeps everything; `1m` (ignore-current) shows the reload's
+    // bucket once it closes, never the bucket before, over the time since
+    // that bucket began (1 s at 101.0 s: 110 a second).
+    assert_eq!(sums(at(100_900)), (111.0, 0.0));
+    assert_eq!(sums(at(101_000)), (111.0, 110.0));
+    let mut rate = None;
+    r.visit(|_, s| rate = Some(s.window_view(1, at(101_000), &[]).rate));
+    assert!((rate.unwrap() - 110.0).abs() < 1e-9, "{rate:?}");
+}

@@ -30,8 +30,8 @@ use std::time::Duration;
 
 use crate::clock::Timestamp;
 use crate::sketch::QuantileSketch;
-use crate::window::bucket::{Bucket, Distinct, Distribution, SumCount, Summary};
-use crate::window::RollingWindow;
+use crate::window::bucket::{Bucket, Distinct, Distribution, SumCount, Summary, Tally};
+use crate::window::{RollingWindow, Windows};
 
 /// A bucket whose contents can be read as sum, count and (maybe) min/max.
 pub trait Totals {
@@ -39,8 +39,6 @@ pub trait Totals {
     fn sum(&self) -> f64;
     /// Weighted number of events.
     fn count(&self) -> f64;
-    /// Samples received (unweighted).
-    fn samples(&self) -> u64;
     /// Smallest value, if the bucket keeps it and is not empty.
     fn min(&self) -> Option<f64> {
         None
@@ -62,7 +60,13 @@ impl Totals for SumCount {
     fn count(&self) -> f64 {
         self.count as f64
     }
-    fn samples(&self) -> u64 {
+}
+
+impl Totals for Tally {
+    fn sum(&self) -> f64 {
+        self.sum
+    }
+    fn count(&self) -> f64 {
         self.count
     }
 }
@@ -73,9 +77,6 @@ impl Totals for Summary {
     }
     fn count(&self) -> f64 {
         self.count
-    }
-    fn samples(&self) -> u64 {
-        self.samples
     }
     fn min(&self) -> Option<f64> {
         (!self.is_empty()).then_some(self.min)
@@ -91,9 +92,6 @@ impl Totals for Distribution {
     }
     fn count(&self) -> f64 {
         self.summary.count
-    }
-    fn samples(&self) -> u64 {
-        self.summary.samples
     }
     fn min(&self) -> Option<f64> {
         Totals::min(&self.summary)
@@ -125,6 +123,15 @@ impl<B: Bucket + Totals> WindowStats<B> {
         }
     }
 
+    /// Reduces window `i` of a series' [`Windows`] at `now`.
+    #[must_use]
+    pub fn of_shared(windows: &Windows<B>, i: usize, now: Timestamp) -> Self {
+        WindowStats {
+            merged: windows.reduce(i, now),
+            covered: windows.covered(i, now),
+        }
+    }
+
     /// Weighted sum (go-zero's Sum).
     #[must_use]
     pub fn sum(&self) -> f64 {
@@ -135,12 +142,6 @@ impl<B: Bucket + Totals> WindowStats<B> {
     #[must_use]
     pub fn count(&self) -> f64 {
         self.merged.count()
-    }
-
-    /// Samples received, unweighted.
-    #[must_use]
-    pub fn samples(&self) -> u64 {
-        self.merged.samples()
     }
 
     /// `sum / count`, or `None` for an empty window.

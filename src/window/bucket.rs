@@ -1,8 +1,10 @@
 //! What one slot of a [`RollingWindow`](super::RollingWindow) holds.
 //!
 //! * [`SumCount`]: go-zero's bucket, a Sum and a Count; every add counts one.
+//! * [`Tally`]: weighted sum and count, for statsd counters (16 bytes: what
+//!   the counter families read, and nothing else).
 //! * [`Summary`]: weighted sum and count plus min and max, for statsd samples
-//!   that carry a sample-rate weight.
+//!   that carry a sample-rate weight (gauges).
 //! * [`Distribution`]: a [`Summary`] plus a mergeable quantile sketch, for
 //!   timers, histograms and distributions.
 //! * [`Distinct`]: a distinct-count sketch, for statsd sets.
@@ -80,19 +82,48 @@ impl Observation {
     }
 }
 
+/// Weighted sum and count: a counter's bucket.
+///
+/// `sum` adds `value * weight`, so an increment of 1 sent at `@0.1` adds
+/// 10; `count` adds `weight` (go-zero's Count, scaled by the sample rate).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Tally {
+    /// Sum of `value * weight`.
+    pub sum: f64,
+    /// Sum of weights: estimated number of events.
+    pub count: f64,
+}
+
+impl Bucket for Tally {
+    type Input = Observation;
+    #[inline]
+    fn add(&mut self, o: Observation) {
+        self.sum += o.value * o.weight;
+        self.count += o.weight;
+    }
+    #[inline]
+    fn reset(&mut self) {
+        *self = Tally::default();
+    }
+    #[inline]
+    fn merge(&mut self, o: &Self) {
+        self.sum += o.sum;
+        self.count += o.count;
+    }
+}
+
 /// Weighted sum and count, with the min and max of the raw values.
 ///
-/// `sum` adds `value * weight`, so a counter increment of 1 sent at
-/// `@0.1` adds 10; `count` adds `weight` (go-zero's Count, scaled by the
-/// sample rate); `samples` counts the lines actually received.
+/// `sum` adds `value * weight`, so a value of 1 sent at `@0.1` adds 10;
+/// `count` adds `weight` (go-zero's Count, scaled by the sample rate). A
+/// weight is at least 1 (`1 / sample_rate`, rate in (0, 1]), so the bucket
+/// is empty exactly when `count` is 0.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Summary {
     /// Sum of `value * weight`.
     pub sum: f64,
     /// Sum of weights: estimated number of events.
     pub count: f64,
-    /// Samples received, unweighted.
-    pub samples: u64,
     /// Smallest value seen (+inf when empty).
     pub min: f64,
     /// Largest value seen (-inf when empty).
@@ -104,7 +135,6 @@ impl Default for Summary {
         Summary {
             sum: 0.0,
             count: 0.0,
-            samples: 0,
             min: f64::INFINITY,
             max: f64::NEG_INFINITY,
         }
@@ -115,7 +145,7 @@ impl Summary {
     /// True when nothing was added.
     #[must_use]
     pub fn is_empty(&self) -> bool {
-        self.samples == 0
+        self.count == 0.0
     }
 }
 
@@ -125,7 +155,6 @@ impl Bucket for Summary {
     fn add(&mut self, o: Observation) {
         self.sum += o.value * o.weight;
         self.count += o.weight;
-        self.samples += 1;
         self.min = self.min.min(o.value);
         self.max = self.max.max(o.value);
     }
@@ -137,7 +166,6 @@ impl Bucket for Summary {
     fn merge(&mut self, o: &Self) {
         self.sum += o.sum;
         self.count += o.count;
-        self.samples += o.samples;
         self.min = self.min.min(o.min);
         self.max = self.max.max(o.max);
     }

@@ -54,6 +54,8 @@
 //! bucket resets. `reduce` is one pass over at most `size` buckets.
 
 pub mod bucket;
+pub mod grid;
+pub mod ring;
 
 use std::fmt;
 use std::time::Duration;
@@ -62,6 +64,8 @@ use parking_lot::Mutex;
 
 use crate::clock::{duration_nanos, Timestamp};
 use bucket::Bucket;
+pub use grid::{Layout, Windows};
+pub use ring::{Read, Ring};
 
 /// The shape of a window: how many buckets, how wide, and whether the bucket
 /// being filled is left out of reductions. Validated at construction.
@@ -156,20 +160,11 @@ impl WindowSpec {
 }
 
 /// A ring of `size` time buckets; see the [module docs](self) for the exact
-/// semantics.
+/// semantics. A [`Ring`] read whole.
 #[derive(Clone)]
 pub struct RollingWindow<B> {
-    buckets: Box<[B]>,
-    /// Bucket width in nanoseconds (> 0).
-    interval: u64,
-    /// Index of the bucket holding the last-written slot.
-    offset: usize,
-    /// Start of the last-written slot, a grid point (go-zero's `lastTime`).
-    last: u64,
-    ignore_current: bool,
-    /// Time before this was not watched: [`covered`](Self::covered) never
-    /// counts it (`None`: everything counts, go-zero's view).
-    watched_from: Option<u64>,
+    ring: Ring<B>,
+    read: Read,
 }
 
 // === impl RollingWindow ===
@@ -193,21 +188,9 @@ impl<B: Bucket> RollingWindow<B> {
     /// A window whose grid passes through `origin`, created at `now`.
     #[must_use]
     pub fn with_origin(spec: WindowSpec, origin: Timestamp, now: Timestamp) -> Self {
-        let (o, n, i) = (origin.as_nanos(), now.as_nanos(), spec.interval);
-        let last = if n >= o {
-            n - (n - o) % i
-        } else {
-            // The grid point at or before `now`, counting back from the origin.
-            let back = (o - n).div_ceil(i).saturating_mul(i);
-            o.saturating_sub(back)
-        };
         RollingWindow {
-            buckets: (0..spec.size).map(|_| B::default()).collect(),
-            interval: i,
-            offset: 0,
-            last,
-            ignore_current: spec.ignore_current,
-            watched_from: None,
+            ring: Ring::with_origin(spec.size, spec.interval, origin, now),
+            read: Read::newest(spec.size, spec.ignore_current),
         }
     }
 
@@ -219,7 +202,7 @@ impl<B: Bucket> RollingWindow<B> {
     /// The buckets themselves are unchanged (go-zero's semantics).
     #[must_use]
     pub fn watched_from(mut self, t: Timestamp) -> Self {
-        self.watched_from = Some(t.as_nanos());
+        self.read.watched_from = Some(t.as_nanos());
         self
     }
 
@@ -227,41 +210,23 @@ impl<B: Bucket> RollingWindow<B> {
     #[must_use]
     pub fn spec(&self) -> WindowSpec {
         WindowSpec {
-            size: self.buckets.len(),
-            interval: self.interval,
-            ignore_current: self.ignore_current,
+            size: self.ring.len(),
+            interval: self.ring.interval_nanos(),
+            ignore_current: self.read.ignore_current,
         }
     }
 
     /// Start of the last-written slot (go-zero's `lastTime`).
     #[must_use]
     pub fn last_slot_start(&self) -> Timestamp {
-        Timestamp::from_nanos(self.last)
-    }
-
-    /// Whole intervals from the last-written slot to `now`, capped at `size`.
-    /// A `now` before the last-written slot counts as inside it (0).
-    #[inline]
-    fn span(&self, now: u64) -> usize {
-        if now < self.last.saturating_add(self.interval) {
-            // Same slot, or time went backwards: no division on the hot path.
-            return 0;
-        }
-        let k = (now - self.last) / self.interval;
-        let n = self.buckets.len() as u64;
-        if k >= n {
-            self.buckets.len()
-        } else {
-            k as usize
-        }
+        self.ring.last_slot_start()
     }
 
     /// Adds `input` into the bucket for `now`, first resetting the buckets
     /// that expired since the last write.
     #[inline]
     pub fn add(&mut self, input: B::Input, now: Timestamp) {
-        self.advance(now);
-        self.buckets[self.offset].add(input);
+        self.ring.add(input, now);
     }
 
     /// Moves the ring to `now` (resetting expired buckets) without adding.
@@ -269,45 +234,20 @@ impl<B: Bucket> RollingWindow<B> {
     /// [`current_mut`](Self::current_mut).
     #[inline]
     pub fn advance(&mut self, now: Timestamp) {
-        let now = now.as_nanos();
-        let span = self.span(now);
-        if span == 0 {
-            return;
-        }
-        let n = self.buckets.len();
-        for i in 1..=span {
-            self.buckets[(self.offset + i) % n].reset();
-        }
-        self.offset = (self.offset + span) % n;
-        // Latest grid point at or before `now`: never drifts, even after a gap
-        // far longer than the window (span was capped, this is not).
-        self.last = now - (now - self.last) % self.interval;
+        self.ring.advance(now);
     }
 
     /// The bucket for the last-written slot. Call [`advance`](Self::advance)
     /// first to make it the bucket for `now`.
     pub fn current_mut(&mut self) -> &mut B {
-        &mut self.buckets[self.offset]
+        self.ring.current_mut()
     }
 
     /// Calls `f` on every unexpired bucket, oldest first, and returns how many
     /// were visited. Never changes state.
     #[inline]
-    pub fn visit(&self, now: Timestamp, mut f: impl FnMut(&B)) -> usize {
-        let n = self.buckets.len();
-        let span = self.span(now.as_nanos());
-        let count = if span == 0 && self.ignore_current {
-            n - 1
-        } else {
-            n - span
-        };
-        // Oldest first: from `start` to the end of the ring, then wrap. Two
-        // plain slice walks instead of a modulo per bucket.
-        let start = (self.offset + span + 1) % n;
-        let first = count.min(n - start);
-        self.buckets[start..start + first].iter().for_each(&mut f);
-        self.buckets[..count - first].iter().for_each(&mut f);
-        count
+    pub fn visit(&self, now: Timestamp, f: impl FnMut(&B)) -> usize {
+        self.ring.visit(&self.read, now, f)
     }
 
     /// Calls `f(slot_start, bucket)` on every unexpired bucket, the current
@@ -315,18 +255,8 @@ impl<B: Bucket> RollingWindow<B> {
     /// lie on the window's grid; for an [epoch-aligned](Self::epoch_aligned)
     /// window `slot_start / interval` is the slot's index on the grid every
     /// instance shares. Never changes state.
-    pub fn visit_slots(&self, now: Timestamp, mut f: impl FnMut(Timestamp, &B)) {
-        let n = self.buckets.len();
-        let span = self.span(now.as_nanos());
-        for j in 0..n - span {
-            let Some(start) = self.last.checked_sub(j as u64 * self.interval) else {
-                return;
-            };
-            f(
-                Timestamp::from_nanos(start),
-                &self.buckets[(self.offset + n - j) % n],
-            );
-        }
+    pub fn visit_slots(&self, now: Timestamp, f: impl FnMut(Timestamp, &B)) {
+        self.ring.visit_slots(&self.read, now, f);
     }
 
     /// This window's counts in a new window of shape `spec` whose grid
@@ -338,17 +268,16 @@ impl<B: Bucket> RollingWindow<B> {
     /// keeps only its own span. The watch start is kept.
     #[must_use]
     pub fn rebucketed(&self, spec: WindowSpec, origin: Timestamp, now: Timestamp) -> Self {
-        let at = now.max(Timestamp::from_nanos(self.last));
+        let at = now.max(self.ring.last_slot_start());
         let mut new = Self::with_origin(spec, origin, at);
-        new.watched_from = self.watched_from;
-        let n = new.buckets.len() as u64;
-        let (last, interval) = (new.last, new.interval);
+        new.read.watched_from = self.read.watched_from;
+        let n = spec.size as u64;
+        let (last, interval) = (new.ring.last_slot_start().as_nanos(), spec.interval);
         self.visit_slots(at, |start, b| {
             let s = start.as_nanos().min(last);
             let j = (last - s).div_ceil(interval);
             if j < n {
-                let i = ((n - j) % n) as usize;
-                new.buckets[i].merge(b);
+                new.ring.at_age_mut(j as usize).merge(b);
             }
         });
         new
@@ -358,9 +287,7 @@ impl<B: Bucket> RollingWindow<B> {
     /// state.
     #[must_use]
     pub fn reduce(&self, now: Timestamp) -> B {
-        let mut acc = B::default();
-        self.visit(now, |b| acc.merge(b));
-        acc
+        self.ring.reduce(&self.read, now)
     }
 
     /// The time the buckets visited by a reduce at `now` cover, the
@@ -377,11 +304,7 @@ impl<B: Bucket> RollingWindow<B> {
     /// ignore-current.
     #[must_use]
     pub fn covered(&self, now: Timestamp) -> Duration {
-        let (end, span) = self.end_and_span(now);
-        let watched = self
-            .watched_from
-            .map_or(span, |from| end.saturating_sub(from));
-        Duration::from_nanos(span.min(watched))
+        self.ring.covered(&self.read, now)
     }
 
     /// [`covered`](Self::covered) as if the window had been watched for
@@ -390,30 +313,15 @@ impl<B: Bucket> RollingWindow<B> {
     /// have been up far longer than this one).
     #[must_use]
     pub fn spanned(&self, now: Timestamp) -> Duration {
-        Duration::from_nanos(self.end_and_span(now).1)
-    }
-
-    /// The end of the time a reduce at `now` covers, and its length
-    /// ignoring the watch.
-    fn end_and_span(&self, now: Timestamp) -> (u64, u64) {
-        let now = now.as_nanos().max(self.last);
-        let slot_start = now - (now - self.last) % self.interval;
-        let whole = self.interval * (self.buckets.len() as u64 - 1);
-        let end = if self.ignore_current { slot_start } else { now };
-        (end, end - slot_start + whole)
+        self.ring.spanned(&self.read, now)
     }
 }
 
 impl<B: fmt::Debug> fmt::Debug for RollingWindow<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RollingWindow")
-            .field("size", &self.buckets.len())
-            .field("interval", &Duration::from_nanos(self.interval))
-            .field("ignore_current", &self.ignore_current)
-            .field("offset", &self.offset)
-            .field("last", &self.last)
-            .field("watched_from", &self.watched_from)
-            .field("buckets", &self.buckets)
+            .field("ring", &self.ring)
+            .field("read", &self.read)
             .finish()
     }
 }

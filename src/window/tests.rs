@@ -5,7 +5,9 @@
 use std::time::Duration;
 
 use super::bucket::SumCount;
+use super::ring::{Read, Ring};
 use super::*;
+use super::{Layout, Windows};
 
 /// Creation instant of most windows below: a realistic Unix time that is not
 /// a multiple of any interval used, so creation-anchored and epoch-anchored
@@ -354,4 +356,50 @@ fn rebucketed_moves_each_bucket_to_the_new_slot_holding_its_start() {
     assert_eq!(long.reduce(now).count, 4);
     // And goes on from there: the 1 leaves at 800 ms.
     assert_eq!(long.reduce(at_ms(800)).sum, 9.0);
+}
+
+#[test]
+fn a_resized_ring_keeps_its_newest_buckets() {
+    let mut r = Ring::<SumCount>::with_origin(4, 100_000_000, at_ms(0), at_ms(0));
+    for (i, t) in [0u64, 100, 200, 300, 400, 500].iter().enumerate() {
+        r.add(i as f64, at_ms(*t));
+    }
+    let all = |r: &Ring<SumCount>| {
+        let mut out = Vec::new();
+        r.visit(&Read::newest(r.len(), false), at_ms(500), |b| {
+            out.push(b.sum)
+        });
+        out
+    };
+    assert_eq!(all(&r), vec![2.0, 3.0, 4.0, 5.0]);
+    let grown = r.clone().resized(7);
+    // Three older, empty buckets; the four newest unchanged.
+    assert_eq!(all(&grown), vec![0.0, 0.0, 0.0, 2.0, 3.0, 4.0, 5.0]);
+    let shrunk = r.resized(2);
+    assert_eq!(all(&shrunk), vec![4.0, 5.0]);
+    // And it goes on as a ring of its new size.
+    let mut shrunk = shrunk;
+    shrunk.add(6.0, at_ms(600));
+    assert_eq!(all(&shrunk), vec![5.0, 6.0]);
+}
+
+#[test]
+fn windows_on_one_interval_share_a_ring_and_a_relayout_keeps_it() {
+    use std::sync::Arc;
+    let ten = spec(10, 1000);
+    let minute = spec(60, 1000).ignore_current(true);
+    let other = spec(5, 2000);
+    let layout = Arc::new(Layout::new([ten, minute, other].map(|s| (s, at_ms(0)))));
+    assert_eq!((layout.rings(), layout.buckets()), (2, 65));
+    let mut w = Windows::<SumCount>::new(layout, at_ms(0));
+    for s in 0..30 {
+        w.add(1.0, at_ms(1000 * s));
+    }
+    let now = at_ms(29_500);
+    assert_eq!(w.reduce(0, now).sum, 10.0);
+    assert_eq!(w.reduce(1, now).sum, 29.0);
+    // Only `10s` left: the ring shrinks to 10, its history kept.
+    w.relayout(Arc::new(Layout::new([(ten, at_ms(0))])), now);
+    assert_eq!(w.reduce(0, now).sum, 10.0);
+    assert_eq!(w.len(), 1);
 }
