@@ -30,7 +30,7 @@ use super::SeriesMeta;
 use crate::clock::Timestamp;
 use crate::config::Config;
 use crate::parse::{MetricKind, MAX_NAME_LEN, MAX_TAGS};
-use crate::sketch::{sparse, DistinctCounter, SparseDDSketch};
+use crate::sketch::{sparse, DistinctCounter, QuantileSketch, SparseDDSketch};
 use crate::window::bucket::{Distinct, Distribution, Summary, Tally};
 use crate::window::{Layout, Ring};
 
@@ -100,6 +100,7 @@ impl Footprint {
         let set_bucket = size_of::<Distinct>() as u64 + set_heap();
         let set = fixed + ring(set_bucket, size_of::<Ring<Distinct>>() as u64);
         let dist_bucket = size_of::<Distribution>() as u64
+            + size_of::<QuantileSketch>() as u64
             + size_of::<SparseDDSketch>() as u64
             + sparse::MAX_HEAP_BYTES as u64;
         let histogram = 48 + (cfg.series.histogram_buckets.len() as u64 + 1) * 8;

@@ -29,7 +29,6 @@
 use std::time::Duration;
 
 use crate::clock::Timestamp;
-use crate::sketch::QuantileSketch;
 use crate::window::bucket::{Bucket, Distinct, Distribution, SumCount, Summary, Tally};
 use crate::window::{RollingWindow, Windows};
 
@@ -47,8 +46,9 @@ pub trait Totals {
     fn max(&self) -> Option<f64> {
         None
     }
-    /// The quantile sketch, if the bucket keeps one.
-    fn sketch(&self) -> Option<&QuantileSketch> {
+    /// The value at quantile `q` within 1% relative error, if the bucket
+    /// keeps a sketch and is not empty.
+    fn quantile(&self, _q: f64) -> Option<f64> {
         None
     }
 }
@@ -99,8 +99,8 @@ impl Totals for Distribution {
     fn max(&self) -> Option<f64> {
         Totals::max(&self.summary)
     }
-    fn sketch(&self) -> Option<&QuantileSketch> {
-        Some(&self.sketch)
+    fn quantile(&self, q: f64) -> Option<f64> {
+        Distribution::quantile(self, q)
     }
 }
 
@@ -179,7 +179,7 @@ impl<B: Bucket + Totals> WindowStats<B> {
     /// bucket type keeps a sketch and the window is not empty.
     #[must_use]
     pub fn quantile(&self, q: f64) -> Option<f64> {
-        self.merged.sketch().and_then(|s| s.quantile(q))
+        Totals::quantile(&self.merged, q)
     }
 }
 

@@ -172,28 +172,88 @@ impl Bucket for Summary {
 }
 
 /// A [`Summary`] plus a quantile sketch (1% relative error).
+///
+/// Most buckets of most timers hold one distinct value (a timer sent once a
+/// second, on 1 s buckets): such a bucket keeps no sketch at all, since its
+/// summary already knows the value (its min, equal to its max). A second
+/// distinct value builds the sketch, the first value entering it with its
+/// whole weight (rounded once, where each later sample's weight is rounded
+/// on its own). 40 bytes, and a boxed sketch only when needed.
 #[derive(Clone, Debug, Default)]
 pub struct Distribution {
     /// Sum, count, min, max.
     pub summary: Summary,
-    /// Weighted quantile sketch of the values.
-    pub sketch: QuantileSketch,
+    /// Weighted quantile sketch of the values; `None` while the bucket holds
+    /// at most one distinct value.
+    sketch: Option<Box<QuantileSketch>>,
+}
+
+impl Distribution {
+    /// The value at quantile `q` (in [0, 1]) within 1% relative error, or
+    /// `None` when empty: the value itself when the bucket holds only one.
+    #[must_use]
+    pub fn quantile(&self, q: f64) -> Option<f64> {
+        match &self.sketch {
+            Some(s) => s.quantile(q),
+            None if self.summary.is_empty() || !(0.0..=1.0).contains(&q) => None,
+            None => Some(self.summary.min),
+        }
+    }
+
+    /// Whether the bucket holds one distinct value (or none) and no sketch.
+    fn single(&self) -> bool {
+        self.sketch.is_none()
+    }
+
+    /// The sketch, built from the single value held so far if needed.
+    fn sketch_mut(&mut self) -> &mut QuantileSketch {
+        let summary = self.summary;
+        self.sketch.get_or_insert_with(|| {
+            let mut s = Box::<QuantileSketch>::default();
+            if !summary.is_empty() {
+                s.add(summary.min, summary.count);
+            }
+            s
+        })
+    }
 }
 
 impl Bucket for Distribution {
     type Input = Observation;
     #[inline]
     fn add(&mut self, o: Observation) {
+        let same =
+            self.summary.is_empty() || (self.summary.min == o.value && self.summary.max == o.value);
+        if !(self.single() && same) {
+            self.sketch_mut().add(o.value, o.weight);
+        }
         self.summary.add(o);
-        self.sketch.add(o.value, o.weight);
     }
     fn reset(&mut self) {
         self.summary.reset();
-        self.sketch.clear();
+        // A sketch is built again only if the next slot needs one.
+        self.sketch = None;
     }
     fn merge(&mut self, o: &Self) {
+        if o.summary.is_empty() {
+            return;
+        }
+        let same = self.summary.is_empty()
+            || (self.summary.min == o.summary.min
+                && self.summary.max == o.summary.max
+                && o.summary.min == o.summary.max);
+        if !(self.single() && o.single() && same) {
+            let other = match &o.sketch {
+                Some(s) => std::borrow::Cow::Borrowed(&**s),
+                None => {
+                    let mut s = QuantileSketch::default();
+                    s.add(o.summary.min, o.summary.count);
+                    std::borrow::Cow::Owned(s)
+                }
+            };
+            self.sketch_mut().merge(&other);
+        }
         self.summary.merge(&o.summary);
-        self.sketch.merge(&o.sketch);
     }
 }
 

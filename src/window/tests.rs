@@ -403,3 +403,33 @@ fn windows_on_one_interval_share_a_ring_and_a_relayout_keeps_it() {
     assert_eq!(w.reduce(0, now).sum, 10.0);
     assert_eq!(w.len(), 1);
 }
+
+#[test]
+fn a_distribution_bucket_builds_its_sketch_at_the_second_distinct_value() {
+    use super::bucket::{Distribution, Observation};
+    let mut b = Distribution::default();
+    assert_eq!(b.quantile(0.5), None);
+    b.add(Observation::new(0.25));
+    b.add(Observation::sampled(0.25, 0.5));
+    // One distinct value: no sketch, every quantile is the value itself.
+    assert!(format!("{b:?}").contains("sketch: None"), "{b:?}");
+    assert_eq!((b.quantile(0.0), b.quantile(1.0)), (Some(0.25), Some(0.25)));
+    assert_eq!(b.quantile(1.5), None);
+    // A second value: the first enters the sketch with its weight (3).
+    b.add(Observation::new(4.0));
+    assert!(format!("{b:?}").contains("sketch: Some"), "{b:?}");
+    let p50 = b.quantile(0.5).unwrap();
+    assert!((p50 - 0.25).abs() <= 0.0025, "{p50}");
+    let p99 = b.quantile(1.0).unwrap();
+    assert!((p99 - 4.0).abs() <= 0.04, "{p99}");
+    // Merging two single-value buckets of different values builds one too.
+    let (mut x, mut y) = (Distribution::default(), Distribution::default());
+    x.add(Observation::new(1.0));
+    y.add(Observation::new(100.0));
+    x.merge(&y);
+    assert!((x.quantile(1.0).unwrap() - 100.0).abs() <= 1.0);
+    assert!((x.quantile(0.0).unwrap() - 1.0).abs() <= 0.01);
+    // A reset gives the sketch back.
+    x.reset();
+    assert!(format!("{x:?}").contains("sketch: None"), "{x:?}");
+}
