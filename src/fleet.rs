@@ -487,7 +487,7 @@ impl FleetWindows {
             } = &mut *st;
             let generation = *generation;
             registry.visit(|meta, state| {
-                let Some(id) = meta.fleet_id.filter(|_| meta.shared) else {
+                let Some(id) = meta.fleet_id() else {
                     return;
                 };
                 if meta.kind == MetricKind::Set {
@@ -726,7 +726,7 @@ impl FleetWindows {
         }
         let view = self.view.read();
         registry.visit(|meta, state| {
-            let Some(id) = meta.fleet_id.filter(|_| meta.shared) else {
+            let Some(id) = meta.fleet_id() else {
                 return;
             };
             if meta.kind == MetricKind::Set {

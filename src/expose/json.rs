@@ -109,7 +109,7 @@ pub fn series_page(
         let fleet_id = fleet
             .as_ref()
             .filter(|_| meta.shared && meta.kind != MetricKind::Set)
-            .and_then(|f| Some((f, meta.fleet_id?)));
+            .and_then(|f| Some((f, meta.fleet_id()?)));
         let finite = |x: Option<f64>| x.filter(|f| f.is_finite());
         let windows = meta
             .windows

@@ -26,10 +26,11 @@ pub struct SeriesMeta {
     pub histogram_buckets: Arc<[f64]>,
     /// Whether its windows are shared with the fleet (mapping `shared`).
     pub shared: bool,
-    /// The identity of a shared series across instances ([`fleet_hash`] of
-    /// its Prometheus name and labels), computed once when it becomes
-    /// shared (at birth or by a reload); `None` when it is not shared.
-    pub fleet_id: Option<u128>,
+    /// Its published identity as a number ([`fleet_hash`] of its Prometheus
+    /// name and labels), computed once at birth: the registry's catalog
+    /// keeps these rather than the identity's text, and a shared series is
+    /// known by it across instances ([`fleet_id`](Self::fleet_id)).
+    pub id: u128,
     /// When the series was born: its cumulative values count from here
     /// (OpenMetrics `_created`). A series that expires and comes back is
     /// born again, its counter restarting at 0.
@@ -37,34 +38,17 @@ pub struct SeriesMeta {
 }
 
 impl SeriesMeta {
-    /// Sets whether the series is shared, computing its [`fleet_id`](Self::fleet_id)
-    /// when it becomes shared.
+    /// Sets whether the series is shared.
     pub(super) fn set_shared(&mut self, shared: bool) {
         self.shared = shared;
-        self.fleet_id = match (shared, self.fleet_id) {
-            (false, _) => None,
-            (true, Some(id)) => Some(id),
-            (true, None) => Some(fleet_hash(&self.prom_name, &self.labels)),
-        };
     }
 
-    /// The published identity, as the catalog keys it. Recomputed when the
-    /// series goes rather than kept: it would cost every series a copy.
-    pub(super) fn identity(&self) -> String {
-        identity_of(&self.prom_name, &self.labels)
+    /// The identity of a shared series across instances ([`fleet_hash`] of
+    /// its Prometheus name and labels); `None` when it is not shared.
+    #[must_use]
+    pub fn fleet_id(&self) -> Option<u128> {
+        self.shared.then_some(self.id)
     }
-}
-
-/// Prometheus name and sorted labels, NUL-separated.
-pub(super) fn identity_of(prom_name: &str, labels: &[(String, String)]) -> String {
-    let mut identity = prom_name.to_string();
-    for (k, v) in labels {
-        identity.push('\0');
-        identity.push_str(k);
-        identity.push('\0');
-        identity.push_str(v);
-    }
-    identity
 }
 
 /// The identity of a series across instances and versions: xxh3-128 (seed

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use hashbrown::HashTable;
 use parking_lot::{Mutex, RwLock};
 
-use super::identity::{identity_of, SeriesMeta};
+use super::identity::{fleet_hash, SeriesMeta};
 use super::key::{self, KeyBuf};
 use super::plan::Plan;
 use super::state::{Folded, SeriesState};
@@ -136,7 +136,8 @@ pub(super) struct Catalog {
     /// Exposed family name -> (owning type, base Prometheus name, live
     /// series using it).
     pub(super) families: HashMap<String, (MetricKind, Arc<str>, usize)>,
-    pub(super) identities: HashSet<String>,
+    /// Published identities ([`SeriesMeta::id`]) of live series.
+    pub(super) identities: HashSet<u128>,
 }
 
 /// Counters the registry keeps about itself.
@@ -325,7 +326,9 @@ impl Registry {
                 .fetch_add(tags_dropped, Ordering::Relaxed);
         }
         let prom_name: Arc<str> = r.prom_name.into();
-        let identity = identity_of(&prom_name, &r.labels);
+        // Two identities with one 128-bit hash would be refused as a
+        // collision: at 2^-128 a pair, never in practice.
+        let identity = fleet_hash(&prom_name, &r.labels);
         {
             let exposed = names::exposed_names(s.kind, &prom_name);
             let mut cat = self.catalog.lock();
@@ -364,7 +367,7 @@ impl Registry {
             windows: plan.window_names(&r.window_ids),
             histogram_buckets: plan.histogram_buckets.clone(),
             shared: false,
-            fleet_id: None,
+            id: identity,
             created: now,
         };
         meta.set_shared(r.shared);
@@ -379,7 +382,7 @@ impl Registry {
         }
         let mut cat = self.catalog.lock();
         for m in gone {
-            cat.identities.remove(&m.identity());
+            cat.identities.remove(&m.id);
             for n in names::exposed_names(m.kind, &m.prom_name) {
                 if let Some(f) = cat.families.get_mut(&n) {
                     f.2 -= 1;
