@@ -16,12 +16,19 @@ start_daemon() {
 }
 bound() { sed -n "s/.*$1=\([0-9.:]*\).*/\1/p" "$daemon_log"; }
 
-# start_series_daemon N: the release daemon on free ports with room for N
-# counter series (one 10 x 1 s window, the default; a TTL of an hour), then
-# N series created with `rollstat-blast` (one line per name, repeated until
-# the daemon holds them all). Sets $http and $udp.
+# start_series_daemon N [CONFIG]: the release daemon on free ports with room
+# for N counter series (one 10 x 1 s window, the default; a TTL of an hour),
+# or on CONFIG (e.g. config.toml, the headline configuration) with its
+# [listen] moved to free loopback ports and everything else as the file
+# says; then N series created with `rollstat-blast` (one line per name,
+# repeated until the daemon holds them all). Sets $http and $udp.
 start_series_daemon() {
-  local n=$1
+  local n=$1 config=${2:-}
+  if [ -n "$config" ]; then
+    start_daemon "$(sed -e 's/^statsd_udp = .*/statsd_udp = "127.0.0.1:0"/' \
+      -e 's/^statsd_tcp = .*/statsd_tcp = ""/' -e 's/^statsd_unix = .*/statsd_unix = ""/' \
+      -e 's/^http = .*/http = "127.0.0.1:0"/' "$config")"
+  else
   start_daemon "$(cat <<CFG
 [listen]
 statsd_udp = "127.0.0.1:0"
@@ -32,6 +39,7 @@ max_series = $((n + 1000))
 ttl_secs = 3600
 CFG
 )"
+  fi
   http=$(bound http)
   udp=$(bound statsd_udp)
   for _ in 1 2 3 4 5; do
