@@ -3,7 +3,9 @@
 //! of manual-clock time (so every bucket of a 60-bucket window holds a
 //! sample), and prints (VmRSS after - VmRSS before) / N, from
 //! `/proc/self/status` (Linux). The RSS includes the allocator's own
-//! overhead: it is what the daemon's memory grows by.
+//! overhead: it is what the daemon's memory grows by. It also prints the
+//! heap bytes and blocks the registry asked for per series (a counting
+//! allocator), so the allocator's share shows.
 //!
 //! ```text
 //! cargo run --release --example memory_per_series -- [N] [KIND|all] [CONFIG] [SECONDS] [TAGS] [PER_SECOND]
@@ -17,8 +19,10 @@
 //! PER_SECOND lines per series and second (default 1) make busy series:
 //! more distinct values per bucket, so full quantile sketches.
 
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::fmt::Write as _;
 use std::process::Command;
+use std::sync::atomic::{AtomicIsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,6 +39,41 @@ const KINDS: [&str; 6] = [
     "distribution",
     "set",
 ];
+
+/// The system allocator, counting the bytes and blocks live: what the
+/// registry asked for, next to the RSS (which adds the allocator's rounding
+/// and slack).
+struct Counting;
+
+static LIVE_BYTES: AtomicIsize = AtomicIsize::new(0);
+static LIVE_BLOCKS: AtomicIsize = AtomicIsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        LIVE_BYTES.fetch_add(l.size() as isize, Ordering::Relaxed);
+        LIVE_BLOCKS.fetch_add(1, Ordering::Relaxed);
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        LIVE_BYTES.fetch_sub(l.size() as isize, Ordering::Relaxed);
+        LIVE_BLOCKS.fetch_sub(1, Ordering::Relaxed);
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+        LIVE_BYTES.fetch_add(new as isize - l.size() as isize, Ordering::Relaxed);
+        unsafe { System.realloc(p, l, new) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn live() -> (isize, isize) {
+    (
+        LIVE_BYTES.load(Ordering::Relaxed),
+        LIVE_BLOCKS.load(Ordering::Relaxed),
+    )
+}
 
 fn vm_rss_bytes() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").expect("Linux /proc");
@@ -76,6 +115,7 @@ fn measure(n: usize, kind: &str, config: &str, seconds: usize, tags: usize, per_
     let clock = ManualClock::starting_at(Timestamp::from_secs(1_767_225_600));
     let mut text = String::new();
     let before = vm_rss_bytes();
+    let heap_before = live();
     let registry = Arc::new(Registry::new(
         Plan::from_config(&cfg).watched_from(clock.now()),
         16,
@@ -95,10 +135,13 @@ fn measure(n: usize, kind: &str, config: &str, seconds: usize, tags: usize, per_
         clock.advance(Duration::from_secs(1));
     }
     let after = vm_rss_bytes();
+    let heap_after = live();
     assert_eq!(registry.len(), n);
     let per = (after - before) as f64 / n as f64;
+    let heap = (heap_after.0 - heap_before.0) as f64 / n as f64;
+    let blocks = (heap_after.1 - heap_before.1) as f64 / n as f64;
     println!(
-        "kind={kind} series={n} seconds={seconds} per_second={per_second} tags={tags} config={} rss_growth={} bytes_per_series={per:.0}",
+        "kind={kind} series={n} seconds={seconds} per_second={per_second} tags={tags} config={} rss_growth={} bytes_per_series={per:.0} heap_bytes_per_series={heap:.0} heap_blocks_per_series={blocks:.1}",
         if config.is_empty() { "default" } else { config },
         after - before
     );
