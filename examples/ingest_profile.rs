@@ -12,6 +12,12 @@
 //! `scrape N`, renders /metrics N times through the prometheus crate
 //! (gather + TextEncoder); or, with `text N`, writes the series N times with
 //! the text writer `/metrics` uses (one thread).
+//!
+//! With `ROLLSTAT_PROFILE_CONFIG=config.toml` the workload runs on that
+//! file as the daemon would (its windows, mappings, breakers fed by
+//! ingest, tag styles, and the daemon's shard count for this machine);
+//! `max_series` is raised to fit the names. Without it, `Config::default()`
+//! and 16 shards.
 
 use std::sync::Arc;
 
@@ -32,16 +38,33 @@ fn main() {
     let names: usize = std::env::args()
         .nth(3)
         .map_or(10_000, |a| a.parse().expect("names"));
-    let mut cfg = Config::default();
-    cfg.series.max_series = names + 1000;
-    let registry = Arc::new(Registry::new(Plan::from_config(&cfg), 16));
+    let file = std::env::var_os("ROLLSTAT_PROFILE_CONFIG");
+    let mut cfg = file.as_ref().map_or_else(Config::default, |p| {
+        Config::load(std::path::Path::new(p)).expect("config")
+    });
+    cfg.series.max_series = cfg.series.max_series.max(names + 1000);
+    let shards = if file.is_some() {
+        // As the daemon sizes its registry (src/daemon/state.rs).
+        std::thread::available_parallelism().map_or(8, |n| n.get() * 8)
+    } else {
+        16
+    };
+    let registry = Arc::new(Registry::new(Plan::from_config(&cfg), shards));
     let clock = ManualClock::new();
+    let services = if file.is_some() {
+        rollstat::service::ServiceHandle::new(
+            rollstat::service::Services::new(&cfg, clock.now(), None).expect("services"),
+        )
+    } else {
+        rollstat::service::ServiceHandle::default()
+    };
     let ing = Ingestor::new(
         registry,
         Arc::new(Telemetry::new().expect("telemetry")),
         Arc::new(clock.clone()),
-        Arc::new(rollstat::service::ServiceHandle::default()),
-    );
+        Arc::new(services),
+    )
+    .with_parse_options(rollstat::parse::ParseOptions::default().tag_styles(cfg.ingest.tag_styles));
     let dgrams = render_datagrams(names, 0, Kind::Counter, 80, 1432);
     let mut w = Worker::default();
     for (d, _) in &dgrams {

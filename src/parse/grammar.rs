@@ -20,7 +20,7 @@
 //! applies half a line. See the [module docs](super) for the decisions.
 
 use super::error::ParseError;
-use super::lex::{fast_decimal, has_control, split2, split_or_all, trim};
+use super::lex::{fast_decimal, has_control, split2, split_or_all, trim, trim_str};
 use super::tags::{check_tags, split_name, split_name_with, TagStyles, NAME_STYLES};
 use super::{
     GaugeOp, Line, MetricKind, Sample, SkipKind, MAX_NAME_LEN, MAX_VALUES, MIN_SAMPLE_RATE,
@@ -52,25 +52,60 @@ pub fn parse_datagram(buf: &[u8]) -> Lines<'_> {
 /// [`parse_datagram`] with options (which tag styles to read).
 #[must_use]
 pub fn parse_datagram_with(buf: &[u8], opts: ParseOptions) -> Lines<'_> {
-    Lines { rest: buf, opts }
+    Lines::new(buf, opts)
 }
 
 /// Iterator over the lines of a datagram: one item per non-empty line.
+///
+/// A datagram that is valid UTF-8 as a whole (the usual case) is checked
+/// once, with the word-at-a-time scan that long input gets, and its lines
+/// are then read as text; a datagram with an invalid byte anywhere is
+/// checked line by line, so that only the bad line is refused
+/// (`invalid_utf8`). Either way each line gives the same result.
 #[derive(Clone, Debug)]
 pub struct Lines<'a> {
     rest: &'a [u8],
+    /// `rest` as text, when the whole datagram was valid UTF-8.
+    text: Option<&'a str>,
     opts: ParseOptions,
+}
+
+impl<'a> Lines<'a> {
+    fn new(buf: &'a [u8], opts: ParseOptions) -> Lines<'a> {
+        Lines {
+            rest: buf,
+            text: std::str::from_utf8(buf).ok(),
+            opts,
+        }
+    }
 }
 
 impl<'a> Iterator for Lines<'a> {
     type Item = Result<Line<'a>, ParseError>;
 
     fn next(&mut self) -> Option<Self::Item> {
+        if let Some(text) = &mut self.text {
+            // Valid text: split at '\n' (ASCII, so every piece is text).
+            loop {
+                if text.is_empty() {
+                    return None;
+                }
+                let (line, rest) = match memchr::memchr(b'\n', text.as_bytes()) {
+                    Some(i) => (&text[..i], &text[i + 1..]),
+                    None => (*text, ""),
+                };
+                *text = rest;
+                let line = trim_str(line);
+                if !line.is_empty() {
+                    return Some(parse_text(line, self.opts));
+                }
+            }
+        }
         loop {
             if self.rest.is_empty() {
                 return None;
             }
-            let (line, rest) = match self.rest.iter().position(|&b| b == b'\n') {
+            let (line, rest) = match memchr::memchr(b'\n', self.rest) {
                 Some(i) => self.rest.split_at(i),
                 None => (self.rest, &self.rest[self.rest.len()..]),
             };
@@ -105,16 +140,110 @@ pub fn parse_line_with(line: &[u8], opts: ParseOptions) -> Result<Line<'_>, Pars
 
 /// Parses a non-empty, trimmed line.
 fn parse_trimmed(line: &[u8], opts: ParseOptions) -> Result<Line<'_>, ParseError> {
-    match line {
-        [b'_', b'e', b'{', ..] => return Ok(Line::Skipped(SkipKind::Event)),
-        [b'_', b's', b'c', b'|', ..] => return Ok(Line::Skipped(SkipKind::ServiceCheck)),
-        _ => {}
+    if let Some(skip) = skipped(line) {
+        return Ok(Line::Skipped(skip));
     }
     let line = std::str::from_utf8(line).map_err(|_| ParseError::InvalidUtf8)?;
     parse_sample(line, opts.tag_styles).map(Line::Sample)
 }
 
+/// [`parse_trimmed`] for a line already known to be text.
+#[inline]
+fn parse_text(line: &str, opts: ParseOptions) -> Result<Line<'_>, ParseError> {
+    if let Some(skip) = skipped(line.as_bytes()) {
+        return Ok(Line::Skipped(skip));
+    }
+    parse_sample(line, opts.tag_styles).map(Line::Sample)
+}
+
+/// An event or a service check, recognised by its prefix.
+#[inline]
+fn skipped(line: &[u8]) -> Option<SkipKind> {
+    match line {
+        [b'_', b'e', b'{', ..] => Some(SkipKind::Event),
+        [b'_', b's', b'c', b'|', ..] => Some(SkipKind::ServiceCheck),
+        _ => None,
+    }
+}
+
+/// Whether byte `b` may stand in a plain metric name: not a delimiter the
+/// grammar or a name tag style reads (`:` `|` `,` `#` `[`), not a control
+/// character, ASCII.
+const PLAIN_NAME: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0x20;
+    while b < 0x7f {
+        t[b] = !matches!(b as u8, b':' | b'|' | b',' | b'#' | b'[');
+        b += 1;
+    }
+    t
+};
+
+/// The common line, read in one pass: a plain ASCII name (no name tags, no
+/// control character, at most [`MAX_NAME_LEN`] bytes), one plain decimal
+/// value and a known type other than a set, then any fields. `None` for
+/// any other line, which [`parse_general`] reads; that includes every line
+/// with a fault before its fields, so faults keep their order. The result
+/// is the one [`parse_general`] gives.
+#[inline]
+fn parse_plain(line: &str, styles: TagStyles) -> Option<Result<Sample<'_>, ParseError>> {
+    let b = line.as_bytes();
+    let colon = b.iter().position(|&c| !PLAIN_NAME[usize::from(c)])?;
+    if colon == 0 || colon > MAX_NAME_LEN || b[colon] != b':' {
+        return None;
+    }
+    let after = &b[colon + 1..];
+    let pipe = colon + 1 + after.iter().position(|&c| c == b'|')?;
+    let raw_values = &line[colon + 1..pipe];
+    // A set's member is text, and several values need the general path.
+    let first = fast_decimal(raw_values.as_bytes())?;
+    let tail = &line[pipe + 1..];
+    let (type_field, fields) = split_or_all(tail, b'|');
+    let kind = MetricKind::from_type(type_field.as_bytes())?;
+    let gauge_op = match kind {
+        MetricKind::Set => return None,
+        MetricKind::Gauge => Some(match raw_values.as_bytes()[0] {
+            b'+' | b'-' => GaugeOp::Delta,
+            _ => GaugeOp::Set,
+        }),
+        _ => None,
+    };
+    let head = Head {
+        name: &line[..colon],
+        kind,
+        gauge_op,
+        first,
+        raw_values,
+        n_values: 1,
+        name_tags: "",
+        n_tags: 0,
+    };
+    Some(finish(head, fields, styles))
+}
+
+/// What a line says before its optional fields.
+struct Head<'a> {
+    name: &'a str,
+    kind: MetricKind,
+    gauge_op: Option<GaugeOp>,
+    first: f64,
+    raw_values: &'a str,
+    n_values: usize,
+    name_tags: &'a str,
+    n_tags: usize,
+}
+
+#[inline]
 fn parse_sample(line: &str, styles: TagStyles) -> Result<Sample<'_>, ParseError> {
+    match parse_plain(line, styles) {
+        Some(r) => r,
+        None => parse_general(line, styles),
+    }
+}
+
+/// Any line, every fault in its order.
+#[inline(never)]
+fn parse_general(line: &str, styles: TagStyles) -> Result<Sample<'_>, ParseError> {
     let (head, fields) = match split2(line, b'|') {
         Some((h, f)) => (h, Some(f)),
         None => (line, None),
@@ -141,7 +270,7 @@ fn parse_sample(line: &str, styles: TagStyles) -> Result<Sample<'_>, ParseError>
     if has_control(name) {
         return Err(ParseError::InvalidName);
     }
-    let mut n_tags = check_tags(name_tags, b'=', true, 0)?;
+    let n_tags = check_tags(name_tags, b'=', true, 0)?;
 
     // Values.
     let mut first = 0.0;
@@ -186,6 +315,22 @@ fn parse_sample(line: &str, styles: TagStyles) -> Result<Sample<'_>, ParseError>
         }
     }
 
+    let head = Head {
+        name,
+        kind,
+        gauge_op,
+        first,
+        raw_values,
+        n_values,
+        name_tags,
+        n_tags,
+    };
+    finish(head, fields, styles)
+}
+
+/// Reads the optional fields after the type and builds the sample.
+#[inline]
+fn finish<'a>(h: Head<'a>, fields: &'a str, styles: TagStyles) -> Result<Sample<'a>, ParseError> {
     // Optional fields, any order.
     let mut sample_rate = None;
     let mut dog_tags = None;
@@ -220,24 +365,24 @@ fn parse_sample(line: &str, styles: TagStyles) -> Result<Sample<'_>, ParseError>
         }
     }
     let dog_tags = dog_tags.unwrap_or("");
-    n_tags = check_tags(dog_tags, b':', false, n_tags)?;
+    let n_tags = check_tags(dog_tags, b':', false, h.n_tags)?;
 
     let sample_rate = sample_rate.unwrap_or(1.0);
-    let weight = match kind {
+    let weight = match h.kind {
         MetricKind::Gauge | MetricKind::Set => 1.0,
         _ => 1.0 / sample_rate,
     };
     Ok(Sample {
-        name,
-        kind,
+        name: h.name,
+        kind: h.kind,
         sample_rate,
         timestamp,
         weight,
-        gauge_op,
-        first,
-        raw_values,
-        n_values,
-        name_tags,
+        gauge_op: h.gauge_op,
+        first: h.first,
+        raw_values: h.raw_values,
+        n_values: h.n_values,
+        name_tags: h.name_tags,
         dog_tags,
         n_tags,
     })
@@ -823,5 +968,121 @@ mod tests {
         // Not a prefix match by accident.
         assert_eq!(sample("_sc:1|c").name, "_sc");
         assert_eq!(sample("_e:1|c").name, "_e");
+    }
+
+    #[test]
+    fn the_one_pass_path_gives_what_the_general_path_gives() {
+        let long = "n".repeat(MAX_NAME_LEN);
+        let too_long = "n".repeat(MAX_NAME_LEN + 1);
+        let names = [
+            "a",
+            "app.req",
+            &long,
+            &too_long,
+            "a b",
+            "a]b",
+            "a=b",
+            "caf\u{e9}",
+            "a\u{7f}",
+            "a\tb",
+            "a,k=v",
+            "a#k=v",
+            "a[k=v]",
+            "[k=v]a",
+            "",
+            "_sc",
+            "a|b",
+        ];
+        let values = [
+            "1",
+            "-1",
+            "+3",
+            "1.5",
+            ".5",
+            "5.",
+            "1e3",
+            "",
+            "1:2",
+            "nan",
+            "abc",
+            "-",
+            "+",
+            "0.1234567890123456789",
+            "123456789012345678",
+            " 1",
+            "1 ",
+            "x:1",
+        ];
+        let types = ["c", "g", "ms", "h", "d", "s", "m", "x", "", "cc", "C"];
+        let tails = [
+            "",
+            "|",
+            "||",
+            "|@0.5",
+            "|@2",
+            "|@",
+            "|#k:v",
+            "|#k:v,b,",
+            "|#",
+            "|#:v",
+            "|@0.5|#k:v|T12",
+            "|T12",
+            "|T1x",
+            "|c:abc",
+            "|#a:1|#b:2",
+            "|@1|@1",
+            "|#k:\u{1}",
+        ];
+        let styles = [
+            TagStyles::ALL,
+            TagStyles::NONE,
+            TagStyles::ALL.without(TagStyles::DOGSTATSD),
+            TagStyles::ALL.without(TagStyles::INFLUXDB),
+        ];
+        let mut plain = 0;
+        for name in names {
+            for value in values {
+                for ty in types {
+                    for tail in tails {
+                        let line = format!("{name}:{value}|{ty}{tail}");
+                        for st in styles {
+                            let general = parse_general(&line, st);
+                            if let Some(p) = parse_plain(&line, st) {
+                                plain += 1;
+                                assert_eq!(p, general, "{line:?} {st:?}");
+                            }
+                            let opts = ParseOptions::default().tag_styles(st);
+                            let whole = parse_line_with(line.as_bytes(), opts);
+                            assert_eq!(whole, general.map(Line::Sample), "{line:?}");
+                        }
+                    }
+                }
+            }
+        }
+        assert!(plain > 10_000, "{plain}");
+    }
+
+    #[test]
+    fn a_datagram_with_invalid_utf8_refuses_only_that_line() {
+        let dgram = b"a:1|c\nb\xff:2|c\n \r\nc:3|g|#k:\xc3\nd:4|ms\n_e{1,1}:x|y";
+        let got: Vec<_> = parse_datagram(dgram).collect();
+        let each: Vec<_> = dgram
+            .split(|&b| b == b'\n')
+            .filter(|l| !trim(l).is_empty())
+            .map(parse_line)
+            .collect();
+        assert_eq!(got, each);
+        assert_eq!(got[1], Err(ParseError::InvalidUtf8));
+        assert_eq!(got[2], Err(ParseError::InvalidUtf8));
+        assert!(matches!(got[3], Ok(Line::Sample(s)) if s.name == "d"));
+        assert_eq!(got[4], Ok(Line::Skipped(SkipKind::Event)));
+        // The same lines in a valid datagram read as text.
+        let valid = b"a:1|c\n \r\nd:4|ms\r\n_e{1,1}:x|y\n";
+        let each: Vec<_> = valid
+            .split(|&b| b == b'\n')
+            .filter(|l| !trim(l).is_empty())
+            .map(parse_line)
+            .collect();
+        assert_eq!(parse_datagram(valid).collect::<Vec<_>>(), each);
     }
 }

@@ -20,6 +20,22 @@ pub(super) fn trim(mut s: &[u8]) -> &[u8] {
 /// `s.split_once(b)` for an ASCII byte, without the general char searcher
 /// (statsd fields are short; a plain loop is faster). Slicing is at the ASCII
 /// delimiter, so always on a char boundary.
+/// [`trim`] for text (the trimmed bytes are ASCII).
+#[inline]
+pub(super) fn trim_str(s: &str) -> &str {
+    let b = s.as_bytes();
+    let blank = |c: u8| matches!(c, b' ' | b'\t' | b'\r' | b'\n');
+    let mut start = 0;
+    while start < b.len() && blank(b[start]) {
+        start += 1;
+    }
+    let mut end = b.len();
+    while end > start && blank(b[end - 1]) {
+        end -= 1;
+    }
+    &s[start..end]
+}
+
 #[inline]
 pub(super) fn split2(s: &str, b: u8) -> Option<(&str, &str)> {
     let i = s.bytes().position(|c| c == b)?;

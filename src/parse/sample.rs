@@ -180,6 +180,7 @@ impl<'a> Sample<'a> {
     /// counters, timers, histograms and distributions; always 1 for gauges
     /// and sets (a sample rate means nothing for them, as in etsy statsd).
     /// Computed once at parse time and at most `1 / MIN_SAMPLE_RATE`.
+    #[inline]
     #[must_use]
     pub fn weight(&self) -> f64 {
         self.weight
@@ -187,6 +188,7 @@ impl<'a> Sample<'a> {
 
     /// For a gauge, whether the value sets it or is added to it; `None` for
     /// other kinds.
+    #[inline]
     #[must_use]
     pub fn gauge_op(&self) -> Option<GaugeOp> {
         self.gauge_op
@@ -195,6 +197,7 @@ impl<'a> Sample<'a> {
     /// The numeric values in wire units (timers in milliseconds; see
     /// [`MetricKind::to_base_units`]). One or more for every kind but
     /// [`MetricKind::Set`], for which it is empty.
+    #[inline]
     #[must_use]
     pub fn values(&self) -> Values<'a> {
         if self.kind == MetricKind::Set {
@@ -204,7 +207,12 @@ impl<'a> Sample<'a> {
                 remaining: 0,
             };
         }
-        let rest = split_or_all(self.raw_values, b':').1;
+        // One value (the usual line): nothing after it to find.
+        let rest = if self.n_values == 1 {
+            ""
+        } else {
+            split_or_all(self.raw_values, b':').1
+        };
         Values {
             first: Some(self.first),
             rest,
@@ -213,6 +221,7 @@ impl<'a> Sample<'a> {
     }
 
     /// The first (for most lines the only) numeric value; 0 for sets.
+    #[inline]
     #[must_use]
     pub fn first_value(&self) -> f64 {
         self.first
@@ -227,6 +236,7 @@ impl<'a> Sample<'a> {
 
     /// All tags: name-embedded ones first (InfluxDB/Librato/SignalFx), then
     /// the DogStatsD `|#` ones, each in line order. Duplicated keys are kept.
+    #[inline]
     #[must_use]
     pub fn tags(&self) -> Tags<'a> {
         Tags {
@@ -248,14 +258,27 @@ pub struct Values<'a> {
 impl Iterator for Values<'_> {
     type Item = f64;
 
+    #[inline]
     fn next(&mut self) -> Option<f64> {
         if self.remaining == 0 {
             return None;
         }
         self.remaining -= 1;
-        if let Some(v) = self.first.take() {
-            return Some(v);
+        match self.first.take() {
+            Some(v) => Some(v),
+            None => self.next_packed(),
         }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.remaining, Some(self.remaining))
+    }
+}
+
+impl Values<'_> {
+    /// The next of several packed values (`a:1:2:3|d`), after the first.
+    #[inline(never)]
+    fn next_packed(&mut self) -> Option<f64> {
         let (v, rest) = split_or_all(self.rest, b':');
         self.rest = rest;
         // Validated at parse time; a failure here is impossible, but end the
@@ -270,10 +293,6 @@ impl Iterator for Values<'_> {
                 None
             }
         }
-    }
-
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        (self.remaining, Some(self.remaining))
     }
 }
 

@@ -5,7 +5,8 @@
 //!   lock and no allocation. The key is hashed once (foldhash, seeded per
 //!   process): the same hash picks the shard (bits 40..) and the slot in the
 //!   shard's `hashbrown::HashTable` (which also keeps it, so growing a shard
-//!   never rehashes keys).
+//!   never rehashes keys). A key of up to 32 bytes is kept in its entry, so
+//!   a hit compares it without a second cache miss.
 //! * **Shards.** A power of two of `parking_lot::Mutex<HashTable>`s, so ingest
 //!   threads rarely contend; a scrape locks one shard at a time.
 //! * **Birth.** On a miss the mapping rules run once (drop, rename, extra

@@ -11,7 +11,7 @@ use hashbrown::HashTable;
 use parking_lot::{Mutex, RwLock};
 
 use super::identity::{fleet_hash, SeriesMeta};
-use super::key::{self, KeyBuf};
+use super::key::{self, KeyBuf, StoredKey};
 use super::plan::Plan;
 use super::state::{Folded, SeriesState};
 use crate::clock::Timestamp;
@@ -87,30 +87,26 @@ pub struct SeriesRef {
     pub meta: Arc<SeriesMeta>,
 }
 
-/// Where an entry is: its hash, and the address of its key, which an entry
-/// keeps from insertion to removal (a reload that re-windows a series keeps
-/// its entry). Holds nothing: a removed entry is simply not found, and an
-/// entry inserted later at the same address under the same 64-bit hash is
-/// the same series born again.
+/// Where an entry is: its hash, and the number it was born with, which an
+/// entry keeps from insertion to removal (a reload that re-windows a series
+/// keeps its entry) and no other entry ever gets. Holds nothing: a removed
+/// entry is simply not found, nor is a series born again in its place.
 #[derive(Clone, Copy, Debug)]
 struct EntryRef {
     hash: u64,
-    key: usize,
+    id: u64,
 }
 
 impl EntryRef {
     fn of(e: &Entry) -> EntryRef {
         EntryRef {
             hash: e.hash,
-            key: e.key.as_ptr() as usize,
+            id: e.id,
         }
     }
 
     fn is(&self, e: &Entry) -> bool {
-        // hashbrown's probe compares only a 7-bit tag: the full hash must be
-        // checked too, or a series born at a freed key's address in the same
-        // probe group would pass for the one that died.
-        e.hash == self.hash && e.key.as_ptr() as usize == self.key
+        e.id == self.id
     }
 }
 
@@ -125,7 +121,9 @@ type Born = (Arc<SeriesMeta>, Vec<usize>);
 
 pub(super) struct Entry {
     pub(super) hash: u64,
-    pub(super) key: Box<[u8]>,
+    /// Unique among the registry's entries, ever.
+    pub(super) id: u64,
+    pub(super) key: StoredKey,
     pub(super) last_seen: Timestamp,
     pub(super) meta: Arc<SeriesMeta>,
     pub(super) state: SeriesState,
@@ -169,6 +167,8 @@ pub struct Registry {
     /// One replan at a time.
     pub(super) replanning: Mutex<()>,
     pub(super) len: AtomicUsize,
+    /// The id of the next entry.
+    next_id: AtomicU64,
     /// Self-metrics.
     pub counters: RegistryCounters,
 }
@@ -185,6 +185,7 @@ impl Registry {
             plan: RwLock::new(Arc::new(plan)),
             replanning: Mutex::new(()),
             len: AtomicUsize::new(0),
+            next_id: AtomicU64::new(0),
             counters: RegistryCounters::default(),
         }
     }
@@ -266,7 +267,8 @@ impl Registry {
             hash,
             Entry {
                 hash,
-                key: key.into(),
+                id: self.next_id.fetch_add(1, Ordering::Relaxed),
+                key: StoredKey::new(key),
                 last_seen: now,
                 meta,
                 state,

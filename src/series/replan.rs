@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::identity::SeriesMeta;
-use super::key;
+use super::key::{self, StoredKey};
 use super::plan::{Plan, Resolved};
 use super::registry::Registry;
 use super::state::SeriesState;
@@ -95,7 +95,7 @@ impl Registry {
         let mut report = ReplanReport::default();
         for shard in self.shards.iter() {
             // 1. What the shard holds, copied under its lock.
-            let held: Vec<(u64, Box<[u8]>, Arc<SeriesMeta>)> = shard
+            let held: Vec<(u64, StoredKey, Arc<SeriesMeta>)> = shard
                 .lock()
                 .iter()
                 .map(|e| (e.hash, e.key.clone(), e.meta.clone()))
