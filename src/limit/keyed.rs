@@ -112,15 +112,16 @@ pub struct KeyedStats {
 /// # Design
 ///
 /// Keys are spread over `shards` (a power of two) by hash; each shard is a
-/// `parking_lot::Mutex` around a map from the key's hash to its slot (boxed
-/// name, limiter state, last use). An `acquire` hashes the key once with a
-/// randomly keyed SipHash (its high half picks the shard, the map uses it as
-/// is, so an attacker cannot aim keys at one shard or one map bucket), locks
-/// one shard for the duration of one decision (tens of nanoseconds) and never
-/// touches another shard, so threads working on different keys rarely meet.
-/// Looking up an existing key by `&str` does not allocate; only a new key
-/// allocates its boxed name and its state (for the log, its rings, which then
-/// grow to their working size and stay there).
+/// `parking_lot::Mutex` around a map from the key's hash to its slot (name,
+/// inline up to 22 bytes, limiter state, last use). An `acquire` hashes the
+/// key once with a randomly keyed SipHash (its high half picks the shard,
+/// the map uses it as is, so an attacker cannot aim keys at one shard or one
+/// map bucket), locks one shard for the duration of one decision (tens of
+/// nanoseconds) and never touches another shard, so threads working on
+/// different keys rarely meet. Looking up an existing key by `&str` does not
+/// allocate; only a new key allocates (its name if longer than 22 bytes, and
+/// its state: for the log, its rings, which then grow to their working size
+/// and stay there).
 ///
 /// # Memory bound
 ///
