@@ -112,15 +112,16 @@ pub struct KeyedStats {
 /// # Design
 ///
 /// Keys are spread over `shards` (a power of two) by hash; each shard is a
-/// `parking_lot::Mutex` around a map from the key's hash to its slot (boxed
-/// name, limiter state, last use). An `acquire` hashes the key once with a
-/// randomly keyed SipHash (its high half picks the shard, the map uses it as
-/// is, so an attacker cannot aim keys at one shard or one map bucket), locks
-/// one shard for the duration of one decision (tens of nanoseconds) and never
-/// touches another shard, so threads working on different keys rarely meet.
-/// Looking up an existing key by `&str` does not allocate; only a new key
-/// allocates its boxed name and its state (for the log, its rings, which then
-/// grow to their working size and stay there).
+/// `parking_lot::Mutex` around a map from the key's hash to its slot (name,
+/// inline up to 22 bytes, limiter state, last use). An `acquire` hashes the
+/// key once with a randomly keyed SipHash (its high half picks the shard,
+/// the map uses it as is, so an attacker cannot aim keys at one shard or one
+/// map bucket), locks one shard for the duration of one decision (tens of
+/// nanoseconds) and never touches another shard, so threads working on
+/// different keys rarely meet. Looking up an existing key by `&str` does not
+/// allocate; only a new key allocates (its name if longer than 22 bytes, and
+/// its state: for the log, its rings, which then grow to their working size
+/// and stay there).
 ///
 /// # Memory bound
 ///
@@ -191,9 +192,18 @@ struct Shard<A> {
 }
 
 struct Slot<A> {
-    key: Box<str>,
+    key: Key,
     state: A,
     used: u64,
+}
+
+/// A slot's key: up to [`Key::INLINE`] bytes kept in the slot itself (most
+/// keys: client ids, addresses, short tokens), so that finding a key reads
+/// no memory beyond its slot; longer ones boxed.
+#[derive(Clone)]
+enum Key {
+    Inline { len: u8, bytes: [u8; Key::INLINE] },
+    Boxed(Box<str>),
 }
 
 /// The keys with one hash: almost always exactly one.
@@ -221,6 +231,65 @@ impl Hasher for PassThrough {
     }
 }
 
+// === impl Key ===
+
+impl Key {
+    /// The longest key kept inline (the enum stays 24 bytes).
+    const INLINE: usize = 22;
+
+    fn new(key: &str) -> Key {
+        if key.len() <= Self::INLINE {
+            let mut bytes = [0; Self::INLINE];
+            bytes[..key.len()].copy_from_slice(key.as_bytes());
+            Key::Inline {
+                len: key.len() as u8,
+                bytes,
+            }
+        } else {
+            Key::Boxed(key.into())
+        }
+    }
+
+    fn as_str(&self) -> &str {
+        match self {
+            // Built from a `&str`'s bytes, cut at its end.
+            Key::Inline { len, bytes } => {
+                std::str::from_utf8(&bytes[..usize::from(*len)]).unwrap_or_default()
+            }
+            Key::Boxed(s) => s,
+        }
+    }
+
+    /// Whether this is `key`.
+    #[inline]
+    fn is(&self, key: &str) -> bool {
+        match self {
+            Key::Inline { len, bytes } => {
+                usize::from(*len) == key.len() && bytes_eq(&bytes[..key.len()], key.as_bytes())
+            }
+            Key::Boxed(s) => s.len() == key.len() && bytes_eq(s.as_bytes(), key.as_bytes()),
+        }
+    }
+}
+
+/// `a == b` for slices of the same length, comparing short ones with two
+/// overlapping word loads each rather than a call to `memcmp`.
+#[inline]
+fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
+    fn word<const W: usize>(s: &[u8], at: usize) -> [u8; W] {
+        s[at..at + W].try_into().unwrap_or([0; W])
+    }
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    match n {
+        8..=16 => word::<8>(a, 0) == word::<8>(b, 0) && word::<8>(a, n - 8) == word::<8>(b, n - 8),
+        4..=7 => word::<4>(a, 0) == word::<4>(b, 0) && word::<4>(a, n - 4) == word::<4>(b, n - 4),
+        _ => a == b,
+    }
+}
+
 // === impl Bucket ===
 
 impl<A> Bucket<A> {
@@ -233,8 +302,8 @@ impl<A> Bucket<A> {
 
     fn get_mut(&mut self, key: &str) -> Option<&mut Slot<A>> {
         match self {
-            Bucket::One(s) => (&*s.key == key).then_some(s),
-            Bucket::Many(v) => v.iter_mut().find(|s| &*s.key == key),
+            Bucket::One(s) => s.key.is(key).then_some(s),
+            Bucket::Many(v) => v.iter_mut().find(|s| s.key.is(key)),
         }
     }
 }
@@ -288,7 +357,7 @@ impl<A: LimitState> Shard<A> {
         };
         let removed = match b {
             Bucket::One(s) => {
-                if &*s.key != key {
+                if !s.key.is(key) {
                     return false;
                 }
                 self.map.remove(&hash);
@@ -296,7 +365,7 @@ impl<A: LimitState> Shard<A> {
             }
             Bucket::Many(v) => {
                 let before = v.len();
-                v.retain(|s| &*s.key != key);
+                v.retain(|s| !s.key.is(key));
                 let removed = v.len() < before;
                 if v.is_empty() {
                     self.map.remove(&hash);
@@ -400,7 +469,7 @@ impl<A: LimitState> KeyedLimiter<A> {
             .store(stats.evicted_active, Ordering::Relaxed);
         new.rejected_new_keys
             .store(stats.rejected_new_keys, Ordering::Relaxed);
-        let mut kept: Vec<(u64, Box<str>, A)> = Vec::new();
+        let mut kept: Vec<(u64, Key, A)> = Vec::new();
         let mut idle = 0u64;
         for shard in old.shards.iter() {
             let shard = shard.lock();
@@ -420,7 +489,7 @@ impl<A: LimitState> KeyedLimiter<A> {
         let dropped = (kept.len() - placed) as u64;
         let mut next_idle = u64::MAX;
         for (rank, (_, key, state)) in kept.into_iter().take(placed).enumerate() {
-            let (hash, shard) = new.shard(&key);
+            let (hash, shard) = new.shard(key.as_str());
             let mut shard = shard.lock();
             // The least recently used key has the smallest tick.
             let used = total - rank as u64;
@@ -445,7 +514,11 @@ impl<A: LimitState> KeyedLimiter<A> {
     /// the hash; the map inside uses the low bits for buckets and the top 7
     /// for its control bytes.
     fn shard(&self, key: &str) -> (u64, &Mutex<Shard<A>>) {
-        let h = self.hasher.hash_one(key);
+        // The key's bytes alone (`hash_one` would add a terminator, which
+        // only matters when several values are hashed together).
+        let mut h = self.hasher.build_hasher();
+        h.write(key.as_bytes());
+        let h = h.finish();
         (h, &self.shards[((h >> 32) & self.mask) as usize])
     }
 
@@ -519,7 +592,7 @@ impl<A: LimitState> KeyedLimiter<A> {
         shard.insert(
             hash,
             Slot {
-                key: key.into(),
+                key: Key::new(key),
                 state,
                 used: tick,
             },
@@ -732,6 +805,26 @@ mod tests {
     }
 
     #[test]
+    fn keys_match_only_themselves_at_every_length() {
+        let long = "abcdefghijklmnopqrstuvwxyz0123456789";
+        for n in 0..=long.len() {
+            let key = &long[..n];
+            let k = Key::new(key);
+            assert_eq!(k.as_str(), key);
+            assert!(k.is(key), "{key}");
+            assert_eq!(matches!(k, Key::Inline { .. }), n <= Key::INLINE);
+            // Shorter, longer, and one byte changed anywhere: not the key.
+            assert!(!k.is(&long[..n.saturating_sub(1)]) || n == 0);
+            assert!(!k.is(&long[..(n + 1).min(long.len())]) || n == long.len());
+            for i in 0..n {
+                let mut other = key.as_bytes().to_vec();
+                other[i] = b'-';
+                assert!(!k.is(std::str::from_utf8(&other).unwrap()), "{key} at {i}");
+            }
+        }
+    }
+
+    #[test]
     fn keys_sharing_a_hash_share_a_bucket_and_stay_apart() {
         let limits: Limits = Limit::per_second(1).unwrap().into();
         let mut shard: Shard<SlidingLog> = Shard {
@@ -746,7 +839,7 @@ mod tests {
             shard.insert(
                 7,
                 Slot {
-                    key: key.into(),
+                    key: Key::new(key),
                     state,
                     used,
                 },
@@ -755,7 +848,7 @@ mod tests {
         shard.insert(
             8,
             Slot {
-                key: "d".into(),
+                key: Key::new("d"),
                 state: SlidingLog::new(&limits),
                 used: 9,
             },
@@ -764,7 +857,14 @@ mod tests {
         assert!(shard.get_mut(7, "b").is_some() && shard.get_mut(7, "d").is_none());
         assert!(shard.remove(7, "b") && !shard.remove(7, "b") && !shard.remove(8, "x"));
         assert_eq!(shard.remove_where(|s| s.used == 0), 1);
-        assert_eq!(shard.slots().map(|s| &*s.key).collect::<Vec<_>>().len(), 2);
+        assert_eq!(
+            shard
+                .slots()
+                .map(|s| s.key.as_str())
+                .collect::<Vec<_>>()
+                .len(),
+            2
+        );
         // "d" never admitted anything: idle. "c" is idle a second later.
         // The sweep also says when the first kept key becomes idle.
         let at = (T0 + S).as_nanos();
