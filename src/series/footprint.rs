@@ -93,6 +93,7 @@ impl Footprint {
 
         // The rings (their headers, then their buckets); the layout is shared.
         let ring = |bucket: u64, per_ring: u64| rings * per_ring + buckets * bucket;
+        // A counter's bucket is 12 bytes until its first sampled line.
         let counter_bucket = size_of::<Tally>() as u64;
         let counter = fixed + ring(counter_bucket, size_of::<Ring<Tally>>() as u64);
         let gauge_bucket = size_of::<Summary>() as u64;
@@ -213,5 +214,16 @@ mod tests {
         assert_eq!(bytes(1536), "1.50 KiB");
         assert_eq!(bytes(50 << 20), "50.0 MiB");
         assert_eq!(bytes(300 << 30), "300 GiB");
+    }
+}
+
+#[cfg(test)]
+mod sizes {
+    #[test]
+    fn a_counters_state_is_no_larger_than_a_timers() {
+        use crate::series::SeriesState;
+        use crate::window::bucket::UnitTally;
+        assert_eq!(std::mem::size_of::<UnitTally>(), 12);
+        assert_eq!(std::mem::size_of::<SeriesState>(), 40);
     }
 }

@@ -7,7 +7,9 @@ use crate::clock::Timestamp;
 use crate::parse::{GaugeOp, MetricKind, Sample};
 use crate::sketch::hash_member;
 use crate::stats::{Totals, WindowStats};
-use crate::window::bucket::{Bucket, Distinct, Distribution, Observation, Summary, Tally};
+use crate::window::bucket::{
+    Bucket, Distinct, Distribution, Observation, Summary, Tally, UnitTally,
+};
 use crate::window::{Layout, Windows};
 
 /// Per-type state of a series. Its windows share one ring per bucket
@@ -20,7 +22,7 @@ pub enum SeriesState {
     /// Counters: windows of increments (value × weight); cumulative total.
     Counter {
         /// Every configured window.
-        windows: Windows<Tally>,
+        windows: CounterWindows,
         /// Sum of all increments since the series was born.
         total: f64,
     },
@@ -47,6 +49,73 @@ pub enum SeriesState {
         /// Samples received since the series was born.
         samples: u64,
     },
+}
+
+/// A counter's windows: 12-byte [`UnitTally`] buckets while every line it
+/// saw was unsampled (most counters, always), 16-byte weighted [`Tally`]
+/// buckets from its first sampled line on, or from the line that would
+/// take a bucket's count past `u32::MAX`. Moving is exact (a `u32` count is
+/// an exact `f64`) and happens once.
+#[derive(Clone, Debug)]
+pub enum CounterWindows {
+    /// Unsampled lines only.
+    Unit(Windows<UnitTally>),
+    /// Weighted by `1 / sample_rate`.
+    Weighted(Windows<Tally>),
+}
+
+impl CounterWindows {
+    fn layout(&self) -> &Arc<Layout> {
+        match self {
+            CounterWindows::Unit(w) => w.layout(),
+            CounterWindows::Weighted(w) => w.layout(),
+        }
+    }
+
+    fn relayout(&mut self, layout: Arc<Layout>, now: Timestamp) {
+        match self {
+            CounterWindows::Unit(w) => w.relayout(layout, now),
+            CounterWindows::Weighted(w) => w.relayout(layout, now),
+        }
+    }
+
+    fn spanned(&self, i: usize, now: Timestamp) -> std::time::Duration {
+        match self {
+            CounterWindows::Unit(w) => w.spanned(i, now),
+            CounterWindows::Weighted(w) => w.spanned(i, now),
+        }
+    }
+
+    /// Window `i` reduced at `now`, as weighted totals (a reduce of unit
+    /// buckets is summed in `f64`: 60 full `u32` counts would overflow one).
+    fn stats(&self, i: usize, now: Timestamp) -> WindowStats<Tally> {
+        match self {
+            CounterWindows::Unit(w) => {
+                let mut merged = Tally::default();
+                w.visit(i, now, |b| merged.merge(&b.widened()));
+                WindowStats {
+                    merged,
+                    covered: w.covered(i, now),
+                }
+            }
+            CounterWindows::Weighted(w) => WindowStats::of_shared(w, i, now),
+        }
+    }
+
+    /// Moves to weighted buckets before a line of `values` increments at
+    /// `weight` lands at `now`, if it needs them.
+    fn widen_for(&mut self, weight: f64, values: u64, now: Timestamp) {
+        let CounterWindows::Unit(w) = self else {
+            return;
+        };
+        let full = |r: &mut crate::window::Ring<UnitTally>| {
+            r.advance(now);
+            u64::from(r.current_mut().count()) + values > u64::from(u32::MAX)
+        };
+        if weight != 1.0 || w.rings_mut().iter_mut().any(full) {
+            *self = CounterWindows::Weighted(w.map(UnitTally::widened));
+        }
+    }
 }
 
 /// A sample refused because it would make a stored number infinite.
@@ -152,7 +221,7 @@ impl SeriesState {
     pub fn new(kind: MetricKind, layout: &Arc<Layout>, buckets: usize, now: Timestamp) -> Self {
         match kind {
             MetricKind::Counter => SeriesState::Counter {
-                windows: Windows::new(layout.clone(), now),
+                windows: CounterWindows::Unit(Windows::new(layout.clone(), now)),
                 total: 0.0,
             },
             MetricKind::Gauge => SeriesState::Gauge {
@@ -202,12 +271,21 @@ impl SeriesState {
                         return Err(Overflow);
                     }
                 }
-                if !buckets_stay_finite(windows, now, s.values().map(|v| v * weight)) {
+                windows.widen_for(weight, s.values().count() as u64, now);
+                let incs = s.values().map(|v| v * weight);
+                let finite = match windows {
+                    CounterWindows::Unit(w) => buckets_stay_finite(w, now, incs),
+                    CounterWindows::Weighted(w) => buckets_stay_finite(w, now, incs),
+                };
+                if !finite {
                     return Err(Overflow);
                 }
                 for v in s.values() {
                     *total += (v * weight).max(0.0);
-                    windows.add(Observation { value: v, weight }, now);
+                    match windows {
+                        CounterWindows::Unit(w) => w.add(v, now),
+                        CounterWindows::Weighted(w) => w.add(Observation { value: v, weight }, now),
+                    }
                 }
                 Ok(if negative {
                     Folded::NegativeIncrement
@@ -267,8 +345,17 @@ impl SeriesState {
         mut f: impl FnMut(Timestamp, f64, f64),
     ) {
         match self {
-            SeriesState::Counter { windows, .. } => {
-                windows.visit_slots(i, now, |t, b| f(t, b.sum(), b.count()));
+            SeriesState::Counter {
+                windows: CounterWindows::Unit(w),
+                ..
+            } => {
+                w.visit_slots(i, now, |t, b| f(t, b.sum(), f64::from(b.count())));
+            }
+            SeriesState::Counter {
+                windows: CounterWindows::Weighted(w),
+                ..
+            } => {
+                w.visit_slots(i, now, |t, b| f(t, b.sum, b.count));
             }
             SeriesState::Gauge { windows, .. } => {
                 windows.visit_slots(i, now, |t, b| f(t, b.sum(), b.count()));
@@ -306,7 +393,7 @@ impl SeriesState {
         match self {
             // Counters: the rate is increments per second.
             SeriesState::Counter { windows, .. } => {
-                WindowView::of(&WindowStats::of_shared(windows, i, now), true, &[])
+                WindowView::of(&windows.stats(i, now), true, &[])
             }
             SeriesState::Gauge { windows, .. } => {
                 WindowView::of(&WindowStats::of_shared(windows, i, now), false, &[])

@@ -817,3 +817,118 @@ fn a_window_a_reload_adds_to_a_shared_ring_reads_from_the_reloads_bucket() {
     r.visit(|_, s| rate = Some(s.window_view(1, at(101_000), &[]).rate));
     assert!((rate.unwrap() - 110.0).abs() < 1e-9, "{rate:?}");
 }
+
+mod counter_buckets {
+    use super::*;
+    use crate::parse::parse_line;
+    use crate::series::state::CounterWindows;
+    use proptest::prelude::*;
+
+    /// A counter state on config.toml's shape of windows, forced to
+    /// weighted buckets from the start or left to pick.
+    fn counter(weighted: bool, now: Timestamp) -> SeriesState {
+        let plan = Plan::from_config(&shipped_windows()).watched_from(T0);
+        let layout = plan.layout(&plan.default_windows);
+        let mut s = SeriesState::new(crate::parse::MetricKind::Counter, &layout, 0, now);
+        if weighted {
+            if let SeriesState::Counter { windows, .. } = &mut s {
+                let CounterWindows::Unit(w) = windows else {
+                    unreachable!()
+                };
+                *windows = CounterWindows::Weighted(w.map(|b| b.widened()));
+            }
+        }
+        s
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        /// 12-byte buckets, and the move to weighted ones at the first
+        /// sampled line, answer exactly as weighted buckets from the start.
+        #[test]
+        fn unit_buckets_read_as_weighted_ones(
+            lines in prop::collection::vec(
+                (0u64..3_000, -5i32..50, prop_oneof![4 => Just(1.0f64), 1 => Just(0.5), 1 => Just(0.1)]),
+                1..60,
+            ),
+        ) {
+            let mut now = T0;
+            let (mut unit, mut weighted) = (counter(false, now), counter(true, now));
+            for (dt, v, rate) in lines {
+                now = now + Duration::from_millis(dt);
+                let text = if rate == 1.0 { format!("c:{v}|c") } else { format!("c:{v}|c|@{rate}") };
+                let Ok(Line::Sample(s)) = parse_line(text.as_bytes()) else { panic!("{text}") };
+                prop_assert_eq!(unit.apply(&s, &[], now), weighted.apply(&s, &[], now));
+                for i in 0..2 {
+                    prop_assert_eq!(unit.window_view(i, now, &[]), weighted.window_view(i, now, &[]));
+                    let (mut a, mut b) = (Vec::new(), Vec::new());
+                    unit.visit_slot_totals(i, now, |t, s, c| a.push((t, s, c)));
+                    weighted.visit_slot_totals(i, now, |t, s, c| b.push((t, s, c)));
+                    prop_assert_eq!(a, b);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_bucket_about_to_pass_u32_max_increments_moves_to_weighted_buckets() {
+        use crate::window::bucket::UnitTally;
+        let mut s = counter(false, T0);
+        if let SeriesState::Counter {
+            windows: CounterWindows::Unit(w),
+            ..
+        } = &mut s
+        {
+            // Every bucket one increment short of u32::MAX.
+            *w = w.map(|_| UnitTally::new(1.0, u32::MAX - 1));
+        }
+        let Ok(Line::Sample(one)) = parse_line(b"c:1|c") else {
+            panic!("a counter line")
+        };
+        assert!(s.apply(&one, &[], T0).is_ok());
+        assert!(matches!(
+            s,
+            SeriesState::Counter {
+                windows: CounterWindows::Unit(_),
+                ..
+            }
+        ));
+        // The next one would wrap: the series moves first, and counts on.
+        assert!(s.apply(&one, &[], T0).is_ok());
+        assert!(matches!(
+            s,
+            SeriesState::Counter {
+                windows: CounterWindows::Weighted(_),
+                ..
+            }
+        ));
+        let v = s.window_view(0, T0, &[]);
+        assert_eq!(v.samples, f64::from(u32::MAX) + 1.0);
+    }
+
+    #[test]
+    fn a_counter_keeps_12_byte_buckets_until_its_first_sampled_line() {
+        let r = registry(TWO_WINDOWS);
+        feed(&r, T0, "c:1|c\nc:2|c");
+        let unit = |r: &Registry| {
+            let mut out = None;
+            r.visit(|_, s| {
+                out = Some(matches!(
+                    s,
+                    SeriesState::Counter {
+                        windows: CounterWindows::Unit(_),
+                        ..
+                    }
+                ));
+            });
+            out.unwrap()
+        };
+        assert!(unit(&r));
+        feed(&r, T0, "c:1|c|@0.5");
+        assert!(!unit(&r));
+        let mut sum = 0.0;
+        r.visit(|_, s| sum = s.window_view(0, T0, &[]).sum);
+        assert_eq!(sum, 5.0);
+    }
+}

@@ -29,7 +29,7 @@
 use std::time::Duration;
 
 use crate::clock::Timestamp;
-use crate::window::bucket::{Bucket, Distinct, Distribution, SumCount, Summary, Tally};
+use crate::window::bucket::{Bucket, Distinct, Distribution, SumCount, Summary, Tally, UnitTally};
 use crate::window::{RollingWindow, Windows};
 
 /// A bucket whose contents can be read as sum, count and (maybe) min/max.
@@ -59,6 +59,15 @@ impl Totals for SumCount {
     }
     fn count(&self) -> f64 {
         self.count as f64
+    }
+}
+
+impl Totals for UnitTally {
+    fn sum(&self) -> f64 {
+        UnitTally::sum(self)
+    }
+    fn count(&self) -> f64 {
+        f64::from(UnitTally::count(self))
     }
 }
 

@@ -2,7 +2,8 @@
 //!
 //! * [`SumCount`]: go-zero's bucket, a Sum and a Count; every add counts one.
 //! * [`Tally`]: weighted sum and count, for statsd counters (16 bytes: what
-//!   the counter families read, and nothing else).
+//!   the counter families read, and nothing else); [`UnitTally`], the same
+//!   in 12 bytes for a counter that has only seen unsampled lines.
 //! * [`Summary`]: weighted sum and count plus min and max, for statsd samples
 //!   that carry a sample-rate weight (gauges).
 //! * [`Distribution`]: a [`Summary`] plus a mergeable quantile sketch, for
@@ -109,6 +110,77 @@ impl Bucket for Tally {
     fn merge(&mut self, o: &Self) {
         self.sum += o.sum;
         self.count += o.count;
+    }
+}
+
+/// A counter's bucket while every sample it saw was unsampled (weight 1):
+/// the sum of the increments and how many there were, in 12 bytes (a 4-byte
+/// count, packed to 4-byte alignment; x86 and ARM read an f64 at any
+/// alignment). A series moves its buckets to [`Tally`] before the first
+/// sampled line, or before a bucket's count would pass `u32::MAX`: the
+/// caller's job, since a bucket cannot change its own type.
+#[derive(Clone, Copy, Default)]
+#[repr(C, packed(4))]
+pub struct UnitTally {
+    sum: f64,
+    count: u32,
+}
+
+impl UnitTally {
+    /// A bucket holding `count` increments summing to `sum`.
+    #[must_use]
+    pub fn new(sum: f64, count: u32) -> Self {
+        UnitTally { sum, count }
+    }
+
+    /// Sum of the increments.
+    #[must_use]
+    pub fn sum(&self) -> f64 {
+        self.sum
+    }
+
+    /// Number of increments.
+    #[must_use]
+    pub fn count(&self) -> u32 {
+        self.count
+    }
+
+    /// The same contents as a [`Tally`].
+    #[must_use]
+    pub fn widened(&self) -> Tally {
+        Tally {
+            sum: self.sum,
+            count: f64::from(self.count),
+        }
+    }
+}
+
+impl std::fmt::Debug for UnitTally {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (sum, count) = (self.sum, self.count);
+        f.debug_struct("UnitTally")
+            .field("sum", &sum)
+            .field("count", &count)
+            .finish()
+    }
+}
+
+impl Bucket for UnitTally {
+    type Input = f64;
+    #[inline]
+    fn add(&mut self, v: f64) {
+        self.sum += v;
+        // The caller widens before the count could overflow.
+        self.count = self.count.wrapping_add(1);
+    }
+    #[inline]
+    fn reset(&mut self) {
+        *self = UnitTally::default();
+    }
+    #[inline]
+    fn merge(&mut self, o: &Self) {
+        self.sum += o.sum;
+        self.count = self.count.saturating_add(o.count);
     }
 }
 

@@ -158,6 +158,16 @@ impl<B: Bucket> Windows<B> {
         }
     }
 
+    /// The same windows with every bucket converted by `f` (a series whose
+    /// buckets need a wider type from now on).
+    #[must_use]
+    pub fn map<C: Bucket>(&self, mut f: impl FnMut(&B) -> C) -> Windows<C> {
+        Windows {
+            layout: self.layout.clone(),
+            rings: self.rings.iter().map(|r| r.map(&mut f)).collect(),
+        }
+    }
+
     /// The rings, for a caller that checks or writes the current buckets.
     pub fn rings_mut(&mut self) -> &mut [Ring<B>] {
         &mut self.rings

@@ -299,6 +299,18 @@ impl<B: Bucket> Ring<B> {
         }
     }
 
+    /// The same ring with every bucket converted by `f`: same grid, same
+    /// slots, same ages.
+    #[must_use]
+    pub fn map<C: Bucket>(&self, f: impl FnMut(&B) -> C) -> Ring<C> {
+        Ring {
+            buckets: self.buckets.iter().map(f).collect(),
+            interval: self.interval,
+            offset: self.offset,
+            last: self.last,
+        }
+    }
+
     /// The bucket `age` slots back from the last-written one.
     pub(super) fn at_age_mut(&mut self, age: usize) -> &mut B {
         let n = self.buckets.len();
