@@ -129,11 +129,18 @@ pub(super) struct Entry {
     pub(super) state: SeriesState,
 }
 
+/// A published name as the catalog keys it: xxh3-128. Two names with one
+/// hash would read as one family (at 2^-128 a pair, never in practice).
+fn name_hash(name: &str) -> u128 {
+    xxhash_rust::xxh3::xxh3_128(name.as_bytes())
+}
+
 #[derive(Default)]
 pub(super) struct Catalog {
     /// Exposed family name -> (owning type, base Prometheus name, live
-    /// series using it).
-    pub(super) families: HashMap<String, (MetricKind, Arc<str>, usize)>,
+    /// series using it), both names as their [`name_hash`]: a name's text
+    /// lives in its series' metadata, not a third time here.
+    pub(super) families: HashMap<u128, (MetricKind, u128, usize)>,
     /// Published identities ([`SeriesMeta::id`]) of live series.
     pub(super) identities: HashSet<u128>,
 }
@@ -332,11 +339,15 @@ impl Registry {
         // collision: at 2^-128 a pair, never in practice.
         let identity = fleet_hash(&prom_name, &r.labels);
         {
-            let exposed = names::exposed_names(s.kind, &prom_name);
+            let exposed: Vec<u128> = names::exposed_names(s.kind, &prom_name)
+                .iter()
+                .map(|n| name_hash(n))
+                .collect();
+            let base_name = name_hash(&prom_name);
             let mut cat = self.catalog.lock();
             for n in &exposed {
                 if let Some((kind, base, _)) = cat.families.get(n) {
-                    if *kind != s.kind || **base != *prom_name {
+                    if *kind != s.kind || *base != base_name {
                         return Err(self.refuse(Refusal::TypeConflict));
                     }
                 }
@@ -357,7 +368,7 @@ impl Registry {
             for n in exposed {
                 cat.families
                     .entry(n)
-                    .or_insert_with(|| (s.kind, prom_name.clone(), 0))
+                    .or_insert_with(|| (s.kind, base_name, 0))
                     .2 += 1;
             }
         }
@@ -386,6 +397,7 @@ impl Registry {
         for m in gone {
             cat.identities.remove(&m.id);
             for n in names::exposed_names(m.kind, &m.prom_name) {
+                let n = name_hash(&n);
                 if let Some(f) = cat.families.get_mut(&n) {
                     f.2 -= 1;
                     if f.2 == 0 {
