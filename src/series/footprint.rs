@@ -230,3 +230,15 @@ mod sizes {
         assert_eq!(std::mem::size_of::<SeriesState>(), 64);
     }
 }
+
+#[cfg(test)]
+mod entry_size {
+    /// The entry is two whole cache lines (see `registry::Entry`): a field
+    /// more would make it three.
+    #[test]
+    fn a_table_entry_is_two_cache_lines() {
+        use crate::series::registry::Entry;
+        assert_eq!(std::mem::size_of::<Entry>(), 128);
+        assert_eq!(std::mem::align_of::<Entry>(), 64);
+    }
+}
