@@ -224,21 +224,6 @@ mod sizes {
         use crate::series::SeriesState;
         use crate::window::bucket::UnitTally;
         assert_eq!(std::mem::size_of::<UnitTally>(), 12);
-        // 64: the series' one ring is kept in it (see `window::grid`), so
-        // a line reads the ring's header from the table entry it has
-        // already loaded; the 24 bytes are less than the box they replace.
-        assert_eq!(std::mem::size_of::<SeriesState>(), 64);
-    }
-}
-
-#[cfg(test)]
-mod entry_size {
-    /// The entry is two whole cache lines (see `registry::Entry`): a field
-    /// more would make it three.
-    #[test]
-    fn a_table_entry_is_two_cache_lines() {
-        use crate::series::registry::Entry;
-        assert_eq!(std::mem::size_of::<Entry>(), 128);
-        assert_eq!(std::mem::align_of::<Entry>(), 64);
+        assert_eq!(std::mem::size_of::<SeriesState>(), 40);
     }
 }

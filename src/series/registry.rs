@@ -87,20 +87,24 @@ pub struct SeriesRef {
     pub meta: Arc<SeriesMeta>,
 }
 
-/// Where an entry is: its key's hash, and the number it was born with,
-/// which an entry keeps from insertion to removal (a reload that re-windows
-/// a series keeps its entry) and no entry born near it gets (ids are 32
-/// bits and wrap: a series born again under the same key 2^32 births later,
-/// within one walk, would be taken for the old one; a walk lasts seconds).
-/// Holds nothing: a removed entry is simply not found, nor is a series born
-/// again in its place.
+/// Where an entry is: its hash, and the number it was born with, which an
+/// entry keeps from insertion to removal (a reload that re-windows a series
+/// keeps its entry) and no other entry ever gets. Holds nothing: a removed
+/// entry is simply not found, nor is a series born again in its place.
 #[derive(Clone, Copy, Debug)]
 struct EntryRef {
     hash: u64,
-    id: u32,
+    id: u64,
 }
 
 impl EntryRef {
+    fn of(e: &Entry) -> EntryRef {
+        EntryRef {
+            hash: e.hash,
+            id: e.id,
+        }
+    }
+
     fn is(&self, e: &Entry) -> bool {
         e.id == self.id
     }
@@ -115,19 +119,12 @@ type Shard = Mutex<HashTable<Entry>>;
 /// A new series' metadata and the indices of its windows.
 type Born = (Arc<SeriesMeta>, Vec<usize>);
 
-/// A series in its shard's table: 128 bytes on a 64-byte boundary: a line reads exactly two cache lines of
-/// its entry, the key and the state with its ring. Its hash is not kept
-/// (it is recomputed from the key when the table grows, and for a walk's
-/// [`EntryRef`]): 8 bytes more would make it 192.
-#[repr(align(64))]
 pub(super) struct Entry {
-    /// Unique among the entries born near it ([`EntryRef`]).
-    pub(super) id: u32,
+    pub(super) hash: u64,
+    /// Unique among the registry's entries, ever.
+    pub(super) id: u64,
     pub(super) key: StoredKey,
     pub(super) last_seen: Timestamp,
-    /// `meta.kind`, kept here so that a line checks its type without
-    /// loading the metadata (a cache miss per line at 10k series).
-    pub(super) kind: MetricKind,
     pub(super) meta: Arc<SeriesMeta>,
     pub(super) state: SeriesState,
 }
@@ -240,19 +237,18 @@ impl Registry {
         buf: &mut KeyBuf,
     ) -> Result<Applied, Refusal> {
         let key = buf.build(s);
-        let hash = self.hash_key(key);
+        let hash = self.hasher.hash_one(key);
         // hashbrown indexes slots with the low bits and tags them with the top
         // 7: take the shard from bits in between so both stay uniform.
         let shard = &self.shards[(hash >> SHARD_SHIFT) as usize & (self.shards.len() - 1)];
         let mut map = shard.lock();
         if let Some(e) = map.find_mut(hash, |e| *e.key == *key) {
-            if e.kind != s.kind {
+            if e.meta.kind != s.kind {
                 return Err(self.refuse(Refusal::TypeConflict));
             }
-            let meta = &e.meta;
             let folded = e
                 .state
-                .apply_with(s, || &meta.histogram_buckets, now)
+                .apply(s, &e.meta.histogram_buckets, now)
                 .map_err(|_| self.refuse(Refusal::Overflow))?;
             e.last_seen = now;
             return Ok(self.stored(folded));
@@ -277,32 +273,18 @@ impl Registry {
         map.insert_unique(
             hash,
             Entry {
-                // Wraps after 2^32 births (see `EntryRef`).
-                id: self.next_id.fetch_add(1, Ordering::Relaxed) as u32,
+                hash,
+                id: self.next_id.fetch_add(1, Ordering::Relaxed),
                 key: StoredKey::new(key),
                 last_seen: now,
-                kind: s.kind,
                 meta,
                 state,
             },
-            |e| self.hash_key(&e.key),
+            |e| e.hash,
         );
         self.len.fetch_add(1, Ordering::Relaxed);
         self.counters.created.fetch_add(1, Ordering::Relaxed);
         Ok(self.stored(folded))
-    }
-
-    /// The hash a raw key is filed under.
-    #[inline]
-    pub(super) fn hash_key(&self, key: &[u8]) -> u64 {
-        self.hasher.hash_one(key)
-    }
-
-    fn entry_ref(&self, e: &Entry) -> EntryRef {
-        EntryRef {
-            hash: self.hash_key(&e.key),
-            id: e.id,
-        }
     }
 
     fn stored(&self, f: Folded) -> Applied {
@@ -477,7 +459,7 @@ impl Registry {
             .iter()
             .filter(|e| keep(&e.meta))
             .map(|e| SeriesRef {
-                entry: self.entry_ref(e),
+                entry: EntryRef::of(e),
                 meta: e.meta.clone(),
             })
             .collect()
@@ -490,7 +472,7 @@ impl Registry {
         let Some(shard) = self.shards.get(i) else {
             return Vec::new();
         };
-        shard.lock().iter().map(|e| self.entry_ref(e)).collect()
+        shard.lock().iter().map(EntryRef::of).collect()
     }
 
     /// Calls `f` with the series `r` names (its current metadata and its

@@ -98,7 +98,7 @@ impl Registry {
             let held: Vec<(u64, StoredKey, Arc<SeriesMeta>)> = shard
                 .lock()
                 .iter()
-                .map(|e| (self.hash_key(&e.key), e.key.clone(), e.meta.clone()))
+                .map(|e| (e.hash, e.key.clone(), e.meta.clone()))
                 .collect();
             if held.is_empty() {
                 continue;

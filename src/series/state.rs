@@ -258,19 +258,6 @@ impl SeriesState {
         bounds: &[f64],
         now: Timestamp,
     ) -> Result<Folded, Overflow> {
-        self.apply_with(s, || bounds, now)
-    }
-
-    /// [`apply`](Self::apply), asking for the histogram bounds only if the
-    /// sample goes into a histogram: the registry keeps them in the
-    /// series' metadata, which a counter's line then never loads.
-    #[inline]
-    pub fn apply_with<'b>(
-        &mut self,
-        s: &Sample<'_>,
-        bounds: impl FnOnce() -> &'b [f64],
-        now: Timestamp,
-    ) -> Result<Folded, Overflow> {
         let weight = s.weight();
         match self {
             SeriesState::Counter { windows, total } => {
@@ -331,7 +318,6 @@ impl SeriesState {
                 if !buckets_stay_finite(windows, now, s.values().map(|v| base(v) * weight)) {
                     return Err(Overflow);
                 }
-                let bounds = bounds();
                 for raw in s.values() {
                     let v = base(raw);
                     histogram.observe(bounds, v, weight);
