@@ -1,6 +1,7 @@
 //! The exact sliding log: one ring of admitted `(timestamp, weight)` entries
 //! per limit. See the [module docs](super) for the rule and its guarantees.
 
+use super::cells::{Cells, Entry};
 use super::{Limit, LimitState, LimitView, Limits, OneLimit, Sliding, SlidingCounter};
 use crate::clock::Timestamp;
 
@@ -37,7 +38,7 @@ struct Ring {
     /// strictly increasing timestamps (requests at the same timestamp share
     /// an entry). Grows by doubling while full, up to `max` entries (what
     /// the window can hold), and never shrinks.
-    buf: Box<[Entry]>,
+    buf: Cells,
     head: u32,
     len: u32,
     /// Sum of the weights in the ring; at most `limit.max`, unless a reload
@@ -51,19 +52,13 @@ struct Ring {
     second_at: u64,
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct Entry {
-    at: u64,
-    weight: u32,
-}
-
 // === impl Ring ===
 
 impl OneLimit for Ring {
     fn new(limit: Limit) -> Self {
         Ring {
             limit,
-            buf: vec![Entry::default(); limit.max.min(INITIAL_ENTRIES) as usize].into(),
+            buf: Cells::new(limit.max.min(INITIAL_ENTRIES) as usize, limit.window),
             head: 0,
             len: 0,
             used: 0,
@@ -94,10 +89,10 @@ impl OneLimit for Ring {
             self.len -= 1;
             self.first = Entry {
                 at: self.second_at,
-                weight: self.buf[self.head as usize].weight,
+                weight: self.buf.weight(self.head as usize),
             };
             if self.len > 1 {
-                self.second_at = self.buf[self.wrap(self.head as usize + 1)].at;
+                self.second_at = self.get(self.head as usize + 1).at;
             }
             return;
         }
@@ -178,7 +173,14 @@ impl Ring {
 
     /// The entries, oldest first.
     fn iter(&self) -> impl Iterator<Item = Entry> + Clone + '_ {
-        (0..self.len as usize).map(|i| self.buf[self.wrap(self.head as usize + i)])
+        (0..self.len as usize).map(|i| self.get(self.head as usize + i))
+    }
+
+    /// The entry `i` cells after the start of the buffer, wrapped (`i`
+    /// below twice the capacity).
+    #[inline]
+    fn get(&self, i: usize) -> Entry {
+        self.buf.get(self.wrap(i), self.newest)
     }
 
     /// Adds `n` to the newest entry (a request at its timestamp). Saturates:
@@ -186,7 +188,7 @@ impl Ring {
     #[inline]
     fn merge_back(&mut self, n: u32) {
         let back = self.wrap(self.head as usize + self.len as usize - 1);
-        self.buf[back].weight = self.buf[back].weight.saturating_add(n);
+        self.buf.add_weight(back, n);
         if self.len == 1 {
             self.first.weight = self.first.weight.saturating_add(n);
         }
@@ -199,7 +201,7 @@ impl Ring {
             self.grow();
         }
         let tail = self.wrap(self.head as usize + self.len as usize);
-        self.buf[tail] = e;
+        self.buf.set(tail, e);
         match self.len {
             0 => self.first = e,
             1 => self.second_at = e.at,
@@ -216,11 +218,11 @@ impl Ring {
     fn grow(&mut self) {
         let len = self.len as usize;
         let cap = (len * 2).max(1).min(self.limit.max as usize).max(len + 1);
-        let mut buf = vec![Entry::default(); cap];
-        for (slot, e) in buf.iter_mut().zip(self.iter()) {
-            *slot = e;
+        let mut buf = self.buf.with_len(cap);
+        for (i, e) in self.iter().enumerate() {
+            buf.set(i, e);
         }
-        self.buf = buf.into();
+        self.buf = buf;
         self.head = 0;
     }
 
@@ -230,7 +232,7 @@ impl Ring {
     fn advance_more(&mut self, now: u64) {
         let w = self.limit.window;
         while self.len > 0 {
-            let e = self.buf[self.head as usize];
+            let e = self.get(self.head as usize);
             if now - e.at < w {
                 break;
             }
@@ -239,10 +241,10 @@ impl Ring {
             self.len -= 1;
         }
         if self.len > 0 {
-            self.first = self.buf[self.head as usize];
+            self.first = self.get(self.head as usize);
         }
         if self.len > 1 {
-            self.second_at = self.buf[self.wrap(self.head as usize + 1)].at;
+            self.second_at = self.get(self.head as usize + 1).at;
         }
     }
 

@@ -45,11 +45,15 @@
 //! The log keeps one ring per limit, holding `(timestamp, weight)` entries of
 //! admitted requests still inside the window; requests at the same timestamp
 //! share one entry. Since the admitted weight in a window is at most `N`, a
-//! ring never holds more than `N` entries: `O(N)` per key per limit (16 bytes
-//! an entry). The ring is a `VecDeque` that grows by doubling, at most up to
-//! the next power of two of `N`, and never shrinks; once it has reached its
-//! working size, a decision allocates nothing. The counter keeps a window
-//! start and two `u32` counts per limit: `O(1)`.
+//! ring never holds more than `N` entries: `O(N)` per key per limit (8 bytes
+//! an entry for windows up to 2^32 ns, about 4.29 s, whose entry times are
+//! kept as their low 32 bits; 16 bytes for longer windows). The ring starts
+//! at `min(N, 64)` entries, doubles while full, at most up to `N`, and never
+//! shrinks; once it has reached its working size, a decision allocates
+//! nothing. Beside the ring, each limit keeps copies of its oldest entry and
+//! of the times of the second oldest and the newest, so that most decisions
+//! read no ring memory. The counter keeps a window start and two `u32` counts
+//! per limit: `O(1)`.
 //!
 //! # The approximate counter and its worst-case overshoot
 //!
@@ -200,6 +204,7 @@ macro_rules! limit_state_by_sliding {
     };
 }
 
+mod cells;
 pub(crate) mod counter;
 mod keyed;
 mod log;
