@@ -11,96 +11,92 @@ pub(super) struct Entry {
 /// The longest window whose entries keep their time in 4 bytes.
 const SHORT_WINDOW: u64 = 1 << 32;
 
+/// Whether a log with this window keeps whole entry times (16-byte cells)
+/// rather than their low 32 bits (8-byte cells).
+#[inline]
+pub(super) fn long_times(window: u64) -> bool {
+    window > SHORT_WINDOW
+}
+
 /// A fixed number of cells, each holding one [`Entry`].
 ///
 /// Every entry of a log is less than one window older than its newest entry
 /// (an entry is appended only after those a window older than it have
 /// left). So when the window is at most 2^32 ns (4.29 s), an entry's time
 /// is the newest entry's time minus less than 2^32 ns, and its low 32 bits
-/// give it back exactly: a cell is then 8 bytes (low time, weight) instead
-/// of 16. Reading a time needs that newest time, `newest`.
+/// give it back exactly: a cell is then one word (weight in the high half,
+/// low time in the low half) instead of two (time, weight). Reading a time
+/// needs that newest time, `newest`. Which kind a log uses follows from its
+/// window ([`long_times`]), so the cells do not store it: every method takes
+/// it as `long`.
 ///
 /// Why it matters: with many keys, a log's entries are rarely in cache (an
 /// entry is read one window after it was written), so the bytes per entry
 /// decide how much of the rings the caches hold.
 #[derive(Clone, Debug)]
-pub(super) enum Cells {
-    /// Windows of at most 2^32 ns: `(low 32 bits of the time, weight)`.
-    Short(Box<[(u32, u32)]>),
-    /// Longer windows: the whole entry.
-    Long(Box<[Entry]>),
-}
+pub(super) struct Cells(Box<[u64]>);
 
 impl Cells {
-    /// `len` empty cells for a log whose window is `window` ns.
-    pub(super) fn new(len: usize, window: u64) -> Cells {
-        if window <= SHORT_WINDOW {
-            Cells::Short(vec![(0, 0); len].into())
-        } else {
-            Cells::Long(vec![Entry::default(); len].into())
-        }
-    }
-
-    /// `len` empty cells of the same kind as `self`.
-    pub(super) fn with_len(&self, len: usize) -> Cells {
-        match self {
-            Cells::Short(_) => Cells::Short(vec![(0, 0); len].into()),
-            Cells::Long(_) => Cells::Long(vec![Entry::default(); len].into()),
-        }
+    /// `len` empty cells, with whole times if `long`.
+    pub(super) fn new(len: usize, long: bool) -> Cells {
+        Cells(vec![0; len << usize::from(long)].into())
     }
 
     /// The number of cells.
     #[inline]
-    pub(super) fn len(&self) -> usize {
-        match self {
-            Cells::Short(c) => c.len(),
-            Cells::Long(c) => c.len(),
-        }
+    pub(super) fn len(&self, long: bool) -> usize {
+        self.0.len() >> usize::from(long)
     }
 
     /// The entry in cell `i`, given the time of the log's newest entry.
     #[inline]
-    pub(super) fn get(&self, i: usize, newest: u64) -> Entry {
-        match self {
-            Cells::Short(c) => {
-                let (low, weight) = c[i];
-                // `newest - at < 2^32`: the difference of the low halves,
-                // modulo 2^32, is the whole difference.
-                let back = (newest as u32).wrapping_sub(low);
-                Entry {
-                    at: newest - u64::from(back),
-                    weight,
-                }
-            }
-            Cells::Long(c) => c[i],
+    pub(super) fn get(&self, i: usize, long: bool, newest: u64) -> Entry {
+        if long {
+            return Entry {
+                at: self.0[2 * i],
+                weight: self.0[2 * i + 1] as u32,
+            };
+        }
+        let c = self.0[i];
+        // `newest - at < 2^32`: the difference of the low halves, modulo
+        // 2^32, is the whole difference.
+        let back = (newest as u32).wrapping_sub(c as u32);
+        Entry {
+            at: newest - u64::from(back),
+            weight: (c >> 32) as u32,
         }
     }
 
     /// The weight in cell `i`.
     #[inline]
-    pub(super) fn weight(&self, i: usize) -> u32 {
-        match self {
-            Cells::Short(c) => c[i].1,
-            Cells::Long(c) => c[i].weight,
+    pub(super) fn weight(&self, i: usize, long: bool) -> u32 {
+        if long {
+            self.0[2 * i + 1] as u32
+        } else {
+            (self.0[i] >> 32) as u32
         }
     }
 
     /// Writes `e` into cell `i`.
     #[inline]
-    pub(super) fn set(&mut self, i: usize, e: Entry) {
-        match self {
-            // The low half; `get` rebuilds the rest.
-            Cells::Short(c) => c[i] = (e.at as u32, e.weight),
-            Cells::Long(c) => c[i] = e,
+    pub(super) fn set(&mut self, i: usize, long: bool, e: Entry) {
+        if long {
+            self.0[2 * i] = e.at;
+            self.0[2 * i + 1] = u64::from(e.weight);
+        } else {
+            // The low half of the time; `get` rebuilds the rest.
+            self.0[i] = u64::from(e.weight) << 32 | (e.at & 0xffff_ffff);
         }
     }
 
     /// Adds `n` to the weight in cell `i`, saturating.
     #[inline]
-    pub(super) fn add_weight(&mut self, i: usize, n: u32) {
-        match self {
-            Cells::Short(c) => c[i].1 = c[i].1.saturating_add(n),
-            Cells::Long(c) => c[i].weight = c[i].weight.saturating_add(n),
+    pub(super) fn add_weight(&mut self, i: usize, long: bool, n: u32) {
+        let w = self.weight(i, long).saturating_add(n);
+        if long {
+            self.0[2 * i + 1] = u64::from(w);
+        } else {
+            self.0[i] = u64::from(w) << 32 | (self.0[i] & 0xffff_ffff);
         }
     }
 }
@@ -117,8 +113,13 @@ mod tests {
         const W: u64 = 1 << 32;
         let newest: u64 = 1_767_225_600 * 1_000_000_000 + 7;
         for window in [1, 2, W - 1, W, W + 1, 3 * W, u64::MAX] {
-            let mut cells = Cells::new(4, window);
-            assert_eq!(matches!(cells, Cells::Short(_)), window <= W, "{window}");
+            let long = long_times(window);
+            assert_eq!(long, window > W, "{window}");
+            let mut cells = Cells::new(4, long);
+            assert_eq!(
+                (cells.len(long), cells.0.len()),
+                (4, if long { 8 } else { 4 })
+            );
             let oldest = newest.saturating_sub(window - 1);
             let entries = [
                 Entry {
@@ -139,14 +140,14 @@ mod tests {
                 },
             ];
             for (i, &e) in entries.iter().enumerate() {
-                cells.set(i, e);
+                cells.set(i, long, e);
             }
-            cells.add_weight(2, 1);
-            cells.add_weight(3, 1);
+            cells.add_weight(2, long, 1);
+            cells.add_weight(3, long, 1);
             let grown = {
-                let mut g = cells.with_len(8);
+                let mut g = Cells::new(8, long);
                 for i in 0..4 {
-                    g.set(i + 4, cells.get(i, newest));
+                    g.set(i + 4, long, cells.get(i, long, newest));
                 }
                 g
             };
@@ -155,9 +156,13 @@ mod tests {
                     weight: e.weight.saturating_add(u32::from(i >= 2)),
                     ..e
                 };
-                assert_eq!(cells.get(i, newest), want, "window {window}, cell {i}");
-                assert_eq!(grown.get(i + 4, newest), want);
-                assert_eq!(cells.weight(i), want.weight);
+                assert_eq!(
+                    cells.get(i, long, newest),
+                    want,
+                    "window {window}, cell {i}"
+                );
+                assert_eq!(grown.get(i + 4, long, newest), want);
+                assert_eq!(cells.weight(i, long), want.weight);
             }
         }
     }

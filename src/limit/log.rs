@@ -1,7 +1,7 @@
 //! The exact sliding log: one ring of admitted `(timestamp, weight)` entries
 //! per limit. See the [module docs](super) for the rule and its guarantees.
 
-use super::cells::{Cells, Entry};
+use super::cells::{long_times, Cells, Entry};
 use super::{Limit, LimitState, LimitView, Limits, OneLimit, Sliding, SlidingCounter};
 use crate::clock::Timestamp;
 
@@ -33,7 +33,9 @@ pub struct SlidingLog(Sliding<Ring>);
 /// that no part of the current decision waits for.
 #[derive(Clone, Debug)]
 struct Ring {
-    limit: Limit,
+    /// The limit's `max` and `window` (a [`Limit`], without its padding).
+    max: u32,
+    window: u64,
     /// Admitted requests, oldest at `head`, `len` of them, wrapping around;
     /// strictly increasing timestamps (requests at the same timestamp share
     /// an entry). Grows by doubling while full, up to `max` entries (what
@@ -46,8 +48,10 @@ struct Ring {
     used: u64,
     /// Timestamp of the newest entry, when `len > 0`.
     newest: u64,
-    /// A copy of the oldest entry, when `len > 0`.
-    first: Entry,
+    /// A copy of the oldest entry, when `len > 0` (two fields rather than
+    /// an [`Entry`], which would bring 4 bytes of padding).
+    first_at: u64,
+    first_weight: u32,
     /// Timestamp of the second oldest entry, when `len > 1`.
     second_at: u64,
 }
@@ -57,40 +61,47 @@ struct Ring {
 impl OneLimit for Ring {
     fn new(limit: Limit) -> Self {
         Ring {
-            limit,
-            buf: Cells::new(limit.max.min(INITIAL_ENTRIES) as usize, limit.window),
+            max: limit.max,
+            window: limit.window,
+            buf: Cells::new(
+                limit.max.min(INITIAL_ENTRIES) as usize,
+                long_times(limit.window),
+            ),
             head: 0,
             len: 0,
             used: 0,
             newest: 0,
-            first: Entry::default(),
+            first_at: 0,
+            first_weight: 0,
             second_at: 0,
         }
     }
 
+    #[inline]
     fn limit(&self) -> Limit {
-        self.limit
+        Limit {
+            max: self.max,
+            window: self.window,
+        }
     }
 
     /// Drops the entries that left `(now − W, now]`: those with `at + W <= now`.
     /// Needs `now >= at` for every entry (the clamp guarantees it).
     #[inline]
     fn advance(&mut self, now: u64) {
-        let w = self.limit.window;
-        if self.len == 0 || now - self.first.at < w {
+        let w = self.window;
+        if self.len == 0 || now - self.first_at < w {
             return;
         }
         // The oldest entry leaves. If the second stays (the steady state),
         // the copies are refilled from the ring, which nothing in this
         // decision waits for.
         if self.len > 1 && now - self.second_at < w {
-            self.used -= u64::from(self.first.weight);
+            self.used -= u64::from(self.first_weight);
             self.head = self.wrap(self.head as usize + 1) as u32;
             self.len -= 1;
-            self.first = Entry {
-                at: self.second_at,
-                weight: self.buf.weight(self.head as usize),
-            };
+            self.first_at = self.second_at;
+            self.first_weight = self.buf.weight(self.head as usize, self.long());
             if self.len > 1 {
                 self.second_at = self.get(self.head as usize + 1).at;
             }
@@ -101,7 +112,7 @@ impl OneLimit for Ring {
 
     #[inline]
     fn admits(&self, n: u32, _now: u64) -> bool {
-        self.used + u64::from(n) <= u64::from(self.limit.max)
+        self.used + u64::from(n) <= u64::from(self.max)
     }
 
     #[inline]
@@ -117,20 +128,20 @@ impl OneLimit for Ring {
     #[inline]
     fn room(&self) -> u32 {
         // At most `max`; nothing when a reload lowered `max` below `used`.
-        u64::from(self.limit.max).saturating_sub(self.used) as u32
+        u64::from(self.max).saturating_sub(self.used) as u32
     }
 
     /// The wait until `n` more would fit, if nothing else is admitted: walk the
     /// oldest entries until enough weight has left the window.
     #[inline]
     fn wait_for(&self, n: u32, now: u64) -> u64 {
-        let excess = (self.used + u64::from(n)).saturating_sub(u64::from(self.limit.max));
+        let excess = (self.used + u64::from(n)).saturating_sub(u64::from(self.max));
         if excess == 0 {
             return 0;
         }
         // Usually the oldest entry alone is enough.
-        if self.len > 0 && u64::from(self.first.weight) >= excess {
-            return self.first.at.saturating_add(self.limit.window) - now;
+        if self.len > 0 && u64::from(self.first_weight) >= excess {
+            return self.first_at.saturating_add(self.window) - now;
         }
         self.wait_for_more(excess, now)
     }
@@ -138,10 +149,10 @@ impl OneLimit for Ring {
     #[inline]
     fn view(&self, now: u64) -> LimitView {
         LimitView {
-            limit: self.limit,
+            limit: self.limit(),
             // At most `max`, so this fits in u32 (`used` may exceed a `max`
             // lowered by a reload: nothing remains then).
-            remaining: u64::from(self.limit.max).saturating_sub(self.used) as u32,
+            remaining: u64::from(self.max).saturating_sub(self.used) as u32,
             reset: self.idle_at().saturating_sub(now),
         }
     }
@@ -151,7 +162,7 @@ impl OneLimit for Ring {
         if self.len == 0 {
             0
         } else {
-            self.newest.saturating_add(self.limit.window)
+            self.newest.saturating_add(self.window)
         }
     }
 }
@@ -163,7 +174,7 @@ impl Ring {
     /// result fits in `u32`.
     #[inline]
     fn wrap(&self, i: usize) -> usize {
-        let cap = self.buf.len();
+        let cap = self.buf.len(self.long());
         if i >= cap {
             i - cap
         } else {
@@ -180,7 +191,13 @@ impl Ring {
     /// below twice the capacity).
     #[inline]
     fn get(&self, i: usize) -> Entry {
-        self.buf.get(self.wrap(i), self.newest)
+        self.buf.get(self.wrap(i), self.long(), self.newest)
+    }
+
+    /// Whether the cells keep whole times ([`long_times`]).
+    #[inline]
+    fn long(&self) -> bool {
+        long_times(self.window)
     }
 
     /// Adds `n` to the newest entry (a request at its timestamp). Saturates:
@@ -188,22 +205,22 @@ impl Ring {
     #[inline]
     fn merge_back(&mut self, n: u32) {
         let back = self.wrap(self.head as usize + self.len as usize - 1);
-        self.buf.add_weight(back, n);
+        self.buf.add_weight(back, self.long(), n);
         if self.len == 1 {
-            self.first.weight = self.first.weight.saturating_add(n);
+            self.first_weight = self.first_weight.saturating_add(n);
         }
     }
 
     /// Appends `e` (later than every entry), growing the ring if full.
     #[inline]
     fn push(&mut self, e: Entry) {
-        if self.len as usize == self.buf.len() {
+        if self.len as usize == self.buf.len(self.long()) {
             self.grow();
         }
         let tail = self.wrap(self.head as usize + self.len as usize);
-        self.buf.set(tail, e);
+        self.buf.set(tail, self.long(), e);
         match self.len {
-            0 => self.first = e,
+            0 => (self.first_at, self.first_weight) = (e.at, e.weight),
             1 => self.second_at = e.at,
             _ => {}
         }
@@ -217,10 +234,11 @@ impl Ring {
     #[cold]
     fn grow(&mut self) {
         let len = self.len as usize;
-        let cap = (len * 2).max(1).min(self.limit.max as usize).max(len + 1);
-        let mut buf = self.buf.with_len(cap);
+        let cap = (len * 2).max(1).min(self.max as usize).max(len + 1);
+        let long = self.long();
+        let mut buf = Cells::new(cap, long);
         for (i, e) in self.iter().enumerate() {
-            buf.set(i, e);
+            buf.set(i, long, e);
         }
         self.buf = buf;
         self.head = 0;
@@ -230,7 +248,7 @@ impl Ring {
     /// one by one from the ring, then refills the copies.
     #[cold]
     fn advance_more(&mut self, now: u64) {
-        let w = self.limit.window;
+        let w = self.window;
         while self.len > 0 {
             let e = self.get(self.head as usize);
             if now - e.at < w {
@@ -241,7 +259,8 @@ impl Ring {
             self.len -= 1;
         }
         if self.len > 0 {
-            self.first = self.get(self.head as usize);
+            let e = self.get(self.head as usize);
+            (self.first_at, self.first_weight) = (e.at, e.weight);
         }
         if self.len > 1 {
             self.second_at = self.get(self.head as usize + 1).at;
@@ -256,7 +275,7 @@ impl Ring {
             freed += u64::from(e.weight);
             if freed >= excess {
                 // Entry `e` leaves the window at `e.at + W` (> now, unexpired).
-                return e.at.saturating_add(self.limit.window) - now;
+                return e.at.saturating_add(self.window) - now;
             }
         }
         // Unreachable when `n <= max` (checked before): all entries expiring
@@ -273,7 +292,9 @@ impl Ring {
         let ok = sum == self.used
             && sorted
             && entries.iter().all(|e| e.weight > 0)
-            && entries.first().is_none_or(|&e| e == self.first)
+            && entries
+                .first()
+                .is_none_or(|e| (e.at, e.weight) == (self.first_at, self.first_weight))
             && entries.get(1).is_none_or(|e| e.at == self.second_at)
             && entries.last().is_none_or(|e| e.at == self.newest);
         if ok {
@@ -327,7 +348,7 @@ impl SlidingLog {
             .0
             .per_limit
             .iter()
-            .max_by_key(|r| r.limit.window)
+            .max_by_key(|r| r.window)
             .unwrap_or(&self.0.per_limit.first);
         longest.iter().map(|e| (e.at, e.weight))
     }
@@ -344,7 +365,7 @@ impl SlidingLog {
         for r in s.per_limit.iter_mut() {
             for (at, weight) in entries.clone() {
                 let at = at.min(t);
-                if t - at >= r.limit.window || weight == 0 {
+                if t - at >= r.window || weight == 0 {
                     continue;
                 }
                 r.used += u64::from(weight);
@@ -361,7 +382,7 @@ impl SlidingLog {
     /// The admitted weight still inside each limit's window at the latest
     /// `now` seen, in the order the limits were given (for inspection).
     pub fn used(&self) -> impl Iterator<Item = (Limit, u64)> + '_ {
-        self.0.per_limit.iter().map(|r| (r.limit, r.used))
+        self.0.per_limit.iter().map(|r| (r.limit(), r.used))
     }
 }
 
@@ -599,7 +620,7 @@ mod tests {
             let d = ok(&mut l, 1, T0 + NS * (2 * i));
             assert_eq!((d.allowed, d.remaining), (true, 200 - (i + 1).min(50)));
         }
-        assert_eq!(l.0.per_limit.first.buf.len(), 64);
+        assert_eq!(l.0.per_limit.first.buf.len(false), 64);
         assert_ne!(l.0.per_limit.first.head, 0);
         // One every ns: the window fills to 100 entries, growing the ring
         // while it is wrapped around.
@@ -609,7 +630,7 @@ mod tests {
             let inside = (t - 99..=t).filter(|&s| s >= 179 || s % 2 == 0).count();
             assert_eq!((d.allowed, d.remaining as usize), (true, 200 - inside));
         }
-        assert_eq!(l.0.per_limit.first.buf.len(), 128);
+        assert_eq!(l.0.per_limit.first.buf.len(false), 128);
         assert_eq!(l.0.per_limit.first.used, 100);
     }
 
@@ -619,7 +640,7 @@ mod tests {
         for i in 0..10_000u64 {
             ok(&mut l, 1, T0 + Duration::from_millis(i));
         }
-        let cap = l.0.per_limit.first.buf.len();
+        let cap = l.0.per_limit.first.buf.len(false);
         assert!((100..=256).contains(&cap), "{cap}");
     }
 }
