@@ -13,7 +13,7 @@ const SHORT_WINDOW: u64 = 1 << 32;
 
 /// Whether a log with this window keeps whole entry times (16-byte cells)
 /// rather than their low 32 bits (8-byte cells).
-#[inline]
+#[inline(always)]
 pub(super) fn long_times(window: u64) -> bool {
     window > SHORT_WINDOW
 }
@@ -43,13 +43,13 @@ impl Cells {
     }
 
     /// The number of cells.
-    #[inline]
+    #[inline(always)]
     pub(super) fn len(&self, long: bool) -> usize {
         self.0.len() >> usize::from(long)
     }
 
     /// The entry in cell `i`, given the time of the log's newest entry.
-    #[inline]
+    #[inline(always)]
     pub(super) fn get(&self, i: usize, long: bool, newest: u64) -> Entry {
         if long {
             return Entry {
@@ -68,7 +68,7 @@ impl Cells {
     }
 
     /// The weight in cell `i`.
-    #[inline]
+    #[inline(always)]
     pub(super) fn weight(&self, i: usize, long: bool) -> u32 {
         if long {
             self.0[2 * i + 1] as u32
@@ -78,7 +78,7 @@ impl Cells {
     }
 
     /// Writes `e` into cell `i`.
-    #[inline]
+    #[inline(always)]
     pub(super) fn set(&mut self, i: usize, long: bool, e: Entry) {
         if long {
             self.0[2 * i] = e.at;
@@ -90,7 +90,7 @@ impl Cells {
     }
 
     /// Adds `n` to the weight in cell `i`, saturating.
-    #[inline]
+    #[inline(always)]
     pub(super) fn add_weight(&mut self, i: usize, long: bool, n: u32) {
         let w = self.weight(i, long).saturating_add(n);
         if long {

@@ -87,7 +87,7 @@ impl OneLimit for Ring {
 
     /// Drops the entries that left `(now − W, now]`: those with `at + W <= now`.
     /// Needs `now >= at` for every entry (the clamp guarantees it).
-    #[inline]
+    #[inline(always)]
     fn advance(&mut self, now: u64) {
         let w = self.window;
         if self.len == 0 || now - self.first_at < w {
@@ -97,13 +97,16 @@ impl OneLimit for Ring {
         // the copies are refilled from the ring, which nothing in this
         // decision waits for.
         if self.len > 1 && now - self.second_at < w {
+            let long = long_times(w);
+            let cap = self.buf.len(long);
+            let head = wrap(self.head as usize + 1, cap);
             self.used -= u64::from(self.first_weight);
-            self.head = self.wrap(self.head as usize + 1) as u32;
+            self.head = head as u32;
             self.len -= 1;
             self.first_at = self.second_at;
-            self.first_weight = self.buf.weight(self.head as usize, self.long());
+            self.first_weight = self.buf.weight(head, long);
             if self.len > 1 {
-                self.second_at = self.get(self.head as usize + 1).at;
+                self.second_at = self.buf.get(wrap(head + 1, cap), long, self.newest).at;
             }
             return;
         }
@@ -115,7 +118,7 @@ impl OneLimit for Ring {
         self.used + u64::from(n) <= u64::from(self.max)
     }
 
-    #[inline]
+    #[inline(always)]
     fn record(&mut self, n: u32, now: u64) {
         self.used += u64::from(n);
         if self.len > 0 && self.newest == now {
@@ -174,12 +177,7 @@ impl Ring {
     /// result fits in `u32`.
     #[inline]
     fn wrap(&self, i: usize) -> usize {
-        let cap = self.buf.len(self.long());
-        if i >= cap {
-            i - cap
-        } else {
-            i
-        }
+        wrap(i, self.buf.len(self.long()))
     }
 
     /// The entries, oldest first.
@@ -189,13 +187,13 @@ impl Ring {
 
     /// The entry `i` cells after the start of the buffer, wrapped (`i`
     /// below twice the capacity).
-    #[inline]
+    #[inline(always)]
     fn get(&self, i: usize) -> Entry {
         self.buf.get(self.wrap(i), self.long(), self.newest)
     }
 
     /// Whether the cells keep whole times ([`long_times`]).
-    #[inline]
+    #[inline(always)]
     fn long(&self) -> bool {
         long_times(self.window)
     }
@@ -212,13 +210,16 @@ impl Ring {
     }
 
     /// Appends `e` (later than every entry), growing the ring if full.
-    #[inline]
+    #[inline(always)]
     fn push(&mut self, e: Entry) {
-        if self.len as usize == self.buf.len(self.long()) {
+        let long = self.long();
+        let mut cap = self.buf.len(long);
+        if self.len as usize == cap {
             self.grow();
+            cap = self.buf.len(long);
         }
-        let tail = self.wrap(self.head as usize + self.len as usize);
-        self.buf.set(tail, self.long(), e);
+        let tail = wrap(self.head as usize + self.len as usize, cap);
+        self.buf.set(tail, long, e);
         match self.len {
             0 => (self.first_at, self.first_weight) = (e.at, e.weight),
             1 => self.second_at = e.at,
@@ -302,6 +303,16 @@ impl Ring {
         } else {
             Err(format!("{self:?}"))
         }
+    }
+}
+
+/// Index `i` (below `2 * cap`) wrapped into a ring of `cap` cells.
+#[inline(always)]
+fn wrap(i: usize, cap: usize) -> usize {
+    if i >= cap {
+        i - cap
+    } else {
+        i
     }
 }
 
