@@ -263,6 +263,47 @@ fn timeline() -> impl Strategy<Value = Vec<(u64, u32)>> {
     )
 }
 
+/// 1 or 2 limits with maxima up to 200 and windows up to 2 µs, for rings
+/// that grow past their first allocation (64 entries) and wrap around.
+fn large_limit_specs() -> impl Strategy<Value = Vec<(u32, u64)>> {
+    prop::collection::vec((1u32..=200, 1u64..=2_000), 1..=2)
+}
+
+/// Long timelines: bursts at one instant, small steps that fill a window
+/// with many entries, and gaps that empty it at once.
+fn long_timeline() -> impl Strategy<Value = Vec<(u64, u32)>> {
+    prop::collection::vec(
+        (
+            prop_oneof![2 => Just(0u64), 6 => 0u64..=10, 1 => 0u64..=3_000],
+            0u32..=4,
+        ),
+        1..800,
+    )
+}
+
+/// 1 to 3 limits with windows around 2^32 ns, where the log stops keeping
+/// entry times in 4 bytes, and some short ones.
+fn limit_specs_around_4_byte_times() -> impl Strategy<Value = Vec<(u32, u64)>> {
+    const W: u64 = 1 << 32;
+    prop::collection::vec((1u32..=8, prop_oneof![W - 3..=W + 3, 1u64..=60]), 1..=3)
+}
+
+/// Steps of 0 to a few ns, or about 2^31 or 2^32 ns.
+fn timeline_around_4_byte_times() -> impl Strategy<Value = Vec<(u64, u32)>> {
+    const W: u64 = 1 << 32;
+    prop::collection::vec(
+        (
+            prop_oneof![
+                2 => 0u64..=3,
+                1 => (W / 2 - 2)..=(W / 2 + 2),
+                1 => (W - 4)..=(W + 4),
+            ],
+            0u32..=9,
+        ),
+        1..100,
+    )
+}
+
 /// Arrival times (ns offsets) for the exactness validator: bursts, steady
 /// spacing, random jitter.
 fn arrivals() -> impl Strategy<Value = Vec<u64>> {
@@ -307,6 +348,30 @@ proptest! {
     fn exact_log_matches_the_brute_force_model(
         spec in limit_specs(),
         steps in timeline(),
+        offset in 0u64..1000,
+    ) {
+        check_matches_model::<SlidingLog, Exact>(spec, &steps, offset)?;
+    }
+
+    /// Rings that fill, grow and wrap around many times, with bursts at one
+    /// instant and gaps that empty them: the log's copies of its oldest and
+    /// second oldest entries keep every decision equal to the model's.
+    #[test]
+    fn exact_log_matches_the_brute_force_model_on_large_rings(
+        spec in large_limit_specs(),
+        steps in long_timeline(),
+        offset in 0u64..1000,
+    ) {
+        check_matches_model::<SlidingLog, Exact>(spec, &steps, offset)?;
+    }
+
+    /// Windows just below, at and above 2^32 ns, and steps of about half
+    /// and one such window: entry times kept in 4 bytes (windows up to
+    /// 2^32 ns) are rebuilt exactly, and longer windows keep them whole.
+    #[test]
+    fn exact_log_matches_the_brute_force_model_around_4_byte_times(
+        spec in limit_specs_around_4_byte_times(),
+        steps in timeline_around_4_byte_times(),
         offset in 0u64..1000,
     ) {
         check_matches_model::<SlidingLog, Exact>(spec, &steps, offset)?;

@@ -804,6 +804,16 @@ mod tests {
         .unwrap()
     }
 
+    /// With the map's hash beside it, a key with one exact limit takes two
+    /// cache lines' worth (it took 152 bytes, with the limit's constants
+    /// and a padded oldest entry in every key), and one approximate limit 88.
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn a_key_with_one_limit_fits_in_two_cache_lines() {
+        assert_eq!(std::mem::size_of::<(u64, Bucket<SlidingLog>)>(), 128);
+        assert_eq!(std::mem::size_of::<(u64, Bucket<SlidingCounter>)>(), 88);
+    }
+
     #[test]
     fn keys_match_only_themselves_at_every_length() {
         let long = "abcdefghijklmnopqrstuvwxyz0123456789";

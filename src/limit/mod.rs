@@ -45,11 +45,15 @@
 //! The log keeps one ring per limit, holding `(timestamp, weight)` entries of
 //! admitted requests still inside the window; requests at the same timestamp
 //! share one entry. Since the admitted weight in a window is at most `N`, a
-//! ring never holds more than `N` entries: `O(N)` per key per limit (16 bytes
-//! an entry). The ring is a `VecDeque` that grows by doubling, at most up to
-//! the next power of two of `N`, and never shrinks; once it has reached its
-//! working size, a decision allocates nothing. The counter keeps a window
-//! start and two `u32` counts per limit: `O(1)`.
+//! ring never holds more than `N` entries: `O(N)` per key per limit (8 bytes
+//! an entry for windows up to 2^32 ns, about 4.29 s, whose entry times are
+//! kept as their low 32 bits; 16 bytes for longer windows). The ring starts
+//! at `min(N, 64)` entries, doubles while full, at most up to `N`, and never
+//! shrinks; once it has reached its working size, a decision allocates
+//! nothing. Beside the ring, each limit keeps copies of its oldest entry and
+//! of the times of the second oldest and the newest, so that most decisions
+//! read no ring memory. The counter keeps a window start and two `u32` counts
+//! per limit: `O(1)`.
 //!
 //! # The approximate counter and its worst-case overshoot
 //!
@@ -200,6 +204,7 @@ macro_rules! limit_state_by_sliding {
     };
 }
 
+mod cells;
 pub(crate) mod counter;
 mod keyed;
 mod log;
@@ -440,11 +445,14 @@ pub trait LimitState {
 
 /// One `T` per limit, the first stored inline: a key with one limit (the
 /// common case) keeps its whole state in one place, without a pointer to
-/// follow (and an empty `rest` allocates nothing).
+/// follow (and allocates nothing for `rest`, a thin pointer: 8 bytes of the
+/// key's slot rather than 16).
 #[derive(Clone, Debug)]
 struct PerLimit<T> {
     first: T,
-    rest: Box<[T]>,
+    // A thin pointer on purpose: `Box<[T]>` or `Vec<T>` would be 16 or 24.
+    #[allow(clippy::box_collection)]
+    rest: Option<Box<Vec<T>>>,
 }
 
 impl<T> PerLimit<T> {
@@ -453,24 +461,28 @@ impl<T> PerLimit<T> {
             .as_slice()
             .split_first()
             .unwrap_or((&Limit { max: 1, window: 1 }, &[]));
-        PerLimit {
-            first: f(head),
-            rest: tail.iter().map(|&l| f(l)).collect(),
-        }
+        let first = f(head);
+        let rest = (!tail.is_empty()).then(|| Box::new(tail.iter().map(|&l| f(l)).collect()));
+        PerLimit { first, rest }
     }
 
     /// The only element, if there is exactly one.
     #[inline]
     fn single_mut(&mut self) -> Option<&mut T> {
-        self.rest.is_empty().then_some(&mut self.first)
+        self.rest.is_none().then_some(&mut self.first)
     }
 
     fn iter(&self) -> impl Iterator<Item = &T> {
-        std::iter::once(&self.first).chain(self.rest.iter())
+        let rest = self.rest.as_deref().map_or(&[][..], Vec::as_slice);
+        std::iter::once(&self.first).chain(rest.iter())
     }
 
     fn iter_mut(&mut self) -> impl Iterator<Item = &mut T> {
-        std::iter::once(&mut self.first).chain(self.rest.iter_mut())
+        let rest = self
+            .rest
+            .as_deref_mut()
+            .map_or(&mut [][..], Vec::as_mut_slice);
+        std::iter::once(&mut self.first).chain(rest.iter_mut())
     }
 }
 
@@ -508,8 +520,6 @@ struct Sliding<S> {
     per_limit: PerLimit<S>,
     /// The latest `now` seen; earlier ones are clamped to it.
     last_now: u64,
-    /// The smallest `max` of all limits: a larger `n` can never be admitted.
-    min_max: u32,
 }
 
 impl<S: OneLimit> Sliding<S> {
@@ -517,7 +527,6 @@ impl<S: OneLimit> Sliding<S> {
         Sliding {
             per_limit: PerLimit::new(limits, S::new),
             last_now: 0,
-            min_max: limits.as_slice().iter().map(Limit::max).min().unwrap_or(0),
         }
     }
 
@@ -542,7 +551,9 @@ impl<S: OneLimit> Sliding<S> {
     #[inline]
     fn decide(&mut self, n: u32, now: Timestamp, record: bool) -> Result<Decision, AcquireError> {
         let n_rec = if record { n } else { 0 };
-        if n > self.min_max {
+        if n > self.per_limit.first.limit().max
+            || (self.per_limit.rest.is_some() && self.per_limit.iter().any(|s| n > s.limit().max))
+        {
             return Err(self.limits_error(n));
         }
         let now = now.as_nanos().max(self.last_now);
