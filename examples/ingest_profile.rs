@@ -16,7 +16,10 @@
 //! With `ROLLSTAT_PROFILE_CONFIG=config.toml` the workload runs on that
 //! file as the daemon would (its windows, mappings, breakers fed by
 //! ingest, tag styles, and the daemon's shard count for this machine);
-//! `max_series` is raised to fit the names. Without it, `Config::default()`
+//! `max_series` is raised to fit the names. `ROLLSTAT_PROFILE_STEP_US=100`
+//! spaces the datagrams 100 µs apart in simulated time (default 1 µs), so
+//! that a run crosses bucket boundaries as the daemon at 800k lines/s does.
+//! Without `ROLLSTAT_PROFILE_CONFIG`, `Config::default()`
 //! and 16 shards.
 
 use std::sync::Arc;
@@ -110,13 +113,19 @@ fn main() {
         println!("mode=scrape scrapes={n} bytes={bytes}");
         return;
     }
+    // Simulated time between datagrams: 1 µs unless ROLLSTAT_PROFILE_STEP_US
+    // says (at 800k lines/s one flow sends a datagram every 100 µs; a step
+    // that crosses bucket boundaries also counts the rings' rotation).
+    let step_ns: u64 = std::env::var("ROLLSTAT_PROFILE_STEP_US")
+        .map_or(1, |s| s.parse().expect("step in µs"))
+        * 1_000;
     let mut now = clock.now().as_nanos();
     let mut lines = 0u64;
     let mut acc = 0.0;
     for i in 0..n {
         let (d, k) = &dgrams[i % dgrams.len()];
         lines += k;
-        now += 1_000;
+        now += step_ns;
         if mode == "parse" {
             acc += parse_datagram(d)
                 .map(|l| match l {
