@@ -34,10 +34,19 @@ enum Command {
         /// The file to check.
         file: PathBuf,
     },
+    /// Print a statsd_exporter mapping file (YAML) as config.toml
+    /// `[[mappings]]` rules with the same meaning, or its problems.
+    ConvertMapping {
+        /// The statsd_exporter mapping file.
+        file: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(Command::ConvertMapping { file }) = &cli.command {
+        return convert_mapping(file);
+    }
     if let Some(Command::CheckConfig { file }) = &cli.command {
         // What only this host can tell (the Unix socket's group, what sits
         // at its path) is a problem like the file's own.
@@ -85,6 +94,17 @@ fn main() -> ExitCode {
                 println!("{}", rollstat::config::exposure::summary(&cfg));
                 for w in rollstat::config::exposure::warnings(&cfg) {
                     eprintln!("{}: warning: {w}", file.display());
+                }
+                if let Some(se) = &cfg.statsd_exporter {
+                    println!(
+                        "{}: statsd_exporter mapping file {}: {} rule(s), tried after the file's own [[mappings]]",
+                        file.display(),
+                        se.path.display(),
+                        se.rules
+                    );
+                    for w in &se.warnings {
+                        eprintln!("{}: warning: {}: {w}", file.display(), se.path.display());
+                    }
                 }
                 if let Some(tls) = &cfg.http.tls {
                     let clients = match (&tls.client_ca_file, tls.client_auth) {
@@ -309,4 +329,60 @@ fn memory_total_bytes() -> Option<u64> {
         .parse::<u64>()
         .ok()?;
     Some(kib * 1024)
+}
+
+/// `rollstat convert-mapping FILE`: the rules on stdout, or every problem
+/// (with the file's line) on stderr and exit status 2.
+fn convert_mapping(file: &std::path::Path) -> ExitCode {
+    use rollstat::config::statsd_exporter;
+    let text = match std::fs::read_to_string(file) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: cannot read {}: {e}", file.display());
+            return ExitCode::from(2);
+        }
+    };
+    match statsd_exporter::parse(&text) {
+        Ok(rules) => {
+            // A rule whose templates do not compile is a problem too.
+            let bad: Vec<String> = rules
+                .rules
+                .iter()
+                .filter_map(|r| {
+                    r.to_mapping()
+                        .err()
+                        .map(|e| format!("  {}:{}: {e}", file.display(), r.line))
+                })
+                .collect();
+            if !bad.is_empty() {
+                eprintln!("error: {} problem(s) in {}:", bad.len(), file.display());
+                for b in bad {
+                    eprintln!("{b}");
+                }
+                return ExitCode::from(2);
+            }
+            print!("{}", rules.to_toml(file));
+            for w in &rules.warnings {
+                eprintln!("{}: warning: {w}", file.display());
+            }
+            ExitCode::SUCCESS
+        }
+        Err(problems) => {
+            eprintln!(
+                "error: {} problem(s) in {}:",
+                problems.len(),
+                file.display()
+            );
+            for p in problems {
+                eprintln!(
+                    "  {}:{}: `{}`: {}",
+                    file.display(),
+                    p.line,
+                    p.key,
+                    p.message
+                );
+            }
+            ExitCode::from(2)
+        }
+    }
 }

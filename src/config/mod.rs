@@ -9,12 +9,15 @@
 
 mod access;
 pub mod exposure;
+mod go_template;
 mod reader;
 mod redis;
 mod signals;
 mod sources;
+pub mod statsd_exporter;
 mod tls;
 pub mod web;
+mod yaml;
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -60,6 +63,57 @@ pub struct Config {
     pub limits: Vec<LimitDef>,
     /// The shared store, if `[redis]` is given.
     pub redis: Option<RedisConfig>,
+    /// `[statsd_exporter] mapping_file`, if given: its rules are at the end
+    /// of [`mappings`](Self::mappings).
+    pub statsd_exporter: Option<StatsdExporterFile>,
+}
+
+/// `[statsd_exporter] mapping_file`, as read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StatsdExporterFile {
+    /// The file, as given.
+    pub path: PathBuf,
+    /// How many rules it holds (the last ones of [`Config::mappings`]).
+    pub rules: usize,
+    /// What it means that rollstat does differently (for check-config).
+    pub warnings: Vec<String>,
+}
+
+/// The statsd types a mapping rule matches (`match_type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KindSet(u8);
+
+impl KindSet {
+    /// Timers, histograms and distributions: statsd_exporter's `observer`.
+    pub const OBSERVER: KindSet = KindSet(
+        1 << MetricKind::Timer as u8
+            | 1 << MetricKind::Histogram as u8
+            | 1 << MetricKind::Distribution as u8,
+    );
+
+    /// Just `k`.
+    #[must_use]
+    pub const fn one(k: MetricKind) -> KindSet {
+        KindSet(1 << k as u8)
+    }
+
+    /// Whether `k` is in the set.
+    #[must_use]
+    pub const fn contains(self, k: MetricKind) -> bool {
+        self.0 & (1 << k as u8) != 0
+    }
+
+    /// The `match_type` value that names this set.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        if self == KindSet::OBSERVER {
+            return "observer";
+        }
+        MetricKind::ALL
+            .into_iter()
+            .find(|&k| self == KindSet::one(k))
+            .map_or("observer", MetricKind::as_str)
+    }
 }
 
 /// `[listen]`: empty strings turn a listener off.
@@ -241,8 +295,9 @@ pub struct Mapping {
     /// to the whole name (`match_regex`); captures are `$1`, `$2`... and, for
     /// a regex's named groups, `${name}`.
     pub pattern: Matcher,
-    /// Only lines of this statsd type match, if set.
-    pub match_type: Option<MetricKind>,
+    /// Only lines of these statsd types match, if set (`match_type`: one
+    /// type, or `observer` for timers, histograms and distributions).
+    pub match_type: Option<KindSet>,
     /// Keep or drop.
     pub action: Action,
     /// New statsd name (the `metric` label and the cumulative family name).
@@ -254,6 +309,14 @@ pub struct Mapping {
     /// Matching series also publish a fleet view of their windows, merged
     /// through the shared store (`[redis]`).
     pub shared: bool,
+    /// A tag named like one of `labels` keeps its value (statsd_exporter's
+    /// `honor_labels`); otherwise the mapping label replaces it.
+    pub honor_labels: bool,
+    /// The series' own expiry instead of `[series] ttl_secs`; zero: never.
+    pub ttl: Option<Duration>,
+    /// The series' cumulative histogram bounds instead of `[series]
+    /// histogram_buckets`.
+    pub histogram_buckets: Option<std::sync::Arc<[f64]>>,
 }
 
 /// All the problems found in a config file.
@@ -334,9 +397,22 @@ const MAPPING_KEYS: &[&str] = &[
     "labels",
     "windows",
     "shared",
+    "honor_labels",
+    "ttl_secs",
+    "histogram_buckets",
 ];
+const STATSD_EXPORTER_KEYS: &[&str] = &["mapping_file"];
 const TOP_KEYS: &[&str] = &[
-    "listen", "ingest", "http", "series", "windows", "mappings", "breakers", "limits", "redis",
+    "listen",
+    "ingest",
+    "http",
+    "series",
+    "windows",
+    "mappings",
+    "breakers",
+    "limits",
+    "redis",
+    "statsd_exporter",
 ];
 const REDIS_KEYS: &[&str] = &[
     "url",
@@ -433,6 +509,7 @@ impl Default for Config {
             breakers: Vec::new(),
             limits: Vec::new(),
             redis: None,
+            statsd_exporter: None,
         }
     }
 }
@@ -760,6 +837,22 @@ impl Config {
             }
             t.finish(&mut p, MAPPING_KEYS);
         }
+        if let Some(mut t) = top.table(&mut p, "statsd_exporter") {
+            if let Some((file, rules)) = read_exporter_file(&mut t, &mut p, &cfg.windows) {
+                cfg.statsd_exporter = Some(StatsdExporterFile {
+                    path: file,
+                    rules: rules.rules.len(),
+                    warnings: rules.warnings.clone(),
+                });
+                for r in &rules.rules {
+                    // Each compiled when read (`read_exporter_file`).
+                    if let Ok(m) = r.to_mapping() {
+                        cfg.mappings.push(m);
+                    }
+                }
+            }
+            t.finish(&mut p, STATSD_EXPORTER_KEYS);
+        }
 
         let mut names = Vec::new();
         for mut t in top.tables(&mut p, "breakers") {
@@ -832,16 +925,22 @@ fn read_mapping(
         }
     };
     let match_type = t.string(p, "match_type").and_then(|(s, off)| {
+        if s == "observer" {
+            return Some(KindSet::OBSERVER);
+        }
         let k = MetricKind::ALL.into_iter().find(|k| k.as_str() == s);
         if k.is_none() {
             let names: Vec<&str> = MetricKind::ALL.iter().map(|k| k.as_str()).collect();
             p.at(
                 off,
                 &t.key_path("match_type"),
-                format!("unknown statsd type `{s}`; use one of {}", names.join(", ")),
+                format!(
+                    "unknown statsd type `{s}`; use one of {}, or observer (timer, histogram and distribution)",
+                    names.join(", ")
+                ),
             );
         }
-        k
+        k.map(KindSet::one)
     });
     let action = match t.string(p, "action") {
         None => Action::Keep,
@@ -930,6 +1029,33 @@ fn read_mapping(
             "a shared mapping needs a `[redis]` section (url = \"redis://127.0.0.1:6379\" or cluster_nodes = [...])",
         );
     }
+    let honor_labels = t.bool(p, "honor_labels").unwrap_or(false);
+    let ttl_off = t.raw("ttl_secs").map(|v| v.span().start);
+    let ttl = t
+        .int(p, "ttl_secs", 0, 10 * 365 * 86_400)
+        .map(Duration::from_secs);
+    if let (Some(ttl), Some(off)) = (ttl, ttl_off) {
+        let ids = windows_sel
+            .clone()
+            .unwrap_or_else(|| (0..windows.len()).collect());
+        if let Some(msg) = ttl_problem(ttl, ids.iter().map(|&i| &windows[i])) {
+            p.at(off, &t.key_path("ttl_secs"), msg);
+        }
+    }
+    let histogram_buckets = t.floats(p, "histogram_buckets").and_then(|bs| {
+        let vals: Vec<f64> = bs.iter().map(|(b, _)| *b).collect();
+        if vals.is_empty() || vals.windows(2).any(|w| w[0] >= w[1]) {
+            let off = bs.first().map_or(start, |b| b.1);
+            p.at(
+                off,
+                &t.key_path("histogram_buckets"),
+                "must be a non-empty list of strictly increasing upper bounds (e.g. [0.01, 0.1, 1, 10])",
+            );
+            None
+        } else {
+            Some(vals.into())
+        }
+    });
     Some(Mapping {
         shared,
         pattern: pattern?,
@@ -938,7 +1064,84 @@ fn read_mapping(
         rename,
         labels,
         windows: windows_sel,
+        honor_labels,
+        ttl,
+        histogram_buckets,
     })
+}
+
+/// Why a series' own `ttl` cannot go with its windows: it would expire
+/// while a window still holds its samples. Zero (never expire) always can.
+fn ttl_problem<'w>(
+    ttl: Duration,
+    windows: impl Iterator<Item = &'w NamedWindow>,
+) -> Option<String> {
+    let longest = windows.max_by_key(|w| w.spec.length())?;
+    (!ttl.is_zero() && ttl < longest.spec.length()).then(|| {
+        format!(
+            "{}s is shorter than window `{}` ({}s): a series would expire while the window still holds its samples; give at least {}s, or 0 (never expire)",
+            ttl.as_secs_f64(),
+            longest.name,
+            longest.spec.length().as_secs_f64(),
+            longest.spec.length().as_secs_f64().ceil(),
+        )
+    })
+}
+
+/// `[statsd_exporter] mapping_file`: the file read and its rules compiled
+/// (on the default windows); `None` when unset or when it has problems
+/// (recorded, each with the file's line).
+fn read_exporter_file(
+    t: &mut Table<'_, '_>,
+    p: &mut Problems<'_>,
+    windows: &[NamedWindow],
+) -> Option<(PathBuf, statsd_exporter::ExporterRules)> {
+    let (path, off) = t.string(p, "mapping_file")?;
+    if path.is_empty() {
+        return None;
+    }
+    let key = t.key_path("mapping_file");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) => {
+            p.at(
+                off,
+                &key,
+                format!(
+                    "cannot read `{path}`: {e}; the daemon reads it at start and at every reload"
+                ),
+            );
+            return None;
+        }
+    };
+    let rules = match statsd_exporter::parse(&text) {
+        Ok(rules) => rules,
+        Err(problems) => {
+            for yp in problems {
+                p.at(
+                    off,
+                    &key,
+                    format!("{path}:{}: `{}`: {}", yp.line, yp.key, yp.message),
+                );
+            }
+            return None;
+        }
+    };
+    let mut ok = true;
+    for r in &rules.rules {
+        let problem = match r.to_mapping() {
+            Err(e) => Some(("name, labels", e)),
+            Ok(_) => r
+                .ttl
+                .and_then(|ttl| ttl_problem(ttl, windows.iter()))
+                .map(|m| ("ttl", m)),
+        };
+        if let Some((what, msg)) = problem {
+            p.at(off, &key, format!("{path}:{}: `{what}`: {msg}", r.line));
+            ok = false;
+        }
+    }
+    ok.then_some((PathBuf::from(path), rules))
 }
 
 /// Why the Unix socket cannot be made at `path`, judged from its directory

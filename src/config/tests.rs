@@ -40,7 +40,10 @@ fn the_sample_config_loads_and_says_what_it_documents() {
     assert!(cfg.windows[1].spec.ignores_current());
     assert_eq!(cfg.mappings.len(), 3);
     assert_eq!(cfg.mappings[0].action, Action::Drop);
-    assert_eq!(cfg.mappings[1].match_type, Some(MetricKind::Timer));
+    assert_eq!(
+        cfg.mappings[1].match_type,
+        Some(KindSet::one(MetricKind::Timer))
+    );
     assert_eq!(cfg.mappings[1].windows, Some(vec![0, 1]));
     let http = &cfg.mappings[2];
     assert!(matches!(http.pattern, Matcher::Regex(_)));

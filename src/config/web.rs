@@ -39,6 +39,8 @@ use std::path::{Path, PathBuf};
 
 use saphyr::{LoadableYamlNode, MarkedYaml, Scalar, YamlData};
 
+use super::yaml::{type_name, Reader, YamlProblem};
+
 use super::reader::{Problems, Table};
 use super::{ClientAuth, TlsConfig, TlsVersion};
 use crate::access::Credentials;
@@ -110,15 +112,7 @@ pub enum WebTlsVersion {
 
 /// A problem in a web config file: its line, the YAML key path, what is
 /// wrong (never a secret).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct WebProblem {
-    /// 1-based line in the YAML file (0: the file as a whole).
-    pub line: usize,
-    /// Dotted YAML key path, e.g. `tls_server_config.cipher_suites`.
-    pub key: String,
-    /// What is wrong and what to do.
-    pub message: String,
-}
+pub type WebProblem = YamlProblem;
 
 /// Reads `web_config_file` from the `[http]` table, and the file it names.
 /// `None` when unset (or `""`) or when the file has problems (recorded).
@@ -566,34 +560,7 @@ fn read_rate_limit(r: &mut Reader, node: &MarkedYaml<'_>) {
 /// Whether a Go duration string (`"0"`, `"1m30s"`, `"250ms"`) is zero;
 /// `None` if it is not one.
 fn go_duration_is_zero(s: &str) -> Option<bool> {
-    let s = s.strip_prefix(['+', '-']).unwrap_or(s);
-    if s == "0" {
-        return Some(true);
-    }
-    if s.is_empty() {
-        return None;
-    }
-    let mut zero = true;
-    let mut rest = s;
-    while !rest.is_empty() {
-        let n = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
-        let (num, tail) = rest.split_at(n);
-        if num.is_empty() || num == "." || num.matches('.').count() > 1 {
-            return None;
-        }
-        let u = tail
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(tail.len());
-        let (unit, tail) = tail.split_at(u);
-        if !["ns", "us", "µs", "μs", "ms", "s", "m", "h"].contains(&unit) {
-            return None;
-        }
-        zero &= num.chars().all(|c| c == '0' || c == '.');
-        rest = tail;
-    }
-    Some(zero)
+    super::yaml::go_duration(s).map(|(_, d)| d.is_zero())
 }
 
 #[derive(Clone, Copy)]
@@ -637,123 +604,6 @@ fn resolve(dir: &Path, s: &str) -> PathBuf {
 }
 
 /// Walks the YAML tree, collecting problems.
-#[derive(Default)]
-struct Reader {
-    problems: Vec<WebProblem>,
-}
-
-impl Reader {
-    fn at(&mut self, line: usize, key: &str, message: impl Into<String>) {
-        self.problems.push(WebProblem {
-            line,
-            key: key.to_string(),
-            message: message.into(),
-        });
-    }
-
-    fn unknown(&mut self, line: usize, key: &str, known: &[&str]) {
-        self.at(
-            line,
-            key,
-            format!("unknown key; known keys here: {}", known.join(", ")),
-        );
-    }
-
-    /// The (key, key's line, value) entries of a mapping; a null node (a
-    /// key with nothing under it) has none, as in exporter-toolkit.
-    fn entries<'a, 'i>(
-        &mut self,
-        node: &'a MarkedYaml<'i>,
-        path: &str,
-    ) -> Vec<(String, usize, &'a MarkedYaml<'i>)> {
-        let shown = if path.is_empty() { "(file)" } else { path };
-        match &node.data {
-            YamlData::Mapping(m) => {
-                let mut out = Vec::new();
-                for (k, v) in m {
-                    let line = k.span.start.line();
-                    match &k.data {
-                        YamlData::Value(Scalar::String(s)) => out.push((s.to_string(), line, v)),
-                        _ => self.at(
-                            line,
-                            shown,
-                            format!("a key here is a string, found {}; quote it", type_name(k)),
-                        ),
-                    }
-                }
-                out
-            }
-            YamlData::Value(Scalar::Null) => Vec::new(),
-            _ => {
-                self.at(
-                    node.span.start.line(),
-                    shown,
-                    format!(
-                        "expected a mapping (key: value lines), found {}",
-                        type_name(node)
-                    ),
-                );
-                Vec::new()
-            }
-        }
-    }
-
-    fn string(&mut self, v: &MarkedYaml<'_>, key: &str) -> Option<String> {
-        match &v.data {
-            YamlData::Value(Scalar::String(s)) => Some(s.to_string()),
-            _ => {
-                self.at(
-                    v.span.start.line(),
-                    key,
-                    format!("expected a string, found {}", type_name(v)),
-                );
-                None
-            }
-        }
-    }
-
-    /// A string, or an integer or boolean as written (YAML leaves `1`
-    /// unquoted; Go reads it into a string field as "1").
-    fn scalar_text(&mut self, v: &MarkedYaml<'_>, key: &str) -> Option<String> {
-        match &v.data {
-            YamlData::Value(Scalar::Integer(n)) => Some(n.to_string()),
-            YamlData::Value(Scalar::Boolean(b)) => Some(b.to_string()),
-            YamlData::Value(Scalar::Null) => Some(String::new()),
-            _ => self.string(v, key),
-        }
-    }
-
-    fn bool(&mut self, v: &MarkedYaml<'_>, key: &str) -> Option<bool> {
-        match &v.data {
-            YamlData::Value(Scalar::Boolean(b)) => Some(*b),
-            _ => {
-                self.at(
-                    v.span.start.line(),
-                    key,
-                    format!("expected true or false, found {}", type_name(v)),
-                );
-                None
-            }
-        }
-    }
-}
-
-fn type_name(v: &MarkedYaml<'_>) -> String {
-    match &v.data {
-        YamlData::Value(Scalar::String(s)) if s.chars().count() <= 40 => {
-            format!("the string `{s}`")
-        }
-        YamlData::Value(Scalar::String(_)) => "a string".into(),
-        YamlData::Value(Scalar::Integer(_)) => "an integer".into(),
-        YamlData::Value(Scalar::FloatingPoint(_)) => "a number".into(),
-        YamlData::Value(Scalar::Boolean(_)) => "a boolean".into(),
-        YamlData::Value(Scalar::Null) => "nothing".into(),
-        YamlData::Sequence(_) => "a list".into(),
-        YamlData::Mapping(_) => "a mapping".into(),
-        _ => "a tagged or unreadable value".into(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

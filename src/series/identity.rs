@@ -22,8 +22,12 @@ pub struct SeriesMeta {
     /// Names of the windows kept, in the order of the state's windows
     /// (shared by every series on the same windows).
     pub windows: Arc<[String]>,
-    /// Cumulative histogram bounds (timers, histograms, distributions).
+    /// Cumulative histogram bounds (timers, histograms, distributions):
+    /// the mapping rule's, else `[series] histogram_buckets`.
     pub histogram_buckets: Arc<[f64]>,
+    /// The mapping rule's own expiry (zero: never), else `None`: the
+    /// registry's `[series] ttl_secs`.
+    pub ttl: Option<std::time::Duration>,
     /// Whether its windows are shared with the fleet (mapping `shared`).
     pub shared: bool,
     /// Its published identity as a number ([`fleet_hash`] of its Prometheus

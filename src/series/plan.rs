@@ -44,6 +44,10 @@ pub(super) struct Resolved {
     pub(super) labels: Vec<(String, String)>,
     pub(super) window_ids: Vec<usize>,
     pub(super) shared: bool,
+    /// The rule's own expiry (zero: never), if it sets one.
+    pub(super) ttl: Option<Duration>,
+    /// The rule's own histogram bounds, if it sets them.
+    pub(super) histogram_buckets: Option<Arc<[f64]>>,
 }
 
 impl Plan {
@@ -59,10 +63,9 @@ impl Plan {
         tags_dropped: &mut u64,
     ) -> Option<Resolved> {
         let mut caps = Vec::new();
-        let rule = self
-            .mappings
-            .iter()
-            .find(|m| m.match_type.is_none_or(|k| k == kind) && m.pattern.matches(name, &mut caps));
+        let rule = self.mappings.iter().find(|m| {
+            m.match_type.is_none_or(|k| k.contains(kind)) && m.pattern.matches(name, &mut caps)
+        });
         if rule.is_some_and(|m| m.action == Action::Drop) {
             return None;
         }
@@ -71,6 +74,15 @@ impl Plan {
             None => name.to_string(),
         };
         let mut prom_name = names::metric_name(&metric);
+        if kind == MetricKind::Counter {
+            // A counter's samples are `<family>_total`: a name that already
+            // ends so (`requests_total`, a statsd_exporter mapping's `name`)
+            // is the sample name, not the family's, as Prometheus' client
+            // libraries read it (never `requests_total_total`).
+            if let Some(family) = prom_name.strip_suffix("_total").filter(|f| !f.is_empty()) {
+                prom_name.truncate(family.len());
+            }
+        }
         if prom_name.starts_with("rollstat_") {
             // Our own families own that prefix.
             prom_name.insert_str(0, "statsd_");
@@ -97,6 +109,8 @@ impl Plan {
                     continue;
                 }
                 match labels.iter_mut().find(|(l, _)| l == k) {
+                    // statsd_exporter's honor_labels: the tag keeps its value.
+                    Some(_) if m.honor_labels => {}
                     Some(slot) => slot.1 = v,
                     None => labels.push((k.clone(), v)),
                 }
@@ -111,6 +125,8 @@ impl Plan {
                 .and_then(|m| m.windows.clone())
                 .unwrap_or_else(|| self.default_windows.clone()),
             shared: rule.is_some_and(|m| m.shared),
+            ttl: rule.and_then(|m| m.ttl),
+            histogram_buckets: rule.and_then(|m| m.histogram_buckets.clone()),
         })
     }
 

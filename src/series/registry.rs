@@ -260,10 +260,10 @@ impl Registry {
         let mut state = SeriesState::new(
             s.kind,
             &plan.layout(&window_ids),
-            plan.histogram_buckets.len(),
+            meta.histogram_buckets.len(),
             now,
         );
-        let folded = match state.apply(s, &plan.histogram_buckets, now) {
+        let folded = match state.apply(s, &meta.histogram_buckets, now) {
             Ok(f) => f,
             Err(_) => {
                 self.release(vec![meta]);
@@ -378,7 +378,10 @@ impl Registry {
             prom_name,
             labels: r.labels,
             windows: plan.window_names(&r.window_ids),
-            histogram_buckets: plan.histogram_buckets.clone(),
+            histogram_buckets: r
+                .histogram_buckets
+                .unwrap_or_else(|| plan.histogram_buckets.clone()),
+            ttl: r.ttl,
             shared: false,
             id: identity,
             created: now,
@@ -415,7 +418,10 @@ impl Registry {
         for shard in self.shards.iter() {
             let mut gone = Vec::new();
             shard.lock().retain(|e| {
-                let keep = e.last_seen + ttl > now;
+                let keep = match e.meta.ttl {
+                    None => e.last_seen + ttl > now,
+                    Some(own) => own.is_zero() || e.last_seen + own > now,
+                };
                 if !keep {
                     gone.push(e.meta.clone());
                     removed += 1;

@@ -80,7 +80,8 @@ impl Registry {
     ///   whose name and shape are unchanged keeps its history, the others
     ///   start empty on the epoch grid at `now`; cumulative values (counter
     ///   total, gauge value, histogram, set samples) are kept, and so are the
-    ///   series' histogram bounds, which cannot be re-bucketed;
+    ///   series' histogram bounds, which cannot be re-bucketed; a rule's new
+    ///   `ttl` applies to it from now;
     /// * dropped, renamed or relabelled: removed, its identity freed; its
     ///   next line starts it fresh under the new rules;
     /// * a drop-rule marker is kept while the rules still drop it, else
@@ -190,9 +191,10 @@ fn rewindow(
     let unchanged =
         reuse.len() == meta.windows.len() && reuse.iter().enumerate().all(|(j, &k)| k == Some(j));
     if unchanged {
-        if meta.shared != r.shared {
+        if meta.shared != r.shared || meta.ttl != r.ttl {
             let mut m = SeriesMeta::clone(meta);
             m.set_shared(r.shared);
+            m.ttl = r.ttl;
             *meta = Arc::new(m);
         }
         return Replanned::Kept;
@@ -201,6 +203,7 @@ fn rewindow(
     let mut m = SeriesMeta::clone(meta);
     m.windows = plan.window_names(&r.window_ids);
     m.set_shared(r.shared);
+    m.ttl = r.ttl;
     *meta = Arc::new(m);
     Replanned::Rewindowed
 }

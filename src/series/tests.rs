@@ -475,16 +475,20 @@ fn a_name_has_one_type_whatever_the_tags() {
         feed(&r, T0, "tc.x:1|c|#a:1\ntc.x:5|g|#a:2"),
         [STORED, CONFLICT]
     );
-    // A counter `y` owns `y`, `y_total` and `y_created`.
+    // A counter `y` owns `y`, `y_total` and `y_created`. A counter named
+    // `y.total` is family `y` too (its samples are `y_total`, never
+    // `y_total_total`): beside `y` with other tags, or refused as the same
+    // series when its tags are the same.
     let out = feed(
         &r,
         T0,
-        "y:1|c\ny_total:1|g\ny_created:1|g\ny.total:1|c|#k:v",
+        "y:1|c\ny_total:1|g\ny_created:1|g\ny.total:1|c|#k:v\ny.total:1|c",
     );
-    assert_eq!(out, [STORED, CONFLICT, CONFLICT, CONFLICT,]);
+    assert_eq!(out[..4], [STORED, CONFLICT, CONFLICT, STORED]);
+    assert!(out[4].is_err(), "{out:?}");
     assert_eq!(
         r.counters.refused[Refusal::TypeConflict.index()].load(Ordering::Relaxed),
-        4
+        3
     );
 }
 
@@ -931,4 +935,47 @@ mod counter_buckets {
         r.visit(|_, s| sum = s.window_view(0, T0, &[]).sum);
         assert_eq!(sum, 5.0);
     }
+}
+
+#[test]
+fn a_rule_may_honour_tags_keep_its_own_ttl_and_bucket_its_own_histograms() {
+    let r = registry(
+        "[series]\nttl_secs = 60\n[[mappings]]\nmatch = \"h.*\"\nrename = \"h\"\nlabels = { job = \"rule\", part = \"$1\" }\nhonor_labels = true\n[[mappings]]\nmatch = \"o.*\"\nrename = \"o\"\nlabels = { job = \"rule\" }\n[[mappings]]\nmatch = \"keep.*\"\nttl_secs = 0\n[[mappings]]\nmatch = \"long.*\"\nttl_secs = 120\n[[mappings]]\nmatch = \"t.*\"\nmatch_type = \"observer\"\nhistogram_buckets = [0.5, 5.0]\n",
+    );
+    feed(
+        &r,
+        T0,
+        "h.a:1|c|#job:tag\no.a:1|c|#job:tag\nkeep.a:1|c\nlong.a:1|c\nplain:1|c\nt.a:700|ms\nt.b:7|h\nt.c:1|c",
+    );
+    let mut labels = Vec::new();
+    let mut bounds = Vec::new();
+    r.visit(|m, _| {
+        labels.push((m.metric.clone(), m.labels.clone()));
+        bounds.push((m.metric.clone(), m.histogram_buckets.to_vec()));
+    });
+    labels.sort();
+    bounds.sort_by(|a, b| a.0.cmp(&b.0));
+    let l = |k: &str, v: &str| (k.to_string(), v.to_string());
+    // honor_labels: the tag keeps `job`; otherwise the rule's label wins.
+    assert!(labels.contains(&("h".into(), vec![l("job", "tag"), l("part", "a")])));
+    assert!(labels.contains(&("o".into(), vec![l("job", "rule")])));
+    // `observer` takes timers and histograms (their own bounds), not counters.
+    let b = |m: &str| bounds.iter().find(|x| x.0 == m).unwrap().1.clone();
+    assert_eq!(b("t.a"), [0.5, 5.0]);
+    assert_eq!(b("t.b"), [0.5, 5.0]);
+    assert_ne!(b("t.c"), [0.5, 5.0]);
+    // ttl: `[series]` 60 s, a rule's 120 s, a rule's 0 (never).
+    assert_eq!(r.len(), 8);
+    r.sweep(T0 + Duration::from_secs(60));
+    let left = |r: &Registry| {
+        let mut v = Vec::new();
+        r.visit(|m, _| v.push(m.metric.clone()));
+        v.sort();
+        v
+    };
+    assert_eq!(left(&r), ["keep.a", "long.a"]);
+    r.sweep(T0 + Duration::from_secs(120));
+    assert_eq!(left(&r), ["keep.a"]);
+    r.sweep(T0 + Duration::from_secs(10 * 365 * 86_400));
+    assert_eq!(left(&r), ["keep.a"]);
 }

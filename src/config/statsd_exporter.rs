@@ -1,0 +1,656 @@
+//! `[statsd_exporter] mapping_file`: a prometheus/statsd_exporter mapping
+//! file (YAML), read as it is, and turned into rollstat mapping rules with
+//! the same meaning; `rollstat convert-mapping` prints the same rules as
+//! `[[mappings]]` TOML.
+//!
+//! Every key of the documented format is honoured with statsd_exporter's
+//! meaning, or refused with a problem naming the file's line, the key and
+//! why; unknown keys are problems (statsd_exporter reads the file strictly
+//! too). What each key becomes:
+//!
+//! | key | here |
+//! | --- | --- |
+//! | `mappings[].match` + `match_type: glob` | a glob: each dot-separated part is `*` (any one part, a capture) or literal, checked as statsd_exporter checks it |
+//! | `match` + `match_type: regex` | Go's RE2 syntax, matched **anywhere** in the name (rollstat anchors: the regex `p` becomes `.*?(p).*`) |
+//! | order | statsd_exporter tries every glob rule before any regex rule: so do the rules read here (globs in file order, then regexes in file order) |
+//! | `defaults.glob_disable_ordering: true` | globs by specificity instead of file order: a literal part beats `*` at the first part where they differ |
+//! | `name` | the Prometheus name (templates: `$1`, `${1}` for globs; Go's `$n`, `${n}`, `$name`, `${name}`, `$0` for regexes); required, also for `action: drop`, as statsd_exporter requires |
+//! | `labels` | extra labels with templates; a mapping label replaces a tag of the same name |
+//! | `honor_labels: true` | a tag of the same name wins over the mapping label |
+//! | `match_metric_type` | `counter`, `gauge`, or `observer` (timers, histograms and distributions) |
+//! | `action` | `map` (the default) or `drop` |
+//! | `ttl` (rule or `defaults`) | the series' own expiry (Go duration, e.g. `1h30m`; `0`: never, statsd_exporter's default); unset: `[series] ttl_secs` |
+//! | `observer_type: histogram`, `histogram_options.buckets` | a Prometheus histogram with these bounds (default: `[series] histogram_buckets`) |
+//! | `observer_type: summary` (explicit), `summary_options`, `histogram_options.native_histogram_*`, `scale`, `help` | refused, with why (not available yet) |
+//!
+//! statsd_exporter's **default** `observer_type` is `summary`: a rule that
+//! does not set it publishes timers as summaries there, and as histograms
+//! here (a warning says how many rules do).
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::Duration;
+
+use saphyr::{LoadableYamlNode, MarkedYaml, Scalar, YamlData};
+
+use super::go_template;
+use super::yaml::{go_duration, type_name, Reader, YamlProblem};
+use super::{Action, KindSet, Mapping};
+use crate::mapping::{Glob, Matcher, NameRegex, Template};
+use crate::parse::MetricKind;
+
+/// A statsd_exporter mapping file, read: its rules in the order
+/// statsd_exporter tries them, in rollstat's terms but not yet compiled.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExporterRules {
+    /// The rules, in the order they are tried.
+    pub rules: Vec<Rule>,
+    /// What the file means that rollstat does differently (not problems).
+    pub warnings: Vec<String>,
+}
+
+/// One rule of the file, in rollstat's syntax.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rule {
+    /// The rule's line in the file.
+    pub line: usize,
+    /// A glob (`match`) or a whole-name regex (`match_regex`).
+    pub pattern: Pattern,
+    /// `match_metric_type`.
+    pub kinds: Option<KindSet>,
+    /// `action: drop`.
+    pub drop: bool,
+    /// `name`, as a rollstat template.
+    pub name: String,
+    /// `labels`, as rollstat templates, in file order.
+    pub labels: Vec<(String, String)>,
+    /// `honor_labels`.
+    pub honor_labels: bool,
+    /// `ttl` (of the rule, else of `defaults`); `Some(ZERO)`: never.
+    pub ttl: Option<Duration>,
+    /// `histogram_options.buckets` (of the rule, else of `defaults`).
+    pub buckets: Option<Vec<f64>>,
+}
+
+/// A rule's pattern, in rollstat's syntax.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Pattern {
+    /// A glob (statsd_exporter's, which rollstat reads the same way).
+    Glob(String),
+    /// A regex anchored to the whole name (the translated `.*?(p).*`).
+    Regex(String),
+}
+
+const TOP_KEYS: &[&str] = &["defaults", "mappings"];
+const DEFAULT_KEYS: &[&str] = &[
+    "observer_type",
+    "match_type",
+    "glob_disable_ordering",
+    "ttl",
+    "summary_options",
+    "histogram_options",
+];
+const RULE_KEYS: &[&str] = &[
+    "match",
+    "name",
+    "labels",
+    "honor_labels",
+    "observer_type",
+    "match_type",
+    "help",
+    "action",
+    "match_metric_type",
+    "ttl",
+    "summary_options",
+    "histogram_options",
+    "scale",
+];
+const HISTOGRAM_KEYS: &[&str] = &[
+    "buckets",
+    "native_histogram_bucket_factor",
+    "native_histogram_max_buckets",
+];
+
+/// What `defaults` sets for every rule.
+#[derive(Default)]
+struct Defaults {
+    regex: bool,
+    unordered: bool,
+    ttl: Option<Duration>,
+    buckets: Option<Vec<f64>>,
+    histogram: bool,
+}
+
+/// Reads the text of a statsd_exporter mapping file: every problem found,
+/// or its rules.
+pub fn parse(text: &str) -> Result<ExporterRules, Vec<YamlProblem>> {
+    let mut r = Reader::default();
+    let docs = match MarkedYaml::load_from_str(text) {
+        Ok(docs) => docs,
+        Err(e) => {
+            r.at(e.marker().line(), "(syntax)", e.info());
+            return Err(r.problems);
+        }
+    };
+    if docs.len() > 1 {
+        r.at(
+            docs[1].span.start.line(),
+            "(file)",
+            "a mapping file is one YAML document; remove the second `---` and what follows",
+        );
+    }
+    let mut defaults = Defaults::default();
+    let mut rules = Vec::new();
+    let mut summary_default = 0;
+    if let Some(doc) = docs.first() {
+        let entries = r.entries(doc, "");
+        // `defaults` first wherever it is written: it applies to every rule.
+        for (k, line, v) in &entries {
+            match k.as_str() {
+                "defaults" => defaults = read_defaults(&mut r, v),
+                "mappings" => {}
+                _ => r.unknown(*line, k, TOP_KEYS),
+            }
+        }
+        for (k, _, v) in &entries {
+            if k == "mappings" {
+                rules = read_rules(&mut r, v, &defaults, &mut summary_default);
+            }
+        }
+    }
+    if !r.problems.is_empty() {
+        r.problems.sort_by_key(|p| p.line);
+        return Err(r.problems);
+    }
+    let mut warnings = Vec::new();
+    if summary_default > 0 && !defaults.histogram {
+        warnings.push(format!(
+            "{summary_default} rule(s) set no observer_type: statsd_exporter publishes their timers, histograms and distributions as summaries (its default); rollstat publishes Prometheus histograms (`_bucket`, `_sum`, `_count`): queries of `{{quantile=...}}` become histogram_quantile(q, rate(name_bucket[5m])); set `defaults: {{observer_type: histogram}}` to say so in the file"
+        ));
+    }
+    Ok(ExporterRules { rules, warnings })
+}
+
+fn read_defaults(r: &mut Reader, node: &MarkedYaml<'_>) -> Defaults {
+    let mut d = Defaults::default();
+    for (k, line, v) in r.entries(node, "defaults") {
+        let key = format!("defaults.{k}");
+        match k.as_str() {
+            "match_type" => d.regex = read_match_type(r, v, &key),
+            "glob_disable_ordering" => d.unordered = r.bool(v, &key).unwrap_or(false),
+            "ttl" => d.ttl = read_ttl(r, v, &key),
+            "observer_type" => d.histogram = read_observer(r, v, &key),
+            "histogram_options" => d.buckets = read_histogram(r, v, &key),
+            "summary_options" => refuse_summary(r, line, &key),
+            _ => r.unknown(line, &key, DEFAULT_KEYS),
+        }
+    }
+    d
+}
+
+fn read_rules(
+    r: &mut Reader,
+    node: &MarkedYaml<'_>,
+    d: &Defaults,
+    summary_default: &mut usize,
+) -> Vec<Rule> {
+    let items: Vec<&MarkedYaml<'_>> = match &node.data {
+        YamlData::Sequence(items) => items.iter().collect(),
+        YamlData::Value(Scalar::Null) => Vec::new(),
+        _ => {
+            r.at(
+                node.span.start.line(),
+                "mappings",
+                format!(
+                    "expected a list of rules (`- match: ...`), found {}",
+                    type_name(node)
+                ),
+            );
+            return Vec::new();
+        }
+    };
+    let mut globs = Vec::new();
+    let mut regexes = Vec::new();
+    for (i, item) in items.into_iter().enumerate() {
+        let line = item.span.start.line();
+        let path = format!("mappings[{i}]");
+        if let Some((rule, regex, observer_set)) = read_rule(r, item, &path, line, d) {
+            if !observer_set {
+                *summary_default += 1;
+            }
+            if regex {
+                regexes.push(rule);
+            } else {
+                globs.push(rule);
+            }
+        }
+    }
+    if d.unordered {
+        // The FSM without ordering prefers a literal part to `*` at the
+        // first part where two globs differ (globs of different lengths
+        // never match the same name). A stable sort keeps file order among
+        // equals.
+        globs.sort_by_key(|(_, key)| key.clone());
+    }
+    globs
+        .into_iter()
+        .map(|(rule, _)| rule)
+        .chain(regexes.into_iter().map(|(rule, _)| rule))
+        .collect()
+}
+
+/// One rule: with, for a glob, its specificity key (per part: literal 0,
+/// `*` 1); whether it is a regex; whether it set `observer_type`.
+#[allow(clippy::type_complexity)]
+fn read_rule(
+    r: &mut Reader,
+    node: &MarkedYaml<'_>,
+    path: &str,
+    line: usize,
+    d: &Defaults,
+) -> Option<((Rule, Vec<u8>), bool, bool)> {
+    let before = r.problems.len();
+    let mut matched = None;
+    let mut regex = d.regex;
+    let mut name = None;
+    let mut labels = Vec::new();
+    let mut honor_labels = false;
+    let mut drop = false;
+    let mut kinds = None;
+    let mut ttl = d.ttl;
+    let mut buckets = None;
+    let mut observer_set = false;
+    for (k, kline, v) in r.entries(node, path) {
+        let key = format!("{path}.{k}");
+        match k.as_str() {
+            "match" => matched = r.scalar_text(v, &key).map(|s| (s, kline)),
+            "match_type" => regex = read_match_type(r, v, &key),
+            "name" => name = r.scalar_text(v, &key).map(|s| (s, kline)),
+            "labels" => {
+                for (lk, lline, lv) in r.entries(v, &key) {
+                    let lkey = format!("{key}.{lk}");
+                    if let Some(val) = r.scalar_text(lv, &lkey) {
+                        if !is_exporter_label_name(&lk) {
+                            r.at(lline, &lkey, "invalid label key: statsd_exporter takes [a-zA-Z_][a-zA-Z0-9_]+ (two characters or more)");
+                        } else {
+                            labels.push((lk, val, lline));
+                        }
+                    }
+                }
+            }
+            "honor_labels" => honor_labels = r.bool(v, &key).unwrap_or(false),
+            "action" => match r.string(v, &key).as_deref() {
+                Some("drop") => drop = true,
+                Some("map" | "") | None => {}
+                Some(other) => r.at(
+                    kline,
+                    &key,
+                    format!("invalid action type \"{other}\"; use map (the default) or drop"),
+                ),
+            },
+            "match_metric_type" => {
+                kinds = match r.string(v, &key).as_deref() {
+                    Some("counter") => Some(KindSet::one(MetricKind::Counter)),
+                    Some("gauge") => Some(KindSet::one(MetricKind::Gauge)),
+                    Some("observer") => Some(KindSet::OBSERVER),
+                    Some(other) => {
+                        r.at(kline, &key, format!("invalid metric type '{other}'; use counter, gauge or observer (timers, histograms, distributions)"));
+                        None
+                    }
+                    None => None,
+                }
+            }
+            "ttl" => {
+                // A rule's 0 means "the default's" in statsd_exporter.
+                if let Some(t) = read_ttl(r, v, &key) {
+                    if !t.is_zero() {
+                        ttl = Some(t);
+                    }
+                }
+            }
+            "observer_type" => {
+                observer_set = true;
+                read_observer(r, v, &key);
+            }
+            "histogram_options" => buckets = read_histogram(r, v, &key),
+            "summary_options" => refuse_summary(r, kline, &key),
+            "scale" => r.at(kline, &key, "not available in rollstat yet: values are published as sent (timers in seconds); remove `scale`, or convert the values in the client"),
+            "help" => r.at(kline, &key, "not available in rollstat yet: families get rollstat's HELP text; remove `help`"),
+            _ => r.unknown(kline, &key, RULE_KEYS),
+        }
+    }
+    let Some((name, name_line)) = name.filter(|(n, _)| !n.is_empty()) else {
+        r.at(
+            line,
+            &format!("{path}.name"),
+            "metric mapping didn't set a metric name: every rule needs `name`, also with action: drop (statsd_exporter refuses the file too)",
+        );
+        return None;
+    };
+    let Some((m, mline)) = matched else {
+        r.at(line, &format!("{path}.match"), "every rule needs `match`");
+        return None;
+    };
+    if r.problems.len() > before {
+        return None;
+    }
+    let key = format!("{path}.match");
+    let (pattern, spec, name_tpl, labels) = if regex {
+        let translated = go_template::unanchored(&m);
+        let re = match NameRegex::new(&translated) {
+            Ok(re) => re,
+            Err(e) => {
+                r.at(mline, &key, format!("invalid regex: {e}"));
+                return None;
+            }
+        };
+        let groups = re.captures() - 1;
+        let tpl = |s: &str| go_template::from_regex(s, groups, |n| re.group_index(n));
+        let labels: Vec<(String, String, usize)> = labels
+            .into_iter()
+            .map(|(k, v, l)| (k, tpl(&v), l))
+            .collect();
+        (Pattern::Regex(translated), Vec::new(), tpl(&name), labels)
+    } else {
+        let Some(spec) = exporter_glob(&m) else {
+            r.at(mline, &key, format!("invalid match: {m}: statsd_exporter's globs are dot-separated parts, each `*` or a name part ([a-zA-Z_][a-zA-Z0-9_-]*, later parts may start with a digit)"));
+            return None;
+        };
+        let wildcards = spec.iter().filter(|&&w| w == 1).count();
+        let tpl = |s: &str| go_template::from_glob(s, wildcards);
+        let labels: Vec<(String, String, usize)> = labels
+            .into_iter()
+            .map(|(k, v, l)| (k, tpl(&v), l))
+            .collect();
+        (Pattern::Glob(m.clone()), spec, tpl(&name), labels)
+    };
+    if !is_exporter_metric_name(&name) {
+        r.at(
+            name_line,
+            &format!("{path}.name"),
+            format!("metric name '{name}' is not [a-zA-Z_][a-zA-Z0-9_]* with $n/${{n}} references, as statsd_exporter requires"),
+        );
+        return None;
+    }
+    let rule = Rule {
+        line,
+        pattern,
+        kinds,
+        drop,
+        name: name_tpl,
+        labels: labels.into_iter().map(|(k, v, _)| (k, v)).collect(),
+        honor_labels,
+        ttl,
+        buckets: buckets.or_else(|| d.buckets.clone()),
+    };
+    Some(((rule, spec), regex, observer_set || d.histogram))
+}
+
+fn read_match_type(r: &mut Reader, v: &MarkedYaml<'_>, key: &str) -> bool {
+    match r.string(v, key).as_deref() {
+        Some("regex") => true,
+        Some("glob" | "") | None => false,
+        Some(other) => {
+            r.at(
+                v.span.start.line(),
+                key,
+                format!("invalid match type \"{other}\"; use glob (the default) or regex"),
+            );
+            false
+        }
+    }
+}
+
+/// `observer_type`: whether it says `histogram`; `summary` is refused.
+fn read_observer(r: &mut Reader, v: &MarkedYaml<'_>, key: &str) -> bool {
+    match r.string(v, key).as_deref() {
+        Some("histogram") => true,
+        Some("summary" | "") => {
+            r.at(v.span.start.line(), key, "summaries are not available in rollstat yet: timers, histograms and distributions are published as Prometheus histograms (and as windowed quantiles in rollstat_window_quantile); use observer_type: histogram");
+            false
+        }
+        Some(other) => {
+            r.at(
+                v.span.start.line(),
+                key,
+                format!("invalid observer type '{other}'; use histogram"),
+            );
+            false
+        }
+        None => false,
+    }
+}
+
+fn refuse_summary(r: &mut Reader, line: usize, key: &str) {
+    r.at(line, key, "summaries are not available in rollstat yet (timers, histograms and distributions are Prometheus histograms); remove summary_options and use observer_type: histogram");
+}
+
+fn read_ttl(r: &mut Reader, v: &MarkedYaml<'_>, key: &str) -> Option<Duration> {
+    let line = v.span.start.line();
+    let t = match &v.data {
+        // Go's yaml reads a bare integer into a Duration as nanoseconds.
+        YamlData::Value(Scalar::Integer(n)) => u64::try_from(*n).ok().map(Duration::from_nanos),
+        YamlData::Value(Scalar::String(s)) => {
+            go_duration(s).filter(|(neg, _)| !neg).map(|(_, d)| d)
+        }
+        _ => None,
+    };
+    if t.is_none() {
+        r.at(
+            line,
+            key,
+            format!(
+                "expected a duration such as 10m, 1h30m or 0 (never), found {}",
+                type_name(v)
+            ),
+        );
+    }
+    t
+}
+
+fn read_histogram(r: &mut Reader, node: &MarkedYaml<'_>, path: &str) -> Option<Vec<f64>> {
+    let mut buckets = None;
+    for (k, line, v) in r.entries(node, path) {
+        let key = format!("{path}.{k}");
+        match k.as_str() {
+            "buckets" => {
+                let YamlData::Sequence(items) = &v.data else {
+                    r.at(line, &key, format!("expected a list of upper bounds, found {}", type_name(v)));
+                    continue;
+                };
+                let vals: Vec<Option<f64>> = items
+                    .iter()
+                    .map(|it| match &it.data {
+                        YamlData::Value(Scalar::Integer(n)) => Some(*n as f64),
+                        YamlData::Value(Scalar::FloatingPoint(f)) => Some(f.into_inner()),
+                        _ => None,
+                    })
+                    .collect();
+                match vals.into_iter().collect::<Option<Vec<f64>>>() {
+                    // statsd_exporter takes the default buckets for an empty list.
+                    Some(v) if v.is_empty() => {}
+                    Some(v)
+                        if v.iter().all(|b| b.is_finite())
+                            && v.windows(2).all(|w| w[0] < w[1]) =>
+                    {
+                        buckets = Some(v);
+                    }
+                    _ => r.at(line, &key, "must be a list of finite, strictly increasing upper bounds (the +Inf bucket is always there)"),
+                }
+            }
+            "native_histogram_bucket_factor" | "native_histogram_max_buckets" => r.at(
+                line,
+                &key,
+                "native histograms are not available in rollstat yet (classic buckets only); remove the native_histogram_* options",
+            ),
+            _ => r.unknown(line, &key, HISTOGRAM_KEYS),
+        }
+    }
+    buckets
+}
+
+/// statsd_exporter's rule for a glob (`metricLineRE`): parts separated by
+/// dots, each `*` or a name part, the first not starting with a digit.
+/// Returns the parts' kinds (0 literal, 1 `*`), or `None` if refused.
+fn exporter_glob(m: &str) -> Option<Vec<u8>> {
+    let mut kinds = Vec::new();
+    for (i, part) in m.split('.').enumerate() {
+        if part == "*" {
+            kinds.push(1);
+            continue;
+        }
+        let mut b = part.bytes();
+        let first_ok = match b.next() {
+            Some(c) if i == 0 => c.is_ascii_alphabetic() || c == b'_',
+            Some(c) => c.is_ascii_alphanumeric() || c == b'_',
+            None => false,
+        };
+        if !first_ok || !b.all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-') {
+            return None;
+        }
+        kinds.push(0);
+    }
+    Some(kinds)
+}
+
+/// statsd_exporter's `labelNameRE`: `^[a-zA-Z_][a-zA-Z0-9_]+$`.
+fn is_exporter_label_name(s: &str) -> bool {
+    s.len() >= 2 && crate::names::is_valid_label_name(s)
+}
+
+/// statsd_exporter's `metricNameRE` on a rule's `name` as written:
+/// `[a-zA-Z_]` then `[a-zA-Z0-9_]`, and numbered references (`$1`, `${1}`)
+/// anywhere.
+fn is_exporter_metric_name(name: &str) -> bool {
+    let b = name.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'$' {
+            let mut j = i + 1;
+            if b.get(j) == Some(&b'{') {
+                j += 1;
+            }
+            let digits = b[j..].iter().take_while(|c| c.is_ascii_digit()).count();
+            if digits == 0 {
+                return false;
+            }
+            j += digits;
+            if b.get(j) == Some(&b'}') {
+                j += 1;
+            }
+            i = j;
+            continue;
+        }
+        let c = b[i];
+        if !(c.is_ascii_alphabetic() || c == b'_' || (i > 0 && c.is_ascii_digit())) {
+            return false;
+        }
+        i += 1;
+    }
+    !b.is_empty()
+}
+
+impl Rule {
+    /// The rule as a compiled rollstat [`Mapping`] (on the default
+    /// windows); `Err` with why if a template does not compile.
+    pub fn to_mapping(&self) -> Result<Mapping, String> {
+        let matcher = match &self.pattern {
+            Pattern::Glob(g) => Matcher::Glob(Glob::new(g).map_err(|e| e.to_string())?),
+            Pattern::Regex(re) => Matcher::Regex(NameRegex::new(re).map_err(|e| e.to_string())?),
+        };
+        let tpl = |s: &str| -> Result<Template, String> {
+            matcher.template(s).map_err(|e| e.to_string())
+        };
+        Ok(Mapping {
+            match_type: self.kinds,
+            action: if self.drop {
+                Action::Drop
+            } else {
+                Action::Keep
+            },
+            rename: Some(tpl(&self.name)?),
+            labels: self
+                .labels
+                .iter()
+                .map(|(k, v)| Ok((k.clone(), tpl(v)?)))
+                .collect::<Result<_, String>>()?,
+            windows: None,
+            shared: false,
+            honor_labels: self.honor_labels,
+            ttl: self.ttl,
+            histogram_buckets: self.buckets.clone().map(Into::into),
+            pattern: matcher,
+        })
+    }
+
+    /// The rule as a `[[mappings]]` table of config.toml.
+    #[must_use]
+    pub fn to_toml(&self, source: &str) -> String {
+        let q = |s: &str| toml::Value::String(s.to_string()).to_string();
+        let mut out = format!("# {source}, line {}\n[[mappings]]\n", self.line);
+        match &self.pattern {
+            Pattern::Glob(g) => {
+                let _ = writeln!(out, "match = {}", q(g));
+            }
+            Pattern::Regex(re) => {
+                let _ = writeln!(out, "match_regex = {}", q(re));
+            }
+        }
+        if let Some(k) = self.kinds {
+            let _ = writeln!(out, "match_type = {}", q(k.as_str()));
+        }
+        if self.drop {
+            out.push_str("action = \"drop\"\n");
+        }
+        let _ = writeln!(out, "rename = {}", q(&self.name));
+        if !self.labels.is_empty() {
+            let pairs: Vec<String> = self
+                .labels
+                .iter()
+                .map(|(k, v)| format!("{k} = {}", q(v)))
+                .collect();
+            let _ = writeln!(out, "labels = {{ {} }}", pairs.join(", "));
+        }
+        if self.honor_labels {
+            out.push_str("honor_labels = true\n");
+        }
+        if let Some(t) = self.ttl {
+            let _ = writeln!(
+                out,
+                "ttl_secs = {}",
+                t.as_secs() + u64::from(t.subsec_nanos() > 0)
+            );
+        }
+        if let Some(b) = &self.buckets {
+            let vals: Vec<String> = b
+                .iter()
+                .map(|v| toml::Value::Float(*v).to_string())
+                .collect();
+            let _ = writeln!(out, "histogram_buckets = [{}]", vals.join(", "));
+        }
+        out
+    }
+}
+
+impl ExporterRules {
+    /// The whole file as config.toml `[[mappings]]` tables, in the order
+    /// they are tried, with a header saying where they came from.
+    #[must_use]
+    pub fn to_toml(&self, source: &Path) -> String {
+        let src = source.display().to_string();
+        let mut out = format!(
+            "# Mapping rules converted from the statsd_exporter mapping file {src}\n# by `rollstat convert-mapping`: paste them into config.toml in place of\n# [statsd_exporter] mapping_file. Globs come first, as statsd_exporter\n# tries them; a regex is anchored to the whole name by `.*?( ... ).*`.\n"
+        );
+        for w in &self.warnings {
+            let _ = writeln!(out, "# Note: {w}");
+        }
+        for r in &self.rules {
+            out.push('\n');
+            out.push_str(&r.to_toml(&src));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests;

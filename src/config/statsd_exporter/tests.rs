@@ -1,0 +1,369 @@
+use std::time::Duration;
+
+use super::*;
+use crate::config::Config;
+
+/// Every honoured feature of the format, in one file (line numbers matter).
+const FILE: &str = r#"defaults:
+  observer_type: histogram
+  ttl: 1h
+  histogram_options:
+    buckets: [0.01, 0.1, 1]
+mappings:
+- match: "(.*)\\.(.*)--(.*)\\.status\\.(.*)\\.count"
+  match_type: regex
+  name: "request_total"
+  labels:
+    hostname: "${1}"
+    exec: "$2"
+    protocol: "${3}"
+    code: "$4"
+- match: test.dispatcher.*.*.*
+  name: "dispatcher_events_total"
+  labels:
+    processor: "$1"
+    action: "$2"
+    outcome: "$3"
+    job: "test_dispatcher"
+- match: "*.signup.*.*"
+  name: "signup_events_total"
+  honor_labels: true
+  labels:
+    provider: "$2"
+    outcome: "$3"
+    job: "${1}_server"
+- match: test.timing.*.*.*
+  match_metric_type: observer
+  name: "my_timer"
+  ttl: 10m
+  histogram_options:
+    buckets: [0.005, 0.5, 5]
+  labels:
+    provider: "$2"
+- match: debug.*
+  name: "dropped"
+  action: drop
+"#;
+
+fn rules() -> ExporterRules {
+    parse(FILE).expect("the file reads")
+}
+
+/// The index of the rule that took a name, its Prometheus name, its labels.
+type Mapped = (usize, String, Vec<(String, String)>);
+
+/// What rule `rules` gives `name` of `kind` (first match, as the registry
+/// tries them): its index, Prometheus name and labels.
+fn apply(rules: &[Mapping], name: &str, kind: MetricKind) -> Option<Mapped> {
+    let mut caps = Vec::new();
+    let (i, m) = rules.iter().enumerate().find(|(_, m)| {
+        m.match_type.is_none_or(|k| k.contains(kind)) && m.pattern.matches(name, &mut caps)
+    })?;
+    let mut labels: Vec<(String, String)> = m
+        .labels
+        .iter()
+        .map(|(k, t)| (k.clone(), t.render(&caps)))
+        .collect();
+    labels.sort();
+    Some((i, m.rename.as_ref()?.render(&caps), labels))
+}
+
+fn compiled(r: &ExporterRules) -> Vec<Mapping> {
+    r.rules
+        .iter()
+        .map(|r| r.to_mapping().expect("compiles"))
+        .collect()
+}
+
+#[test]
+fn globs_are_tried_before_regexes_as_statsd_exporter_tries_them() {
+    let r = rules();
+    let lines: Vec<usize> = r.rules.iter().map(|r| r.line).collect();
+    // The regex (line 7) comes after the four globs.
+    assert_eq!(lines, [15, 22, 29, 37, 7]);
+    assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+}
+
+#[test]
+fn the_documented_examples_map_as_statsd_exporter_maps_them() {
+    let m = compiled(&rules());
+    let got = apply(
+        &m,
+        "test.dispatcher.FooProcessor.send.success",
+        MetricKind::Counter,
+    )
+    .unwrap();
+    assert_eq!(got.1, "dispatcher_events_total");
+    assert_eq!(
+        got.2,
+        [
+            ("action".into(), "send".into()),
+            ("job".into(), "test_dispatcher".into()),
+            ("outcome".into(), "success".into()),
+            ("processor".into(), "FooProcessor".into()),
+        ]
+    );
+    let got = apply(
+        &m,
+        "foo_product.signup.facebook.failure",
+        MetricKind::Counter,
+    )
+    .unwrap();
+    assert_eq!(got.1, "signup_events_total");
+    assert_eq!(got.2[0], ("job".into(), "foo_product_server".into()));
+    // The regex matches inside the name, as Go's does (no anchors).
+    let got = apply(
+        &m,
+        "xyz.web1.exec--http.status.500.count",
+        MetricKind::Counter,
+    )
+    .unwrap();
+    assert_eq!(got.1, "request_total");
+    assert_eq!(
+        got.2,
+        [
+            ("code".into(), "500".into()),
+            ("exec".into(), "exec".into()),
+            ("hostname".into(), "xyz.web1".into()),
+            ("protocol".into(), "http".into()),
+        ]
+    );
+    // match_metric_type: observer takes timers, not counters.
+    assert_eq!(
+        apply(&m, "test.timing.a.b.c", MetricKind::Timer).unwrap().1,
+        "my_timer"
+    );
+    assert_eq!(
+        apply(&m, "test.timing.a.b.c", MetricKind::Histogram)
+            .unwrap()
+            .1,
+        "my_timer"
+    );
+    assert!(apply(&m, "test.timing.a.b.c", MetricKind::Counter).is_none());
+    // `*` is one whole part: one part too many or too few is no match.
+    assert!(apply(&m, "test.dispatcher.a.b", MetricKind::Counter).is_none());
+    assert!(apply(&m, "test.dispatcher.a.b.c.d", MetricKind::Counter).is_none());
+    assert_eq!(m[3].action, Action::Drop);
+}
+
+#[test]
+fn options_of_the_rule_and_of_defaults_are_kept() {
+    let r = rules();
+    let timer = &r.rules[2];
+    assert_eq!(timer.ttl, Some(Duration::from_secs(600)));
+    assert_eq!(timer.buckets.as_deref(), Some(&[0.005, 0.5, 5.0][..]));
+    assert_eq!(timer.kinds, Some(KindSet::OBSERVER));
+    let dispatcher = &r.rules[0];
+    assert_eq!(dispatcher.ttl, Some(Duration::from_secs(3600)));
+    assert_eq!(dispatcher.buckets.as_deref(), Some(&[0.01, 0.1, 1.0][..]));
+    assert!(r.rules[1].honor_labels && !dispatcher.honor_labels);
+}
+
+#[test]
+fn glob_disable_ordering_prefers_literal_parts() {
+    let file = "defaults:\n  glob_disable_ordering: true\nmappings:\n- match: a.*.*\n  name: wild\n- match: a.b.*\n  name: literal\n- match: a.*.c\n  name: late\n";
+    let r = parse(file).unwrap();
+    let m = compiled(&r);
+    assert_eq!(
+        apply(&m, "a.b.c", MetricKind::Counter).unwrap().1,
+        "literal"
+    );
+    assert_eq!(apply(&m, "a.x.c", MetricKind::Counter).unwrap().1, "late");
+    assert_eq!(apply(&m, "a.x.y", MetricKind::Counter).unwrap().1, "wild");
+    // With ordering (the default), the first in the file wins.
+    let ordered = file.replace(
+        "glob_disable_ordering: true",
+        "glob_disable_ordering: false",
+    );
+    let m = compiled(&parse(&ordered).unwrap());
+    assert_eq!(apply(&m, "a.b.c", MetricKind::Counter).unwrap().1, "wild");
+}
+
+/// The problems of `file` as (line, key), and all messages.
+fn problems(file: &str) -> (Vec<(usize, String)>, String) {
+    let probs = parse(file).expect_err("problems");
+    let keys = probs.iter().map(|p| (p.line, p.key.clone())).collect();
+    let text = probs
+        .iter()
+        .map(|p| format!("{}: {}: {}", p.line, p.key, p.message))
+        .collect::<Vec<_>>()
+        .join("\n");
+    (keys, text)
+}
+
+#[test]
+fn what_rollstat_cannot_honour_is_refused_with_its_line_and_why() {
+    let file = r#"mappings:
+- match: a.*
+  name: a
+  observer_type: summary
+- match: b.*
+  name: b
+  summary_options:
+    max_age: 30s
+- match: c.*
+  name: c
+  scale: 0.001
+  help: "C things"
+- match: d.*
+  name: d
+  histogram_options:
+    native_histogram_bucket_factor: 1.1
+- match: e*x.*
+  name: e
+- match: f.*
+  labels:
+    x: y
+- match: "g(("
+  match_type: regex
+  name: g
+- match: h.*
+  name: h
+  labels:
+    "1bad": x
+  ttl: soon
+  colour: blue
+"#;
+    let (keys, text) = problems(file);
+    let k = |l: usize, s: &str| (l, s.to_string());
+    assert_eq!(
+        keys,
+        [
+            k(4, "mappings[0].observer_type"),
+            k(7, "mappings[1].summary_options"),
+            k(11, "mappings[2].scale"),
+            k(12, "mappings[2].help"),
+            k(
+                16,
+                "mappings[3].histogram_options.native_histogram_bucket_factor"
+            ),
+            k(17, "mappings[4].match"),
+            k(19, "mappings[5].name"),
+            k(21, "mappings[5].labels.x"),
+            k(22, "mappings[6].match"),
+            k(28, "mappings[7].labels.1bad"),
+            k(29, "mappings[7].ttl"),
+            k(30, "mappings[7].colour"),
+        ],
+        "{text}"
+    );
+    for says in [
+        "summaries are not available",
+        "invalid match: e*x.*",
+        "didn't set a metric name",
+        "invalid regex",
+        "unknown key",
+    ] {
+        assert!(text.contains(says), "{says} in\n{text}");
+    }
+}
+
+#[test]
+fn templates_read_as_each_match_type_reads_them() {
+    let file = "mappings:\n- match: 'svc\\.(?P<app>\\w+)\\.(\\w+)'\n  match_type: regex\n  name: '${2}_total'\n  labels:\n    app: '${app}'\n    whole: '$0'\n    odd: '$1x'\n- match: svc.*.*\n  name: 'g_${2}_$1x'\n";
+    let m = compiled(&parse(file).unwrap());
+    let got = apply(&m, "pre.svc.web.hits", MetricKind::Counter).unwrap();
+    assert_eq!(
+        got.0, 1,
+        "the glob is tried first but does not match `pre.svc...`"
+    );
+    assert_eq!(got.1, "hits_total");
+    assert_eq!(
+        got.2,
+        [
+            ("app".into(), "web".into()),
+            ("odd".into(), String::new()),
+            ("whole".into(), "svc.web.hits".into()),
+        ]
+    );
+    // statsd_exporter's metricNameRE takes numbered references only.
+    let (keys, _) =
+        problems("mappings:\n- match: '(?P<a>x)'\n  match_type: regex\n  name: '${a}'\n");
+    assert_eq!(keys, [(4, "mappings[0].name".to_string())]);
+    // The glob's `$1x` is a reference statsd_exporter drops whole.
+    assert_eq!(
+        apply(&m, "svc.web.hits", MetricKind::Counter).unwrap().1,
+        "g_hits_"
+    );
+}
+
+#[test]
+fn a_default_summary_is_a_warning_not_a_refusal() {
+    let r = parse("mappings:\n- match: a.*\n  name: a\n").unwrap();
+    assert_eq!(r.warnings.len(), 1);
+    assert!(r.warnings[0].contains("summaries"), "{:?}", r.warnings);
+}
+
+/// A temp file holding `text`, removed when dropped.
+struct Temp(std::path::PathBuf);
+
+impl Temp {
+    fn new(name: &str, text: &str) -> Temp {
+        let p = std::env::temp_dir().join(format!("rollstat-se-{name}-{}.yml", std::process::id()));
+        std::fs::write(&p, text).unwrap();
+        Temp(p)
+    }
+}
+
+impl Drop for Temp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+#[test]
+fn the_converted_toml_maps_every_name_as_the_file_does() {
+    let f = Temp::new("convert", FILE);
+    let windows = "[[windows]]\nname = \"10s\"\nbuckets = 10\ninterval_ms = 1000\n";
+    let from_yaml = Config::parse(&format!(
+        "{windows}[statsd_exporter]\nmapping_file = \"{}\"\n",
+        f.0.display()
+    ))
+    .expect("loads the mapping file");
+    let toml = rules().to_toml(&f.0);
+    let from_toml =
+        Config::parse(&format!("{windows}{toml}")).unwrap_or_else(|e| panic!("{e}\n{toml}"));
+    assert_eq!(from_yaml.mappings.len(), 5);
+    assert_eq!(from_yaml.statsd_exporter.as_ref().unwrap().rules, 5);
+    assert_eq!(from_toml.mappings.len(), 5);
+    for (name, kind) in [
+        (
+            "test.dispatcher.FooProcessor.send.success",
+            MetricKind::Counter,
+        ),
+        ("foo_product.signup.facebook.failure", MetricKind::Counter),
+        ("xyz.web1.exec--http.status.500.count", MetricKind::Counter),
+        ("test.timing.a.b.c", MetricKind::Timer),
+        ("test.timing.a.b.c", MetricKind::Counter),
+        ("debug.x", MetricKind::Gauge),
+        ("unmapped.name", MetricKind::Gauge),
+    ] {
+        assert_eq!(
+            apply(&from_yaml.mappings, name, kind),
+            apply(&from_toml.mappings, name, kind),
+            "{name}"
+        );
+    }
+    for (a, b) in from_yaml.mappings.iter().zip(&from_toml.mappings) {
+        assert_eq!(a.ttl, b.ttl);
+        assert_eq!(a.histogram_buckets, b.histogram_buckets);
+        assert_eq!(a.honor_labels, b.honor_labels);
+        assert_eq!(a.action, b.action);
+    }
+}
+
+#[test]
+fn a_ttl_shorter_than_a_window_is_refused_at_the_files_line() {
+    let f = Temp::new("ttl", "mappings:\n- match: a.*\n  name: a\n  ttl: 5s\n");
+    let err = Config::parse(&format!(
+        "[[windows]]\nname = \"1m\"\nbuckets = 60\ninterval_ms = 1000\n[series]\nttl_secs = 600\n[statsd_exporter]\nmapping_file = \"{}\"\n",
+        f.0.display()
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains(":2: `ttl`: 5s is shorter than window `1m`"),
+        "{err}"
+    );
+    assert!(err.contains("statsd_exporter.mapping_file"), "{err}");
+}

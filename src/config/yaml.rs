@@ -1,0 +1,214 @@
+//! Reading YAML files with their lines: the helpers shared by the files
+//! config.toml names in YAML (`[http] web_config_file`, exporter-toolkit's
+//! format; `[statsd_exporter] mapping_file`, statsd_exporter's). Each
+//! problem names the file's line and the dotted YAML key path.
+//!
+//! YAML is read with `saphyr` (YAML 1.2): every node keeps its line,
+//! duplicate keys are errors and anchors expand within a bound. YAML 1.1's
+//! `yes`/`no` booleans are strings in 1.2: a key that wants a boolean says
+//! so.
+
+use std::time::Duration;
+
+use saphyr::{MarkedYaml, Scalar, YamlData};
+
+/// A problem in a YAML file: its line, the YAML key path, what is wrong
+/// (never a secret).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct YamlProblem {
+    /// 1-based line in the YAML file (0: the file as a whole).
+    pub line: usize,
+    /// Dotted YAML key path, e.g. `tls_server_config.cipher_suites`.
+    pub key: String,
+    /// What is wrong and what to do.
+    pub message: String,
+}
+
+/// Collects the problems of one YAML file while its nodes are read.
+#[derive(Default)]
+pub(super) struct Reader {
+    pub(super) problems: Vec<YamlProblem>,
+}
+
+impl Reader {
+    pub(super) fn at(&mut self, line: usize, key: &str, message: impl Into<String>) {
+        self.problems.push(YamlProblem {
+            line,
+            key: key.to_string(),
+            message: message.into(),
+        });
+    }
+
+    pub(super) fn unknown(&mut self, line: usize, key: &str, known: &[&str]) {
+        self.at(
+            line,
+            key,
+            format!("unknown key; known keys here: {}", known.join(", ")),
+        );
+    }
+
+    /// The (key, key's line, value) entries of a mapping; a null node (a
+    /// key with nothing under it) has none, as in exporter-toolkit.
+    pub(super) fn entries<'a, 'i>(
+        &mut self,
+        node: &'a MarkedYaml<'i>,
+        path: &str,
+    ) -> Vec<(String, usize, &'a MarkedYaml<'i>)> {
+        let shown = if path.is_empty() { "(file)" } else { path };
+        match &node.data {
+            YamlData::Mapping(m) => {
+                let mut out = Vec::new();
+                for (k, v) in m {
+                    let line = k.span.start.line();
+                    match &k.data {
+                        YamlData::Value(Scalar::String(s)) => out.push((s.to_string(), line, v)),
+                        _ => self.at(
+                            line,
+                            shown,
+                            format!("a key here is a string, found {}; quote it", type_name(k)),
+                        ),
+                    }
+                }
+                out
+            }
+            YamlData::Value(Scalar::Null) => Vec::new(),
+            _ => {
+                self.at(
+                    node.span.start.line(),
+                    shown,
+                    format!(
+                        "expected a mapping (key: value lines), found {}",
+                        type_name(node)
+                    ),
+                );
+                Vec::new()
+            }
+        }
+    }
+
+    pub(super) fn string(&mut self, v: &MarkedYaml<'_>, key: &str) -> Option<String> {
+        match &v.data {
+            YamlData::Value(Scalar::String(s)) => Some(s.to_string()),
+            _ => {
+                self.at(
+                    v.span.start.line(),
+                    key,
+                    format!("expected a string, found {}", type_name(v)),
+                );
+                None
+            }
+        }
+    }
+
+    /// A string, or an integer or boolean as written (YAML leaves `1`
+    /// unquoted; Go reads it into a string field as "1").
+    pub(super) fn scalar_text(&mut self, v: &MarkedYaml<'_>, key: &str) -> Option<String> {
+        match &v.data {
+            YamlData::Value(Scalar::Integer(n)) => Some(n.to_string()),
+            YamlData::Value(Scalar::Boolean(b)) => Some(b.to_string()),
+            YamlData::Value(Scalar::Null) => Some(String::new()),
+            _ => self.string(v, key),
+        }
+    }
+
+    pub(super) fn bool(&mut self, v: &MarkedYaml<'_>, key: &str) -> Option<bool> {
+        match &v.data {
+            YamlData::Value(Scalar::Boolean(b)) => Some(*b),
+            _ => {
+                self.at(
+                    v.span.start.line(),
+                    key,
+                    format!("expected true or false, found {}", type_name(v)),
+                );
+                None
+            }
+        }
+    }
+}
+
+pub(super) fn type_name(v: &MarkedYaml<'_>) -> String {
+    match &v.data {
+        YamlData::Value(Scalar::String(s)) if s.chars().count() <= 40 => {
+            format!("the string `{s}`")
+        }
+        YamlData::Value(Scalar::String(_)) => "a string".into(),
+        YamlData::Value(Scalar::Integer(_)) => "an integer".into(),
+        YamlData::Value(Scalar::FloatingPoint(_)) => "a number".into(),
+        YamlData::Value(Scalar::Boolean(_)) => "a boolean".into(),
+        YamlData::Value(Scalar::Null) => "nothing".into(),
+        YamlData::Sequence(_) => "a list".into(),
+        YamlData::Mapping(_) => "a mapping".into(),
+        _ => "a tagged or unreadable value".into(),
+    }
+}
+
+/// A Go duration string (`time.ParseDuration`: `300ms`, `1.5h`, `2h45m`,
+/// `-1m`, `0`; units ns, us, µs, ms, s, m, h): whether it is negative, and
+/// its length (saturating). `None` if Go would refuse it.
+pub(super) fn go_duration(s: &str) -> Option<(bool, Duration)> {
+    let negative = s.starts_with('-');
+    let s = s.strip_prefix(['+', '-']).unwrap_or(s);
+    if s == "0" {
+        return Some((negative, Duration::ZERO));
+    }
+    if s.is_empty() {
+        return None;
+    }
+    let mut total: u128 = 0;
+    let mut rest = s;
+    while !rest.is_empty() {
+        let n = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let (num, tail) = rest.split_at(n);
+        let (int, frac) = num.split_once('.').unwrap_or((num, ""));
+        if (int.is_empty() && frac.is_empty()) || frac.contains('.') {
+            return None;
+        }
+        let u = tail
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(tail.len());
+        let (unit, tail) = tail.split_at(u);
+        let scale: u128 = match unit {
+            "ns" => 1,
+            "us" | "µs" | "μs" => 1_000,
+            "ms" => 1_000_000,
+            "s" => 1_000_000_000,
+            "m" => 60_000_000_000,
+            "h" => 3_600_000_000_000,
+            _ => return None,
+        };
+        let whole: u128 = if int.is_empty() { 0 } else { int.parse().ok()? };
+        let mut part = whole.saturating_mul(scale);
+        let mut unit_frac = scale;
+        for d in frac.bytes().take(30) {
+            unit_frac /= 10;
+            part = part.saturating_add(u128::from(d - b'0') * unit_frac);
+        }
+        total = total.saturating_add(part);
+        rest = tail;
+    }
+    let nanos = u64::try_from(total).unwrap_or(u64::MAX);
+    Some((negative, Duration::from_nanos(nanos)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_durations_read_as_time_parse_duration_reads_them() {
+        let d = |s| go_duration(s).map(|(n, d)| (n, d.as_nanos()));
+        assert_eq!(d("0"), Some((false, 0)));
+        assert_eq!(d("1h30m"), Some((false, 5_400_000_000_000)));
+        assert_eq!(d("1.5h"), Some((false, 5_400_000_000_000)));
+        assert_eq!(d("300ms"), Some((false, 300_000_000)));
+        assert_eq!(d(".5s"), Some((false, 500_000_000)));
+        assert_eq!(d("-1m"), Some((true, 60_000_000_000)));
+        assert_eq!(d("2µs"), Some((false, 2_000)));
+        assert_eq!(d("0s"), Some((false, 0)));
+        for bad in ["", "1", "h", "1d", "1.2.3s", ".s", "1h-2m"] {
+            assert_eq!(d(bad), None, "{bad}");
+        }
+    }
+}
