@@ -45,6 +45,8 @@ mod page;
 mod overflow;
 // A real Prometheus scraping the daemon.
 mod prometheus;
+// Issue #19: statsd_exporter mapping files as they are, convert-mapping, check-config, reload.
+mod statsd_exporter;
 // Limits and windows shared through real redis-server processes and a cluster: Lua vs memory, two daemons, faults.
 mod redis;
 // Redis as production runs it: requirepass, an ACL user, TLS (rcgen certificates); credentials never shown.

@@ -1,0 +1,253 @@
+//! Issue #19: a statsd_exporter shop's mapping file, as it is. The same
+//! statsd lines go to a daemon that reads the YAML file and to one that
+//! reads what `rollstat convert-mapping` made of it; both publish the
+//! series statsd_exporter documents for them, sample for sample. Then
+//! check-config names a bad file's line, and a reload reads the file again.
+
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::time::Duration;
+
+use crate::support::{run, Daemon, TempDir, TEST_CONFIG};
+
+const MAPPING: &str = r#"# A statsd_exporter mapping file, with the README's own examples.
+defaults:
+  observer_type: histogram
+  ttl: 1h
+mappings:
+- match: "(.*)\\.(.*)--(.*)\\.status\\.(.*)\\.count"
+  match_type: regex
+  name: "request_total"
+  labels:
+    hostname: "$1"
+    exec: "$2"
+    protocol: "$3"
+    code: "$4"
+- match: test.dispatcher.*.*.*
+  name: "dispatcher_events_total"
+  labels:
+    processor: "$1"
+    action: "$2"
+    outcome: "$3"
+    job: "test_dispatcher"
+- match: "*.signup.*.*"
+  name: "signup_events_total"
+  honor_labels: true
+  labels:
+    provider: "$2"
+    outcome: "$3"
+    job: "${1}_server"
+- match: test.timing.*.*.*
+  match_metric_type: observer
+  name: "my_timer"
+  histogram_options:
+    buckets: [0.05, 0.5, 5]
+  labels:
+    provider: "$2"
+    outcome: "$3"
+- match: debug.*
+  name: "dropped"
+  action: drop
+"#;
+
+/// What the clients send: one datagram of statsd lines.
+const LINES: &str = "test.dispatcher.FooProcessor.send.success:1|c\n\
+test.dispatcher.FooProcessor.send.success:2|c\n\
+foo_product.signup.facebook.failure:1|c\n\
+bar_product.signup.google.success:1|c|#job:from_tag\n\
+test.timing.a.aws.ok:320|ms\n\
+test.timing.a.aws.ok:30|ms\n\
+xyz.web1.exec--http.status.500.count:4|c\n\
+debug.noise:1|c\n\
+plain.counter:5|c\n";
+
+/// The cumulative samples of the mapped and unmapped families above, by
+/// their text (name and labels).
+fn families(d: &Daemon) -> BTreeMap<String, f64> {
+    let text = d.get("/metrics", &[]).text();
+    text.lines()
+        .filter(|l| {
+            [
+                "request_total",
+                "dispatcher_events_total",
+                "signup_events_total",
+                "my_timer_",
+                "plain_counter_total",
+                "dropped",
+            ]
+            .iter()
+            .any(|p| l.starts_with(p))
+        })
+        .filter_map(|l| {
+            let (series, v) = l.rsplit_once(' ')?;
+            Some((series.to_string(), v.parse().ok()?))
+        })
+        .collect()
+}
+
+fn rollstat() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_rollstat"))
+}
+
+#[test]
+fn a_mapping_file_and_its_conversion_publish_the_series_statsd_exporter_documents() {
+    let dir = TempDir::new("se-mapping");
+    let file = dir.path().join("mapping.yml");
+    std::fs::write(&file, MAPPING).unwrap();
+    let yaml = Daemon::start_with(&format!(
+        "{TEST_CONFIG}\n[statsd_exporter]\nmapping_file = \"{}\"\n",
+        file.display()
+    ));
+    // Nine lines, eight accepted (the drop rule takes one).
+    yaml.send_udp(LINES.as_bytes());
+    yaml.wait_lines("udp", 8.0, Duration::from_secs(10));
+    let got = families(&yaml);
+    let want = [
+        (
+            r#"dispatcher_events_total{action="send",job="test_dispatcher",outcome="success",processor="FooProcessor"}"#,
+            3.0,
+        ),
+        (
+            r#"signup_events_total{job="foo_product_server",outcome="failure",provider="facebook"}"#,
+            1.0,
+        ),
+        // honor_labels: the tag's `job` wins over the rule's.
+        (
+            r#"signup_events_total{job="from_tag",outcome="success",provider="google"}"#,
+            1.0,
+        ),
+        // The regex matches inside the name, as Go's regexp does.
+        (
+            r#"request_total{code="500",exec="exec",hostname="xyz.web1",protocol="http"}"#,
+            4.0,
+        ),
+        // A timer in seconds, on the rule's own buckets.
+        (
+            r#"my_timer_bucket{outcome="ok",provider="aws",le="0.05"}"#,
+            1.0,
+        ),
+        (
+            r#"my_timer_bucket{outcome="ok",provider="aws",le="0.5"}"#,
+            2.0,
+        ),
+        (
+            r#"my_timer_bucket{outcome="ok",provider="aws",le="5"}"#,
+            2.0,
+        ),
+        (
+            r#"my_timer_bucket{outcome="ok",provider="aws",le="+Inf"}"#,
+            2.0,
+        ),
+        (r#"my_timer_sum{outcome="ok",provider="aws"}"#, 0.35),
+        (r#"my_timer_count{outcome="ok",provider="aws"}"#, 2.0),
+        // Unmapped: the name sanitised.
+        ("plain_counter_total", 5.0),
+    ];
+    for (series, v) in want {
+        let g = got.get(series).copied();
+        assert!(
+            g.is_some_and(|g| (g - v).abs() < 1e-9),
+            "{series}: want {v}, got {g:?}; all: {got:#?}"
+        );
+    }
+    assert_eq!(
+        got.len(),
+        want.len(),
+        "no other samples (the drop rule's line is gone): {got:#?}"
+    );
+    assert_eq!(
+        yaml.scrape()
+            .value("rollstat_ingest_dropped_by_mapping_total", &[]),
+        Some(1.0),
+        "the drop rule's line is counted"
+    );
+
+    // The same file through convert-mapping, loaded as config.toml rules.
+    let out = run(
+        rollstat().arg("convert-mapping").arg(&file),
+        b"",
+        Duration::from_secs(10),
+    );
+    assert!(out.status.success(), "{}", out.stderr);
+    assert!(out.stdout.contains("[[mappings]]"), "{}", out.stdout);
+    let converted = Daemon::start_with(&format!("{TEST_CONFIG}\n{}", out.stdout));
+    converted.send_udp(LINES.as_bytes());
+    converted.wait_lines("udp", 8.0, Duration::from_secs(10));
+    assert_eq!(
+        families(&converted),
+        got,
+        "convert-mapping's rules publish the same samples"
+    );
+
+    // A reload reads the file again: the dispatcher rule renamed.
+    std::fs::write(
+        &file,
+        MAPPING.replace("dispatcher_events_total", "dispatched_total"),
+    )
+    .unwrap();
+    yaml.signal("HUP");
+    crate::support::wait_true(Duration::from_secs(10), "the reloaded rule", || {
+        yaml.send_udp(b"test.dispatcher.Bar.send.success:1|c");
+        families_text(&yaml).contains("dispatched_total{action=\"send\"")
+    });
+}
+
+fn families_text(d: &Daemon) -> String {
+    d.get("/metrics", &[]).text()
+}
+
+#[test]
+fn check_config_names_the_mapping_files_line_and_key() {
+    let dir = TempDir::new("se-bad");
+    let file = dir.path().join("mapping.yml");
+    std::fs::write(
+        &file,
+        "mappings:\n- match: a.*\n  name: a\n  observer_type: summary\n- match: b.*\n  name: b\n  colour: blue\n",
+    )
+    .unwrap();
+    let cfg = dir.path().join("config.toml");
+    std::fs::write(
+        &cfg,
+        format!("[statsd_exporter]\nmapping_file = \"{}\"\n", file.display()),
+    )
+    .unwrap();
+    let out = run(
+        rollstat().arg("check-config").arg(&cfg),
+        b"",
+        Duration::from_secs(10),
+    );
+    assert_eq!(out.status.code(), Some(2), "{}{}", out.stdout, out.stderr);
+    let f = file.display().to_string();
+    for want in [
+        format!("{f}:4: `mappings[0].observer_type`: summaries are not available"),
+        format!("{f}:7: `mappings[1].colour`: unknown key"),
+    ] {
+        assert!(out.stderr.contains(&want), "{want} in\n{}", out.stderr);
+    }
+    assert!(
+        out.stderr.contains("statsd_exporter.mapping_file"),
+        "{}",
+        out.stderr
+    );
+    // convert-mapping reports the same problems and prints no rules.
+    let out = run(
+        rollstat().arg("convert-mapping").arg(&file),
+        b"",
+        Duration::from_secs(10),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty(), "{}", out.stdout);
+    assert!(out.stderr.contains(&format!("{f}:4:")), "{}", out.stderr);
+
+    // A good file: check-config says how many rules it read, and warns
+    // about the summaries statsd_exporter would have published.
+    std::fs::write(&file, "mappings:\n- match: a.*\n  name: a\n").unwrap();
+    let out = run(
+        rollstat().arg("check-config").arg(&cfg),
+        b"",
+        Duration::from_secs(10),
+    );
+    assert!(out.status.success(), "{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("1 rule(s)"), "{}", out.stdout);
+    assert!(out.stderr.contains("summaries"), "{}", out.stderr);
+}
