@@ -317,6 +317,11 @@ pub struct Mapping {
     /// The series' cumulative histogram bounds instead of `[series]
     /// histogram_buckets`.
     pub histogram_buckets: Option<std::sync::Arc<[f64]>>,
+    /// Values are multiplied by this (statsd_exporter's `scale`), after a
+    /// timer's milliseconds become seconds.
+    pub scale: Option<f64>,
+    /// The HELP text of the series' cumulative family.
+    pub help: Option<std::sync::Arc<str>>,
 }
 
 /// All the problems found in a config file.
@@ -400,6 +405,8 @@ const MAPPING_KEYS: &[&str] = &[
     "honor_labels",
     "ttl_secs",
     "histogram_buckets",
+    "scale",
+    "help",
 ];
 const STATSD_EXPORTER_KEYS: &[&str] = &["mapping_file"];
 const TOP_KEYS: &[&str] = &[
@@ -1056,6 +1063,15 @@ fn read_mapping(
             Some(vals.into())
         }
     });
+    let scale = t.float(p, "scale", f64::MIN_POSITIVE, f64::MAX);
+    let help = t.string(p, "help").and_then(|(h, off)| {
+        if h.contains('\n') || h.len() > 1024 {
+            p.at(off, &t.key_path("help"), "one line of at most 1024 bytes");
+            None
+        } else {
+            Some(h.into())
+        }
+    });
     Some(Mapping {
         shared,
         pattern: pattern?,
@@ -1067,6 +1083,8 @@ fn read_mapping(
         honor_labels,
         ttl,
         histogram_buckets,
+        scale,
+        help,
     })
 }
 

@@ -21,7 +21,9 @@
 //! | `action` | `map` (the default) or `drop` |
 //! | `ttl` (rule or `defaults`) | the series' own expiry (Go duration, e.g. `1h30m`; `0`: never, statsd_exporter's default); unset: `[series] ttl_secs` |
 //! | `observer_type: histogram`, `histogram_options.buckets` | a Prometheus histogram with these bounds (default: `[series] histogram_buckets`) |
-//! | `observer_type: summary` (explicit), `summary_options`, `histogram_options.native_histogram_*`, `scale`, `help` | refused, with why (not available yet) |
+//! | `scale` | every value multiplied by it (after a timer's milliseconds become seconds), above 0 |
+//! | `help` | the HELP text of the series' cumulative family |
+//! | `observer_type: summary` (explicit), `summary_options`, `histogram_options.native_histogram_*` | refused, with why (not available yet) |
 //!
 //! statsd_exporter's **default** `observer_type` is `summary`: a rule that
 //! does not set it publishes timers as summaries there, and as histograms
@@ -70,6 +72,10 @@ pub struct Rule {
     pub ttl: Option<Duration>,
     /// `histogram_options.buckets` (of the rule, else of `defaults`).
     pub buckets: Option<Vec<f64>>,
+    /// `scale`.
+    pub scale: Option<f64>,
+    /// `help`.
+    pub help: Option<String>,
 }
 
 /// A rule's pattern, in rollstat's syntax.
@@ -260,6 +266,8 @@ fn read_rule(
     let mut ttl = d.ttl;
     let mut buckets = None;
     let mut observer_set = false;
+    let mut scale = None;
+    let mut help = None;
     for (k, kline, v) in r.entries(node, path) {
         let key = format!("{path}.{k}");
         match k.as_str() {
@@ -314,8 +322,26 @@ fn read_rule(
             }
             "histogram_options" => buckets = read_histogram(r, v, &key),
             "summary_options" => refuse_summary(r, kline, &key),
-            "scale" => r.at(kline, &key, "not available in rollstat yet: values are published as sent (timers in seconds); remove `scale`, or convert the values in the client"),
-            "help" => r.at(kline, &key, "not available in rollstat yet: families get rollstat's HELP text; remove `help`"),
+            "scale" => {
+                scale = match &v.data {
+                    YamlData::Value(Scalar::Integer(n)) => Some(*n as f64),
+                    YamlData::Value(Scalar::FloatingPoint(f)) => Some(f.into_inner()),
+                    _ => None,
+                }
+                .filter(|f| f.is_finite() && *f > 0.0);
+                if scale.is_none() {
+                    r.at(kline, &key, format!("expected a number above 0 (e.g. 0.001: milliseconds to seconds), found {}", type_name(v)));
+                }
+            }
+            "help" => {
+                help = r.scalar_text(v, &key);
+                if help
+                    .as_ref()
+                    .is_some_and(|h| h.contains('\n') || h.len() > 1024)
+                {
+                    r.at(kline, &key, "one line of at most 1024 bytes");
+                }
+            }
             _ => r.unknown(kline, &key, RULE_KEYS),
         }
     }
@@ -382,6 +408,8 @@ fn read_rule(
         honor_labels,
         ttl,
         buckets: buckets.or_else(|| d.buckets.clone()),
+        scale,
+        help: help.filter(|h| !h.is_empty()),
     };
     Some(((rule, spec), regex, observer_set || d.histogram))
 }
@@ -579,6 +607,8 @@ impl Rule {
             honor_labels: self.honor_labels,
             ttl: self.ttl,
             histogram_buckets: self.buckets.clone().map(Into::into),
+            scale: self.scale,
+            help: self.help.as_deref().map(Into::into),
             pattern: matcher,
         })
     }
@@ -620,6 +650,12 @@ impl Rule {
                 "ttl_secs = {}",
                 t.as_secs() + u64::from(t.subsec_nanos() > 0)
             );
+        }
+        if let Some(k) = self.scale {
+            let _ = writeln!(out, "scale = {}", toml::Value::Float(k));
+        }
+        if let Some(h) = &self.help {
+            let _ = writeln!(out, "help = {}", q(h));
         }
         if let Some(b) = &self.buckets {
             let vals: Vec<String> = b

@@ -28,6 +28,10 @@ use crate::clock::Clock;
 use crate::series::{Registry, SeriesMeta, SeriesState, WindowView};
 use crate::service::ServiceHandle;
 
+/// A cumulative family being gathered: its type, its HELP, what chose
+/// the HELP (a rule's own first, then the smallest statsd name), its
+/// samples.
+type Family = (MetricType, String, (bool, String), Vec<Metric>);
 /// Collects every series of a [`Registry`] at scrape time.
 pub struct SeriesCollector {
     registry: Arc<Registry>,
@@ -78,8 +82,7 @@ impl SeriesCollector {
 pub fn collect_series(registry: &Registry, now: crate::Timestamp) -> Vec<MetricFamily> {
     let plan = registry.plan();
     let mut windowed: [Vec<Metric>; 8] = Default::default();
-    let mut cumulative: BTreeMap<String, (MetricType, String, String, Vec<Metric>)> =
-        BTreeMap::new();
+    let mut cumulative: BTreeMap<String, Family> = BTreeMap::new();
     // Views are computed under the shard locks; metrics are built afterwards
     // in the order `Registry::gather` sorts them (label count, then label
     // values: metric, window, tags), so its stable sort finds each family
@@ -140,11 +143,7 @@ fn push_windowed(out: &mut [Vec<Metric>; 8], meta: &SeriesMeta, window: &str, v:
     }
 }
 
-fn push_cumulative(
-    out: &mut BTreeMap<String, (MetricType, String, String, Vec<Metric>)>,
-    meta: &SeriesMeta,
-    state: &SeriesState,
-) {
+fn push_cumulative(out: &mut BTreeMap<String, Family>, meta: &SeriesMeta, state: &SeriesState) {
     let (Some(family), Some(value)) = (Cumulative::of(meta.kind), CumulativeValue::of(meta, state))
     else {
         return;
@@ -173,21 +172,21 @@ fn push_cumulative(
             m
         }
     };
+    let help = || match &meta.help {
+        Some(h) => h.to_string(),
+        None => family.help(meta.kind, &meta.metric),
+    };
+    // Ordered as the HELP is chosen: a mapping rule's `help` first, then
+    // the smallest statsd name.
+    let rank = (meta.help.is_none(), meta.metric.clone());
     let e = out
         .entry(family.family_name(&meta.prom_name))
-        .or_insert_with(|| {
-            (
-                family.metric_type(),
-                family.help(meta.kind, &meta.metric),
-                meta.metric.clone(),
-                Vec::new(),
-            )
-        });
+        .or_insert_with(|| (family.metric_type(), help(), rank.clone(), Vec::new()));
     // Several statsd names can share a family (`a.b` and `a_b`): the HELP
-    // names the smallest, whatever the order series are visited in.
-    if meta.metric < e.2 {
-        e.1 = family.help(meta.kind, &meta.metric);
-        e.2 = meta.metric.clone();
+    // is the same whatever the order series are visited in.
+    if rank < e.2 {
+        e.1 = help();
+        e.2 = rank;
     }
     e.3.push(metric);
 }

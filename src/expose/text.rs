@@ -185,6 +185,9 @@ struct Record {
     name_len: u32,
     metric_start: u32,
     metric_len: u32,
+    /// Bytes of the series' own HELP text (a mapping rule's `help`), right
+    /// after its metric in `metrics`; 0: rollstat's.
+    help_len: u32,
     family: Cumulative,
     kind: MetricKind,
 }
@@ -347,6 +350,8 @@ impl<'q> Partial<'q> {
         let end = out.len();
         let metric_start = self.metrics.len();
         self.metrics.push_str(&meta.metric);
+        let help = meta.help.as_deref().unwrap_or("");
+        self.metrics.push_str(help);
         // Offsets fit in u32: a chunk holds a few MiB, the names of one
         // scrape far less than 4 GiB.
         self.records.push(Record {
@@ -358,6 +363,7 @@ impl<'q> Partial<'q> {
             name_len: name.len() as u32,
             metric_start: metric_start as u32,
             metric_len: meta.metric.len() as u32,
+            help_len: help.len() as u32,
             family,
             kind: meta.kind,
         });
@@ -378,6 +384,12 @@ impl CumulativePart<'_> {
     fn metric(&self, r: &Record) -> &str {
         let s = r.metric_start as usize;
         &self.metrics[s..s + r.metric_len as usize]
+    }
+
+    /// The series' own HELP text, if its mapping rule gave one.
+    fn help(&self, r: &Record) -> Option<&str> {
+        let s = (r.metric_start + r.metric_len) as usize;
+        (r.help_len > 0).then(|| &self.metrics[s..s + r.help_len as usize])
     }
 }
 
@@ -460,12 +472,23 @@ fn assemble(
                     .cmp(parts[b.part as usize].metric(b))
             })
             .unwrap_or(first);
-        let (before, after) = family.help_around(named_by.kind);
+        let (mut before, mut after) = family.help_around(named_by.kind);
         let name = [
             family_name(parts, first),
             family.header_suffix(format).as_bytes(),
         ];
-        let metric = parts[named_by.part as usize].metric(named_by);
+        let mut metric = parts[named_by.part as usize].metric(named_by);
+        // A mapping rule's `help` wins: the one of the smallest statsd name
+        // that has one.
+        let own = of_family()
+            .filter_map(|r| {
+                let part = &parts[r.part as usize];
+                Some((part.metric(r), part.help(r)?))
+            })
+            .min();
+        if let Some((_, help)) = own {
+            (before, metric, after) = ("", help, "");
+        }
         header(
             out.line(),
             format,

@@ -28,6 +28,12 @@ pub struct SeriesMeta {
     /// The mapping rule's own expiry (zero: never), else `None`: the
     /// registry's `[series] ttl_secs`.
     pub ttl: Option<std::time::Duration>,
+    /// Every value is multiplied by this (a mapping rule's `scale`, after
+    /// a timer's milliseconds become seconds); 1 otherwise.
+    pub scale: f64,
+    /// The HELP text of its cumulative family (a mapping rule's `help`),
+    /// else rollstat's own.
+    pub help: Option<Arc<str>>,
     /// Whether its windows are shared with the fleet (mapping `shared`).
     pub shared: bool,
     /// Its published identity as a number ([`fleet_hash`] of its Prometheus

@@ -48,6 +48,10 @@ pub(super) struct Resolved {
     pub(super) ttl: Option<Duration>,
     /// The rule's own histogram bounds, if it sets them.
     pub(super) histogram_buckets: Option<Arc<[f64]>>,
+    /// The rule's `scale`, else 1.
+    pub(super) scale: f64,
+    /// The rule's `help`, if any.
+    pub(super) help: Option<Arc<str>>,
 }
 
 impl Plan {
@@ -127,6 +131,8 @@ impl Plan {
             shared: rule.is_some_and(|m| m.shared),
             ttl: rule.and_then(|m| m.ttl),
             histogram_buckets: rule.and_then(|m| m.histogram_buckets.clone()),
+            scale: rule.and_then(|m| m.scale).unwrap_or(1.0),
+            help: rule.and_then(|m| m.help.clone()),
         })
     }
 

@@ -248,7 +248,7 @@ impl Registry {
             }
             let folded = e
                 .state
-                .apply(s, &e.meta.histogram_buckets, now)
+                .apply(s, &e.meta.histogram_buckets, e.meta.scale, now)
                 .map_err(|_| self.refuse(Refusal::Overflow))?;
             e.last_seen = now;
             return Ok(self.stored(folded));
@@ -263,7 +263,7 @@ impl Registry {
             meta.histogram_buckets.len(),
             now,
         );
-        let folded = match state.apply(s, &meta.histogram_buckets, now) {
+        let folded = match state.apply(s, &meta.histogram_buckets, meta.scale, now) {
             Ok(f) => f,
             Err(_) => {
                 self.release(vec![meta]);
@@ -382,6 +382,8 @@ impl Registry {
                 .histogram_buckets
                 .unwrap_or_else(|| plan.histogram_buckets.clone()),
             ttl: r.ttl,
+            scale: r.scale,
+            help: r.help,
             shared: false,
             id: identity,
             created: now,

@@ -252,18 +252,23 @@ impl SeriesState {
     ///   windows, where a sum may be negative, but never lowers the
     ///   cumulative total, which Prometheus reads as a counter that only a
     ///   reset can lower ([`Folded::NegativeIncrement`]).
+    ///
+    /// Every value is multiplied by `scale` first (after a timer's
+    /// milliseconds become seconds): a mapping rule's `scale`, 1 otherwise.
     pub fn apply(
         &mut self,
         s: &Sample<'_>,
         bounds: &[f64],
+        scale: f64,
         now: Timestamp,
     ) -> Result<Folded, Overflow> {
         let weight = s.weight();
+        let values = || s.values().map(move |v| v * scale);
         match self {
             SeriesState::Counter { windows, total } => {
                 let mut t = *total;
                 let mut negative = false;
-                for v in s.values() {
+                for v in values() {
                     let inc = v * weight;
                     negative |= inc < 0.0;
                     t += inc.max(0.0);
@@ -272,7 +277,7 @@ impl SeriesState {
                     }
                 }
                 windows.widen_for(weight, s.values().count() as u64, now);
-                let incs = s.values().map(|v| v * weight);
+                let incs = values().map(|v| v * weight);
                 let finite = match windows {
                     CounterWindows::Unit(w) => buckets_stay_finite(w, now, incs),
                     CounterWindows::Weighted(w) => buckets_stay_finite(w, now, incs),
@@ -280,7 +285,7 @@ impl SeriesState {
                 if !finite {
                     return Err(Overflow);
                 }
-                for v in s.values() {
+                for v in values() {
                     *total += (v * weight).max(0.0);
                     match windows {
                         CounterWindows::Unit(w) => w.add(v, now),
@@ -294,7 +299,7 @@ impl SeriesState {
                 })
             }
             SeriesState::Gauge { windows, value } => {
-                let v = s.first_value();
+                let v = s.first_value() * scale;
                 let next = match s.gauge_op() {
                     Some(GaugeOp::Delta) => *value + v,
                     _ => v,
@@ -307,7 +312,7 @@ impl SeriesState {
                 Ok(Folded::Stored)
             }
             SeriesState::Distribution { windows, histogram } => {
-                let base = |raw: f64| s.kind.to_base_units(raw);
+                let base = |raw: f64| s.kind.to_base_units(raw) * scale;
                 let mut sum = histogram.sum;
                 for raw in s.values() {
                     sum += base(raw) * weight;

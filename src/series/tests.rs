@@ -863,7 +863,7 @@ mod counter_buckets {
                 now = now + Duration::from_millis(dt);
                 let text = if rate == 1.0 { format!("c:{v}|c") } else { format!("c:{v}|c|@{rate}") };
                 let Ok(Line::Sample(s)) = parse_line(text.as_bytes()) else { panic!("{text}") };
-                prop_assert_eq!(unit.apply(&s, &[], now), weighted.apply(&s, &[], now));
+                prop_assert_eq!(unit.apply(&s, &[], 1.0, now), weighted.apply(&s, &[], 1.0, now));
                 for i in 0..2 {
                     prop_assert_eq!(unit.window_view(i, now, &[]), weighted.window_view(i, now, &[]));
                     let (mut a, mut b) = (Vec::new(), Vec::new());
@@ -890,7 +890,7 @@ mod counter_buckets {
         let Ok(Line::Sample(one)) = parse_line(b"c:1|c") else {
             panic!("a counter line")
         };
-        assert!(s.apply(&one, &[], T0).is_ok());
+        assert!(s.apply(&one, &[], 1.0, T0).is_ok());
         assert!(matches!(
             s,
             SeriesState::Counter {
@@ -899,7 +899,7 @@ mod counter_buckets {
             }
         ));
         // The next one would wrap: the series moves first, and counts on.
-        assert!(s.apply(&one, &[], T0).is_ok());
+        assert!(s.apply(&one, &[], 1.0, T0).is_ok());
         assert!(matches!(
             s,
             SeriesState::Counter {

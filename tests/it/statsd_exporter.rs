@@ -48,6 +48,12 @@ mappings:
 - match: debug.*
   name: "dropped"
   action: drop
+- match: upload.*
+  name: "upload_bytes"
+  scale: 1024
+  help: "Uploaded sizes, in bytes"
+  histogram_options:
+    buckets: [1000, 1000000]
 "#;
 
 /// What the clients send: one datagram of statsd lines.
@@ -59,6 +65,7 @@ test.timing.a.aws.ok:320|ms\n\
 test.timing.a.aws.ok:30|ms\n\
 xyz.web1.exec--http.status.500.count:4|c\n\
 debug.noise:1|c\n\
+upload.avatar:2|h\n\
 plain.counter:5|c\n";
 
 /// The cumulative samples of the mapped and unmapped families above, by
@@ -74,6 +81,7 @@ fn families(d: &Daemon) -> BTreeMap<String, f64> {
                 "my_timer_",
                 "plain_counter_total",
                 "dropped",
+                "upload_bytes",
             ]
             .iter()
             .any(|p| l.starts_with(p))
@@ -98,9 +106,9 @@ fn a_mapping_file_and_its_conversion_publish_the_series_statsd_exporter_document
         "{TEST_CONFIG}\n[statsd_exporter]\nmapping_file = \"{}\"\n",
         file.display()
     ));
-    // Nine lines, eight accepted (the drop rule takes one).
+    // Ten lines, nine accepted (the drop rule takes one).
     yaml.send_udp(LINES.as_bytes());
-    yaml.wait_lines("udp", 8.0, Duration::from_secs(10));
+    yaml.wait_lines("udp", 9.0, Duration::from_secs(10));
     let got = families(&yaml);
     let want = [
         (
@@ -140,6 +148,12 @@ fn a_mapping_file_and_its_conversion_publish_the_series_statsd_exporter_document
         ),
         (r#"my_timer_sum{outcome="ok",provider="aws"}"#, 0.35),
         (r#"my_timer_count{outcome="ok",provider="aws"}"#, 2.0),
+        // scale: 2 KiB in bytes, on the rule's buckets.
+        (r#"upload_bytes_bucket{le="1000"}"#, 0.0),
+        (r#"upload_bytes_bucket{le="1000000"}"#, 1.0),
+        (r#"upload_bytes_bucket{le="+Inf"}"#, 1.0),
+        (r#"upload_bytes_sum"#, 2048.0),
+        (r#"upload_bytes_count"#, 1.0),
         // Unmapped: the name sanitised.
         ("plain_counter_total", 5.0),
     ];
@@ -162,6 +176,13 @@ fn a_mapping_file_and_its_conversion_publish_the_series_statsd_exporter_document
         "the drop rule's line is counted"
     );
 
+    // help: the family's HELP text.
+    assert!(
+        families_text(&yaml).contains("# HELP upload_bytes Uploaded sizes, in bytes\n"),
+        "{}",
+        families_text(&yaml)
+    );
+
     // The same file through convert-mapping, loaded as config.toml rules.
     let out = run(
         rollstat().arg("convert-mapping").arg(&file),
@@ -172,7 +193,7 @@ fn a_mapping_file_and_its_conversion_publish_the_series_statsd_exporter_document
     assert!(out.stdout.contains("[[mappings]]"), "{}", out.stdout);
     let converted = Daemon::start_with(&format!("{TEST_CONFIG}\n{}", out.stdout));
     converted.send_udp(LINES.as_bytes());
-    converted.wait_lines("udp", 8.0, Duration::from_secs(10));
+    converted.wait_lines("udp", 9.0, Duration::from_secs(10));
     assert_eq!(
         families(&converted),
         got,

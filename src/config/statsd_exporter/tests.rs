@@ -203,7 +203,7 @@ fn what_rollstat_cannot_honour_is_refused_with_its_line_and_why() {
     max_age: 30s
 - match: c.*
   name: c
-  scale: 0.001
+  scale: -2
   help: "C things"
 - match: d.*
   name: d
@@ -232,7 +232,6 @@ fn what_rollstat_cannot_honour_is_refused_with_its_line_and_why() {
             k(4, "mappings[0].observer_type"),
             k(7, "mappings[1].summary_options"),
             k(11, "mappings[2].scale"),
-            k(12, "mappings[2].help"),
             k(
                 16,
                 "mappings[3].histogram_options.native_histogram_bucket_factor"
@@ -366,4 +365,21 @@ fn a_ttl_shorter_than_a_window_is_refused_at_the_files_line() {
         "{err}"
     );
     assert!(err.contains("statsd_exporter.mapping_file"), "{err}");
+}
+
+#[test]
+fn scale_and_help_are_kept_and_converted() {
+    let r = parse("mappings:\n- match: size.*\n  name: size_bytes\n  scale: 1024\n  help: \"Sizes, in bytes\"\n  observer_type: histogram\n").unwrap();
+    assert_eq!(r.rules[0].scale, Some(1024.0));
+    assert_eq!(r.rules[0].help.as_deref(), Some("Sizes, in bytes"));
+    let m = r.rules[0].to_mapping().unwrap();
+    assert_eq!(m.scale, Some(1024.0));
+    let toml = r.to_toml(std::path::Path::new("m.yml"));
+    assert!(
+        toml.contains("scale = 1024.0\nhelp = \"Sizes, in bytes\"\n"),
+        "{toml}"
+    );
+    let cfg = Config::parse(&toml).unwrap();
+    assert_eq!(cfg.mappings[0].scale, Some(1024.0));
+    assert_eq!(cfg.mappings[0].help.as_deref(), Some("Sizes, in bytes"));
 }
