@@ -36,6 +36,39 @@ pub fn label_name(tag: &str) -> String {
     out
 }
 
+/// A metric name as statsd_exporter writes it (its `EscapeMetricName`):
+/// every character outside `[a-zA-Z0-9_]` becomes `_`, except the second
+/// `-` of a `--`, which is dropped; a leading digit gets a `_` before it.
+/// (`a--b.c:d` → `a_b_c_d`, where [`metric_name`] keeps `a__b_c:d`.)
+#[must_use]
+pub fn exporter_metric_name(statsd: &str) -> String {
+    let mut out = String::with_capacity(statsd.len() + 1);
+    if statsd.bytes().next().is_none_or(|c| c.is_ascii_digit()) {
+        out.push('_');
+    }
+    let mut prev = '\0';
+    for c in statsd.chars() {
+        if c.is_ascii_alphanumeric() || c == '_' {
+            out.push(c);
+        } else if !(c == '-' && prev == '-') {
+            out.push('_');
+        }
+        prev = c;
+    }
+    out
+}
+
+/// A label name for a tag key as statsd_exporter writes it
+/// ([`exporter_metric_name`]), never one of [`RESERVED_LABELS`].
+#[must_use]
+pub fn exporter_label_name(tag: &str) -> String {
+    let mut out = exporter_metric_name(tag);
+    if out.starts_with("__") || RESERVED_LABELS.contains(&out.as_str()) {
+        out.insert_str(0, "tag_");
+    }
+    out
+}
+
 /// `s` with every character `keep` refuses turned into `_`, behind a `_`
 /// when `s` is empty or starts with a digit; with room for `spare` more bytes.
 fn sanitized(s: &str, spare: usize, keep: impl Fn(char) -> bool) -> String {
@@ -89,6 +122,16 @@ mod tests {
         assert_eq!(metric_name("a:b/c"), "a:b_c");
         assert_eq!(metric_name("héllo"), "h_llo");
         assert_eq!(metric_name(""), "_");
+    }
+
+    #[test]
+    fn statsd_exporter_names_collapse_double_dashes_and_drop_colons() {
+        assert_eq!(exporter_metric_name("a--b.c:d"), "a_b_c_d");
+        assert_eq!(exporter_metric_name("a---b"), "a_b");
+        assert_eq!(exporter_metric_name("9lives"), "_9lives");
+        assert_eq!(exporter_metric_name("api.hits"), "api_hits");
+        assert_eq!(exporter_label_name("content--type"), "content_type");
+        assert_eq!(exporter_label_name("quantile"), "tag_quantile");
     }
 
     #[test]

@@ -66,6 +66,9 @@ pub struct Config {
     /// `[statsd_exporter] mapping_file`, if given: its rules are at the end
     /// of [`mappings`](Self::mappings).
     pub statsd_exporter: Option<StatsdExporterFile>,
+    /// `[statsd_exporter] cumulative_names = "statsd_exporter"`: the
+    /// cumulative families named as statsd_exporter names them.
+    pub exporter_names: bool,
 }
 
 /// `[statsd_exporter] mapping_file`, as read.
@@ -408,7 +411,7 @@ const MAPPING_KEYS: &[&str] = &[
     "scale",
     "help",
 ];
-const STATSD_EXPORTER_KEYS: &[&str] = &["mapping_file"];
+const STATSD_EXPORTER_KEYS: &[&str] = &["mapping_file", "cumulative_names"];
 const TOP_KEYS: &[&str] = &[
     "listen",
     "ingest",
@@ -517,6 +520,7 @@ impl Default for Config {
             limits: Vec::new(),
             redis: None,
             statsd_exporter: None,
+            exporter_names: false,
         }
     }
 }
@@ -845,6 +849,17 @@ impl Config {
             t.finish(&mut p, MAPPING_KEYS);
         }
         if let Some(mut t) = top.table(&mut p, "statsd_exporter") {
+            if let Some((names, off)) = t.string(&mut p, "cumulative_names") {
+                match names.as_str() {
+                    "rollstat" => {}
+                    "statsd_exporter" => cfg.exporter_names = true,
+                    _ => p.at(
+                        off,
+                        &t.key_path("cumulative_names"),
+                        format!("unknown naming `{names}`; use \"rollstat\" (the default) or \"statsd_exporter\""),
+                    ),
+                }
+            }
             if let Some((file, rules)) = read_exporter_file(&mut t, &mut p, &cfg.windows) {
                 cfg.statsd_exporter = Some(StatsdExporterFile {
                     path: file,

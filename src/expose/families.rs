@@ -115,6 +115,11 @@ pub(crate) fn format_q(q: f64) -> String {
 pub(crate) enum Cumulative {
     /// `<name>_total`.
     Counter,
+    /// `<name>` as it is: a counter under `[statsd_exporter] cumulative_names
+    /// = "statsd_exporter"` whose name does not end in `_total` (typed
+    /// `counter` in the Prometheus text format, `unknown` in OpenMetrics,
+    /// whose counters must end in `_total`).
+    CounterAsIs,
     /// `<name>`.
     Gauge,
     /// `<name>_bucket/_sum/_count` (timers in seconds).
@@ -135,12 +140,21 @@ impl Cumulative {
         }
     }
 
+    /// The family of a series: [`of`](Self::of) its kind, a counter named
+    /// as statsd_exporter names it when its identity says so.
+    pub(crate) fn of_series(meta: &SeriesMeta) -> Option<Cumulative> {
+        match Cumulative::of(meta.kind) {
+            Some(Cumulative::Counter) if meta.counter_as_is => Some(Cumulative::CounterAsIs),
+            other => other,
+        }
+    }
+
     /// What follows the sanitised statsd name in the name of the family and
     /// of its value samples: `_total` for counters.
     pub(crate) fn suffix(self) -> &'static str {
         match self {
             Cumulative::Counter => "_total",
-            Cumulative::Gauge | Cumulative::Histogram => "",
+            Cumulative::CounterAsIs | Cumulative::Gauge | Cumulative::Histogram => "",
         }
     }
 
@@ -159,10 +173,11 @@ impl Cumulative {
         format!("{prom_name}{}", self.suffix())
     }
 
-    /// The type in the family's `# TYPE` line.
-    pub(crate) fn type_word(self) -> &'static str {
+    /// The type in the family's `# TYPE` line in `format`.
+    pub(crate) fn type_word(self, format: Format) -> &'static str {
         match self {
-            Cumulative::Counter => "counter",
+            Cumulative::CounterAsIs if format == Format::OpenMetrics => "unknown",
+            Cumulative::Counter | Cumulative::CounterAsIs => "counter",
             Cumulative::Gauge => "gauge",
             Cumulative::Histogram => "histogram",
         }
@@ -171,7 +186,7 @@ impl Cumulative {
     /// The family's type in the crate's model.
     pub(crate) fn metric_type(self) -> MetricType {
         match self {
-            Cumulative::Counter => MetricType::COUNTER,
+            Cumulative::Counter | Cumulative::CounterAsIs => MetricType::COUNTER,
             Cumulative::Gauge => MetricType::GAUGE,
             Cumulative::Histogram => MetricType::HISTOGRAM,
         }
@@ -188,7 +203,7 @@ impl Cumulative {
     /// part holds a character that needs escaping.
     pub(crate) fn help_around(self, kind: MetricKind) -> (&'static str, &'static str) {
         match (self, kind) {
-            (Cumulative::Counter, _) => (
+            (Cumulative::Counter | Cumulative::CounterAsIs, _) => (
                 "statsd counter ",
                 " (sum of increments, weighted by 1/sample_rate).",
             ),

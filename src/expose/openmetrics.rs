@@ -52,7 +52,13 @@ pub fn encode(families: &[MetricFamily], out: &mut String) -> prometheus::Result
 pub fn encode_families(families: &[MetricFamily], out: &mut String) -> prometheus::Result<()> {
     for f in families {
         let name = f.name();
+        // A counter named without `_total` (statsd_exporter's names, see
+        // `Cumulative::CounterAsIs`) cannot be an OpenMetrics counter,
+        // whose samples end in `_total`: it goes out as `unknown`, under its
+        // own name, so that both formats give Prometheus the same series.
+        let bare_counter = f.get_field_type() == MetricType::COUNTER && !name.ends_with("_total");
         let (meta_name, kind) = match f.get_field_type() {
+            MetricType::COUNTER if bare_counter => (name, "unknown"),
             MetricType::COUNTER => (name.strip_suffix("_total").unwrap_or(name), "counter"),
             MetricType::GAUGE => (name, "gauge"),
             MetricType::HISTOGRAM => (name, "histogram"),
@@ -67,6 +73,11 @@ pub fn encode_families(families: &[MetricFamily], out: &mut String) -> prometheu
         out.push('\n');
         for m in f.get_metric() {
             match f.get_field_type() {
+                MetricType::COUNTER if bare_counter => {
+                    out.push_str(name);
+                    labels(m, None, out);
+                    let _ = writeln!(out, " {}", num(m.get_counter().get_value()));
+                }
                 MetricType::COUNTER => {
                     let _ = write!(out, "{meta_name}_total");
                     labels(m, None, out);

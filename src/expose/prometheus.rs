@@ -144,8 +144,10 @@ fn push_windowed(out: &mut [Vec<Metric>; 8], meta: &SeriesMeta, window: &str, v:
 }
 
 fn push_cumulative(out: &mut BTreeMap<String, Family>, meta: &SeriesMeta, state: &SeriesState) {
-    let (Some(family), Some(value)) = (Cumulative::of(meta.kind), CumulativeValue::of(meta, state))
-    else {
+    let (Some(family), Some(value)) = (
+        Cumulative::of_series(meta),
+        CumulativeValue::of(meta, state),
+    ) else {
         return;
     };
     let labels: Vec<LabelPair> = meta.labels.iter().map(|(k, v)| pair(k, v)).collect();

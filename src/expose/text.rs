@@ -265,9 +265,10 @@ impl<'q> Partial<'q> {
     }
 
     fn add_cumulative(&mut self, meta: &SeriesMeta, state: &SeriesState) {
-        let (Some(family), Some(value)) =
-            (Cumulative::of(meta.kind), CumulativeValue::of(meta, state))
-        else {
+        let (Some(family), Some(value)) = (
+            Cumulative::of_series(meta),
+            CumulativeValue::of(meta, state),
+        ) else {
             return;
         };
         let out = self.cumulative.line();
@@ -297,12 +298,16 @@ impl<'q> Partial<'q> {
         match value {
             CumulativeValue::Counter(total) => {
                 out.extend_from_slice(name);
-                out.extend_from_slice(Cumulative::Counter.suffix().as_bytes());
+                out.extend_from_slice(family.suffix().as_bytes());
                 braces(out);
                 out.push(b' ');
                 number(out, total);
                 out.push(b'\n');
-                created(out);
+                // A counter named as is is `unknown` in OpenMetrics: no
+                // `_created`.
+                if family == Cumulative::Counter {
+                    created(out);
+                }
             }
             CumulativeValue::Gauge(value) => {
                 out.extend_from_slice(name);
@@ -493,7 +498,7 @@ fn assemble(
             out.line(),
             format,
             name,
-            family.type_word(),
+            family.type_word(format),
             before,
             metric,
             after,

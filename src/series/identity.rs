@@ -34,6 +34,11 @@ pub struct SeriesMeta {
     /// The HELP text of its cumulative family (a mapping rule's `help`),
     /// else rollstat's own.
     pub help: Option<Arc<str>>,
+    /// A counter published under its name as it is (`prom_name`, no
+    /// `_total` added), as statsd_exporter publishes it (`[statsd_exporter]
+    /// cumulative_names = "statsd_exporter"` and a name not ending in
+    /// `_total`).
+    pub counter_as_is: bool,
     /// Whether its windows are shared with the fleet (mapping `shared`).
     pub shared: bool,
     /// Its published identity as a number ([`fleet_hash`] of its Prometheus

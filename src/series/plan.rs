@@ -31,6 +31,10 @@ pub struct Plan {
     pub(super) max_series: usize,
     pub(super) max_series_per_metric: Option<usize>,
     pub(super) max_label_bytes: usize,
+    /// `[statsd_exporter] cumulative_names = "statsd_exporter"`: names and
+    /// label names escaped as statsd_exporter escapes them, counters not
+    /// ending in `_total` published as they are.
+    pub(super) exporter_names: bool,
     /// The layout of every window list a series can get (the defaults and
     /// each rule's `windows`), built once: series on the same windows share
     /// it.
@@ -52,6 +56,8 @@ pub(super) struct Resolved {
     pub(super) scale: f64,
     /// The rule's `help`, if any.
     pub(super) help: Option<Arc<str>>,
+    /// A counter published under its own name, as statsd_exporter does.
+    pub(super) counter_as_is: bool,
 }
 
 impl Plan {
@@ -77,7 +83,13 @@ impl Plan {
             Some(t) => t.render(&caps),
             None => name.to_string(),
         };
-        let mut prom_name = names::metric_name(&metric);
+        let mut prom_name = if self.exporter_names {
+            names::exporter_metric_name(&metric)
+        } else {
+            names::metric_name(&metric)
+        };
+        let counter_as_is =
+            self.exporter_names && kind == MetricKind::Counter && !prom_name.ends_with("_total");
         if kind == MetricKind::Counter {
             // A counter's samples are `<family>_total`: a name that already
             // ends so (`requests_total`, a statsd_exporter mapping's `name`)
@@ -93,7 +105,11 @@ impl Plan {
         }
         let mut labels: Vec<(String, String)> = Vec::with_capacity(tags.len());
         for (k, v) in tags {
-            let name = names::label_name(k);
+            let name = if self.exporter_names {
+                names::exporter_label_name(k)
+            } else {
+                names::label_name(k)
+            };
             if labels.iter().any(|(l, _)| *l == name) {
                 // `content-type` and `content_type` on one line: the first
                 // (in key order) keeps the label; the other is counted.
@@ -133,6 +149,7 @@ impl Plan {
             histogram_buckets: rule.and_then(|m| m.histogram_buckets.clone()),
             scale: rule.and_then(|m| m.scale).unwrap_or(1.0),
             help: rule.and_then(|m| m.help.clone()),
+            counter_as_is,
         })
     }
 
@@ -231,6 +248,7 @@ impl Plan {
             max_series: cfg.series.max_series,
             max_series_per_metric: cfg.series.max_series_per_metric,
             max_label_bytes: cfg.series.max_label_bytes,
+            exporter_names: cfg.exporter_names,
         }
         .with_layouts()
     }

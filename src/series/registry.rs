@@ -384,6 +384,7 @@ impl Registry {
             ttl: r.ttl,
             scale: r.scale,
             help: r.help,
+            counter_as_is: r.counter_as_is,
             shared: false,
             id: identity,
             created: now,

@@ -272,3 +272,63 @@ fn check_config_names_the_mapping_files_line_and_key() {
     assert!(out.stdout.contains("1 rule(s)"), "{}", out.stdout);
     assert!(out.stderr.contains("summaries"), "{}", out.stderr);
 }
+
+#[test]
+fn statsd_exporter_names_serve_unmapped_counters_as_the_exporter_does() {
+    let d = Daemon::start_with(&format!(
+        "{TEST_CONFIG}\n[statsd_exporter]\ncumulative_names = \"statsd_exporter\"\n"
+    ));
+    d.send_udp(
+        b"api.hits:3|c|#content--type:json\nx.requests_total:2|c\nq--depth:7|g\n9lives:1|c\n",
+    );
+    d.wait_lines("udp", 4.0, Duration::from_secs(10));
+    let text = families_text(&d);
+    for want in [
+        // A counter under its own name, typed counter, as statsd_exporter
+        // serves it in the text format (no `_total` added).
+        "# TYPE api_hits counter\n",
+        "api_hits{content_type=\"json\"} 3\n",
+        // A name ending in `_total` is the sample's name.
+        "# TYPE x_requests_total counter\n",
+        "x_requests_total 2\n",
+        // `--` becomes one `_`; a leading digit gets `_`.
+        "q_depth 7\n",
+        "_9lives 1\n",
+    ] {
+        assert!(text.contains(want), "{want:?} in\n{text}");
+    }
+    // OpenMetrics cannot type a counter without `_total`: it goes out as
+    // `unknown` under the same name, so Prometheus stores the same series
+    // whichever format it negotiates.
+    let om = d
+        .get(
+            "/metrics",
+            &[("Accept", "application/openmetrics-text; version=1.0.0")],
+        )
+        .text();
+    for want in [
+        "# TYPE api_hits unknown\n",
+        "api_hits{content_type=\"json\"} 3\n",
+        "# TYPE x_requests counter\n",
+        "x_requests_total 2\n",
+    ] {
+        assert!(om.contains(want), "{want:?} in\n{om}");
+    }
+    assert!(om.ends_with("# EOF\n"));
+    assert!(!om.contains("api_hits_created"), "{om}");
+    // promtool reads it; its only remarks are the lint statsd_exporter's
+    // own output gets (counters without `_total`).
+    let promtool = crate::support::require_tool("promtool");
+    let out = run(
+        Command::new(promtool).args(["check", "metrics"]),
+        text.as_bytes(),
+        Duration::from_secs(30),
+    );
+    let remarks: Vec<&str> = out
+        .stdout
+        .lines()
+        .chain(out.stderr.lines())
+        .filter(|l| !l.contains("counter metrics should have \"_total\" suffix"))
+        .collect();
+    assert!(remarks.is_empty(), "{remarks:?}");
+}
