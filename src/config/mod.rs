@@ -325,6 +325,42 @@ pub struct Mapping {
     pub scale: Option<f64>,
     /// The HELP text of the series' cumulative family.
     pub help: Option<std::sync::Arc<str>>,
+    /// Timers, histograms and distributions published as a Prometheus
+    /// summary instead of a histogram (`observer = "summary"`).
+    pub summary: Option<std::sync::Arc<SummarySpec>>,
+}
+
+/// A cumulative family published as a Prometheus summary, as
+/// statsd_exporter's default observer does: quantiles over the last
+/// `window` (its `max_age` in `age_buckets`, the current bucket included),
+/// `_sum` and `_count` since the series was born.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SummarySpec {
+    /// The published quantiles, each in (0, 1).
+    pub quantiles: Vec<f64>,
+    /// The window the quantiles are read over.
+    pub window: WindowSpec,
+}
+
+impl SummarySpec {
+    /// statsd_exporter's defaults: 0.5, 0.9, 0.99 over 10 minutes in 5
+    /// buckets.
+    #[must_use]
+    pub fn exporter_default() -> SummarySpec {
+        SummarySpec::new(vec![0.5, 0.9, 0.99], Duration::from_secs(600), 5)
+            .unwrap_or_else(|_| unreachable!("valid constants"))
+    }
+
+    /// `quantiles` over `max_age` in `age_buckets` buckets.
+    ///
+    /// # Errors
+    ///
+    /// Why the window cannot be built (a bucket shorter than 1 ms...).
+    pub fn new(quantiles: Vec<f64>, max_age: Duration, age_buckets: usize) -> Result<Self, String> {
+        let interval = max_age / u32::try_from(age_buckets.max(1)).map_err(|e| e.to_string())?;
+        let window = WindowSpec::new(age_buckets, interval).map_err(|e| e.to_string())?;
+        Ok(SummarySpec { quantiles, window })
+    }
 }
 
 /// All the problems found in a config file.
@@ -410,6 +446,10 @@ const MAPPING_KEYS: &[&str] = &[
     "histogram_buckets",
     "scale",
     "help",
+    "observer",
+    "summary_quantiles",
+    "summary_max_age_secs",
+    "summary_age_buckets",
 ];
 const STATSD_EXPORTER_KEYS: &[&str] = &["mapping_file", "cumulative_names"];
 const TOP_KEYS: &[&str] = &[
@@ -1087,6 +1127,7 @@ fn read_mapping(
             Some(h.into())
         }
     });
+    let summary = read_summary(t, p);
     Some(Mapping {
         shared,
         pattern: pattern?,
@@ -1100,7 +1141,74 @@ fn read_mapping(
         histogram_buckets,
         scale,
         help,
+        summary,
     })
+}
+
+/// A rule's `observer` and `summary_*` keys.
+fn read_summary(
+    t: &mut Table<'_, '_>,
+    p: &mut Problems<'_>,
+) -> Option<std::sync::Arc<SummarySpec>> {
+    let observer = t.string(p, "observer");
+    let quantiles = t.floats(p, "summary_quantiles");
+    let max_age = t.int(p, "summary_max_age_secs", 1, 7 * 86_400);
+    let age_buckets = t.int(p, "summary_age_buckets", 1, 1000);
+    let summary = match &observer {
+        None => false,
+        Some((o, _)) if o == "histogram" => false,
+        Some((o, _)) if o == "summary" => true,
+        Some((o, off)) => {
+            p.at(
+                *off,
+                &t.key_path("observer"),
+                format!("unknown observer `{o}`; use \"histogram\" (the default) or \"summary\""),
+            );
+            false
+        }
+    };
+    if !summary {
+        if let Some(off) = [
+            "summary_quantiles",
+            "summary_max_age_secs",
+            "summary_age_buckets",
+        ]
+        .iter()
+        .find_map(|k| t.raw(k).map(|v| v.span().start))
+        {
+            p.at(
+                off,
+                &t.key_path("observer"),
+                "summary_* keys need observer = \"summary\"",
+            );
+        }
+        return None;
+    }
+    let d = SummarySpec::exporter_default();
+    let qs = match quantiles {
+        None => d.quantiles.clone(),
+        Some(qs) => {
+            let bad = qs.iter().find(|(q, _)| !(*q > 0.0 && *q < 1.0));
+            if let Some((q, off)) = bad {
+                p.at(
+                    *off,
+                    &t.key_path("summary_quantiles"),
+                    format!("{q} is not strictly between 0 and 1"),
+                );
+                return None;
+            }
+            qs.into_iter().map(|(q, _)| q).collect()
+        }
+    };
+    let age = max_age.map_or(d.window.length(), Duration::from_secs);
+    let buckets = age_buckets.map_or(d.window.size(), |b| b as usize);
+    match SummarySpec::new(qs, age, buckets) {
+        Ok(s) => Some(std::sync::Arc::new(s)),
+        Err(e) => {
+            p.at(t.start(), &t.key_path("summary_max_age_secs"), e);
+            None
+        }
+    }
 }
 
 /// Why a series' own `ttl` cannot go with its windows: it would expire

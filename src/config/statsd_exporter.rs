@@ -23,11 +23,9 @@
 //! | `observer_type: histogram`, `histogram_options.buckets` | a Prometheus histogram with these bounds (default: `[series] histogram_buckets`) |
 //! | `scale` | every value multiplied by it (after a timer's milliseconds become seconds), above 0 |
 //! | `help` | the HELP text of the series' cumulative family |
-//! | `observer_type: summary` (explicit), `summary_options`, `histogram_options.native_histogram_*` | refused, with why (not available yet) |
-//!
-//! statsd_exporter's **default** `observer_type` is `summary`: a rule that
-//! does not set it publishes timers as summaries there, and as histograms
-//! here (a warning says how many rules do).
+//! | `observer_type: summary` or unset (statsd_exporter's default), `summary_options` | a Prometheus summary: quantiles over `max_age` in `age_buckets` (a DDSketch per bucket, 1% relative error whatever `error` says; `buf_cap` read, no effect) |
+//! | `defaults` for unmapped names | a last rule `**` with the defaults' observer type, `ttl` and buckets, as statsd_exporter gives them to names no rule maps |
+//! | `histogram_options.native_histogram_*` | refused, with why (issue #20) |
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -37,7 +35,7 @@ use saphyr::{LoadableYamlNode, MarkedYaml, Scalar, YamlData};
 
 use super::go_template;
 use super::yaml::{go_duration, type_name, Reader, YamlProblem};
-use super::{Action, KindSet, Mapping};
+use super::{Action, KindSet, Mapping, SummarySpec};
 use crate::mapping::{Glob, Matcher, NameRegex, Template};
 use crate::parse::MetricKind;
 
@@ -76,6 +74,13 @@ pub struct Rule {
     pub scale: Option<f64>,
     /// `help`.
     pub help: Option<String>,
+    /// A summary (`observer_type: summary`, statsd_exporter's default) and
+    /// its options; `None`: a histogram on `buckets`.
+    pub summary: Option<SummarySpec>,
+    /// The rule made of `defaults` for the names no rule maps (statsd_exporter
+    /// gives them the defaults' observer type, ttl and buckets): `**`, no
+    /// rename.
+    pub unmapped: bool,
 }
 
 /// A rule's pattern, in rollstat's syntax.
@@ -111,6 +116,7 @@ const RULE_KEYS: &[&str] = &[
     "histogram_options",
     "scale",
 ];
+const SUMMARY_KEYS: &[&str] = &["quantiles", "max_age", "age_buckets", "buf_cap"];
 const HISTOGRAM_KEYS: &[&str] = &[
     "buckets",
     "native_histogram_bucket_factor",
@@ -124,7 +130,18 @@ struct Defaults {
     unordered: bool,
     ttl: Option<Duration>,
     buckets: Option<Vec<f64>>,
-    histogram: bool,
+    /// `observer_type`: `Some(true)` histogram, `Some(false)` summary.
+    histogram: Option<bool>,
+    summary: SummaryOptions,
+}
+
+/// `summary_options`, as written (a rule's unset fields fall back to
+/// `defaults`, then to statsd_exporter's own defaults).
+#[derive(Clone, Default)]
+struct SummaryOptions {
+    quantiles: Option<Vec<f64>>,
+    max_age: Option<Duration>,
+    age_buckets: Option<usize>,
 }
 
 /// Reads the text of a statsd_exporter mapping file: every problem found,
@@ -147,7 +164,6 @@ pub fn parse(text: &str) -> Result<ExporterRules, Vec<YamlProblem>> {
     }
     let mut defaults = Defaults::default();
     let mut rules = Vec::new();
-    let mut summary_default = 0;
     if let Some(doc) = docs.first() {
         let entries = r.entries(doc, "");
         // `defaults` first wherever it is written: it applies to every rule.
@@ -160,7 +176,7 @@ pub fn parse(text: &str) -> Result<ExporterRules, Vec<YamlProblem>> {
         }
         for (k, _, v) in &entries {
             if k == "mappings" {
-                rules = read_rules(&mut r, v, &defaults, &mut summary_default);
+                rules = read_rules(&mut r, v, &defaults);
             }
         }
     }
@@ -169,10 +185,15 @@ pub fn parse(text: &str) -> Result<ExporterRules, Vec<YamlProblem>> {
         return Err(r.problems);
     }
     let mut warnings = Vec::new();
-    if summary_default > 0 && !defaults.histogram {
-        warnings.push(format!(
-            "{summary_default} rule(s) set no observer_type: statsd_exporter publishes their timers, histograms and distributions as summaries (its default); rollstat publishes Prometheus histograms (`_bucket`, `_sum`, `_count`): queries of `{{quantile=...}}` become histogram_quantile(q, rate(name_bucket[5m])); set `defaults: {{observer_type: histogram}}` to say so in the file"
-        ));
+    if let Some(rule) = unmapped_rule(&mut r, &defaults) {
+        rules.push(rule);
+    }
+    if !r.problems.is_empty() {
+        r.problems.sort_by_key(|p| p.line);
+        return Err(r.problems);
+    }
+    if rules.iter().any(|r| r.summary.is_some()) {
+        warnings.push("summaries: rollstat's quantiles are within 1% of the true value (a DDSketch), whatever `error` a quantile objective asks (statsd_exporter's is a rank error); `buf_cap` has no effect".to_string());
     }
     Ok(ExporterRules { rules, warnings })
 }
@@ -187,19 +208,14 @@ fn read_defaults(r: &mut Reader, node: &MarkedYaml<'_>) -> Defaults {
             "ttl" => d.ttl = read_ttl(r, v, &key),
             "observer_type" => d.histogram = read_observer(r, v, &key),
             "histogram_options" => d.buckets = read_histogram(r, v, &key),
-            "summary_options" => refuse_summary(r, line, &key),
+            "summary_options" => d.summary = read_summary_options(r, v, &key),
             _ => r.unknown(line, &key, DEFAULT_KEYS),
         }
     }
     d
 }
 
-fn read_rules(
-    r: &mut Reader,
-    node: &MarkedYaml<'_>,
-    d: &Defaults,
-    summary_default: &mut usize,
-) -> Vec<Rule> {
+fn read_rules(r: &mut Reader, node: &MarkedYaml<'_>, d: &Defaults) -> Vec<Rule> {
     let items: Vec<&MarkedYaml<'_>> = match &node.data {
         YamlData::Sequence(items) => items.iter().collect(),
         YamlData::Value(Scalar::Null) => Vec::new(),
@@ -220,10 +236,7 @@ fn read_rules(
     for (i, item) in items.into_iter().enumerate() {
         let line = item.span.start.line();
         let path = format!("mappings[{i}]");
-        if let Some((rule, regex, observer_set)) = read_rule(r, item, &path, line, d) {
-            if !observer_set {
-                *summary_default += 1;
-            }
+        if let Some((rule, regex)) = read_rule(r, item, &path, line, d) {
             if regex {
                 regexes.push(rule);
             } else {
@@ -246,15 +259,14 @@ fn read_rules(
 }
 
 /// One rule: with, for a glob, its specificity key (per part: literal 0,
-/// `*` 1); whether it is a regex; whether it set `observer_type`.
-#[allow(clippy::type_complexity)]
+/// `*` 1); whether it is a regex.
 fn read_rule(
     r: &mut Reader,
     node: &MarkedYaml<'_>,
     path: &str,
     line: usize,
     d: &Defaults,
-) -> Option<((Rule, Vec<u8>), bool, bool)> {
+) -> Option<((Rule, Vec<u8>), bool)> {
     let before = r.problems.len();
     let mut matched = None;
     let mut regex = d.regex;
@@ -265,7 +277,10 @@ fn read_rule(
     let mut kinds = None;
     let mut ttl = d.ttl;
     let mut buckets = None;
-    let mut observer_set = false;
+    let mut observer = None;
+    let mut summary_options = None;
+    let mut histogram_line = None;
+    let mut summary_line = None;
     let mut scale = None;
     let mut help = None;
     for (k, kline, v) in r.entries(node, path) {
@@ -316,12 +331,15 @@ fn read_rule(
                     }
                 }
             }
-            "observer_type" => {
-                observer_set = true;
-                read_observer(r, v, &key);
+            "observer_type" => observer = read_observer(r, v, &key),
+            "histogram_options" => {
+                histogram_line = Some(kline);
+                buckets = read_histogram(r, v, &key);
             }
-            "histogram_options" => buckets = read_histogram(r, v, &key),
-            "summary_options" => refuse_summary(r, kline, &key),
+            "summary_options" => {
+                summary_line = Some(kline);
+                summary_options = Some(read_summary_options(r, v, &key));
+            }
             "scale" => {
                 scale = match &v.data {
                     YamlData::Value(Scalar::Integer(n)) => Some(*n as f64),
@@ -398,6 +416,20 @@ fn read_rule(
         );
         return None;
     }
+    // statsd_exporter: the rule's observer type, else the defaults', else
+    // a summary; options of the other kind are an error.
+    let histogram = observer.or(d.histogram).unwrap_or(false);
+    match (histogram, summary_line, histogram_line) {
+        (true, Some(l), _) => r.at(l, &format!("{path}.summary_options"), "cannot use histogram observer and summary options at the same time"),
+        (false, _, Some(l)) => r.at(l, &format!("{path}.histogram_options"), "cannot use summary observer and histogram options at the same time (statsd_exporter's default observer_type is summary: set observer_type: histogram)"),
+        _ => {}
+    }
+    let summary = (!histogram)
+        .then(|| summary_spec(r, line, path, summary_options.as_ref(), &d.summary))
+        .flatten();
+    if r.problems.len() > before {
+        return None;
+    }
     let rule = Rule {
         line,
         pattern,
@@ -407,11 +439,155 @@ fn read_rule(
         labels: labels.into_iter().map(|(k, v, _)| (k, v)).collect(),
         honor_labels,
         ttl,
-        buckets: buckets.or_else(|| d.buckets.clone()),
+        buckets: if histogram {
+            buckets.or_else(|| d.buckets.clone())
+        } else {
+            None
+        },
         scale,
         help: help.filter(|h| !h.is_empty()),
+        summary,
+        unmapped: false,
     };
-    Some(((rule, spec), regex, observer_set || d.histogram))
+    Some(((rule, spec), regex))
+}
+
+/// The summary of a rule whose options are `own` (unset fields from
+/// `defaults`, then statsd_exporter's: 0.5, 0.9, 0.99 over 10 minutes in
+/// 5 buckets).
+fn summary_spec(
+    r: &mut Reader,
+    line: usize,
+    path: &str,
+    own: Option<&SummaryOptions>,
+    defaults: &SummaryOptions,
+) -> Option<SummarySpec> {
+    let d = SummarySpec::exporter_default();
+    let own = own.cloned().unwrap_or_default();
+    let quantiles = own
+        .quantiles
+        .or_else(|| defaults.quantiles.clone())
+        .unwrap_or_else(|| d.quantiles.clone());
+    let max_age = own
+        .max_age
+        .or(defaults.max_age)
+        .unwrap_or(d.window.length());
+    let age_buckets = own
+        .age_buckets
+        .or(defaults.age_buckets)
+        .unwrap_or(d.window.size());
+    match SummarySpec::new(quantiles, max_age, age_buckets) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            r.at(
+                line,
+                &format!("{path}.summary_options"),
+                format!("max_age / age_buckets: {e}"),
+            );
+            None
+        }
+    }
+}
+
+/// `summary_options`: `quantiles` (`- quantile: 0.5` with an `error`),
+/// `max_age` (a Go duration), `age_buckets`, `buf_cap` (read, no effect).
+fn read_summary_options(r: &mut Reader, node: &MarkedYaml<'_>, path: &str) -> SummaryOptions {
+    let mut o = SummaryOptions::default();
+    for (k, line, v) in r.entries(node, path) {
+        let key = format!("{path}.{k}");
+        match k.as_str() {
+            "quantiles" => {
+                let YamlData::Sequence(items) = &v.data else {
+                    r.at(
+                        line,
+                        &key,
+                        format!(
+                            "expected a list of `- quantile: 0.5` entries, found {}",
+                            type_name(v)
+                        ),
+                    );
+                    continue;
+                };
+                let mut qs = Vec::new();
+                for (i, item) in items.iter().enumerate() {
+                    let ikey = format!("{key}[{i}]");
+                    for (ik, iline, iv) in r.entries(item, &ikey) {
+                        let number = match &iv.data {
+                            YamlData::Value(Scalar::Integer(n)) => Some(*n as f64),
+                            YamlData::Value(Scalar::FloatingPoint(f)) => Some(f.into_inner()),
+                            _ => None,
+                        };
+                        match (ik.as_str(), number) {
+                            ("quantile", Some(q)) if q > 0.0 && q < 1.0 => qs.push(q),
+                            ("quantile", _) => r.at(
+                                iline,
+                                &format!("{ikey}.quantile"),
+                                "a number strictly between 0 and 1",
+                            ),
+                            ("error", Some(e)) if (0.0..1.0).contains(&e) => {}
+                            ("error", _) => {
+                                r.at(iline, &format!("{ikey}.error"), "a number in [0, 1)")
+                            }
+                            _ => r.unknown(iline, &format!("{ikey}.{ik}"), &["quantile", "error"]),
+                        }
+                    }
+                }
+                // statsd_exporter takes the defaults' for an empty list.
+                if !qs.is_empty() {
+                    o.quantiles = Some(qs);
+                }
+            }
+            "max_age" => {
+                o.max_age = read_ttl(r, v, &key).filter(|d| !d.is_zero());
+            }
+            "age_buckets" | "buf_cap" => match &v.data {
+                YamlData::Value(Scalar::Integer(n)) if *n >= 0 && *n <= 1000 => {
+                    if k == "age_buckets" && *n > 0 {
+                        o.age_buckets = Some(*n as usize);
+                    }
+                }
+                _ => r.at(
+                    line,
+                    &key,
+                    format!(
+                        "expected a whole number from 0 to 1000, found {}",
+                        type_name(v)
+                    ),
+                ),
+            },
+            _ => r.unknown(line, &key, SUMMARY_KEYS),
+        }
+    }
+    o
+}
+
+/// The rule statsd_exporter's `defaults` make for the names no rule maps:
+/// their observer type (a summary unless `defaults.observer_type` says
+/// histogram), `ttl` and buckets. `None` when it changes nothing.
+fn unmapped_rule(r: &mut Reader, d: &Defaults) -> Option<Rule> {
+    let histogram = d.histogram.unwrap_or(false);
+    let summary = (!histogram)
+        .then(|| summary_spec(r, 0, "defaults", None, &d.summary))
+        .flatten();
+    let buckets = if histogram { d.buckets.clone() } else { None };
+    if histogram && buckets.is_none() && d.ttl.is_none() {
+        return None;
+    }
+    Some(Rule {
+        line: 0,
+        pattern: Pattern::Glob("**".into()),
+        kinds: None,
+        drop: false,
+        name: String::new(),
+        labels: Vec::new(),
+        honor_labels: false,
+        ttl: d.ttl,
+        buckets,
+        scale: None,
+        help: None,
+        summary,
+        unmapped: true,
+    })
 }
 
 fn read_match_type(r: &mut Reader, v: &MarkedYaml<'_>, key: &str) -> bool {
@@ -429,28 +605,22 @@ fn read_match_type(r: &mut Reader, v: &MarkedYaml<'_>, key: &str) -> bool {
     }
 }
 
-/// `observer_type`: whether it says `histogram`; `summary` is refused.
-fn read_observer(r: &mut Reader, v: &MarkedYaml<'_>, key: &str) -> bool {
+/// `observer_type`: `Some(true)` for `histogram`, `Some(false)` for
+/// `summary` (or blank, statsd_exporter's default).
+fn read_observer(r: &mut Reader, v: &MarkedYaml<'_>, key: &str) -> Option<bool> {
     match r.string(v, key).as_deref() {
-        Some("histogram") => true,
-        Some("summary" | "") => {
-            r.at(v.span.start.line(), key, "summaries are not available in rollstat yet: timers, histograms and distributions are published as Prometheus histograms (and as windowed quantiles in rollstat_window_quantile); use observer_type: histogram");
-            false
-        }
+        Some("histogram") => Some(true),
+        Some("summary" | "") => Some(false),
         Some(other) => {
             r.at(
                 v.span.start.line(),
                 key,
-                format!("invalid observer type '{other}'; use histogram"),
+                format!("invalid observer type '{other}'; use histogram or summary"),
             );
-            false
+            None
         }
-        None => false,
+        None => None,
     }
-}
-
-fn refuse_summary(r: &mut Reader, line: usize, key: &str) {
-    r.at(line, key, "summaries are not available in rollstat yet (timers, histograms and distributions are Prometheus histograms); remove summary_options and use observer_type: histogram");
 }
 
 fn read_ttl(r: &mut Reader, v: &MarkedYaml<'_>, key: &str) -> Option<Duration> {
@@ -596,7 +766,11 @@ impl Rule {
             } else {
                 Action::Keep
             },
-            rename: Some(tpl(&self.name)?),
+            rename: if self.unmapped {
+                None
+            } else {
+                Some(tpl(&self.name)?)
+            },
             labels: self
                 .labels
                 .iter()
@@ -609,6 +783,7 @@ impl Rule {
             histogram_buckets: self.buckets.clone().map(Into::into),
             scale: self.scale,
             help: self.help.as_deref().map(Into::into),
+            summary: self.summary.clone().map(std::sync::Arc::new),
             pattern: matcher,
         })
     }
@@ -617,7 +792,11 @@ impl Rule {
     #[must_use]
     pub fn to_toml(&self, source: &str) -> String {
         let q = |s: &str| toml::Value::String(s.to_string()).to_string();
-        let mut out = format!("# {source}, line {}\n[[mappings]]\n", self.line);
+        let mut out = if self.unmapped {
+            format!("# {source}: its defaults, for the names no rule above maps\n[[mappings]]\n")
+        } else {
+            format!("# {source}, line {}\n[[mappings]]\n", self.line)
+        };
         match &self.pattern {
             Pattern::Glob(g) => {
                 let _ = writeln!(out, "match = {}", q(g));
@@ -632,7 +811,9 @@ impl Rule {
         if self.drop {
             out.push_str("action = \"drop\"\n");
         }
-        let _ = writeln!(out, "rename = {}", q(&self.name));
+        if !self.unmapped {
+            let _ = writeln!(out, "rename = {}", q(&self.name));
+        }
         if !self.labels.is_empty() {
             let pairs: Vec<String> = self
                 .labels
@@ -656,6 +837,22 @@ impl Rule {
         }
         if let Some(h) = &self.help {
             let _ = writeln!(out, "help = {}", q(h));
+        }
+        if let Some(sm) = &self.summary {
+            out.push_str("observer = \"summary\"\n");
+            let qs: Vec<String> = sm
+                .quantiles
+                .iter()
+                .map(|v| toml::Value::Float(*v).to_string())
+                .collect();
+            let _ = writeln!(out, "summary_quantiles = [{}]", qs.join(", "));
+            let age = sm.window.length();
+            let _ = writeln!(
+                out,
+                "summary_max_age_secs = {}",
+                age.as_secs() + u64::from(age.subsec_nanos() > 0)
+            );
+            let _ = writeln!(out, "summary_age_buckets = {}", sm.window.size());
         }
         if let Some(b) = &self.buckets {
             let vals: Vec<String> = b

@@ -124,6 +124,9 @@ pub(crate) enum Cumulative {
     Gauge,
     /// `<name>_bucket/_sum/_count` (timers in seconds).
     Histogram,
+    /// `<name>{quantile="0.5"}`, `<name>_sum`, `<name>_count`: a timer,
+    /// histogram or distribution under a rule's `observer = "summary"`.
+    Summary,
 }
 
 impl Cumulative {
@@ -145,6 +148,7 @@ impl Cumulative {
     pub(crate) fn of_series(meta: &SeriesMeta) -> Option<Cumulative> {
         match Cumulative::of(meta.kind) {
             Some(Cumulative::Counter) if meta.counter_as_is => Some(Cumulative::CounterAsIs),
+            Some(Cumulative::Histogram) if meta.summary.is_some() => Some(Cumulative::Summary),
             other => other,
         }
     }
@@ -154,7 +158,10 @@ impl Cumulative {
     pub(crate) fn suffix(self) -> &'static str {
         match self {
             Cumulative::Counter => "_total",
-            Cumulative::CounterAsIs | Cumulative::Gauge | Cumulative::Histogram => "",
+            Cumulative::CounterAsIs
+            | Cumulative::Gauge
+            | Cumulative::Histogram
+            | Cumulative::Summary => "",
         }
     }
 
@@ -180,6 +187,7 @@ impl Cumulative {
             Cumulative::Counter | Cumulative::CounterAsIs => "counter",
             Cumulative::Gauge => "gauge",
             Cumulative::Histogram => "histogram",
+            Cumulative::Summary => "summary",
         }
     }
 
@@ -189,6 +197,7 @@ impl Cumulative {
             Cumulative::Counter | Cumulative::CounterAsIs => MetricType::COUNTER,
             Cumulative::Gauge => MetricType::GAUGE,
             Cumulative::Histogram => MetricType::HISTOGRAM,
+            Cumulative::Summary => MetricType::SUMMARY,
         }
     }
 
@@ -208,9 +217,13 @@ impl Cumulative {
                 " (sum of increments, weighted by 1/sample_rate).",
             ),
             (Cumulative::Gauge, _) => ("statsd gauge ", "."),
-            (Cumulative::Histogram, MetricKind::Timer) => ("statsd timer ", " in seconds."),
-            (Cumulative::Histogram, MetricKind::Histogram) => ("statsd histogram ", "."),
-            (Cumulative::Histogram, _) => ("statsd distribution ", "."),
+            (Cumulative::Histogram | Cumulative::Summary, MetricKind::Timer) => {
+                ("statsd timer ", " in seconds.")
+            }
+            (Cumulative::Histogram | Cumulative::Summary, MetricKind::Histogram) => {
+                ("statsd histogram ", ".")
+            }
+            (Cumulative::Histogram | Cumulative::Summary, _) => ("statsd distribution ", "."),
         }
     }
 }
@@ -222,7 +235,8 @@ pub(crate) enum CumulativeValue<'a> {
     Counter(f64),
     /// `<name>`: the gauge's current value.
     Gauge(f64),
-    /// `<name>_bucket`, `_sum`, `_count`.
+    /// `<name>_bucket`, `_sum`, `_count`; a summary's `{quantile}`
+    /// samples with its `_sum` and `_count`.
     Histogram(HistogramValues<'a>),
 }
 

@@ -94,7 +94,7 @@ pub fn collect_series(registry: &Registry, now: crate::Timestamp) -> Vec<MetricF
             .map(|i| state.window_view(i, now, &plan.quantiles))
             .collect();
         series.push((meta.clone(), views));
-        push_cumulative(&mut cumulative, meta, state);
+        push_cumulative(&mut cumulative, meta, state, now);
     });
     series.sort_unstable_by(|(a, _), (b, _)| {
         a.labels
@@ -143,7 +143,12 @@ fn push_windowed(out: &mut [Vec<Metric>; 8], meta: &SeriesMeta, window: &str, v:
     }
 }
 
-fn push_cumulative(out: &mut BTreeMap<String, Family>, meta: &SeriesMeta, state: &SeriesState) {
+fn push_cumulative(
+    out: &mut BTreeMap<String, Family>,
+    meta: &SeriesMeta,
+    state: &SeriesState,
+    now: crate::Timestamp,
+) {
     let (Some(family), Some(value)) = (
         Cumulative::of_series(meta),
         CumulativeValue::of(meta, state),
@@ -154,6 +159,29 @@ fn push_cumulative(out: &mut BTreeMap<String, Family>, meta: &SeriesMeta, state:
     let metric = match value {
         CumulativeValue::Counter(total) => counter(labels, total),
         CumulativeValue::Gauge(value) => gauge(labels, value),
+        CumulativeValue::Histogram(v) if family == Cumulative::Summary => {
+            let qs = meta.summary.as_ref().map_or(&[][..], |s| &s.quantiles[..]);
+            let mut sm = prometheus::proto::Summary::default();
+            sm.set_quantile(
+                state
+                    .summary_quantiles(qs, now)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(q, x)| {
+                        let mut pq = prometheus::proto::Quantile::default();
+                        pq.set_quantile(q);
+                        pq.set_value(x);
+                        pq
+                    })
+                    .collect(),
+            );
+            sm.set_sample_count(v.count());
+            sm.set_sample_sum(v.sum());
+            let mut m = Metric::default();
+            m.set_summary(sm);
+            m.set_label(labels);
+            m
+        }
         CumulativeValue::Histogram(v) => {
             let mut h = Histogram::default();
             let buckets = v

@@ -261,10 +261,10 @@ impl<'q> Partial<'q> {
                 }
             }
         }
-        self.add_cumulative(meta, state);
+        self.add_cumulative(meta, state, now);
     }
 
-    fn add_cumulative(&mut self, meta: &SeriesMeta, state: &SeriesState) {
+    fn add_cumulative(&mut self, meta: &SeriesMeta, state: &SeriesState, now: Timestamp) {
         let (Some(family), Some(value)) = (
             Cumulative::of_series(meta),
             CumulativeValue::of(meta, state),
@@ -315,6 +315,40 @@ impl<'q> Partial<'q> {
                 out.push(b' ');
                 number(out, value);
                 out.push(b'\n');
+            }
+            CumulativeValue::Histogram(h) if family == Cumulative::Summary => {
+                // `{quantile="q"}` over the summary's window (left out
+                // while it holds nothing, never NaN), then `_sum` and
+                // `_count` since birth.
+                let qs = meta.summary.as_ref().map_or(&[][..], |s| &s.quantiles[..]);
+                for (q, v) in state.summary_quantiles(qs, now).unwrap_or_default() {
+                    out.extend_from_slice(name);
+                    out.push(b'{');
+                    if !tags.is_empty() {
+                        out.extend_from_slice(&tags[1..]);
+                        out.push(b',');
+                    }
+                    out.extend_from_slice(b"quantile=\"");
+                    out.extend_from_slice(format_q(q).as_bytes());
+                    out.extend_from_slice(b"\"} ");
+                    number(out, v);
+                    out.push(b'\n');
+                }
+                if h.shows_sum(format) {
+                    out.extend_from_slice(name);
+                    out.extend_from_slice(b"_sum");
+                    braces(out);
+                    out.push(b' ');
+                    number(out, h.sum());
+                    out.push(b'\n');
+                    out.extend_from_slice(name);
+                    out.extend_from_slice(b"_count");
+                    braces(out);
+                    out.push(b' ');
+                    integer(out, h.count());
+                    out.push(b'\n');
+                }
+                created(out);
             }
             CumulativeValue::Histogram(h) => {
                 let bucket = |out: &mut Vec<u8>, le: &dyn Fn(&mut Vec<u8>), count: u64| {

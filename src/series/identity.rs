@@ -39,6 +39,9 @@ pub struct SeriesMeta {
     /// cumulative_names = "statsd_exporter"` and a name not ending in
     /// `_total`).
     pub counter_as_is: bool,
+    /// Published as a Prometheus summary (a mapping rule's `observer =
+    /// "summary"`): its quantiles and the window they are read over.
+    pub summary: Option<Arc<crate::config::SummarySpec>>,
     /// Whether its windows are shared with the fleet (mapping `shared`).
     pub shared: bool,
     /// Its published identity as a number ([`fleet_hash`] of its Prometheus

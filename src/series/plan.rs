@@ -58,6 +58,8 @@ pub(super) struct Resolved {
     pub(super) help: Option<Arc<str>>,
     /// A counter published under its own name, as statsd_exporter does.
     pub(super) counter_as_is: bool,
+    /// A timer, histogram or distribution published as a summary.
+    pub(super) summary: Option<Arc<crate::config::SummarySpec>>,
 }
 
 impl Plan {
@@ -150,6 +152,9 @@ impl Plan {
             scale: rule.and_then(|m| m.scale).unwrap_or(1.0),
             help: rule.and_then(|m| m.help.clone()),
             counter_as_is,
+            summary: rule
+                .and_then(|m| m.summary.clone())
+                .filter(|_| crate::config::KindSet::OBSERVER.contains(kind)),
         })
     }
 

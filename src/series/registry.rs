@@ -263,6 +263,9 @@ impl Registry {
             meta.histogram_buckets.len(),
             now,
         );
+        if let Some(spec) = &meta.summary {
+            state.start_summary(spec.window, now);
+        }
         let folded = match state.apply(s, &meta.histogram_buckets, meta.scale, now) {
             Ok(f) => f,
             Err(_) => {
@@ -378,13 +381,18 @@ impl Registry {
             prom_name,
             labels: r.labels,
             windows: plan.window_names(&r.window_ids),
-            histogram_buckets: r
-                .histogram_buckets
-                .unwrap_or_else(|| plan.histogram_buckets.clone()),
+            // A summary keeps no buckets (its sum and count only).
+            histogram_buckets: if r.summary.is_some() {
+                Arc::from([])
+            } else {
+                r.histogram_buckets
+                    .unwrap_or_else(|| plan.histogram_buckets.clone())
+            },
             ttl: r.ttl,
             scale: r.scale,
             help: r.help,
             counter_as_is: r.counter_as_is,
+            summary: r.summary,
             shared: false,
             id: identity,
             created: now,

@@ -82,7 +82,9 @@ impl Registry {
     ///   total, gauge value, histogram, set samples) are kept, and so are the
     ///   series' histogram bounds, which cannot be re-bucketed; a rule's new
     ///   `ttl` applies to it from now;
-    /// * dropped, renamed or relabelled: removed, its identity freed; its
+    /// * dropped, renamed or relabelled, or another kind of family (a
+    ///   summary rule or its options changed; statsd_exporter counter names
+    ///   turned on or off): removed, its identity freed; its
     ///   next line starts it fresh under the new rules;
     /// * a drop-rule marker is kept while the rules still drop it, else
     ///   removed.
@@ -163,7 +165,11 @@ fn decide(plan: &Plan, key: &[u8], was: &SeriesMeta) -> Decision {
         Some(r)
             if r.metric == was.metric
                 && *r.prom_name == *was.prom_name
-                && r.labels == was.labels =>
+                && r.labels == was.labels
+                // A family that becomes a summary (or stops being one), or
+                // a counter named otherwise, is another family: born again.
+                && r.summary == was.summary
+                && r.counter_as_is == was.counter_as_is =>
         {
             Decision::Check(r)
         }

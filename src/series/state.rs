@@ -10,7 +10,7 @@ use crate::stats::{Totals, WindowStats};
 use crate::window::bucket::{
     Bucket, Distinct, Distribution, Observation, Summary, Tally, UnitTally,
 };
-use crate::window::{Layout, Windows};
+use crate::window::{Layout, RollingWindow, Windows};
 
 /// Per-type state of a series. Its windows share one ring per bucket
 /// interval ([`Windows`]); each type's bucket holds what its families read:
@@ -162,6 +162,9 @@ pub struct CumulativeHistogram {
     /// Whether a negative value was observed: then `sum` may go down, and
     /// OpenMetrics leaves it out (its `_sum` is a counter).
     pub saw_negative: bool,
+    /// A summary's window: the values of its last `max_age`, for its
+    /// quantiles (`None` unless the series is published as a summary).
+    pub summary: Option<RollingWindow<Distribution>>,
 }
 
 impl CumulativeHistogram {
@@ -171,6 +174,7 @@ impl CumulativeHistogram {
             sum: 0.0,
             count: 0.0,
             saw_negative: false,
+            summary: None,
         }
     }
 
@@ -184,6 +188,31 @@ impl CumulativeHistogram {
 }
 
 impl SeriesState {
+    /// Publishes the series as a summary whose quantiles are read over
+    /// `window` (epoch-aligned, from now; empty). Only timers, histograms
+    /// and distributions have one; others are left alone.
+    pub fn start_summary(&mut self, window: crate::window::WindowSpec, now: Timestamp) {
+        if let SeriesState::Distribution { histogram, .. } = self {
+            histogram.summary = Some(RollingWindow::epoch_aligned(window, now));
+        }
+    }
+
+    /// A summary's quantiles at `now` (those its window can tell: none
+    /// while it holds no value), with its window's spec; `None` unless the
+    /// series is a summary.
+    #[must_use]
+    pub fn summary_quantiles(&self, qs: &[f64], now: Timestamp) -> Option<Vec<(f64, f64)>> {
+        let SeriesState::Distribution { histogram, .. } = self else {
+            return None;
+        };
+        let d = histogram.summary.as_ref()?.reduce(now);
+        Some(
+            qs.iter()
+                .filter_map(|&q| Some((q, d.quantile(q)?)))
+                .collect(),
+        )
+    }
+
     /// Moves the windows to `layout` (a reload changed them), keeping
     /// every cumulative value: [`Windows::relayout`].
     pub fn relayout(&mut self, layout: Arc<Layout>, now: Timestamp) {
@@ -327,6 +356,9 @@ impl SeriesState {
                     let v = base(raw);
                     histogram.observe(bounds, v, weight);
                     windows.add(Observation { value: v, weight }, now);
+                    if let Some(w) = &mut histogram.summary {
+                        w.add(Observation { value: v, weight }, now);
+                    }
                 }
                 Ok(Folded::Stored)
             }

@@ -223,7 +223,7 @@ fn check_config_names_the_mapping_files_line_and_key() {
     let file = dir.path().join("mapping.yml");
     std::fs::write(
         &file,
-        "mappings:\n- match: a.*\n  name: a\n  observer_type: summary\n- match: b.*\n  name: b\n  colour: blue\n",
+        "mappings:\n- match: a.*\n  name: a\n  observer_type: histogram\n  summary_options:\n    max_age: 1m\n- match: b.*\n  name: b\n  colour: blue\n",
     )
     .unwrap();
     let cfg = dir.path().join("config.toml");
@@ -240,8 +240,8 @@ fn check_config_names_the_mapping_files_line_and_key() {
     assert_eq!(out.status.code(), Some(2), "{}{}", out.stdout, out.stderr);
     let f = file.display().to_string();
     for want in [
-        format!("{f}:4: `mappings[0].observer_type`: summaries are not available"),
-        format!("{f}:7: `mappings[1].colour`: unknown key"),
+        format!("{f}:5: `mappings[0].summary_options`: cannot use histogram observer and summary options"),
+        format!("{f}:9: `mappings[1].colour`: unknown key"),
     ] {
         assert!(out.stderr.contains(&want), "{want} in\n{}", out.stderr);
     }
@@ -258,10 +258,11 @@ fn check_config_names_the_mapping_files_line_and_key() {
     );
     assert_eq!(out.status.code(), Some(2));
     assert!(out.stdout.is_empty(), "{}", out.stdout);
-    assert!(out.stderr.contains(&format!("{f}:4:")), "{}", out.stderr);
+    assert!(out.stderr.contains(&format!("{f}:5:")), "{}", out.stderr);
 
-    // A good file: check-config says how many rules it read, and warns
-    // about the summaries statsd_exporter would have published.
+    // A good file: check-config says how many rules it read (the rule, and
+    // the defaults' rule for unmapped names), and notes how its summaries'
+    // quantiles differ from statsd_exporter's.
     std::fs::write(&file, "mappings:\n- match: a.*\n  name: a\n").unwrap();
     let out = run(
         rollstat().arg("check-config").arg(&cfg),
@@ -269,7 +270,7 @@ fn check_config_names_the_mapping_files_line_and_key() {
         Duration::from_secs(10),
     );
     assert!(out.status.success(), "{}{}", out.stdout, out.stderr);
-    assert!(out.stdout.contains("1 rule(s)"), "{}", out.stdout);
+    assert!(out.stdout.contains("2 rule(s)"), "{}", out.stdout);
     assert!(out.stderr.contains("summaries"), "{}", out.stderr);
 }
 
@@ -331,4 +332,76 @@ fn statsd_exporter_names_serve_unmapped_counters_as_the_exporter_does() {
         .filter(|l| !l.contains("counter metrics should have \"_total\" suffix"))
         .collect();
     assert!(remarks.is_empty(), "{remarks:?}");
+}
+
+#[test]
+fn timers_are_summaries_when_the_file_says_nothing_as_in_statsd_exporter() {
+    let dir = TempDir::new("se-summary");
+    let file = dir.path().join("mapping.yml");
+    std::fs::write(
+        &file,
+        "mappings:\n- match: api.*.latency\n  name: api_latency_seconds\n  labels:\n    endpoint: $1\n  summary_options:\n    quantiles:\n    - quantile: 0.5\n      error: 0.05\n    - quantile: 0.99\n      error: 0.001\n",
+    )
+    .unwrap();
+    let d = Daemon::start_with(&format!(
+        "{TEST_CONFIG}\n[statsd_exporter]\nmapping_file = \"{}\"\n",
+        file.display()
+    ));
+    // 1..=100 ms on a mapped timer, 10 ms x 3 on an unmapped one.
+    let mut lines: String = (1..=100)
+        .map(|ms| format!("api.users.latency:{ms}|ms\n"))
+        .collect();
+    lines.push_str("db.query:10|ms\ndb.query:10|ms\ndb.query:10|ms\n");
+    for part in lines.lines().collect::<Vec<_>>().chunks(20) {
+        d.send_udp(part.join("\n").as_bytes());
+    }
+    d.wait_lines("udp", 103.0, Duration::from_secs(10));
+    let text = families_text(&d);
+    let value = |series: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("{series} in\n{text}"))
+    };
+    assert!(
+        text.contains("# TYPE api_latency_seconds summary\n"),
+        "{text}"
+    );
+    // DDSketch: within 1% of the true quantile (0.050 s and 0.099 s).
+    let p50 = value(r#"api_latency_seconds{endpoint="users",quantile="0.5"}"#);
+    let p99 = value(r#"api_latency_seconds{endpoint="users",quantile="0.99"}"#);
+    assert!((p50 - 0.050).abs() <= 0.0011, "p50 {p50}");
+    assert!((p99 - 0.099).abs() <= 0.0021, "p99 {p99}");
+    assert!((value(r#"api_latency_seconds_sum{endpoint="users"}"#) - 5.05).abs() < 1e-9);
+    assert_eq!(
+        value(r#"api_latency_seconds_count{endpoint="users"}"#),
+        100.0
+    );
+    assert!(!text.contains("api_latency_seconds_bucket"), "{text}");
+    // Unmapped: a summary with statsd_exporter's default quantiles.
+    assert!(text.contains("# TYPE db_query summary\n"), "{text}");
+    for q in ["0.5", "0.9", "0.99"] {
+        let v = value(&format!("db_query{{quantile=\"{q}\"}}"));
+        assert!((v - 0.010).abs() <= 0.0001, "{q}: {v}");
+    }
+    assert_eq!(value("db_query_count"), 3.0);
+    // promtool reads it as it reads statsd_exporter's.
+    let promtool = crate::support::require_tool("promtool");
+    let out = run(
+        Command::new(promtool).args(["check", "metrics"]),
+        text.as_bytes(),
+        Duration::from_secs(30),
+    );
+    assert!(out.status.success(), "{}{}", out.stdout, out.stderr);
+    // OpenMetrics: the same summary, with `_created`.
+    let om = d
+        .get(
+            "/metrics",
+            &[("Accept", "application/openmetrics-text; version=1.0.0")],
+        )
+        .text();
+    assert!(om.contains("# TYPE api_latency_seconds summary\n"), "{om}");
+    assert!(
+        om.contains("api_latency_seconds_created{endpoint=\"users\"}"),
+        "{om}"
+    );
 }

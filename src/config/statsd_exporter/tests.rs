@@ -79,8 +79,13 @@ fn compiled(r: &ExporterRules) -> Vec<Mapping> {
 fn globs_are_tried_before_regexes_as_statsd_exporter_tries_them() {
     let r = rules();
     let lines: Vec<usize> = r.rules.iter().map(|r| r.line).collect();
-    // The regex (line 7) comes after the four globs.
-    assert_eq!(lines, [15, 22, 29, 37, 7]);
+    // The regex (line 7) comes after the four globs; the defaults' rule for
+    // unmapped names (ttl 1h) last.
+    assert_eq!(lines, [15, 22, 29, 37, 7, 0]);
+    assert!(r.rules[5].unmapped && r.rules[5].pattern == Pattern::Glob("**".into()));
+    assert_eq!(r.rules[5].ttl, Some(Duration::from_secs(3600)));
+    // observer_type: histogram in defaults: no summary, no summary note.
+    assert!(r.rules.iter().all(|r| r.summary.is_none()));
     assert!(r.warnings.is_empty(), "{:?}", r.warnings);
 }
 
@@ -196,11 +201,11 @@ fn what_rollstat_cannot_honour_is_refused_with_its_line_and_why() {
     let file = r#"mappings:
 - match: a.*
   name: a
-  observer_type: summary
+  observer_type: histogram
 - match: b.*
   name: b
   summary_options:
-    max_age: 30s
+    quantiles: [{quantile: 1.5}]
 - match: c.*
   name: c
   scale: -2
@@ -229,8 +234,7 @@ fn what_rollstat_cannot_honour_is_refused_with_its_line_and_why() {
     assert_eq!(
         keys,
         [
-            k(4, "mappings[0].observer_type"),
-            k(7, "mappings[1].summary_options"),
+            k(8, "mappings[1].summary_options.quantiles[0].quantile"),
             k(11, "mappings[2].scale"),
             k(
                 16,
@@ -247,7 +251,7 @@ fn what_rollstat_cannot_honour_is_refused_with_its_line_and_why() {
         "{text}"
     );
     for says in [
-        "summaries are not available",
+        "strictly between 0 and 1",
         "invalid match: e*x.*",
         "didn't set a metric name",
         "invalid regex",
@@ -287,10 +291,41 @@ fn templates_read_as_each_match_type_reads_them() {
 }
 
 #[test]
-fn a_default_summary_is_a_warning_not_a_refusal() {
-    let r = parse("mappings:\n- match: a.*\n  name: a\n").unwrap();
-    assert_eq!(r.warnings.len(), 1);
-    assert!(r.warnings[0].contains("summaries"), "{:?}", r.warnings);
+fn summaries_are_the_default_observer_with_statsd_exporters_options() {
+    let r = parse("defaults:\n  ttl: 30m\n  summary_options:\n    max_age: 1m\nmappings:\n- match: a.*\n  name: a\n- match: b.*\n  name: b\n  summary_options:\n    quantiles:\n    - quantile: 0.75\n      error: 0.01\n    age_buckets: 3\n    buf_cap: 500\n- match: c.*\n  name: c\n  observer_type: histogram\n  histogram_options:\n    buckets: [1, 2]\n").unwrap();
+    let s = |i: usize| r.rules[i].summary.clone();
+    // No observer_type: a summary, statsd_exporter's quantiles, the
+    // defaults' max_age, 5 age buckets.
+    let a = s(0).unwrap();
+    assert_eq!(a.quantiles, [0.5, 0.9, 0.99]);
+    assert_eq!(a.window.length(), Duration::from_secs(60));
+    assert_eq!(a.window.size(), 5);
+    // The rule's own options, the rest from the defaults.
+    let b = s(1).unwrap();
+    assert_eq!(b.quantiles, [0.75]);
+    assert_eq!(
+        (b.window.length(), b.window.size()),
+        (Duration::from_secs(60), 3)
+    );
+    assert!(s(2).is_none() && r.rules[2].buckets.is_some());
+    // Unmapped names: a summary too, and the defaults' ttl.
+    let u = r.rules.last().unwrap();
+    assert!(u.unmapped && u.summary.is_some() && u.ttl == Some(Duration::from_secs(1800)));
+    assert!(r.warnings[0].contains("buf_cap"), "{:?}", r.warnings);
+    // convert-mapping writes them as [[mappings]] keys that read back alike.
+    let toml = r.to_toml(std::path::Path::new("m.yml"));
+    let cfg = Config::parse(&toml).unwrap_or_else(|e| panic!("{e}\n{toml}"));
+    let back: Vec<_> = cfg
+        .mappings
+        .iter()
+        .map(|m| m.summary.as_deref().cloned())
+        .collect();
+    let want: Vec<_> = r.rules.iter().map(|r| r.summary.clone()).collect();
+    assert_eq!(back, want, "{toml}");
+    // Histogram options on a summary rule are statsd_exporter's error too.
+    let (keys, _) =
+        problems("mappings:\n- match: a.*\n  name: a\n  histogram_options:\n    buckets: [1]\n");
+    assert_eq!(keys, [(4, "mappings[0].histogram_options".to_string())]);
 }
 
 /// A temp file holding `text`, removed when dropped.
@@ -313,6 +348,7 @@ impl Drop for Temp {
 #[test]
 fn the_converted_toml_maps_every_name_as_the_file_does() {
     let f = Temp::new("convert", FILE);
+    let n = rules().rules.len();
     let windows = "[[windows]]\nname = \"10s\"\nbuckets = 10\ninterval_ms = 1000\n";
     let from_yaml = Config::parse(&format!(
         "{windows}[statsd_exporter]\nmapping_file = \"{}\"\n",
@@ -322,9 +358,9 @@ fn the_converted_toml_maps_every_name_as_the_file_does() {
     let toml = rules().to_toml(&f.0);
     let from_toml =
         Config::parse(&format!("{windows}{toml}")).unwrap_or_else(|e| panic!("{e}\n{toml}"));
-    assert_eq!(from_yaml.mappings.len(), 5);
-    assert_eq!(from_yaml.statsd_exporter.as_ref().unwrap().rules, 5);
-    assert_eq!(from_toml.mappings.len(), 5);
+    assert_eq!(from_yaml.mappings.len(), n);
+    assert_eq!(from_yaml.statsd_exporter.as_ref().unwrap().rules, n);
+    assert_eq!(from_toml.mappings.len(), n);
     for (name, kind) in [
         (
             "test.dispatcher.FooProcessor.send.success",
@@ -348,6 +384,7 @@ fn the_converted_toml_maps_every_name_as_the_file_does() {
         assert_eq!(a.histogram_buckets, b.histogram_buckets);
         assert_eq!(a.honor_labels, b.honor_labels);
         assert_eq!(a.action, b.action);
+        assert_eq!(a.summary, b.summary);
     }
 }
 
