@@ -104,7 +104,21 @@ impl Footprint {
             + size_of::<QuantileSketch>() as u64
             + size_of::<SparseDDSketch>() as u64
             + sparse::MAX_HEAP_BYTES as u64;
-        let histogram = 48 + (cfg.series.histogram_buckets.len() as u64 + 1) * 8;
+        // The most bounds any rule gives a histogram, and the largest
+        // summary window a rule adds (`observer = "summary"`).
+        let bounds = cfg
+            .mappings
+            .iter()
+            .filter_map(|m| m.histogram_buckets.as_ref().map(|b| b.len()))
+            .fold(cfg.series.histogram_buckets.len(), usize::max);
+        let summary = cfg
+            .mappings
+            .iter()
+            .filter_map(|m| m.summary.as_ref())
+            .map(|s| size_of::<Ring<Distribution>>() as u64 + s.window.size() as u64 * dist_bucket)
+            .max()
+            .unwrap_or(0);
+        let histogram = 48 + (bounds as u64 + 1) * 8 + summary;
         let dist = fixed + histogram + ring(dist_bucket, size_of::<Ring<Distribution>>() as u64);
         Footprint {
             per_series: [counter, gauge, set, dist],
@@ -206,6 +220,19 @@ mod tests {
         assert!(base.per_bucket[3] > 60 * 1024, "{base:?}");
         assert!(base.per_series[3] > base.per_series[2]);
         assert!(base.per_series[2] > base.per_series[0]);
+    }
+
+    #[test]
+    fn a_rules_summary_window_and_buckets_count_in_the_worst_case() {
+        let base = Footprint::of(&Config::default());
+        let cfg = Config::parse(
+            "[[mappings]]\nmatch = \"t.*\"\nobserver = \"summary\"\nsummary_age_buckets = 5\n[[mappings]]\nmatch = \"h.*\"\nhistogram_buckets = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0]\n",
+        )
+        .unwrap();
+        let more = Footprint::of(&cfg);
+        // Five more distribution buckets, and two more bounds.
+        assert!(more.per_series[3] >= base.per_series[3] + 5 * base.per_bucket[3] + 16);
+        assert_eq!(more.per_series[..3], base.per_series[..3]);
     }
 
     #[test]
