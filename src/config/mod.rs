@@ -1237,37 +1237,10 @@ fn read_exporter_file(
     p: &mut Problems<'_>,
     windows: &[NamedWindow],
 ) -> Option<(PathBuf, statsd_exporter::ExporterRules)> {
-    let (path, off) = t.string(p, "mapping_file")?;
-    if path.is_empty() {
-        return None;
-    }
+    let off = t.raw("mapping_file").map_or(t.start(), |v| v.span().start);
     let key = t.key_path("mapping_file");
-    let text = match std::fs::read_to_string(&path) {
-        Ok(text) => text,
-        Err(e) => {
-            p.at(
-                off,
-                &key,
-                format!(
-                    "cannot read `{path}`: {e}; the daemon reads it at start and at every reload"
-                ),
-            );
-            return None;
-        }
-    };
-    let rules = match statsd_exporter::parse(&text) {
-        Ok(rules) => rules,
-        Err(problems) => {
-            for yp in problems {
-                p.at(
-                    off,
-                    &key,
-                    format!("{path}:{}: `{}`: {}", yp.line, yp.key, yp.message),
-                );
-            }
-            return None;
-        }
-    };
+    let (path, rules) =
+        yaml::read_named_file(t, p, "mapping_file", |text, _| statsd_exporter::parse(text))?;
     let mut ok = true;
     for r in &rules.rules {
         let problem = match r.to_mapping() {

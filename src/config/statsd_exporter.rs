@@ -31,10 +31,10 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Duration;
 
-use saphyr::{LoadableYamlNode, MarkedYaml, Scalar, YamlData};
+use saphyr::{MarkedYaml, Scalar, YamlData};
 
 use super::go_template;
-use super::yaml::{go_duration, type_name, Reader, YamlProblem};
+use super::yaml::{go_duration, load_document, type_name, Reader, YamlProblem};
 use super::{Action, KindSet, Mapping, SummarySpec};
 use crate::mapping::{Glob, Matcher, NameRegex, Template};
 use crate::parse::MetricKind;
@@ -148,23 +148,12 @@ struct SummaryOptions {
 /// or its rules.
 pub fn parse(text: &str) -> Result<ExporterRules, Vec<YamlProblem>> {
     let mut r = Reader::default();
-    let docs = match MarkedYaml::load_from_str(text) {
-        Ok(docs) => docs,
-        Err(e) => {
-            r.at(e.marker().line(), "(syntax)", e.info());
-            return Err(r.problems);
-        }
+    let Ok(doc) = load_document(&mut r, text, "a mapping file") else {
+        return Err(r.problems);
     };
-    if docs.len() > 1 {
-        r.at(
-            docs[1].span.start.line(),
-            "(file)",
-            "a mapping file is one YAML document; remove the second `---` and what follows",
-        );
-    }
     let mut defaults = Defaults::default();
     let mut rules = Vec::new();
-    if let Some(doc) = docs.first() {
+    if let Some(doc) = &doc {
         let entries = r.entries(doc, "");
         // `defaults` first wherever it is written: it applies to every rule.
         for (k, line, v) in &entries {

@@ -37,9 +37,9 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use saphyr::{LoadableYamlNode, MarkedYaml, Scalar, YamlData};
+use saphyr::{MarkedYaml, Scalar, YamlData};
 
-use super::yaml::{type_name, Reader, YamlProblem};
+use super::yaml::{load_document, read_named_file, type_name, Reader, YamlProblem};
 
 use super::reader::{Problems, Table};
 use super::{ClientAuth, TlsConfig, TlsVersion};
@@ -117,37 +117,10 @@ pub type WebProblem = YamlProblem;
 /// Reads `web_config_file` from the `[http]` table, and the file it names.
 /// `None` when unset (or `""`) or when the file has problems (recorded).
 pub(super) fn read_web_config(t: &mut Table<'_, '_>, p: &mut Problems<'_>) -> Option<WebConfig> {
-    let (path, off) = t.string(p, "web_config_file")?;
-    if path.is_empty() {
-        return None;
-    }
-    let key = t.key_path("web_config_file");
-    let text = match std::fs::read_to_string(&path) {
-        Ok(text) => text,
-        Err(e) => {
-            p.at(
-                off,
-                &key,
-                format!(
-                    "cannot read `{path}`: {e}; the daemon reads it at start and at every reload"
-                ),
-            );
-            return None;
-        }
-    };
-    match parse(&text, Path::new(&path)) {
-        Ok(web) => Some(web),
-        Err(problems) => {
-            for wp in problems {
-                p.at(
-                    off,
-                    &key,
-                    format!("{path}:{}: `{}`: {}", wp.line, wp.key, wp.message),
-                );
-            }
-            None
-        }
-    }
+    read_named_file(t, p, "web_config_file", |text, path| {
+        parse(text, Path::new(path))
+    })
+    .map(|(_, web)| web)
 }
 
 /// Parses the text of the web config file at `path` (used to resolve the
@@ -162,21 +135,10 @@ pub fn parse(text: &str, path: &Path) -> Result<WebConfig, Vec<WebProblem>> {
         users: Vec::new(),
         headers: Vec::new(),
     };
-    let docs = match MarkedYaml::load_from_str(text) {
-        Ok(docs) => docs,
-        Err(e) => {
-            r.at(e.marker().line(), "(syntax)", e.info());
-            return Err(r.problems);
-        }
+    let Ok(doc) = load_document(&mut r, text, "a web config file") else {
+        return Err(r.problems);
     };
-    if docs.len() > 1 {
-        r.at(
-            docs[1].span.start.line(),
-            "(file)",
-            "a web config file is one YAML document; remove the second `---` and what follows",
-        );
-    }
-    if let Some(doc) = docs.first() {
+    if let Some(doc) = &doc {
         for (k, line, v) in r.entries(doc, "") {
             match k.as_str() {
                 "tls_server_config" => web.tls = read_tls(&mut r, v, line, dir),

@@ -10,7 +10,9 @@
 
 use std::time::Duration;
 
-use saphyr::{MarkedYaml, Scalar, YamlData};
+use saphyr::{LoadableYamlNode, MarkedYaml, Scalar, YamlData};
+
+use super::reader::{Problems, Table};
 
 /// A problem in a YAML file: its line, the YAML key path, what is wrong
 /// (never a secret).
@@ -22,6 +24,74 @@ pub struct YamlProblem {
     pub key: String,
     /// What is wrong and what to do.
     pub message: String,
+}
+
+/// Reads the YAML file that config.toml's `key` (in table `t`) names, and
+/// parses its text with `parse` (given the text and the path): `None` when
+/// the key is unset or `""`, or when the file cannot be read or has
+/// problems, each recorded at the key as `path:line: \`yaml key\`: why`.
+pub(super) fn read_named_file<T>(
+    t: &mut Table<'_, '_>,
+    p: &mut Problems<'_>,
+    key: &str,
+    parse: impl FnOnce(&str, &str) -> Result<T, Vec<YamlProblem>>,
+) -> Option<(String, T)> {
+    let (path, off) = t.string(p, key)?;
+    if path.is_empty() {
+        return None;
+    }
+    let key = t.key_path(key);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) => {
+            p.at(
+                off,
+                &key,
+                format!(
+                    "cannot read `{path}`: {e}; the daemon reads it at start and at every reload"
+                ),
+            );
+            return None;
+        }
+    };
+    match parse(&text, &path) {
+        Ok(v) => Some((path, v)),
+        Err(problems) => {
+            for yp in problems {
+                p.at(
+                    off,
+                    &key,
+                    format!("{path}:{}: `{}`: {}", yp.line, yp.key, yp.message),
+                );
+            }
+            None
+        }
+    }
+}
+
+/// The one YAML document of `text`, read with its lines: `Err` (recorded
+/// in `r`) on a syntax error; a second document is a problem too (`what`
+/// names the file's kind in its message); `None` for an empty file.
+pub(super) fn load_document<'i>(
+    r: &mut Reader,
+    text: &'i str,
+    what: &str,
+) -> Result<Option<MarkedYaml<'i>>, ()> {
+    let docs = match MarkedYaml::load_from_str(text) {
+        Ok(docs) => docs,
+        Err(e) => {
+            r.at(e.marker().line(), "(syntax)", e.info());
+            return Err(());
+        }
+    };
+    if docs.len() > 1 {
+        r.at(
+            docs[1].span.start.line(),
+            "(file)",
+            format!("{what} is one YAML document; remove the second `---` and what follows"),
+        );
+    }
+    Ok(docs.into_iter().next())
 }
 
 /// Collects the problems of one YAML file while its nodes are read.

@@ -31,7 +31,7 @@ pub use super::encode::Format;
 use super::encode::{header, integer, label, number};
 use super::families::{
     format_q, quantile_values, shows_created, windowed_values, Cumulative, CumulativeValue,
-    METRIC_LABEL, QUANTILE_FAMILY, QUANTILE_LABEL, WINDOWED, WINDOW_LABEL,
+    HistogramValues, METRIC_LABEL, QUANTILE_FAMILY, QUANTILE_LABEL, WINDOWED, WINDOW_LABEL,
 };
 use crate::parse::MetricKind;
 use crate::series::{Registry, SeriesMeta, SeriesState};
@@ -295,6 +295,24 @@ impl<'q> Partial<'q> {
                 out.push(b'\n');
             }
         };
+        // A histogram's or summary's `_sum` and `_count` (OpenMetrics
+        // leaves both out once a negative value made `_sum` able to fall).
+        let sum_count = |out: &mut Vec<u8>, h: &HistogramValues<'_>| {
+            if h.shows_sum(format) {
+                out.extend_from_slice(name);
+                out.extend_from_slice(b"_sum");
+                braces(out);
+                out.push(b' ');
+                number(out, h.sum());
+                out.push(b'\n');
+                out.extend_from_slice(name);
+                out.extend_from_slice(b"_count");
+                braces(out);
+                out.push(b' ');
+                integer(out, h.count());
+                out.push(b'\n');
+            }
+        };
         match value {
             CumulativeValue::Counter(total) => {
                 out.extend_from_slice(name);
@@ -334,20 +352,7 @@ impl<'q> Partial<'q> {
                     number(out, v);
                     out.push(b'\n');
                 }
-                if h.shows_sum(format) {
-                    out.extend_from_slice(name);
-                    out.extend_from_slice(b"_sum");
-                    braces(out);
-                    out.push(b' ');
-                    number(out, h.sum());
-                    out.push(b'\n');
-                    out.extend_from_slice(name);
-                    out.extend_from_slice(b"_count");
-                    braces(out);
-                    out.push(b' ');
-                    integer(out, h.count());
-                    out.push(b'\n');
-                }
+                sum_count(out, &h);
                 created(out);
             }
             CumulativeValue::Histogram(h) => {
@@ -369,20 +374,7 @@ impl<'q> Partial<'q> {
                 }
                 let count = h.count();
                 bucket(out, &|o: &mut Vec<u8>| o.extend_from_slice(b"+Inf"), count);
-                if h.shows_sum(format) {
-                    out.extend_from_slice(name);
-                    out.extend_from_slice(b"_sum");
-                    braces(out);
-                    out.push(b' ');
-                    number(out, h.sum());
-                    out.push(b'\n');
-                    out.extend_from_slice(name);
-                    out.extend_from_slice(b"_count");
-                    braces(out);
-                    out.push(b' ');
-                    integer(out, count);
-                    out.push(b'\n');
-                }
+                sum_count(out, &h);
                 created(out);
             }
         }
