@@ -25,6 +25,7 @@
 //! | `help` | the HELP text of the series' cumulative family |
 //! | `observer_type: summary` or unset (statsd_exporter's default), `summary_options` | a Prometheus summary: quantiles over `max_age` in `age_buckets` (a DDSketch per bucket, 1% relative error whatever `error` says; `buf_cap` read, no effect) |
 //! | `defaults` for unmapped names | a last rule `**` with the defaults' observer type, `ttl` and buckets, as statsd_exporter gives them to names no rule maps |
+//! | `timer_type`, top-level `buckets` and `quantiles`, `match_metric_type: timer` (statsd_exporter until 0.29) | read as `observer_type`, `histogram_options.buckets`, `summary_options.quantiles`, `observer` |
 //! | `histogram_options.native_histogram_*` | refused, with why (issue #20) |
 
 use std::fmt::Write as _;
@@ -95,6 +96,9 @@ pub enum Pattern {
 const TOP_KEYS: &[&str] = &["defaults", "mappings"];
 const DEFAULT_KEYS: &[&str] = &[
     "observer_type",
+    "timer_type",
+    "buckets",
+    "quantiles",
     "match_type",
     "glob_disable_ordering",
     "ttl",
@@ -103,6 +107,9 @@ const DEFAULT_KEYS: &[&str] = &[
 ];
 const RULE_KEYS: &[&str] = &[
     "match",
+    "timer_type",
+    "buckets",
+    "quantiles",
     "name",
     "labels",
     "honor_labels",
@@ -189,6 +196,7 @@ pub fn parse(text: &str) -> Result<ExporterRules, Vec<YamlProblem>> {
 
 fn read_defaults(r: &mut Reader, node: &MarkedYaml<'_>) -> Defaults {
     let mut d = Defaults::default();
+    let (mut legacy_observer, mut legacy_buckets, mut legacy_quantiles) = (None, None, None);
     for (k, line, v) in r.entries(node, "defaults") {
         let key = format!("defaults.{k}");
         match k.as_str() {
@@ -198,8 +206,19 @@ fn read_defaults(r: &mut Reader, node: &MarkedYaml<'_>) -> Defaults {
             "observer_type" => d.histogram = read_observer(r, v, &key),
             "histogram_options" => d.buckets = read_histogram(r, v, &key),
             "summary_options" => d.summary = read_summary_options(r, v, &key),
+            // Keys statsd_exporter read until 0.29 (removed in March 2026):
+            // the file may come from an older exporter.
+            "timer_type" => legacy_observer = read_observer(r, v, &key),
+            "buckets" => legacy_buckets = read_bounds(r, v, &key),
+            "quantiles" => legacy_quantiles = read_quantiles(r, v, &key),
             _ => r.unknown(line, &key, DEFAULT_KEYS),
         }
+    }
+    // statsd_exporter's old rule: the new keys win over the deprecated ones.
+    d.histogram = d.histogram.or(legacy_observer);
+    d.buckets = d.buckets.or(legacy_buckets);
+    if d.summary.quantiles.is_none() {
+        d.summary.quantiles = legacy_quantiles;
     }
     d
 }
@@ -267,6 +286,7 @@ fn read_rule(
     let mut ttl = d.ttl;
     let mut buckets = None;
     let mut observer = None;
+    let (mut legacy_observer, mut legacy_buckets, mut legacy_quantiles) = (None, None, None);
     let mut summary_options = None;
     let mut histogram_line = None;
     let mut summary_line = None;
@@ -304,7 +324,8 @@ fn read_rule(
                 kinds = match r.string(v, &key).as_deref() {
                     Some("counter") => Some(KindSet::one(MetricKind::Counter)),
                     Some("gauge") => Some(KindSet::one(MetricKind::Gauge)),
-                    Some("observer") => Some(KindSet::OBSERVER),
+                    // `timer`: statsd_exporter's word until 0.29.
+                    Some("observer" | "timer") => Some(KindSet::OBSERVER),
                     Some(other) => {
                         r.at(kline, &key, format!("invalid metric type '{other}'; use counter, gauge or observer (timers, histograms, distributions)"));
                         None
@@ -321,6 +342,12 @@ fn read_rule(
                 }
             }
             "observer_type" => observer = read_observer(r, v, &key),
+            // statsd_exporter until 0.29: `timer_type` (observer_type wins),
+            // and `buckets` / `quantiles` outside their *_options (an error
+            // beside the same key inside them).
+            "timer_type" => legacy_observer = read_observer(r, v, &key),
+            "buckets" => legacy_buckets = read_bounds(r, v, &key).map(|b| (b, kline)),
+            "quantiles" => legacy_quantiles = read_quantiles(r, v, &key).map(|q| (q, kline)),
             "histogram_options" => {
                 histogram_line = Some(kline);
                 buckets = read_histogram(r, v, &key);
@@ -405,6 +432,29 @@ fn read_rule(
         );
         return None;
     }
+    // The deprecated keys, where the new ones are not set.
+    let observer = observer.or(legacy_observer);
+    if let Some((b, l)) = legacy_buckets {
+        if buckets.is_some() {
+            r.at(
+                l,
+                &format!("{path}.buckets"),
+                "cannot use buckets in both the top level and histogram_options at the same time",
+            );
+        }
+        buckets = Some(b);
+    }
+    if let Some((q, l)) = legacy_quantiles {
+        let opts: &mut SummaryOptions = summary_options.get_or_insert_with(SummaryOptions::default);
+        if opts.quantiles.is_some() {
+            r.at(
+                l,
+                &format!("{path}.quantiles"),
+                "cannot use quantiles in both the top level and summary_options at the same time",
+            );
+        }
+        opts.quantiles = Some(q);
+    }
     // statsd_exporter: the rule's observer type, else the defaults', else
     // a summary; options of the other kind are an error.
     let histogram = observer.or(d.histogram).unwrap_or(false);
@@ -486,43 +536,7 @@ fn read_summary_options(r: &mut Reader, node: &MarkedYaml<'_>, path: &str) -> Su
         let key = format!("{path}.{k}");
         match k.as_str() {
             "quantiles" => {
-                let YamlData::Sequence(items) = &v.data else {
-                    r.at(
-                        line,
-                        &key,
-                        format!(
-                            "expected a list of `- quantile: 0.5` entries, found {}",
-                            type_name(v)
-                        ),
-                    );
-                    continue;
-                };
-                let mut qs = Vec::new();
-                for (i, item) in items.iter().enumerate() {
-                    let ikey = format!("{key}[{i}]");
-                    for (ik, iline, iv) in r.entries(item, &ikey) {
-                        let number = match &iv.data {
-                            YamlData::Value(Scalar::Integer(n)) => Some(*n as f64),
-                            YamlData::Value(Scalar::FloatingPoint(f)) => Some(f.into_inner()),
-                            _ => None,
-                        };
-                        match (ik.as_str(), number) {
-                            ("quantile", Some(q)) if q > 0.0 && q < 1.0 => qs.push(q),
-                            ("quantile", _) => r.at(
-                                iline,
-                                &format!("{ikey}.quantile"),
-                                "a number strictly between 0 and 1",
-                            ),
-                            ("error", Some(e)) if (0.0..1.0).contains(&e) => {}
-                            ("error", _) => {
-                                r.at(iline, &format!("{ikey}.error"), "a number in [0, 1)")
-                            }
-                            _ => r.unknown(iline, &format!("{ikey}.{ik}"), &["quantile", "error"]),
-                        }
-                    }
-                }
-                // statsd_exporter takes the defaults' for an empty list.
-                if !qs.is_empty() {
+                if let Some(qs) = read_quantiles(r, v, &key) {
                     o.quantiles = Some(qs);
                 }
             }
@@ -640,31 +654,7 @@ fn read_histogram(r: &mut Reader, node: &MarkedYaml<'_>, path: &str) -> Option<V
     for (k, line, v) in r.entries(node, path) {
         let key = format!("{path}.{k}");
         match k.as_str() {
-            "buckets" => {
-                let YamlData::Sequence(items) = &v.data else {
-                    r.at(line, &key, format!("expected a list of upper bounds, found {}", type_name(v)));
-                    continue;
-                };
-                let vals: Vec<Option<f64>> = items
-                    .iter()
-                    .map(|it| match &it.data {
-                        YamlData::Value(Scalar::Integer(n)) => Some(*n as f64),
-                        YamlData::Value(Scalar::FloatingPoint(f)) => Some(f.into_inner()),
-                        _ => None,
-                    })
-                    .collect();
-                match vals.into_iter().collect::<Option<Vec<f64>>>() {
-                    // statsd_exporter takes the default buckets for an empty list.
-                    Some(v) if v.is_empty() => {}
-                    Some(v)
-                        if v.iter().all(|b| b.is_finite())
-                            && v.windows(2).all(|w| w[0] < w[1]) =>
-                    {
-                        buckets = Some(v);
-                    }
-                    _ => r.at(line, &key, "must be a list of finite, strictly increasing upper bounds (the +Inf bucket is always there)"),
-                }
-            }
+            "buckets" => buckets = read_bounds(r, v, &key),
             "native_histogram_bucket_factor" | "native_histogram_max_buckets" => r.at(
                 line,
                 &key,
@@ -674,6 +664,77 @@ fn read_histogram(r: &mut Reader, node: &MarkedYaml<'_>, path: &str) -> Option<V
         }
     }
     buckets
+}
+
+/// A list of `- quantile: 0.5` (with an `error`, read and checked):
+/// `None` when it is empty (statsd_exporter takes the defaults' then) or
+/// has problems (recorded).
+fn read_quantiles(r: &mut Reader, v: &MarkedYaml<'_>, key: &str) -> Option<Vec<f64>> {
+    let line = v.span.start.line();
+    let YamlData::Sequence(items) = &v.data else {
+        r.at(
+            line,
+            key,
+            format!(
+                "expected a list of `- quantile: 0.5` entries, found {}",
+                type_name(v)
+            ),
+        );
+        return None;
+    };
+    let mut qs = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let ikey = format!("{key}[{i}]");
+        for (ik, iline, iv) in r.entries(item, &ikey) {
+            let number = match &iv.data {
+                YamlData::Value(Scalar::Integer(n)) => Some(*n as f64),
+                YamlData::Value(Scalar::FloatingPoint(f)) => Some(f.into_inner()),
+                _ => None,
+            };
+            match (ik.as_str(), number) {
+                ("quantile", Some(q)) if q > 0.0 && q < 1.0 => qs.push(q),
+                ("quantile", _) => r.at(
+                    iline,
+                    &format!("{ikey}.quantile"),
+                    "a number strictly between 0 and 1",
+                ),
+                ("error", Some(e)) if (0.0..1.0).contains(&e) => {}
+                ("error", _) => r.at(iline, &format!("{ikey}.error"), "a number in [0, 1)"),
+                _ => r.unknown(iline, &format!("{ikey}.{ik}"), &["quantile", "error"]),
+            }
+        }
+    }
+    (!qs.is_empty()).then_some(qs)
+}
+
+/// A list of histogram upper bounds: `None` when it is empty
+/// (statsd_exporter takes the defaults' then) or refused (recorded).
+fn read_bounds(r: &mut Reader, v: &MarkedYaml<'_>, key: &str) -> Option<Vec<f64>> {
+    let line = v.span.start.line();
+    let YamlData::Sequence(items) = &v.data else {
+        r.at(
+            line,
+            key,
+            format!("expected a list of upper bounds, found {}", type_name(v)),
+        );
+        return None;
+    };
+    let vals: Option<Vec<f64>> = items
+        .iter()
+        .map(|it| match &it.data {
+            YamlData::Value(Scalar::Integer(n)) => Some(*n as f64),
+            YamlData::Value(Scalar::FloatingPoint(f)) => Some(f.into_inner()),
+            _ => None,
+        })
+        .collect();
+    match vals {
+        Some(v) if v.is_empty() => None,
+        Some(v) if v.iter().all(|b| b.is_finite()) && v.windows(2).all(|w| w[0] < w[1]) => Some(v),
+        _ => {
+            r.at(line, key, "must be a list of finite, strictly increasing upper bounds (the +Inf bucket is always there)");
+            None
+        }
+    }
 }
 
 /// statsd_exporter's rule for a glob (`metricLineRE`): parts separated by

@@ -420,3 +420,16 @@ fn scale_and_help_are_kept_and_converted() {
     assert_eq!(cfg.mappings[0].scale, Some(1024.0));
     assert_eq!(cfg.mappings[0].help.as_deref(), Some("Sizes, in bytes"));
 }
+
+#[test]
+fn keys_older_exporters_read_are_read_as_they_did() {
+    let r = parse("defaults:\n  timer_type: histogram\n  buckets: [1, 2]\nmappings:\n- match: a.*\n  name: a\n- match: b.*\n  name: b\n  timer_type: summary\n  quantiles:\n  - quantile: 0.3\n    error: 0.01\n- match: c.*\n  name: c\n  match_metric_type: timer\n  buckets: [5]\n").unwrap();
+    assert_eq!(r.rules[0].buckets.as_deref(), Some(&[1.0, 2.0][..]));
+    assert!(r.rules[0].summary.is_none());
+    assert_eq!(r.rules[1].summary.as_ref().unwrap().quantiles, [0.3]);
+    assert_eq!(r.rules[2].kinds, Some(KindSet::OBSERVER));
+    assert_eq!(r.rules[2].buckets.as_deref(), Some(&[5.0][..]));
+    // Both spellings at once were statsd_exporter's error too.
+    let (keys, _) = problems("mappings:\n- match: a.*\n  name: a\n  observer_type: histogram\n  buckets: [1]\n  histogram_options:\n    buckets: [2]\n");
+    assert_eq!(keys, [(5, "mappings[0].buckets".to_string())]);
+}
