@@ -19,7 +19,10 @@ fn the_php_clients_hashed_keys_and_signalfx_tags_mid_name_get_statsd_exporters_l
         s.value("rollstat_ingest_lines_total", &[("transport", "udp")]) == Some(5.0)
     });
     assert_eq!(s.sum("rollstat_ingest_rejected_lines_total"), 0.0);
-    assert_eq!(s.must("foo_total", &[("tag1", "bar"), ("tag2", "baz")]), 101.0);
+    assert_eq!(
+        s.must("foo_total", &[("tag1", "bar"), ("tag2", "baz")]),
+        101.0
+    );
     assert_eq!(s.must("foo_test_total", &[("tag1", "bar")]), 102.0);
     // The two sides of the block are joined as they stand (`mid..dots`),
     // then sanitised as any name.
