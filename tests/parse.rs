@@ -173,7 +173,8 @@ fn parsing_and_reading_a_datagram_allocates_nothing() {
         lat:1:2.5:1e3:0.000100|d|#k:http://x\n\
         users:alice|s\ng:-3|g\n\
         _e{5,4}:title|text\n_sc|up|0\n\
-        bad:NaN|c\n\xff:1|c\na:1|c|@0\n\n";
+        bad:NaN|c\n\xff:1|c\na:1|c|@0\n\n\
+        php:1|c|#tag1:bar,#tag2:baz\n";
     let mut sink = 0.0;
     ALLOCS.with(|c| c.set(Some(0)));
     // Every combination of tag styles, the default (all) included.
@@ -252,6 +253,8 @@ struct Gen {
     name_style: u8,
     name_tags: Vec<(String, String)>,
     dog_tags: Vec<(String, String)>,
+    /// Write a `#` before every DogStatsD key (the Datadog PHP client).
+    dog_hash: bool,
     timestamp: Option<u64>,
 }
 
@@ -293,10 +296,11 @@ impl Gen {
                 .dog_tags
                 .iter()
                 .map(|(k, v)| {
+                    let hash = if self.dog_hash { "#" } else { "" };
                     if v.is_empty() {
-                        k.clone()
+                        format!("{hash}{k}")
                     } else {
-                        format!("{k}:{v}")
+                        format!("{hash}{k}:{v}")
                     }
                 })
                 .collect();
@@ -340,12 +344,13 @@ fn gen_sample() -> impl Strategy<Value = Gen> {
             proptest::collection::vec(ntag, 0..4),
             proptest::collection::vec(dtag, 0..8),
             proptest::option::of(any::<u64>()),
+            any::<bool>(),
         ),
     )
         .prop_map(
             |(
                 (name, kind, mut values, delta, member),
-                (rate, name_style, name_tags, dog_tags, timestamp),
+                (rate, name_style, name_tags, dog_tags, timestamp, dog_hash),
             )| {
                 let mut gauge_op = GaugeOp::Set;
                 if kind == MetricKind::Gauge {
@@ -366,6 +371,7 @@ fn gen_sample() -> impl Strategy<Value = Gen> {
                     name_style,
                     name_tags,
                     dog_tags,
+                    dog_hash,
                     timestamp,
                 }
             },
@@ -430,6 +436,21 @@ proptest! {
             }
         }
         prop_assert!(items <= n_lines);
+        // With room to join a name, a line reads as without, but for one
+        // the iterator refused as `malformed_tag`.
+        let mut plain = parse_datagram(&buf);
+        let mut roomy = parse_datagram(&buf);
+        let mut room = String::new();
+        while let Some(r) = roomy.next_with_room(&mut room) {
+            let p = plain.next();
+            prop_assert!(p.is_some());
+            if p != Some(Err(ParseError::MalformedTag)) {
+                prop_assert_eq!(Some(r), p);
+            } else if let Err(e) = r {
+                prop_assert!(known_reason(e));
+            }
+        }
+        prop_assert!(plain.next().is_none());
         if !buf.contains(&b'\n') {
             let single = parse_line_with(&buf, o);
             match parse_datagram_with(&buf, o).next() {
@@ -534,6 +555,21 @@ proptest! {
             }
         }
         prop_assert!(items <= n_lines);
+        // With room to join a name, a line reads as without, but for one
+        // the iterator refused as `malformed_tag`.
+        let mut plain = parse_datagram(&buf);
+        let mut roomy = parse_datagram(&buf);
+        let mut room = String::new();
+        while let Some(r) = roomy.next_with_room(&mut room) {
+            let p = plain.next();
+            prop_assert!(p.is_some());
+            if p != Some(Err(ParseError::MalformedTag)) {
+                prop_assert_eq!(Some(r), p);
+            } else if let Err(e) = r {
+                prop_assert!(known_reason(e));
+            }
+        }
+        prop_assert!(plain.next().is_none());
         // parse_line agrees with parse_datagram on a single line.
         if !buf.contains(&b'\n') {
             let single = parse_line(&buf);
@@ -584,6 +620,32 @@ proptest! {
         prop_assert_eq!(s.tags().len(), want_tags.len());
         prop_assert_eq!(s.tags().collect::<Vec<_>>(), want_tags);
         prop_assert_eq!(s.timestamp, g.timestamp);
+    }
+
+    /// A SignalFx block anywhere in the name reads as the same block at the
+    /// end of it, through the room the daemon lends.
+    #[test]
+    fn a_signalfx_block_anywhere_in_the_name_reads_as_one_at_the_end(
+        g in gen_sample(),
+        at in any::<proptest::sample::Index>(),
+    ) {
+        let mut g = g;
+        g.name_style = 2;
+        let end = g.render();
+        // The block `[...]` right after the name (none without name tags).
+        let n = g.name.len();
+        let block_len = if g.name_tags.is_empty() { 0 } else { end[n..].find(']').unwrap() + 1 };
+        let (block, rest) = end[n..].split_at(block_len);
+        // Any char boundary of the name, 0 and the end included.
+        let cuts: Vec<usize> = (0..=n).filter(|&i| g.name.is_char_boundary(i)).collect();
+        let cut = cuts[at.index(cuts.len())];
+        let line = format!("{}{block}{}{rest}", &g.name[..cut], &g.name[cut..]);
+        let mut room_a = String::new();
+        let mut room_b = String::new();
+        let a = parse_datagram(line.as_bytes()).next_with_room(&mut room_a);
+        let b = parse_datagram(end.as_bytes()).next_with_room(&mut room_b);
+        prop_assert!(matches!(b, Some(Ok(Line::Sample(_)))), "{:?} -> {:?}", end, b);
+        prop_assert_eq!(a, b, "{:?} against {:?}", line, end);
     }
 
     #[test]

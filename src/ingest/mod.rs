@@ -174,7 +174,13 @@ impl Ingestor {
     ) {
         let services = self.services.current();
         let breakers = services.breakers.has_feeds().then_some(&services.breakers);
-        for (i, line) in parse_datagram_with(buf, opts).enumerate() {
+        // Room for a line whose SignalFx tags sit in the middle of its name
+        // (`foo.[k=v]test`); allocated only if such a line comes.
+        let mut room = String::new();
+        let mut lines = parse_datagram_with(buf, opts);
+        let mut i = 0;
+        while let Some(line) = lines.next_with_room(&mut room) {
+            i += 1;
             match line {
                 Ok(Line::Sample(s)) => {
                     if let Some(b) = breakers {
@@ -189,10 +195,7 @@ impl Ingestor {
                 Ok(Line::Skipped(k)) => w.counts.skip(k),
                 Err(e) => {
                     w.counts.reject(e);
-                    rejected(FirstError {
-                        line: i + 1,
-                        error: e,
-                    });
+                    rejected(FirstError { line: i, error: e });
                 }
             }
         }

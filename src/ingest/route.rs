@@ -8,7 +8,7 @@
 //!
 //! * each line goes to worker `hash(key) % workers`, where the key is the
 //!   bare metric name ([`route_key`](crate::parse::route_key): before the
-//!   first `:` and any name-embedded tags, past a SignalFx `[...]` prefix),
+//!   first `:` and any name-embedded tags, less a SignalFx `[...]` block),
 //!   the same for every spelling of one series. Every routed line of one
 //!   series therefore goes through one worker, in the
 //!   order one reader received it; and the reader applies nothing itself
@@ -159,6 +159,8 @@ pub struct Router {
     /// Batches handed over and not yet applied.
     in_flight: Arc<AtomicUsize>,
     hasher: foldhash::fast::FixedState,
+    /// A route key in two pieces, joined (see [`route_key`](crate::parse::route_key)).
+    key: Vec<u8>,
 }
 
 impl Router {
@@ -170,6 +172,7 @@ impl Router {
             workers,
             in_flight: Arc::new(AtomicUsize::new(0)),
             hasher: foldhash::fast::FixedState::default(),
+            key: Vec::new(),
         }
     }
 
@@ -191,10 +194,20 @@ impl Router {
             } else {
                 // Every spelling of one series has one key, so all its
                 // lines go to one worker.
-                let key = crate::parse::route_key(line);
+                let (head, tail) = crate::parse::route_key(line);
+                let h = if tail.is_empty() {
+                    self.hasher.hash_one(head)
+                } else {
+                    // A SignalFx block in the middle of the name: the key
+                    // is the two sides joined.
+                    self.key.clear();
+                    self.key.extend_from_slice(head);
+                    self.key.extend_from_slice(tail);
+                    self.hasher.hash_one(self.key.as_slice())
+                };
                 // The hash's high 32 bits scaled to [0, n) by a multiply
                 // (a division cost a sixth of this function).
-                (((self.hasher.hash_one(key) >> 32) * n) >> 32) as usize
+                (((h >> 32) * n) >> 32) as usize
             };
             let b = self.pending[i].get_or_insert_with(|| Batch {
                 lines: self.workers.spares.take(),

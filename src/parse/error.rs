@@ -61,8 +61,9 @@ pub enum ParseError {
     )]
     InvalidSampleRate,
     /// A tag is malformed: empty key, control character, a name-embedded tag
-    /// without `=`, or SignalFx brackets that are not at the start or end of
-    /// the name.
+    /// without `=`, a SignalFx `[` never closed by a `]` (or, from the plain
+    /// iterator, a SignalFx block in the middle of the name: see
+    /// `Lines::next_with_room`).
     #[error("malformed tag: expected `|#key:value,bare` or name tags `name,k=v` / `name#k=v` / `name[k=v]`")]
     MalformedTag,
     /// A tag key is longer than [`MAX_TAG_KEY_LEN`] or a tag value longer than

@@ -3,25 +3,29 @@
 //!
 //! ```text
 //! line     = name-part ":" values "|" type *( "|" field )
-//! name-part= name | name "," ntags | name "#" ntags | "[" ntags "]" name | name "[" ntags "]"
+//! name-part= name | name "," ntags | name "#" ntags | [ name ] "[" ntags "]" [ name ]
 //! ntags    = k "=" v *( "," k "=" v )
 //! values   = value *( ":" value )          ; a set's member is the whole section
 //! type     = "c" | "g" | "ms" | "h" | "d" | "s" | "m"
 //! field    = "@" rate | "#" dtag *( "," dtag ) | "T" digits | anything-else (ignored)
-//! dtag     = key [ ":" value ]             ; split on the first ':' only
+//! dtag     = [ "#" ] key [ ":" value ]     ; split on the first ':' only
 //! ```
 //!
 //! The name-tag forms of `name-part` and the `#` field exist only for the
 //! [`TagStyles`] that are on; otherwise their text is name text, or an
 //! ignored field. Those forms are read in `tags.rs`.
 //!
-//! Everything here borrows from the input and allocates nothing. A line is
+//! Everything here borrows from the input and allocates nothing, but for
+//! [`Lines::next_with_room`] on a line with a SignalFx block in the middle of
+//! its name, which writes the joined line into the caller's `String`. A line is
 //! validated completely before a [`Sample`] is returned, so a caller never
 //! applies half a line. See the [module docs](super) for the decisions.
 
 use super::error::ParseError;
 use super::lex::{fast_decimal, has_control, split2, split_or_all, trim, trim_str};
-use super::tags::{check_tags, split_name, split_name_with, TagStyles, NAME_STYLES};
+use super::tags::{
+    check_tags, join_signalfx, signalfx_middle, split_name, split_name_with, TagStyles, NAME_STYLES,
+};
 use super::{
     GaugeOp, Line, MetricKind, Sample, SkipKind, MAX_NAME_LEN, MAX_VALUES, MIN_SAMPLE_RATE,
 };
@@ -80,10 +84,10 @@ impl<'a> Lines<'a> {
     }
 }
 
-impl<'a> Iterator for Lines<'a> {
-    type Item = Result<Line<'a>, ParseError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
+impl<'a> Lines<'a> {
+    /// The next non-empty line, trimmed, with what it parses to.
+    #[inline]
+    fn next_line(&mut self) -> Option<(&'a [u8], Result<Line<'a>, ParseError>)> {
         if let Some(text) = &mut self.text {
             // Valid text: split at '\n' (ASCII, so every piece is text).
             loop {
@@ -97,7 +101,7 @@ impl<'a> Iterator for Lines<'a> {
                 *text = rest;
                 let line = trim_str(line);
                 if !line.is_empty() {
-                    return Some(parse_text(line, self.opts));
+                    return Some((line.as_bytes(), parse_text(line, self.opts)));
                 }
             }
         }
@@ -113,9 +117,69 @@ impl<'a> Iterator for Lines<'a> {
             self.rest = rest.get(1..).unwrap_or(rest);
             let line = trim(line);
             if !line.is_empty() {
-                return Some(parse_trimmed(line, self.opts));
+                return Some((line, parse_trimmed(line, self.opts)));
             }
         }
+    }
+
+    /// The next line like [`Iterator::next`], and also reads a line whose
+    /// SignalFx block sits in the middle of its name (`foo.[k=v]test:1|c`,
+    /// the name `foo.test`), which the iterator refuses as `malformed_tag`
+    /// because that name is not one slice of the input: the joined line is
+    /// written into `room`, and the sample then borrows from it. `room` is
+    /// touched (and may grow, to one line's length) only for such a line, so
+    /// the daemon passes one `String::new()` per datagram and allocates
+    /// nothing for every other line.
+    ///
+    /// ```
+    /// use rollstat::parse::{parse_datagram, Line};
+    ///
+    /// let mut room = String::new();
+    /// let mut lines = parse_datagram(b"foo.[k=v]test:1|c");
+    /// let Some(Ok(Line::Sample(s))) = lines.next_with_room(&mut room) else { panic!() };
+    /// assert_eq!(s.name, "foo.test");
+    /// assert_eq!(s.tags().collect::<Vec<_>>(), [("k", "v")]);
+    /// ```
+    pub fn next_with_room<'s>(
+        &mut self,
+        room: &'s mut String,
+    ) -> Option<Result<Line<'s>, ParseError>>
+    where
+        'a: 's,
+    {
+        let (line, r) = self.next_line()?;
+        if !matches!(r, Err(ParseError::MalformedTag)) {
+            return Some(r);
+        }
+        Some(rejoin(line, self.opts, room))
+    }
+}
+
+/// A line refused as `malformed_tag`: parsed again with its middle
+/// SignalFx block moved to the front of the name, if it has one.
+#[cold]
+#[inline(never)]
+fn rejoin<'s>(
+    line: &[u8],
+    opts: ParseOptions,
+    room: &'s mut String,
+) -> Result<Line<'s>, ParseError> {
+    let Ok(text) = std::str::from_utf8(line) else {
+        return Err(ParseError::MalformedTag);
+    };
+    let Some((open, close)) = signalfx_middle(text, opts.tag_styles) else {
+        return Err(ParseError::MalformedTag);
+    };
+    join_signalfx(text, open, close, room);
+    parse_text(room, opts)
+}
+
+impl<'a> Iterator for Lines<'a> {
+    type Item = Result<Line<'a>, ParseError>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_line().map(|(_, r)| r)
     }
 }
 

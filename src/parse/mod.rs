@@ -5,7 +5,8 @@
 //! and service checks, or `Err(ParseError)`. A bad line never hides its
 //! neighbours. [`parse_line`] parses a single line. Nothing allocates: a
 //! [`Sample`] borrows its name, tags and set member from the input, and the
-//! caller (the daemon) counts and logs; this module never does.
+//! caller (the daemon) counts and logs; this module never does. (One
+//! exception, opt-in: a SignalFx block in the middle of a name, see below.)
 //!
 //! ```
 //! use rollstat::parse::{parse_datagram, Line, MetricKind, ParseError};
@@ -63,12 +64,21 @@
 //! * **Tags**, merged into one [`Tags`] iterator of `(key, value)`:
 //!   * DogStatsD `|#k:v,bare`: split on the **first** `:` only, so
 //!     `|#url:http://x` is `("url", "http://x")`; a bare tag is `("bare", "")`.
+//!     One `#` before a key is dropped, as statsd_exporter does: the Datadog
+//!     PHP client sends `|#k1:v1,#k2:v2`, which is `k1`, `k2`.
 //!   * Name-embedded: InfluxDB `name,k=v,k2=v2:`, Librato `name#k=v:`, SignalFx
-//!     `name[k=v]:` or `[k=v]name:` (brackets in the middle of a name are
-//!     `malformed_tag`, as the name would no longer be one slice). The first of
-//!     `,` `#` `[` in the name part picks the style. These must be `k=v`.
-//!     Because the name ends at the first `:`, name-embedded tag values cannot
-//!     contain `:`.
+//!     `[k=v]` anywhere in the name (`name[k=v]:`, `[k=v]name:`,
+//!     `foo.[k=v]test:`, the name `foo.test`). The first of `,` `#` `[` in the
+//!     name part picks the style. A SignalFx block runs to the first `]`
+//!     after its `[` (a `[` never closed is `malformed_tag`); the text on
+//!     both sides is joined as it stands (`foo.[k=v].test` is `foo..test`)
+//!     and any later bracket is name text, as with statsd_exporter. A block
+//!     in the middle leaves a name that is not one slice of the input: the
+//!     [`Lines`] iterator refuses it (`malformed_tag`), and
+//!     [`Lines::next_with_room`], which the daemon uses, joins it into a
+//!     `String` the caller lends (the only case that writes there). Tags
+//!     must be `k=v`. Because the name ends at the first `:`, name-embedded
+//!     tag values cannot contain `:`.
 //!   * Both kinds on one line are merged (name tags first), unlike
 //!     statsd_exporter, which rejects the mix.
 //!   * Each style can be turned off ([`TagStyles`], passed in a

@@ -301,7 +301,8 @@ impl std::iter::FusedIterator for Values<'_> {}
 
 /// The tags of a [`Sample`] as `(key, value)` pairs. A bare DogStatsD tag
 /// (`|#canary`) yields `("canary", "")`; an InfluxDB tag `k=` also has an
-/// empty value. Empty entries (`a,,b`) are skipped.
+/// empty value. Empty entries (`a,,b`) are skipped. One `#` before a
+/// DogStatsD key is dropped (`|#a:1,#b:2` is `a`, `b`).
 #[derive(Clone, Debug)]
 pub struct Tags<'a> {
     name: &'a str,
@@ -323,6 +324,13 @@ impl<'a> Iterator for Tags<'a> {
             };
             let (entry, rest) = split_or_all(src, b',');
             *src = rest;
+            // A DogStatsD key may carry a leading `#` (the Datadog PHP
+            // client's `|#k1:v1,#k2:v2`); it is not part of the key.
+            let entry = if sep == b':' {
+                entry.strip_prefix('#').unwrap_or(entry)
+            } else {
+                entry
+            };
             if entry.is_empty() {
                 continue;
             }

@@ -133,14 +133,19 @@ fn split_name_at(part: &str, i: usize) -> Result<(&str, &str), ParseError> {
     match b[i] {
         // InfluxDB `name,k=v` and Librato `name#k=v`.
         b',' | b'#' => Ok((&part[..i], &part[i + 1..])),
-        // SignalFx: `[k=v]name` or `name[k=v]`. Tags in the middle of a name
-        // would make the name non-contiguous; refused.
+        // SignalFx: the block runs from this `[` to the first `]` after it
+        // (statsd_exporter's rule). `[k=v]name` and `name[k=v]` leave the
+        // name one slice; a block in the middle does not, and is read by
+        // [`join_signalfx`] (the parser's caller lends the room); here it
+        // is `malformed_tag`, as is a `[` never closed.
         _ => {
+            let close =
+                i + 1 + memchr::memchr(b']', &b[i + 1..]).ok_or(ParseError::MalformedTag)?;
+            let tags = &part[i + 1..close];
             if i == 0 {
-                let close = part.find(']').ok_or(ParseError::MalformedTag)?;
-                Ok((&part[close + 1..], &part[1..close]))
-            } else if b.last() == Some(&b']') {
-                Ok((&part[..i], &part[i + 1..part.len() - 1]))
+                Ok((&part[close + 1..], tags))
+            } else if close + 1 == part.len() {
+                Ok((&part[..i], tags))
             } else {
                 Err(ParseError::MalformedTag)
             }
@@ -148,8 +153,52 @@ fn split_name_at(part: &str, i: usize) -> Result<(&str, &str), ParseError> {
     }
 }
 
+/// Where a SignalFx block sits in the middle of a line's name
+/// (`foo.[k=v]test:1|c`): `Some((open, close))`, the byte offsets of its `[`
+/// and of the first `]` after it, when the `[` is the first delimiter of a
+/// name style that is on, SignalFx is on, and there is name text on both
+/// sides. `None` for every other line. Only looked for after the grammar
+/// refused a line as `malformed_tag`, so it costs the common line nothing.
+pub(super) fn signalfx_middle(line: &str, styles: TagStyles) -> Option<(usize, usize)> {
+    if !styles.contains(TagStyles::SIGNALFX) {
+        return None;
+    }
+    let b = line.as_bytes();
+    let colon = memchr::memchr(b':', b)?;
+    let name = &b[..colon];
+    let open = name.iter().position(|&c| starts_name_tags(c, styles))?;
+    if open == 0 || name[open] != b'[' {
+        return None;
+    }
+    let close = open + 1 + memchr::memchr(b']', &name[open + 1..])?;
+    (close + 1 < colon).then_some((open, close))
+}
+
+/// Writes into `out` the line `line` with its middle SignalFx block (at
+/// `open..=close`, from [`signalfx_middle`]) moved to the front of the name:
+/// `foo.[k=v]test:1|c` becomes `[k=v]foo.test:1|c`, which the grammar reads
+/// as the name `foo.test` (the text on both sides joined as it stands, dots
+/// included, as statsd_exporter does) with the tags `k=v`. The block holds
+/// no `]`, so the first `]` of the new line still closes it.
+pub(super) fn join_signalfx(line: &str, open: usize, close: usize, out: &mut String) {
+    out.clear();
+    out.reserve(line.len());
+    out.push_str(&line[open..=close]);
+    out.push_str(&line[..open]);
+    out.push_str(&line[close + 1..]);
+}
+
+/// One DogStatsD tag entry without the `#` that some clients put before
+/// every key (the Datadog PHP client sends `|#k1:v1,#k2:v2`); statsd_exporter
+/// drops it too. Only the first `#` goes: `##k` is the key `#k`.
+#[inline]
+pub(super) fn dog_entry(entry: &str) -> &str {
+    entry.strip_prefix('#').unwrap_or(entry)
+}
+
 /// Validates a `,`-separated tag list; returns the running tag count.
-/// `need_sep`: name-embedded tags must be `k=v`; DogStatsD tags may be bare.
+/// `need_sep`: name-embedded tags must be `k=v`; DogStatsD tags may be bare
+/// and lose one leading `#` ([`dog_entry`]).
 pub(super) fn check_tags(
     list: &str,
     sep: u8,
@@ -163,6 +212,7 @@ pub(super) fn check_tags(
     while !rest.is_empty() {
         let (entry, more) = split_or_all(rest, b',');
         rest = more;
+        let entry = if need_sep { entry } else { dog_entry(entry) };
         if entry.is_empty() {
             continue;
         }
@@ -185,18 +235,22 @@ pub(super) fn check_tags(
     Ok(count)
 }
 
-/// A coarse key of the series a raw line belongs to, without parsing it:
-/// the name part (before the first `:`, after leading blanks), past a
-/// leading SignalFx `[...]` group, cut at the first `,`, `#` or `[`. Every
-/// spelling of one series has the same key, under any [`ParseOptions`](super::ParseOptions):
-/// `cpu,host=a:…`, `cpu#host=a:…`, `cpu[host=a]:…`, `[host=a]cpu:…` and
-/// `cpu:…|#host:a` all give `cpu` (the parsed name never holds a delimiter
-/// of a style that is on, and a style that is off leaves its delimiter in
-/// the name, where the cut only makes the key coarser). Different series
-/// may share a key. The UDP hand-off routes lines by it, so that the lines
-/// of one series keep their order.
+/// A coarse key of the series a raw line belongs to, without parsing it, in
+/// two pieces to be read as one (`head` then `tail`; `tail` is empty but for
+/// a SignalFx block in the middle of a name): the name part (before the
+/// first `:`, after leading blanks), less a leading SignalFx `[...]` group,
+/// cut at the first `,`, `#` or `[`; when that is a `[` closed later by a
+/// `]` with name text after it, the text after the `]` (cut again at the
+/// first `,`, `#` or `[`) is the tail. Every spelling of one series has the
+/// same key, under any [`ParseOptions`](super::ParseOptions):
+/// `cpu,host=a:…`, `cpu#host=a:…`, `cpu[host=a]:…`, `[host=a]cpu:…`,
+/// `c[host=a]pu:…` and `cpu:…|#host:a` all give `cpu` (the parsed name
+/// never holds a delimiter of a style that is on, and a style that is off
+/// leaves its delimiter in the name, where the cut only makes the key
+/// coarser). Different series may share a key. The UDP hand-off routes
+/// lines by it, so that the lines of one series keep their order.
 #[must_use]
-pub fn route_key(line: &[u8]) -> &[u8] {
+pub fn route_key(line: &[u8]) -> (&[u8], &[u8]) {
     let line = trim(line);
     let mut name = memchr::memchr(b':', line).map_or(line, |i| &line[..i]);
     if let [b'[', rest @ ..] = name {
@@ -204,7 +258,16 @@ pub fn route_key(line: &[u8]) -> &[u8] {
             name = &rest[close + 1..];
         }
     }
-    memchr::memchr3(b',', b'#', b'[', name).map_or(name, |i| &name[..i])
+    let cut = |s: &[u8]| memchr::memchr3(b',', b'#', b'[', s).unwrap_or(s.len());
+    let i = cut(name);
+    let head = &name[..i];
+    if name.get(i) == Some(&b'[') {
+        if let Some(close) = memchr::memchr(b']', &name[i + 1..]) {
+            let after = &name[i + 2 + close..];
+            return (head, &after[..cut(after)]);
+        }
+    }
+    (head, &[])
 }
 
 #[cfg(test)]
@@ -286,6 +349,8 @@ mod tests {
             (&b"a,novalue:1|c"[..], "malformed_tag"),
             (b"a,=v:1|c", "malformed_tag"),
             (b"a#k:1|c", "malformed_tag"),
+            // A block in the middle needs room to join the name: the plain
+            // iterator refuses it (see `signalfx_tags_in_the_middle...`).
             (b"a[k=v]b:1|c", "malformed_tag"),
             (b"a[k=v:1|c", "malformed_tag"),
             (b"[k=v:1|c", "malformed_tag"),
@@ -293,6 +358,119 @@ mod tests {
         ] {
             rejects(line, reason);
         }
+    }
+
+    /// Parses `line` as the daemon does, with room to join a name.
+    fn roomy(line: &str, styles: TagStyles) -> Result<(String, Vec<(String, String)>), ParseError> {
+        let mut room = String::new();
+        let opts = ParseOptions::default().tag_styles(styles);
+        match parse_datagram_with(line.as_bytes(), opts).next_with_room(&mut room) {
+            Some(Ok(Line::Sample(s))) => Ok((
+                s.name.to_string(),
+                s.tags()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            )),
+            Some(Err(e)) => Err(e),
+            other => panic!("{line:?}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn signalfx_tags_in_the_middle_of_a_name_are_read_as_statsd_exporter_reads_them() {
+        let all = TagStyles::ALL;
+        let kv = |n: &str, t: &[(&str, &str)]| Ok((n.to_string(), tags(t)));
+        // Start, middle, end: one name, one tag list.
+        for line in [
+            "[tag1=bar,tag2=baz]foo.test:100|c",
+            "foo.[tag1=bar,tag2=baz]test:100|c",
+            "foo.test[tag1=bar,tag2=baz]:100|c",
+            "f[tag1=bar,tag2=baz]oo.test:100|c",
+        ] {
+            assert_eq!(
+                roomy(line, all),
+                kv("foo.test", &[("tag1", "bar"), ("tag2", "baz")]),
+                "{line}"
+            );
+        }
+        // The two sides are joined as they stand, dots and all.
+        assert_eq!(
+            roomy("foo.[k=v].test:1|c", all),
+            kv("foo..test", &[("k", "v")])
+        );
+        assert_eq!(
+            roomy("foo[k=v].test:1|c", all),
+            kv("foo.test", &[("k", "v")])
+        );
+        // An empty block is no tags.
+        assert_eq!(roomy("foo.[]test:1|c", all), kv("foo.test", &[]));
+        // The first `]` closes the block; later text, brackets included,
+        // is name text (statsd_exporter reads only the first block too).
+        assert_eq!(
+            roomy("a[x=1]b[y=2]c:1|c", all),
+            kv("ab[y=2]c", &[("x", "1")])
+        );
+        assert_eq!(roomy("a[x=1]b]c:1|c", all), kv("ab]c", &[("x", "1")]));
+        // Merged with DogStatsD tags, name tags first.
+        assert_eq!(
+            roomy("a[x=1]b:1|c|#y:2", all),
+            kv("ab", &[("x", "1"), ("y", "2")])
+        );
+        // Still refused: a `[` never closed, a tag without `=`, a name
+        // that is only the block, bad fields after the name.
+        assert_eq!(roomy("a[x=1b:1|c", all), Err(ParseError::MalformedTag));
+        assert_eq!(roomy("a[x]b:1|c", all), Err(ParseError::MalformedTag));
+        assert_eq!(roomy("[x=1]:1|c", all), Err(ParseError::EmptyName));
+        assert_eq!(roomy("a[x=1]b:z|c", all), Err(ParseError::MalformedValue));
+        assert_eq!(roomy("a[x=1]b:1|q", all), Err(ParseError::UnknownType));
+        assert_eq!(roomy("a[x=1]b:1|c|#:v", all), Err(ParseError::MalformedTag));
+        // A name joined past the limit is refused like any long name.
+        let long = format!("{}[k=v]{}:1|c", "n".repeat(200), "m".repeat(57));
+        assert_eq!(roomy(&long, all), Err(ParseError::NameTooLong));
+        let fits = format!("{}[k=v]{}:1|c", "n".repeat(200), "m".repeat(56));
+        assert_eq!(roomy(&fits, all).map(|(n, _)| n.len()), Ok(MAX_NAME_LEN));
+        // SignalFx off: brackets are name text; another name style that
+        // comes first picks its own style.
+        let no_sfx = all.without(TagStyles::SIGNALFX);
+        assert_eq!(roomy("a[x=1]b:1|c", no_sfx), kv("a[x=1]b", &[]));
+        assert_eq!(roomy("a,k=v[x=1]b:1|c", all), kv("a", &[("k", "v[x=1]b")]));
+        // The room is left alone for every line without a middle block.
+        let mut room = String::new();
+        let mut lines = parse_datagram_with(
+            b"a:1|c\na,k=v:1|c\na[k=v]:1|c\n[k=v]a:1|c\nb[k=v:1|c\nc#k:1|c|#x:y,#z",
+            ParseOptions::default(),
+        );
+        let mut n = 0;
+        while lines.next_with_room(&mut room).is_some() {
+            n += 1;
+        }
+        assert_eq!(n, 6);
+        assert_eq!(room.capacity(), 0);
+    }
+
+    #[test]
+    fn a_hash_before_a_dogstatsd_key_is_dropped() {
+        let s = sample("foo:100|c|#tag1:bar,#tag2:baz");
+        assert_eq!(
+            s.tags().collect::<Vec<_>>(),
+            [("tag1", "bar"), ("tag2", "baz")]
+        );
+        assert_eq!(s.tags().len(), 2);
+        // The field's own `#` comes first: `|###k` is the key `#k`.
+        let s = sample("foo:1|c|###k:v,#bare,#,k2:v2");
+        assert_eq!(
+            s.tags().collect::<Vec<_>>(),
+            [("#k", "v"), ("bare", ""), ("k2", "v2")]
+        );
+        assert_eq!(s.tags().len(), 3);
+        // Only the key's `#`: a value keeps its own.
+        let s = sample("foo:1|c|#k:#v");
+        assert_eq!(s.tags().collect::<Vec<_>>(), [("k", "#v")]);
+        // Name tags are not DogStatsD tags: their `#` is text.
+        let s = sample("foo,k=v:1|c|#x:y");
+        assert_eq!(s.tags().collect::<Vec<_>>(), [("k", "v"), ("x", "y")]);
+        assert_eq!(reject(b"foo:1|c|#:v,#x:y"), "malformed_tag");
+        assert_eq!(reject(b"foo:1|c|#k:v,#:w"), "malformed_tag");
     }
 
     fn with(line: &str, styles: TagStyles) -> Result<Line<'_>, ParseError> {
@@ -420,11 +598,23 @@ mod tests {
             b"cpu:+1|g|#host:a",
             b"  cpu,dc=x,host=a:1|c\r",
             b"cpu",
+            b"c[host=a]pu:5|g",
+            b"cp[host=a]u,dc=x:5|g",
         ] {
-            assert_eq!(route_key(line), b"cpu", "{}", String::from_utf8_lossy(line));
+            assert_eq!(key(line), b"cpu", "{}", String::from_utf8_lossy(line));
         }
-        assert_eq!(route_key(b"a.b:1|c"), b"a.b");
-        assert_ne!(route_key(b"a.b:1|c"), route_key(b"a.c:1|c"));
+        assert_eq!(key(b"a.b:1|c"), b"a.b");
+        assert_ne!(key(b"a.b:1|c"), key(b"a.c:1|c"));
+        // Only a block with name text after it makes a tail.
+        assert_eq!(route_key(b"cpu[host=a]:5|g"), (&b"cpu"[..], &b""[..]));
+        assert_eq!(route_key(b"cpu[host=a:5|g"), (&b"cpu"[..], &b""[..]));
+        assert_eq!(route_key(b"c[h=a]pu:5|g"), (&b"c"[..], &b"pu"[..]));
+    }
+
+    /// [`route_key`]'s two pieces joined, as the router hashes them.
+    fn key(line: &[u8]) -> Vec<u8> {
+        let (head, tail) = route_key(line);
+        [head, tail].concat()
     }
 
     /// Under every combination of tag styles, two lines that the parser
@@ -445,6 +635,15 @@ mod tests {
             b"[a]b,c#d:1|g",
             b"[a]b,c#d:2|g|#k:v",
             b"[a]b,c:2|g|#d",
+            b"c[host=a,dc=x]pu:6|g",
+            b"cp[dc=x]u:6|g|#host:a",
+            b"c[dc=x]pu,host=a:6|g",
+            b"[x=1]b[c=d]e:1|g",
+            b"b[c=d]e:1|g|#x:1",
+            b"b[c=d,x=1]e:1|g",
+            b"foo.[k=v]test:1|c",
+            b"foo.test[k=v]:1|c",
+            b"foo.test,k=v:1|c",
         ];
         for bits in 0..16u8 {
             let styles = TagStyles::NAMED
@@ -455,9 +654,12 @@ mod tests {
             let opts = ParseOptions::default().tag_styles(styles);
             // (name, sorted tags) of each line parsed so far, with its key.
             type Series = (String, Vec<(String, String)>);
-            let mut seen: Vec<(Series, &[u8])> = Vec::new();
+            let mut seen: Vec<(Series, Vec<u8>)> = Vec::new();
             for line in spellings {
-                let Some(Ok(Line::Sample(s))) = parse_datagram_with(line, opts).next() else {
+                let mut room = String::new();
+                let Some(Ok(Line::Sample(s))) =
+                    parse_datagram_with(line, opts).next_with_room(&mut room)
+                else {
                     continue;
                 };
                 let mut tags: Vec<(String, String)> = s
@@ -467,17 +669,17 @@ mod tests {
                 tags.sort();
                 tags.dedup_by(|a, b| a.0 == b.0);
                 let id = (s.name.to_string(), tags);
-                for (other, key) in &seen {
+                for (other, k) in &seen {
                     if *other == id {
                         assert_eq!(
-                            route_key(line),
-                            *key,
+                            key(line),
+                            *k,
                             "styles {bits:04b}: {} and a line of the same series",
                             String::from_utf8_lossy(line)
                         );
                     }
                 }
-                seen.push((id, route_key(line)));
+                seen.push((id, key(line)));
             }
         }
     }

@@ -25,6 +25,8 @@ mod redis_server;
 mod access;
 // Real statsd clients (Python statsd, datadog, Node hot-shots) end to end.
 mod clients;
+// Issue #19: client tag forms (PHP `|#k:v,#k2:v2`, SignalFx mid-name) get statsd_exporter's labels on /metrics.
+mod compat_lines;
 // The Grafana dashboards: generated, importable, every query checked by promtool and a real Prometheus.
 mod dashboards;
 // What /metrics and the JSON API publish: promtool, duplicates, OpenMetrics, gzip.
