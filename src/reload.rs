@@ -245,6 +245,10 @@ impl Reloader {
                     tracing::warn!(path = %path.display(), "[listen] and [ingest] changes (tag_styles included) take effect only after a restart.");
                     needs_restart.push("[listen] and [ingest] changes (tag_styles included) take effect only after a restart");
                 }
+                if cfg.relays != started.relays {
+                    tracing::warn!(path = %path.display(), "[[relay]] changes take effect only after a restart; the relays the daemon started with go on.");
+                    needs_restart.push("[[relay]] changes take effect only after a restart");
+                }
                 // Access (credentials files included, read again just now)
                 // is taken at once, and so is [http.tls] (above); the rest
                 // of [http] needs a restart.

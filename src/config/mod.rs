@@ -11,6 +11,7 @@ mod access;
 pub mod exposure;
 mod reader;
 mod redis;
+mod relay;
 mod signals;
 mod sources;
 mod tls;
@@ -28,6 +29,7 @@ pub use self::redis::{
 };
 pub use reader::ConfigProblem;
 use reader::{Problems, Table};
+pub use relay::{RelayDef, RelayProtocol, MAX_RELAY_DATAGRAM};
 pub use signals::{
     BreakerDef, BreakerInputs, BreakerKind, LimitAlgorithm, LimitDef, OutcomeTag, StoreFallback,
 };
@@ -60,6 +62,8 @@ pub struct Config {
     pub limits: Vec<LimitDef>,
     /// The shared store, if `[redis]` is given.
     pub redis: Option<RedisConfig>,
+    /// Other statsd servers accepted lines are copied to (`[[relay]]`).
+    pub relays: Vec<RelayDef>,
 }
 
 /// `[listen]`: empty strings turn a listener off.
@@ -337,6 +341,7 @@ const MAPPING_KEYS: &[&str] = &[
 ];
 const TOP_KEYS: &[&str] = &[
     "listen", "ingest", "http", "series", "windows", "mappings", "breakers", "limits", "redis",
+    "relay",
 ];
 const REDIS_KEYS: &[&str] = &[
     "url",
@@ -433,6 +438,7 @@ impl Default for Config {
             breakers: Vec::new(),
             limits: Vec::new(),
             redis: None,
+            relays: Vec::new(),
         }
     }
 }
@@ -774,6 +780,13 @@ impl Config {
                 cfg.limits.push(l);
             }
             t.finish(&mut p, signals::LIMIT_KEYS);
+        }
+        let mut names = Vec::new();
+        for mut t in top.tables(&mut p, "relay") {
+            if let Some(r) = relay::read_relay(&mut t, &mut p, &mut names) {
+                cfg.relays.push(r);
+            }
+            t.finish(&mut p, relay::RELAY_KEYS);
         }
 
         top.finish(&mut p, TOP_KEYS);
