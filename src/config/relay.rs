@@ -349,6 +349,35 @@ protocol = "tcp"
     }
 
     #[test]
+    fn the_sample_config_documents_every_key_with_a_value_that_reads() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config.toml");
+        let text = std::fs::read_to_string(path).unwrap();
+        let block = text
+            .split_once("# [[relay]]\n")
+            .expect("config.toml shows a commented [[relay]]")
+            .1;
+        let mut src = "[[relay]]\n".to_string();
+        for l in block.lines() {
+            src.push_str(l.strip_prefix("# ").unwrap_or(l));
+            src.push('\n');
+        }
+        for key in RELAY_KEYS {
+            assert!(
+                src.lines().any(|l| l.starts_with(&format!("{key} = "))),
+                "config.toml's [[relay]] does not show `{key}`"
+            );
+        }
+        // Every value reads; `match` and `match_regex` are alternatives.
+        assert_eq!(
+            problems(&src),
+            [format!(
+                "line {}: `relay[0].match_regex`: give `match` (a glob) or `match_regex` (a regex), not both",
+                src.lines().position(|l| l.starts_with("match_regex")).unwrap() + 1
+            )]
+        );
+    }
+
+    #[test]
     fn an_address_is_host_and_port() {
         for ok in [
             "127.0.0.1:8125",

@@ -8,7 +8,7 @@ use std::io::Write;
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::time::Duration;
 
-use crate::support::{Daemon, Scrape, TEST_CONFIG};
+use crate::support::{run, Daemon, Scrape, TempDir, TEST_CONFIG};
 
 const LIMIT: Duration = Duration::from_secs(20);
 
@@ -235,4 +235,30 @@ fn a_destination_that_is_down_costs_only_counted_drops() {
         log.contains("Relay stop deadline passed") && log.contains(&format!("lines={held}")),
         "{log}"
     );
+}
+
+#[test]
+fn check_config_names_a_relay_host_that_does_not_resolve_with_its_line() {
+    let dir = TempDir::new("relay-cfg");
+    let file = dir.path().join("relay.toml");
+    std::fs::write(
+        &file,
+        "[[relay]]\naddress = \"127.0.0.1:9125\"\n\n[[relay]]\nname = \"gone\"\naddress = \"no-such-host.invalid:8125\"\n",
+    )
+    .unwrap();
+    let out = run(
+        std::process::Command::new(env!("CARGO_BIN_EXE_rollstat"))
+            .arg("check-config")
+            .arg(&file),
+        b"",
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status.code(), Some(2), "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr
+            .contains("line 6: `relay[1].address`: `no-such-host.invalid:8125` does not resolve"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("relay[0]"), "{}", out.stderr);
 }
