@@ -258,12 +258,14 @@ impl Ingestor {
         self.clock.now()
     }
 
-    /// Flushes a worker's counts, and hands its relay lines off.
+    /// Hands a worker's relay lines off, and flushes its counts (in that
+    /// order: a line counted as accepted has reached its relay's buffer,
+    /// or its drop is counted).
     pub fn flush(&self, t: Transport, w: &mut Worker) {
-        self.telemetry.flush(t, &mut w.counts);
         if let Some(r) = &self.relays {
             r.hand_off(&mut w.relay);
         }
+        self.telemetry.flush(t, &mut w.counts);
     }
 }
 

@@ -18,8 +18,8 @@
 //!   destination (its idle timeout), so that lines are not written into a
 //!   connection that is already gone.
 //! * At stop ([`Relays::stop`](super::Relays::stop)) the sender sends what
-//!   is buffered until the deadline, then counts the rest as
-//!   `stop_deadline` and ends.
+//!   is buffered until the deadline (a TCP write then waits no longer than
+//!   the time left), then counts the rest as `stop_deadline` and ends.
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
@@ -316,8 +316,15 @@ fn run(r: &Relay, clock: &dyn Clock) {
             }
             continue;
         };
+        let stop = s.stop;
         drop(s);
         tx.check_closed(now);
+        if let (Some(d), Dest::Tcp(sock)) = (stop, &tx.dest) {
+            // Stopping: no write may outlast the deadline.
+            let left = d.saturating_duration_since(now);
+            let _ =
+                sock.set_write_timeout(Some(left.clamp(Duration::from_millis(1), WRITE_TIMEOUT)));
+        }
         let mut too_long = 0;
         for line in batch_lines(&batch.lines) {
             if packer.push(line, now, &mut |d, n| tx.send(d, n, now)) == Packed::TooLong {
