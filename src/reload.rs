@@ -45,7 +45,7 @@
 //!   use stays, as the rest of the config does). Turning HTTPS on or off
 //!   needs a restart, and the reload log says so.
 //! * **Restart only**: `[listen]`, `[ingest]` (limits and `tag_styles`), the
-//!   rest of `[http]` (deadlines and caps) and `[redis]`. A reload whose file
+//!   rest of `[http]` (deadlines and caps), `[redis]` and `[[relay]]`. A reload whose file
 //!   differs there from the config the daemon started with says so in its
 //!   log and in its answer ([`Reloaded::needs_restart`]; `POST /-/reload`
 //!   prints it after "config reloaded"), at every reload until a restart. A

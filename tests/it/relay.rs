@@ -168,6 +168,20 @@ fn a_filtered_relay_forwards_only_matching_names_and_after_mapping_skips_dropped
     assert_eq!(d.must("other_b_total", &[]), 300.0);
     assert!(d.value("drop_me_x_total", &[]).is_none());
     assert_eq!(d.must("rollstat_ingest_dropped_by_mapping_total", &[]), 0.0);
+
+    // A reload that changes [[relay]] says it needs a restart.
+    let edited = std::fs::read_to_string(&relay.config)
+        .unwrap()
+        .replace("match = \"keep.*\"", "match = \"other.*\"");
+    std::fs::write(&relay.config, edited).unwrap();
+    let r = relay.post("/-/reload", "text/plain", b"");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(
+        r.text()
+            .contains("[[relay]] changes take effect only after a restart"),
+        "{}",
+        r.text()
+    );
 }
 
 #[test]
