@@ -21,8 +21,8 @@ use std::sync::Arc;
 
 use crate::clock::{Clock, Timestamp};
 use crate::escape::Escaped;
-use crate::parse::{parse_datagram_with, parse_line_with, Line, ParseError, ParseOptions};
-use crate::relay::{raw_lines, Outbox, Relays};
+use crate::parse::{parse_datagram_with, Line, ParseError, ParseOptions};
+use crate::relay::{line_around, Outbox, Relays};
 use crate::series::{Applied, KeyBuf, Registry};
 use crate::service::ServiceHandle;
 use crate::telemetry::{LocalCounts, Telemetry, Transport};
@@ -193,13 +193,14 @@ impl Ingestor {
             }
             return;
         };
-        // With relays, each line's text is kept beside its parse: the same
-        // lines, one for one (`raw_lines`), parsed one at a time.
-        for (i, raw) in raw_lines(buf).enumerate() {
-            let line = parse_line_with(raw, opts);
+        for (i, line) in parse_datagram_with(buf, opts).enumerate() {
             if let Some((name, dropped)) = self.apply_line(i, line, breakers, now, w, &mut rejected)
             {
-                relays.offer(raw, name, dropped, &mut w.relay);
+                // The sample's name borrows from `buf`: its line is found
+                // around it, as the client sent it.
+                if let Some(raw) = line_around(buf, name.as_bytes()) {
+                    relays.offer(raw, name, dropped, &mut w.relay);
+                }
             }
         }
     }

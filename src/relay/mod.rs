@@ -31,8 +31,8 @@
 //!
 //! # Layout
 //!
-//! * `pack.rs`: the pure parts: [`Packer`], [`ByteQueue`], [`raw_lines`],
-//!   the reconnect back-off;
+//! * `pack.rs`: the pure parts: [`Packer`], [`ByteQueue`], [`line_around`]
+//!   (a sample's raw line), the reconnect back-off;
 //! * `sender.rs`: the sender threads, UDP and TCP, and their stop;
 //! * this file: [`Relays`], built without I/O, and the hot path.
 
@@ -41,7 +41,9 @@ mod sender;
 
 use parking_lot::{Condvar, Mutex};
 
-pub use self::pack::{batch_lines, raw_lines, Batch, ByteQueue, Packed, Packer, Reconnect};
+pub use self::pack::{
+    batch_lines, line_around, raw_lines, Batch, ByteQueue, Packed, Packer, Reconnect,
+};
 pub use self::sender::{spawn, Senders};
 use crate::clock::Timestamp;
 use crate::config::{RelayDef, RelayProtocol};
@@ -78,7 +80,8 @@ impl Filter {
     fn matches(&self, name: &str) -> bool {
         match self {
             Filter::All => true,
-            Filter::Glob(g) => g.is_match(name),
+            // The prefix and suffix test first: most names fail it.
+            Filter::Glob(g) => g.may_match(name) && g.is_match(name),
             Filter::Regex(r) => r.is_match(name),
         }
     }

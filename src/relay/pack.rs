@@ -195,6 +195,34 @@ pub fn raw_lines(buf: &[u8]) -> impl Iterator<Item = &[u8]> {
     })
 }
 
+/// The whole line of `buf` that `part` (a slice of `buf`, e.g. a parsed
+/// sample's name) lies in, blanks trimmed as the parser trims them: the
+/// text to relay, found from the parse's own borrow without splitting the
+/// datagram twice. `None` if `part` does not lie in `buf`.
+#[must_use]
+pub fn line_around<'a>(buf: &'a [u8], part: &[u8]) -> Option<&'a [u8]> {
+    let off = (part.as_ptr() as usize).checked_sub(buf.as_ptr() as usize)?;
+    if off + part.len() > buf.len() {
+        return None;
+    }
+    // Plain loops: a name starts its line (but for a SignalFx `[tags]`
+    // prefix or blanks) and what follows it is short; memchr's set-up
+    // costs more than these few bytes (measured: PERF.md, issue #19).
+    let start = buf[..off]
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |i| i + 1);
+    let after = off + part.len();
+    let end = buf[after..]
+        .iter()
+        .position(|&b| b == b'\n')
+        .map_or(buf.len(), |i| after + i);
+    let l = &buf[start..end];
+    let first = l.iter().position(|&b| !blank(b))?;
+    let last = l.iter().rposition(|&b| !blank(b)).map_or(first, |e| e + 1);
+    Some(&l[first..last])
+}
+
 /// The first wait after a failed connect.
 pub const FIRST_RETRY: Duration = Duration::from_millis(100);
 /// The longest wait between two connects while they keep failing.
@@ -343,6 +371,24 @@ mod tests {
         }
         assert_eq!(raw[0], b"a:1|c");
         assert_eq!(raw[4], b"c:3|ms|@0.1|#x:y");
+    }
+
+    #[test]
+    fn the_line_around_a_samples_name_is_its_raw_line() {
+        let dgram: &[u8] = b"  a:1|c\r\n\n[env=x]b.c:2|g \nbad\nd,k=v:3|ms|@0.1|#x:y\r\nlast:1|s";
+        let raw: Vec<&[u8]> = raw_lines(dgram).collect();
+        let mut got = Vec::new();
+        for (i, l) in parse_datagram(dgram).enumerate() {
+            if let Ok(crate::parse::Line::Sample(s)) = l {
+                got.push(line_around(dgram, s.name.as_bytes()).unwrap());
+                assert_eq!(got.last().unwrap(), &raw[i]);
+            }
+        }
+        assert_eq!(got.len(), 4);
+        assert_eq!(got[1], b"[env=x]b.c:2|g");
+        assert_eq!(got[3], b"last:1|s");
+        // Not a slice of the datagram: no line.
+        assert_eq!(line_around(dgram, b"a"), None);
     }
 
     #[test]
