@@ -20,7 +20,8 @@
 //! spaces the datagrams 100 µs apart in simulated time (default 1 µs), so
 //! that a run crosses bucket boundaries as the daemon at 800k lines/s does.
 //! Without `ROLLSTAT_PROFILE_CONFIG`, `Config::default()`
-//! and 16 shards.
+//! and 16 shards. A `[[relay]]` in the file is wired as the daemon wires
+//! it, without its sender thread (PERF.md, issue #19).
 
 use std::sync::Arc;
 
@@ -61,13 +62,19 @@ fn main() {
     } else {
         rollstat::service::ServiceHandle::default()
     };
+    let telemetry = Arc::new(Telemetry::new().expect("telemetry"));
+    // The config's [[relay]] destinations, without their sender threads:
+    // this measures the ingest path's side (the copy into each worker's
+    // batch, the hand-off; once a 1 MiB buffer is full, the counted drop).
+    let relays = rollstat::relay::Relays::new(&cfg.relays, &telemetry.relay).map(Arc::new);
     let ing = Ingestor::new(
         registry,
-        Arc::new(Telemetry::new().expect("telemetry")),
+        telemetry,
         Arc::new(clock.clone()),
         Arc::new(services),
     )
-    .with_parse_options(rollstat::parse::ParseOptions::default().tag_styles(cfg.ingest.tag_styles));
+    .with_parse_options(rollstat::parse::ParseOptions::default().tag_styles(cfg.ingest.tag_styles))
+    .with_relays(relays);
     let dgrams = render_datagrams(names, 0, Kind::Counter, 80, 1432);
     let mut w = Worker::default();
     for (d, _) in &dgrams {

@@ -62,6 +62,8 @@
 //! * [`telemetry`] holds the self-metrics.
 //! * [`expose`]: `/metrics` (text and OpenMetrics), the JSON shapes, the
 //!   live page.
+//! * [`relay`]: accepted lines copied to other statsd servers (`[[relay]]`),
+//!   through bounded buffers the ingest path never waits on.
 //! * [`ingest`]: UDP, TCP and Unix transports, and the one path from bytes to
 //!   the registry.
 //! * [`daemon`]: [`daemon::State::build`] makes the whole state without a
@@ -126,6 +128,7 @@ pub mod limit;
 pub mod mapping;
 pub mod names;
 pub mod parse;
+pub mod relay;
 pub(crate) mod reload;
 pub mod series;
 pub mod service;

@@ -45,7 +45,7 @@
 //!   use stays, as the rest of the config does). Turning HTTPS on or off
 //!   needs a restart, and the reload log says so.
 //! * **Restart only**: `[listen]`, `[ingest]` (limits and `tag_styles`), the
-//!   rest of `[http]` (deadlines and caps) and `[redis]`. A reload whose file
+//!   rest of `[http]` (deadlines and caps), `[redis]` and `[[relay]]`. A reload whose file
 //!   differs there from the config the daemon started with says so in its
 //!   log and in its answer ([`Reloaded::needs_restart`]; `POST /-/reload`
 //!   prints it after "config reloaded"), at every reload until a restart. A
@@ -244,6 +244,10 @@ impl Reloader {
                 if cfg.listen != started.listen || cfg.ingest != started.ingest {
                     tracing::warn!(path = %path.display(), "[listen] and [ingest] changes (tag_styles included) take effect only after a restart.");
                     needs_restart.push("[listen] and [ingest] changes (tag_styles included) take effect only after a restart");
+                }
+                if cfg.relays != started.relays {
+                    tracing::warn!(path = %path.display(), "[[relay]] changes take effect only after a restart; the relays the daemon started with go on.");
+                    needs_restart.push("[[relay]] changes take effect only after a restart");
                 }
                 // Access (credentials files included, read again just now)
                 // is taken at once, and so is [http.tls] (above); the rest

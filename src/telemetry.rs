@@ -352,6 +352,134 @@ pub struct Telemetry {
     /// Stop drains the deadline cut short, by transport (`udp`, `unix`,
     /// `tcp`).
     pub shutdown_drain_deadline: IntCounterVec,
+    /// `[[relay]]` destinations: their counts, by `relay` name.
+    pub relay: RelayFamilies,
+}
+
+/// Why a line accepted for a relay did not reach it
+/// (`rollstat_relay_lines_dropped_total{relay,reason}`).
+pub mod relay_drop_reason {
+    /// The relay's buffer (`buffer_bytes`) was full: the destination is
+    /// slow or down. Dropped on the ingest path, which never waits.
+    pub const BUFFER_FULL: &str = "buffer_full";
+    /// A line longer than the relay's `max_datagram_bytes` (with its `\n`).
+    pub const TOO_LONG: &str = "too_long";
+    /// UDP: the send failed (e.g. `ECONNREFUSED`: nothing listens there).
+    pub const SEND_ERROR: &str = "send_error";
+    /// TCP: the write failed or timed out; the connection is closed and
+    /// made again with back-off.
+    pub const CONNECTION_LOST: &str = "connection_lost";
+    /// At stop, still buffered when the relay's drain deadline passed.
+    pub const STOP_DEADLINE: &str = "stop_deadline";
+    /// Every reason, in label order.
+    pub const ALL: [&str; 5] = [
+        BUFFER_FULL,
+        TOO_LONG,
+        SEND_ERROR,
+        CONNECTION_LOST,
+        STOP_DEADLINE,
+    ];
+}
+
+/// The `rollstat_relay_*` families; each relay takes its own counters with
+/// [`RelayFamilies::counters`].
+pub struct RelayFamilies {
+    lines_sent: IntCounterVec,
+    datagrams_sent: IntCounterVec,
+    bytes_sent: IntCounterVec,
+    dropped: IntCounterVec,
+    buffered: prometheus::IntGaugeVec,
+    connected: prometheus::IntGaugeVec,
+}
+
+/// One relay's counters (every drop reason created at 0).
+#[derive(Clone)]
+pub struct RelayCounters {
+    /// Lines sent (in datagrams, or writes, that succeeded).
+    pub lines_sent: IntCounter,
+    /// Datagrams (UDP) or writes (TCP) sent.
+    pub datagrams_sent: IntCounter,
+    /// Bytes sent.
+    pub bytes_sent: IntCounter,
+    /// Lines dropped, in [`relay_drop_reason::ALL`] order.
+    pub dropped: Vec<IntCounter>,
+    /// Bytes of lines waiting for the destination.
+    pub buffered: IntGauge,
+    /// 1 while the destination is usable (UDP: resolved; TCP: connected).
+    pub connected: IntGauge,
+}
+
+impl RelayCounters {
+    /// The counter of `reason` (one of [`relay_drop_reason::ALL`]).
+    #[must_use]
+    pub fn dropped(&self, reason: &str) -> &IntCounter {
+        let i = relay_drop_reason::ALL
+            .iter()
+            .position(|r| *r == reason)
+            .unwrap_or(0);
+        &self.dropped[i]
+    }
+}
+
+impl RelayFamilies {
+    fn register(r: &Registry) -> prometheus::Result<RelayFamilies> {
+        let counter = |name: &str, help: &str, labels: &[&str]| {
+            let v = IntCounterVec::new(Opts::new(name, help), labels)?;
+            r.register(Box::new(v.clone()))?;
+            Ok::<_, prometheus::Error>(v)
+        };
+        let gauge = |name: &str, help: &str| {
+            let v = prometheus::IntGaugeVec::new(Opts::new(name, help), &["relay"])?;
+            r.register(Box::new(v.clone()))?;
+            Ok::<_, prometheus::Error>(v)
+        };
+        Ok(RelayFamilies {
+            lines_sent: counter(
+                "rollstat_relay_lines_sent_total",
+                "statsd lines sent to a [[relay]] destination, by relay (name, default its address). A UDP datagram counts as sent when the kernel took it.",
+                &["relay"],
+            )?,
+            datagrams_sent: counter(
+                "rollstat_relay_datagrams_sent_total",
+                "Datagrams (UDP) or writes (TCP) sent to a [[relay]] destination, each at most its max_datagram_bytes, by relay.",
+                &["relay"],
+            )?,
+            bytes_sent: counter(
+                "rollstat_relay_bytes_sent_total",
+                "Bytes of statsd lines sent to a [[relay]] destination, by relay.",
+                &["relay"],
+            )?,
+            dropped: counter(
+                "rollstat_relay_lines_dropped_total",
+                "Lines meant for a [[relay]] destination that did not reach it, by relay and reason: buffer_full (buffer_bytes full: the destination is slow or down; ingest never waits), too_long (longer than max_datagram_bytes), send_error (UDP send failed, e.g. nothing listens), connection_lost (TCP write failed or timed out), stop_deadline (still buffered when the stop's deadline passed). Lines rollstat itself counts are not affected.",
+                &["relay", "reason"],
+            )?,
+            buffered: gauge(
+                "rollstat_relay_buffered_bytes",
+                "Bytes of lines waiting for a [[relay]] destination (at most its buffer_bytes), by relay.",
+            )?,
+            connected: gauge(
+                "rollstat_relay_connected",
+                "1 while a [[relay]] destination is usable (UDP: address resolved; TCP: connected), else 0, by relay.",
+            )?,
+        })
+    }
+
+    /// The counters of the relay named `relay`, every reason at 0.
+    #[must_use]
+    pub fn counters(&self, relay: &str) -> RelayCounters {
+        RelayCounters {
+            lines_sent: self.lines_sent.with_label_values(&[relay]),
+            datagrams_sent: self.datagrams_sent.with_label_values(&[relay]),
+            bytes_sent: self.bytes_sent.with_label_values(&[relay]),
+            dropped: relay_drop_reason::ALL
+                .iter()
+                .map(|r| self.dropped.with_label_values(&[relay, r]))
+                .collect(),
+            buffered: self.buffered.with_label_values(&[relay]),
+            connected: self.connected.with_label_values(&[relay]),
+        }
+    }
 }
 
 /// The background tasks, as `rollstat_task_panics_total` names them.
@@ -561,7 +689,9 @@ impl Telemetry {
             shutdown_drain_deadline.with_label_values(&[t]);
         }
         r.register(Box::new(shutdown_drain_deadline.clone()))?;
+        let relay = RelayFamilies::register(&r)?;
         Ok(Telemetry {
+            relay,
             shutdown_drain_deadline,
             task_panics,
             clock_offset,

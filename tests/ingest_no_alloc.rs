@@ -124,3 +124,76 @@ fn routing_lines_to_the_ingest_workers_allocates_nothing_once_warm() {
         203 * 20 * 5
     );
 }
+
+#[test]
+fn relaying_lines_allocates_nothing_on_the_ingest_path_once_warm() {
+    use rollstat::relay::{spawn, Relays};
+    use rollstat::telemetry::Transport;
+
+    // A sink nobody reads: the sender's sends succeed and are dropped.
+    let sink = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let cfg = Config::parse(&format!(
+        "[[relay]]\nname = \"r\"\naddress = \"{}\"\nflush_interval_ms = 1\n\
+         [[relay]]\nname = \"api\"\naddress = \"{}\"\nmatch = \"api.*\"\n",
+        sink.local_addr().unwrap(),
+        sink.local_addr().unwrap()
+    ))
+    .unwrap();
+    let clock = ManualClock::new();
+    let services = Arc::new(ServiceHandle::new(
+        Services::new(&cfg, clock.now(), None).unwrap(),
+    ));
+    let telemetry = Arc::new(Telemetry::new().unwrap());
+    let relays = Arc::new(Relays::new(&cfg.relays, &telemetry.relay).unwrap());
+    // The senders run on the real clock (their flush interval, the stop's
+    // deadline); the ingest path on the manual one.
+    let real = Arc::new(rollstat::SystemClock::new());
+    let senders = spawn(&relays, real.clone()).unwrap();
+    let counters = [
+        telemetry.relay.counters("r"),
+        telemetry.relay.counters("api"),
+    ];
+    let ing = Ingestor::new(
+        Arc::new(Registry::new(Plan::from_config(&cfg), 16)),
+        telemetry.clone(),
+        Arc::new(clock.clone()),
+        services,
+    )
+    .with_relays(Some(relays.clone()));
+    let dgram = b"api.requests:1|c|#route:/x\nqueue.depth:+3|g\napi.latency:12.5|ms|@0.5\n\
+        db.rows:1:2:3|d\nusers:alice|s\nbad line\n";
+    let mut w = Worker::default();
+    // One round as a UDP reader does it: datagrams, then the flush that
+    // hands the lines off; then wait until the senders have taken them
+    // (and given the buffers back).
+    let round = |w: &mut Worker| {
+        for _ in 0..20 {
+            ing.ingest(dgram, clock.now(), w);
+        }
+        ing.flush(Transport::Udp, w);
+        while counters.iter().any(|c| c.buffered.get() > 0) {
+            std::thread::yield_now();
+        }
+    };
+    for _ in 0..5 {
+        round(&mut w);
+    }
+    ALLOCS.with(|c| c.set(Some(0)));
+    for _ in 0..200 {
+        round(&mut w);
+    }
+    let allocs = ALLOCS.with(|c| c.replace(None));
+    assert_eq!(
+        allocs,
+        Some(0),
+        "relaying allocated on the ingest path once warm"
+    );
+    relays.stop(real.now() + std::time::Duration::from_secs(10));
+    senders.join();
+    let sent = |c: &rollstat::telemetry::RelayCounters| c.lines_sent.get();
+    assert_eq!(sent(&counters[0]), 205 * 20 * 5);
+    assert_eq!(sent(&counters[1]), 205 * 20 * 2);
+    for c in &counters {
+        assert_eq!(c.dropped.iter().map(|d| d.get()).sum::<u64>(), 0);
+    }
+}

@@ -9,7 +9,8 @@
 //!  9 daemon                      wiring: build, bind, spawn, wait, stop
 //!  8 http                        the HTTP router and its handlers
 //!  7 ingest reload               sockets to the registry; config reloads
-//!  6 expose                      /metrics, OpenMetrics, JSON, the page
+//!  6 expose relay                /metrics, OpenMetrics, JSON, the page; lines
+//!                                copied to other statsd servers
 //!  5 fleet service telemetry     shared windows; named breakers and limits; self-metrics
 //!  4 series store fdlimit tls    the registry of series; Redis (shared limits and
 //!                                window buckets); the open-file limit; the
@@ -52,6 +53,7 @@ const FLOORS: &[(&str, u8)] = &[
     ("service", 5),
     ("telemetry", 5),
     ("expose", 6),
+    ("relay", 6),
     ("ingest", 7),
     ("reload", 7),
     ("http", 8),

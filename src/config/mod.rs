@@ -12,6 +12,7 @@ pub mod exposure;
 mod go_template;
 mod reader;
 mod redis;
+mod relay;
 mod signals;
 mod sources;
 pub mod statsd_exporter;
@@ -31,6 +32,7 @@ pub use self::redis::{
 };
 pub use reader::ConfigProblem;
 use reader::{Problems, Table};
+pub use relay::{RelayDef, RelayProtocol, MAX_RELAY_DATAGRAM};
 pub use signals::{
     BreakerDef, BreakerInputs, BreakerKind, LimitAlgorithm, LimitDef, OutcomeTag, StoreFallback,
 };
@@ -69,6 +71,8 @@ pub struct Config {
     /// `[statsd_exporter] cumulative_names = "statsd_exporter"`: the
     /// cumulative families named as statsd_exporter names them.
     pub exporter_names: bool,
+    /// Other statsd servers accepted lines are copied to (`[[relay]]`).
+    pub relays: Vec<RelayDef>,
 }
 
 /// `[statsd_exporter] mapping_file`, as read.
@@ -463,6 +467,7 @@ const TOP_KEYS: &[&str] = &[
     "limits",
     "redis",
     "statsd_exporter",
+    "relay",
 ];
 const REDIS_KEYS: &[&str] = &[
     "url",
@@ -561,6 +566,7 @@ impl Default for Config {
             redis: None,
             statsd_exporter: None,
             exporter_names: false,
+            relays: Vec::new(),
         }
     }
 }
@@ -929,6 +935,13 @@ impl Config {
                 cfg.limits.push(l);
             }
             t.finish(&mut p, signals::LIMIT_KEYS);
+        }
+        let mut names = Vec::new();
+        for mut t in top.tables(&mut p, "relay") {
+            if let Some(r) = relay::read_relay(&mut t, &mut p, &mut names) {
+                cfg.relays.push(r);
+            }
+            t.finish(&mut p, relay::RELAY_KEYS);
         }
 
         top.finish(&mut p, TOP_KEYS);

@@ -127,10 +127,31 @@ impl Listeners {
 /// What `rollstat check-config` checks on this host about the listeners,
 /// beyond the file itself: that the group of `listen.statsd_unix_group`
 /// exists, and that nothing but a socket sits at `listen.statsd_unix` (a
-/// socket is fine: a running daemon's, or a stale one the start replaces).
+/// socket is fine: a running daemon's, or a stale one the start replaces);
+/// and that every `[[relay]]` host name resolves.
 #[must_use]
 pub fn check(cfg: &Config) -> Vec<ConfigProblem> {
     let mut out = Vec::new();
+    for (i, r) in cfg.relays.iter().enumerate() {
+        if r.literal.is_some() {
+            continue;
+        }
+        let resolved = std::net::ToSocketAddrs::to_socket_addrs(r.address.as_str())
+            .map(|mut a| a.next().is_some());
+        let why = match resolved {
+            Ok(true) => continue,
+            Ok(false) => "it resolves to no address".to_string(),
+            Err(e) => e.to_string(),
+        };
+        out.push(ConfigProblem {
+            line: r.address_line,
+            key: format!("relay[{i}].address"),
+            message: format!(
+                "`{}` does not resolve on this host ({why}); the daemon would start and retry it with back-off, buffering lines until then. Fix the name or give an IP address",
+                r.address
+            ),
+        });
+    }
     let Some(path) = &cfg.listen.statsd_unix else {
         return out;
     };

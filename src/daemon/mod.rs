@@ -98,6 +98,13 @@ pub async fn serve(
         Some(u) => (Some(u.socket), Some(u.file)),
         None => (None, None),
     };
+    // Before the receivers, so that the first lines find their senders.
+    let relay_senders = state
+        .relays
+        .as_ref()
+        .map(|r| crate::relay::spawn(r, state.clock.clone()))
+        .transpose()
+        .map_err(start("relay senders"))?;
     let receivers = Receivers::spawn(&state, listeners.udp, listeners.tcp, unix_socket, &stop_rx)?;
     let tasks = Tasks::spawn(&state, &stop_rx).map_err(start("SIGHUP handler"))?;
     let http = tokio::net::TcpListener::from_std(listeners.http).map_err(start("HTTP listener"))?;
@@ -135,6 +142,12 @@ pub async fn serve(
         Ok(Ok(())) => {}
         Ok(Err(e)) => tracing::warn!(error = %e, "HTTP server task failed."),
         Err(_) => tracing::warn!("HTTP connections still open after 5s; exiting anyway."),
+    }
+    // Nothing feeds the relays any more: each sends what it holds, within
+    // [ingest] drain_timeout_ms of now, then counts the rest.
+    if let (Some(relays), Some(senders)) = (&state.relays, relay_senders) {
+        relays.stop(state.clock.now() + state.config.ingest.drain_timeout);
+        let _ = tokio::task::spawn_blocking(move || senders.join()).await;
     }
     // Every receiver has stopped and flushed: these totals are final. They
     // let an operator (and the integration tests) check that a graceful stop

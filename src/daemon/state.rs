@@ -23,6 +23,7 @@ use crate::ingest::fault::Faults;
 use crate::ingest::supervise::Liveness;
 use crate::ingest::Ingestor;
 use crate::parse::ParseOptions;
+use crate::relay::Relays;
 use crate::reload::Reloader;
 use crate::series::{Plan, Registry};
 use crate::service::{ServiceError, ServiceHandle, Services};
@@ -69,6 +70,8 @@ pub struct State {
     pub families: Arc<SeriesCollector>,
     /// The one path from bytes to the registry.
     pub ingestor: Arc<Ingestor>,
+    /// `[[relay]]` destinations (their senders start with the daemon).
+    pub relays: Option<Arc<Relays>>,
     /// Config reloads (SIGHUP, `POST /-/reload`).
     pub reloader: Arc<Reloader>,
     /// Who may use which HTTP route (replaced at reload).
@@ -156,6 +159,7 @@ impl State {
                 .without_series()
                 .with_fleet(fleet.clone()),
         );
+        let relays = Relays::new(&config.relays, &telemetry.relay).map(Arc::new);
         let ingestor = Arc::new(
             Ingestor::new(
                 registry.clone(),
@@ -163,7 +167,8 @@ impl State {
                 clock.clone(),
                 services.clone(),
             )
-            .with_parse_options(ParseOptions::default().tag_styles(config.ingest.tag_styles)),
+            .with_parse_options(ParseOptions::default().tag_styles(config.ingest.tag_styles))
+            .with_relays(relays.clone()),
         );
         let access = Arc::new(AccessHandle::new(
             config.http.access.clone(),
@@ -200,6 +205,7 @@ impl State {
             fleet,
             families,
             ingestor,
+            relays,
             reloader,
             access,
             tls,

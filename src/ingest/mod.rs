@@ -22,6 +22,7 @@ use std::sync::Arc;
 use crate::clock::{Clock, Timestamp};
 use crate::escape::Escaped;
 use crate::parse::{parse_datagram_with, Line, ParseError, ParseOptions};
+use crate::relay::{line_around, Outbox, Relays};
 use crate::series::{Applied, KeyBuf, Registry};
 use crate::service::ServiceHandle;
 use crate::telemetry::{LocalCounts, Telemetry, Transport};
@@ -38,6 +39,8 @@ pub struct Ingestor {
     pub services: Arc<ServiceHandle>,
     /// How statsd text is parsed (`[ingest] tag_styles`), on every transport.
     parse: ParseOptions,
+    /// `[[relay]]` destinations accepted lines are copied to; `None`: none.
+    relays: Option<Arc<Relays>>,
     /// When a bad line was last logged (Unix nanos), for rate limiting.
     last_logged: AtomicU64,
     /// Bad lines not logged since.
@@ -64,6 +67,8 @@ pub struct Worker {
     pub keys: KeyBuf,
     /// Counts not yet flushed.
     pub counts: LocalCounts,
+    /// Lines for the relays not yet handed off.
+    pub relay: Outbox,
 }
 
 impl Ingestor {
@@ -81,6 +86,7 @@ impl Ingestor {
             clock,
             services,
             parse: ParseOptions::default(),
+            relays: None,
             last_logged: AtomicU64::new(0),
             suppressed: AtomicU64::new(0),
         }
@@ -91,6 +97,13 @@ impl Ingestor {
     #[must_use]
     pub fn with_parse_options(mut self, opts: ParseOptions) -> Self {
         self.parse = opts;
+        self
+    }
+
+    /// This ingestor, copying accepted lines to `relays`.
+    #[must_use]
+    pub fn with_relays(mut self, relays: Option<Arc<Relays>>) -> Self {
+        self.relays = relays;
         self
     }
 
@@ -177,26 +190,75 @@ impl Ingestor {
         // Room for a line whose SignalFx tags sit in the middle of its name
         // (`foo.[k=v]test`); allocated only if such a line comes.
         let mut room = String::new();
+        let relays = self.relays.as_deref();
         let mut lines = parse_datagram_with(buf, opts);
         let mut i = 0;
         while let Some(line) = lines.next_with_room(&mut room) {
+            let applied = self.apply_line(i, line, breakers, now, w, &mut rejected);
             i += 1;
-            match line {
-                Ok(Line::Sample(s)) => {
-                    if let Some(b) = breakers {
-                        b.observe(&s);
-                    }
-                    match self.registry.ingest(&s, now, &mut w.keys) {
-                        Ok(Applied::Stored) => w.counts.lines += 1,
-                        Ok(Applied::DroppedByMapping) => w.counts.dropped_by_mapping += 1,
-                        Err(r) => w.counts.refuse(r),
-                    }
+            let (Some(relays), Some((name, dropped))) = (relays, applied) else {
+                continue;
+            };
+            // The sample's name borrows from `buf`: its line is found around
+            // it, as the client sent it.
+            match line_around(buf, name.as_bytes()) {
+                Some(raw) => relays.offer(raw, name, dropped, &mut w.relay),
+                None => {
+                    // A SignalFx block mid-name: the sample was read from
+                    // its line rejoined in `room` (`[k=v]foo.test:1|c`, the
+                    // same sample), which is relayed. Rare: the name is
+                    // copied to end its borrow of `room`.
+                    let name = name.to_owned();
+                    relays.offer(room.trim().as_bytes(), &name, dropped, &mut w.relay);
                 }
-                Ok(Line::Skipped(k)) => w.counts.skip(k),
-                Err(e) => {
-                    w.counts.reject(e);
-                    rejected(FirstError { line: i, error: e });
+            }
+        }
+    }
+
+    /// Applies the `i`-th line of a batch; for a sample, its name and
+    /// whether a `drop` mapping rule matched it.
+    #[inline]
+    fn apply_line<'a>(
+        &self,
+        i: usize,
+        line: Result<Line<'a>, ParseError>,
+        breakers: Option<&crate::service::Breakers>,
+        now: Timestamp,
+        w: &mut Worker,
+        rejected: &mut impl FnMut(FirstError),
+    ) -> Option<(&'a str, bool)> {
+        match line {
+            Ok(Line::Sample(s)) => {
+                if let Some(b) = breakers {
+                    b.observe(&s);
                 }
+                let dropped = match self.registry.ingest(&s, now, &mut w.keys) {
+                    Ok(Applied::Stored) => {
+                        w.counts.lines += 1;
+                        false
+                    }
+                    Ok(Applied::DroppedByMapping) => {
+                        w.counts.dropped_by_mapping += 1;
+                        true
+                    }
+                    Err(r) => {
+                        w.counts.refuse(r);
+                        false
+                    }
+                };
+                Some((s.name, dropped))
+            }
+            Ok(Line::Skipped(k)) => {
+                w.counts.skip(k);
+                None
+            }
+            Err(e) => {
+                w.counts.reject(e);
+                rejected(FirstError {
+                    line: i + 1,
+                    error: e,
+                });
+                None
             }
         }
     }
@@ -207,8 +269,78 @@ impl Ingestor {
         self.clock.now()
     }
 
-    /// Flushes a worker's counts.
+    /// Hands a worker's relay lines off, and flushes its counts (in that
+    /// order: a line counted as accepted has reached its relay's buffer,
+    /// or its drop is counted).
     pub fn flush(&self, t: Transport, w: &mut Worker) {
+        if let Some(r) = &self.relays {
+            r.hand_off(&mut w.relay);
+        }
         self.telemetry.flush(t, &mut w.counts);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::config::Config;
+    use crate::relay::batch_lines;
+    use crate::series::{Plan, Registry};
+    use crate::service::Services;
+
+    fn ingestor(toml: &str) -> Ingestor {
+        let cfg = Config::parse(toml).unwrap();
+        let clock = ManualClock::new();
+        let services = Services::new(&cfg, clock.now(), None).unwrap();
+        let telemetry = Arc::new(Telemetry::new().unwrap());
+        let relays = Relays::new(&cfg.relays, &telemetry.relay).map(Arc::new);
+        Ingestor::new(
+            Arc::new(Registry::new(Plan::from_config(&cfg), 4)),
+            telemetry,
+            Arc::new(clock),
+            Arc::new(ServiceHandle::new(services)),
+        )
+        .with_relays(relays)
+    }
+
+    const MIXED: &[u8] =
+        b"a:1|c|#k:v\r\n\n  bad\ndebug.x:2|g\n_e{1,1}:t|x\nb:3|ms|@0.5\nc:\xff|c\n";
+
+    #[test]
+    fn with_a_relay_every_line_counts_as_without_and_only_samples_are_relayed() {
+        let plain = ingestor("[[mappings]]\nmatch = \"debug.*\"\naction = \"drop\"\n");
+        let relayed = ingestor(
+            "[[mappings]]\nmatch = \"debug.*\"\naction = \"drop\"\n[[relay]]\naddress = \"127.0.0.1:1\"\n[[relay]]\naddress = \"127.0.0.1:2\"\nafter_mapping = true\n",
+        );
+        let mut errors = [Vec::new(), Vec::new()];
+        for (i, ing) in [&plain, &relayed].into_iter().enumerate() {
+            let mut w = Worker::default();
+            ing.ingest_reporting(MIXED, ing.parse_options(), ing.now(), &mut w, |e| {
+                errors[i].push(e);
+            });
+            ing.flush(Transport::Udp, &mut w);
+        }
+        assert_eq!(errors[0], errors[1]);
+        assert_eq!(errors[0].len(), 2);
+        let (a, b) = (&plain.telemetry, &relayed.telemetry);
+        assert_eq!(a.lines(Transport::Udp), 2);
+        assert_eq!(b.lines(Transport::Udp), 2);
+        let relays = relayed.relays.as_ref().unwrap();
+        let queued: Vec<Vec<String>> = relays
+            .iter()
+            .map(|r| {
+                let mut s = r.shared.lock();
+                let mut out = Vec::new();
+                while let Some(b) = s.queue.pop() {
+                    out.extend(
+                        batch_lines(&b.lines).map(|l| String::from_utf8_lossy(l).into_owned()),
+                    );
+                }
+                out
+            })
+            .collect();
+        assert_eq!(queued[0], ["a:1|c|#k:v", "debug.x:2|g", "b:3|ms|@0.5"]);
+        assert_eq!(queued[1], ["a:1|c|#k:v", "b:3|ms|@0.5"]);
     }
 }

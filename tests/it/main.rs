@@ -67,6 +67,8 @@ mod redis_failover;
 mod redis_retry;
 // Issue #17 (c): two shapes of one window name on one Redis never trim each other.
 mod redis_shapes;
+// Issue #19: [[relay]] to a second rollstat over UDP and TCP, filtered, and to destinations that are down.
+mod relay;
 // Series bounds from outside: cap, type conflicts, expiry.
 mod registry;
 // Issue #16, reload keeps state: limits and breakers edited at a SIGHUP.
