@@ -126,6 +126,7 @@ pub mod limit;
 pub mod mapping;
 pub mod names;
 pub mod parse;
+pub mod probe;
 pub(crate) mod reload;
 pub mod series;
 pub mod service;
