@@ -189,17 +189,6 @@ impl Clock for SystemClock {
     }
 }
 
-/// `CLOCK_MONOTONIC` in microseconds, as systemd's `sd_notify(3)` wants it
-/// in `MONOTONIC_USEC` beside `RELOADING=1` (src/daemon/notify.rs); `None`
-/// if it cannot be read. Not a [`Clock`]: only that message carries it.
-#[must_use]
-pub fn monotonic_usec() -> Option<u64> {
-    let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).ok()?;
-    let secs = u64::try_from(t.tv_sec()).ok()?;
-    let micros = u64::try_from(t.tv_nsec()).ok()? / 1_000;
-    secs.checked_mul(1_000_000)?.checked_add(micros)
-}
-
 /// A clock that moves only when told to. Clones share one time.
 ///
 /// It starts at a realistic Unix time (2026-01-01T00:00:00Z) unless given
@@ -278,13 +267,6 @@ mod tests {
         );
         b.set(Timestamp::from_secs(5));
         assert_eq!(a.now(), Timestamp::from_secs(5));
-    }
-
-    #[test]
-    fn monotonic_usec_reads_and_never_goes_backwards() {
-        let a = monotonic_usec().expect("CLOCK_MONOTONIC readable");
-        let b = monotonic_usec().unwrap();
-        assert!(a > 0 && b >= a, "{a} then {b}");
     }
 
     #[test]

@@ -163,7 +163,7 @@ fn reload_on_sighup(
                 s = sig.recv() => {
                     if s.is_none() { return; }
                     let r = reloader.clone();
-                    notifier.reloading(crate::clock::monotonic_usec());
+                    notifier.reloading();
                     // A bad file is the reload's own error (logged, counted);
                     // a panic is a bug, counted like the other tasks'.
                     let outcome = match tokio::task::spawn_blocking(move || r.reload()).await {
