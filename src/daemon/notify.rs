@@ -325,6 +325,28 @@ mod tests {
     }
 
     #[test]
+    fn messages_reach_an_abstract_socket() {
+        use std::os::linux::net::SocketAddrExt;
+        let name = format!("rollstat-notify-test-{}", std::process::id());
+        let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+        let rx = UnixDatagram::bind_addr(&addr).unwrap();
+        rx.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let target = parse_target(OsStr::new(&format!("@{name}"))).unwrap();
+        let n = Notifier {
+            socket: Some((UnixDatagram::unbound().unwrap(), target)),
+            listening: Mutex::new(String::new()),
+        };
+        n.stopping();
+        let mut buf = [0u8; 256];
+        let len = rx.recv(&mut buf).unwrap();
+        assert!(
+            buf[..len].starts_with(b"STOPPING=1\nSTATUS=stopping"),
+            "{:?}",
+            &buf[..len]
+        );
+    }
+
+    #[test]
     fn messages_reach_a_path_socket() {
         let dir = std::env::temp_dir().join(format!("rollstat-notify-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
