@@ -128,6 +128,7 @@ pub mod limit;
 pub mod mapping;
 pub mod names;
 pub mod parse;
+pub mod probe;
 pub mod relay;
 pub(crate) mod reload;
 pub mod series;

@@ -40,12 +40,34 @@ enum Command {
         /// The statsd_exporter mapping file.
         file: PathBuf,
     },
+    /// Health check for containers (no curl needed): GET a URL over plain
+    /// HTTP; exit 0 on a 2xx answer, 1 otherwise with the reason on stderr.
+    Probe {
+        /// The URL to GET (http:// only).
+        #[arg(long, default_value = rollstat::probe::DEFAULT_URL)]
+        url: String,
+        /// Give up after this long in all (connect, send, status line).
+        #[arg(long, default_value_t = 2000, value_name = "MS")]
+        timeout_ms: u64,
+    },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Some(Command::ConvertMapping { file }) = &cli.command {
         return convert_mapping(file);
+    }
+    if let Some(Command::Probe { url, timeout_ms }) = &cli.command {
+        return match rollstat::probe::probe(url, std::time::Duration::from_millis(*timeout_ms)) {
+            Ok(code) => {
+                println!("{url}: HTTP {code}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(1)
+            }
+        };
     }
     if let Some(Command::CheckConfig { file }) = &cli.command {
         // What only this host can tell (the Unix socket's group, what sits

@@ -13,8 +13,8 @@
 //!                                copied to other statsd servers
 //!  5 fleet service telemetry     shared windows; named breakers and limits; self-metrics
 //!  4 series store fdlimit tls    the registry of series; Redis (shared limits and
-//!                                window buckets); the open-file limit; the
-//!                                HTTP listener's TLS settings
+//!    probe                       window buckets); the open-file limit; the
+//!                                HTTP listener's TLS settings; `rollstat probe`
 //!  3 config                      config.toml to typed values
 //!  2 stats breaker               windowed statistics; circuit breakers
 //!  1 window limit names          rolling windows; rate limiters; Prometheus names
@@ -49,6 +49,7 @@ const FLOORS: &[(&str, u8)] = &[
     ("fdlimit", 4),
     ("store", 4),
     ("tls", 4),
+    ("probe", 4),
     ("fleet", 5),
     ("service", 5),
     ("telemetry", 5),

@@ -122,6 +122,27 @@ impl Listeners {
         }
         s
     }
+
+    /// What listens where, for people (systemd's `STATUS=`), e.g.
+    /// "statsd udp 127.0.0.1:8125, statsd tcp 127.0.0.1:8125, http
+    /// 127.0.0.1:9102"; `https` names the HTTP listener so.
+    #[must_use]
+    pub fn status(&self, https: bool) -> String {
+        let mut parts = Vec::new();
+        if let Some(u) = &self.udp {
+            parts.push(format!("statsd udp {}", u.local_addr));
+        }
+        if let Some(Ok(a)) = self.tcp.as_ref().map(|t| t.local_addr()) {
+            parts.push(format!("statsd tcp {a}"));
+        }
+        if let Some(u) = &self.unix {
+            parts.push(format!("statsd unix {}", u.file.path().display()));
+        }
+        if let Ok(a) = self.http.local_addr() {
+            parts.push(format!("{} {a}", if https { "https" } else { "http" }));
+        }
+        parts.join(", ")
+    }
 }
 
 /// What `rollstat check-config` checks on this host about the listeners,

@@ -10,6 +10,7 @@
 //! transport's drain logged), then the tasks, then HTTP.
 
 mod listeners;
+pub mod notify;
 mod state;
 mod tasks;
 
@@ -91,6 +92,9 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), DaemonError> {
     let (stop_tx, stop_rx) = watch::channel(false);
+    // systemd's Type=notify (nothing when NOTIFY_SOCKET is unset).
+    let notifier = Arc::new(notify::Notifier::from_env());
+    let listening = listeners.status(state.tls.is_some());
     let udp_port = listeners.udp.as_ref().map(|u| u.local_addr.port());
     // The socket file is removed at stop, and on any early return (its
     // drop), so that no run leaves it behind but one that is killed.
@@ -106,7 +110,7 @@ pub async fn serve(
         .transpose()
         .map_err(start("relay senders"))?;
     let receivers = Receivers::spawn(&state, listeners.udp, listeners.tcp, unix_socket, &stop_rx)?;
-    let tasks = Tasks::spawn(&state, &stop_rx).map_err(start("SIGHUP handler"))?;
+    let tasks = Tasks::spawn(&state, &stop_rx, &notifier).map_err(start("SIGHUP handler"))?;
     let http = tokio::net::TcpListener::from_std(listeners.http).map_err(start("HTTP listener"))?;
     let server = tokio::spawn(crate::http::serve::serve(
         http,
@@ -117,16 +121,24 @@ pub async fn serve(
         stop_rx.clone(),
     ));
 
-    state
-        .serving
-        .store(true, std::sync::atomic::Ordering::Release);
-    ready();
-
-    shutdown.await;
+    // Polled once before anyone hears that the daemon is ready: a signal
+    // handler in `shutdown` (main's SIGTERM) is installed at its first
+    // poll, and a stop asked right after READY=1 (or the "listening" line)
+    // must be the graceful one, not the signal's default action.
+    let mut shutdown = std::pin::pin!(shutdown);
+    if futures_util::FutureExt::now_or_never(shutdown.as_mut()).is_none() {
+        state
+            .serving
+            .store(true, std::sync::atomic::Ordering::Release);
+        ready();
+        notifier.ready(&listening);
+        shutdown.await;
+    }
     // Not ready from here: a load balancer stops sending while we drain.
     state
         .serving
         .store(false, std::sync::atomic::Ordering::Release);
+    notifier.stopping();
     tracing::info!("Shutting down: processing what was received, then exiting.");
     // First, so that a sender learns at once that nobody listens (ENOENT)
     // rather than queueing datagrams nobody will read; what is already

@@ -12,7 +12,9 @@ use prometheus::IntCounterVec;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use super::notify::Notifier;
 use super::state::State;
+use crate::error::Causes;
 
 /// How often pending breaker outcomes and time-driven transitions are applied.
 const TICK: Duration = Duration::from_millis(100);
@@ -70,7 +72,11 @@ pub(super) struct Tasks(Vec<JoinHandle<()>>);
 
 impl Tasks {
     /// Starts every background task of `state`.
-    pub(super) fn spawn(state: &Arc<State>, stop: &watch::Receiver<bool>) -> io::Result<Tasks> {
+    pub(super) fn spawn(
+        state: &Arc<State>,
+        stop: &watch::Receiver<bool>,
+        notifier: &Arc<Notifier>,
+    ) -> io::Result<Tasks> {
         let mut tasks = Vec::new();
         // Idle series expire within a quarter of their TTL.
         let sweep_every = (state.config.series.ttl / 4)
@@ -128,7 +134,7 @@ impl Tasks {
                 },
             ));
         }
-        tasks.push(reload_on_sighup(state, stop.clone())?);
+        tasks.push(reload_on_sighup(state, stop.clone(), notifier.clone())?);
         Ok(Tasks(tasks))
     }
 
@@ -140,10 +146,13 @@ impl Tasks {
     }
 }
 
-/// Reloads the config on every SIGHUP, on the blocking pool (it reads a file).
+/// Reloads the config on every SIGHUP, on the blocking pool (it reads a
+/// file), and tells systemd (`RELOADING=1`, then `READY=1` with the outcome
+/// in `STATUS=`, applied or refused).
 fn reload_on_sighup(
     state: &Arc<State>,
     mut stop: watch::Receiver<bool>,
+    notifier: Arc<Notifier>,
 ) -> io::Result<JoinHandle<()>> {
     let reloader = state.reloader.clone();
     let panics = state.telemetry.task_panics.clone();
@@ -154,14 +163,22 @@ fn reload_on_sighup(
                 s = sig.recv() => {
                     if s.is_none() { return; }
                     let r = reloader.clone();
+                    notifier.reloading();
                     // A bad file is the reload's own error (logged, counted);
                     // a panic is a bug, counted like the other tasks'.
-                    if let Err(e) = tokio::task::spawn_blocking(move || r.reload()).await {
-                        if e.is_panic() {
-                            panics.with_label_values(&["sighup_reload"]).inc();
-                            tracing::error!("The SIGHUP reload panicked; the previous config stays in force. This is a bug: please report it.");
+                    let outcome = match tokio::task::spawn_blocking(move || r.reload()).await {
+                        Ok(Ok(r)) if r.needs_restart.is_empty() => "last reload (SIGHUP): config reloaded".to_string(),
+                        Ok(Ok(r)) => format!("last reload (SIGHUP): config reloaded; {}", r.needs_restart.join("; ")),
+                        Ok(Err(e)) => format!("last reload (SIGHUP) failed, the previous config stays in force: {}", Causes(&e)),
+                        Err(e) => {
+                            if e.is_panic() {
+                                panics.with_label_values(&["sighup_reload"]).inc();
+                                tracing::error!("The SIGHUP reload panicked; the previous config stays in force. This is a bug: please report it.");
+                            }
+                            "last reload (SIGHUP) failed (a bug: see the log), the previous config stays in force".to_string()
                         }
-                    }
+                    };
+                    notifier.reloaded(&outcome);
                 }
                 _ = stop.changed() => return,
             }

@@ -78,6 +78,8 @@ mod signals;
 // Issue #15: the Unix socket's mode, group and life; allowed_sources on UDP and TCP.
 mod sockets;
 mod stop;
+// Issue #19, service packaging: systemd's READY/RELOADING/STOPPING on NOTIFY_SOCKET, `rollstat probe`.
+mod systemd;
 // statsd TCP idle timeout and connection cap; the open-file limit at start and in check-config.
 mod tcp_limits;
 // HTTPS with certificates made in the test: serving, plain HTTP refused, stalled handshakes, client certificates, reloads, Prometheus over TLS.
