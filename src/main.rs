@@ -4,17 +4,28 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use rollstat::config::{ClientAuth, Config};
 use rollstat::daemon::{self, Listeners};
 use rollstat::error::Causes;
 use rollstat::series::footprint::{self, Footprint};
 use rollstat::SystemClock;
 
+/// `rollstat --version`: the version, the git commit and the build profile
+/// (build.rs), e.g. `rollstat 0.1.0 (commit 1a2b3c4d5e6f, release build)`.
+const VERSION_LINE: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("ROLLSTAT_GIT_COMMIT"),
+    ", ",
+    env!("ROLLSTAT_BUILD_PROFILE"),
+    " build)"
+);
+
 /// Real-time statsd aggregator with rolling windows, breaker signals and
 /// sliding-window rate limits, served on Prometheus /metrics and a JSON API.
 #[derive(Parser)]
-#[command(name = "rollstat", version, about, long_about = None)]
+#[command(name = "rollstat", version = VERSION_LINE, about, long_about = None)]
 struct Cli {
     /// Config file (see the sample config.toml). Without it, built-in
     /// defaults: statsd on 127.0.0.1:8125 (UDP and TCP), HTTP on 127.0.0.1:9102.
@@ -23,6 +34,11 @@ struct Cli {
     /// Log filter, e.g. `info`, `debug`, `rollstat=debug` (or RUST_LOG).
     #[arg(long, default_value = "info", value_name = "FILTER")]
     log: String,
+    /// Log line format on stderr: `text` for people, `json` for log
+    /// shippers (one JSON object per line: timestamp, level, target, fields
+    /// with the message).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, value_name = "FORMAT")]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -50,7 +66,29 @@ enum Command {
         #[arg(long, default_value_t = 2000, value_name = "MS")]
         timeout_ms: u64,
     },
+    /// Print a shell completion script to stdout, e.g.
+    /// `rollstat completions bash > /etc/bash_completion.d/rollstat`.
+    Completions {
+        /// The shell to complete for.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) to stdout, e.g.
+    /// `rollstat man > /usr/local/share/man/man1/rollstat.1`.
+    Man,
 }
+
+/// `--log-format`.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum LogFormat {
+    /// One human-readable line per event (colour on a terminal).
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Set once logging is JSON: errors that stop the daemon are then logged
+/// as JSON too, so that every stderr line parses.
+static JSON_LOGS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -68,6 +106,27 @@ fn main() -> ExitCode {
                 ExitCode::from(1)
             }
         };
+    }
+    match &cli.command {
+        Some(Command::Completions { shell }) => {
+            clap_complete::generate(
+                *shell,
+                &mut Cli::command(),
+                "rollstat",
+                &mut std::io::stdout(),
+            );
+            return ExitCode::SUCCESS;
+        }
+        Some(Command::Man) => {
+            return match clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: cannot write the man page to stdout: {e}");
+                    ExitCode::from(1)
+                }
+            };
+        }
+        _ => {}
     }
     if let Some(Command::CheckConfig { file }) = &cli.command {
         // What only this host can tell (the Unix socket's group, what sits
@@ -198,12 +257,33 @@ fn main() -> ExitCode {
     } else {
         filter.add_directive(RUSTLS_LOGS.parse().expect("a valid directive"))
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        // Colour only for a terminal, not for log files and journald.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    match cli.log_format {
+        LogFormat::Text => tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            // Colour only for a terminal, not for log files and journald.
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+        LogFormat::Json => {
+            tracing_subscriber::fmt()
+                .json()
+                .with_env_filter(filter)
+                .with_writer(std::io::stderr)
+                .with_ansi(false)
+                .init();
+            JSON_LOGS.store(true, std::sync::atomic::Ordering::Relaxed);
+            // A panic (the supervisor restarts the task) as a JSON line
+            // too, instead of the default hook's plain text.
+            std::panic::set_hook(Box::new(|info| {
+                let thread = std::thread::current();
+                tracing::error!(
+                    thread = thread.name().unwrap_or("unnamed"),
+                    panic = %info,
+                    "A thread panicked."
+                );
+            }));
+        }
+    }
 
     let cfg = match &cli.config {
         Some(path) => match Config::load(path) {
@@ -285,8 +365,13 @@ const RUSTLS_LOGS: &str = "rustls=error";
 /// Prints `e` to stderr with every cause under it, one per line
 /// (`error: ...` then `  caused by: ...`): the one way the binary reports an
 /// error that stops it.
+/// Under `--log-format json`, the same text as one JSON log line.
 fn report(e: &(dyn std::error::Error + 'static)) {
-    eprintln!("error: {}", Causes(e));
+    if JSON_LOGS.load(std::sync::atomic::Ordering::Relaxed) {
+        tracing::error!(error = %Causes(e), "rollstat stopped on an error.");
+    } else {
+        eprintln!("error: {}", Causes(e));
+    }
 }
 
 /// The async runtime could not be built.

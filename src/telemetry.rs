@@ -12,6 +12,20 @@ use prometheus::{Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, 
 use crate::parse::{JsonSampleError, ParseError, SkipKind};
 use crate::series::{Refusal, Registry as SeriesRegistry, Replanned};
 
+/// What this binary was built from, as build.rs found it: published by
+/// `rollstat --version` and the `rollstat_build_info` gauge.
+pub mod build {
+    /// The crate's version (Cargo.toml).
+    pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+    /// The git commit (12 hex digits), `ROLLSTAT_BUILD_COMMIT` as a packager
+    /// set it, or `unknown` when built outside a git work tree.
+    pub const COMMIT: &str = env!("ROLLSTAT_GIT_COMMIT");
+    /// The compiler's version, e.g. `1.85.0`.
+    pub const RUSTC: &str = env!("ROLLSTAT_RUSTC_VERSION");
+    /// `release` or `debug`.
+    pub const PROFILE: &str = env!("ROLLSTAT_BUILD_PROFILE");
+}
+
 /// Where lines come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Transport {
@@ -650,9 +664,17 @@ impl Telemetry {
             "statsd UDP datagrams a reader dropped unread, before parsing, by reason: source_not_allowed (a sender address outside ingest.allowed_sources). Not in rollstat_ingest_packets_total.",
             &udp_drop_reason::ALL,
         )?;
+        // As Prometheus' own binaries publish `prometheus_build_info`: join
+        // it on `instance` to see which build each instance runs.
         let build = IntGauge::with_opts(
-            Opts::new("rollstat_build_info", "Build information; always 1.")
-                .const_label("version", env!("CARGO_PKG_VERSION")),
+            Opts::new(
+                "rollstat_build_info",
+                "A metric with a constant 1 value labelled by the version, git commit, rustc version and build profile rollstat was built from.",
+            )
+            .const_label("version", build::VERSION)
+            .const_label("commit", build::COMMIT)
+            .const_label("rustc", build::RUSTC)
+            .const_label("profile", build::PROFILE),
         )?;
         build.set(1);
         r.register(Box::new(build))?;

@@ -63,7 +63,12 @@ fn a_scrape_with_every_type_tags_and_self_metrics_passes_promtool() {
     assert!(
         s.value(
             "rollstat_build_info",
-            &[("version", env!("CARGO_PKG_VERSION"))]
+            &[
+                ("version", rollstat::telemetry::build::VERSION),
+                ("commit", rollstat::telemetry::build::COMMIT),
+                ("rustc", rollstat::telemetry::build::RUSTC),
+                ("profile", rollstat::telemetry::build::PROFILE),
+            ]
         ) == Some(1.0)
     );
     let body = d.get("/metrics", &[]).body;

@@ -43,6 +43,8 @@ mod lifecycle;
 mod limit_caps;
 // The live page at / in headless Chromium: real data, no console errors, a screenshot.
 mod page;
+// Issue #19, operations: --version and rollstat_build_info, JSON logs, completions and the man page.
+mod ops;
 // Absurd outcome counts (statsd 1e300, outcomes above the cap): capped, refused, counted; the ticker lives on.
 mod overflow;
 // A real Prometheus scraping the daemon.
