@@ -964,33 +964,10 @@ fn read_mapping(
     redis_configured: bool,
 ) -> Option<Mapping> {
     let start = t.start();
-    let pattern = match (t.string(p, "match"), t.string(p, "match_regex")) {
-        (Some((s, off)), None) => Glob::new(&s)
-            .map(Matcher::Glob)
-            .map_err(|e| p.at(off, &t.key_path("match"), e.to_string()))
-            .ok(),
-        (None, Some((s, off))) => NameRegex::new(&s)
-            .map(Matcher::Regex)
-            .map_err(|e| {
-                // The crate's message may draw a caret under the pattern over
-                // several lines: keep them, indented under the problem.
-                let e = e.to_string().replace('\n', "\n      ");
-                p.at(
-                    off,
-                    &t.key_path("match_regex"),
-                    format!("invalid regex: {e}"),
-                );
-            })
-            .ok(),
-        (Some(_), Some((_, off))) => {
-            p.at(
-                off,
-                &t.key_path("match_regex"),
-                "give `match` (a glob) or `match_regex` (a regex), not both",
-            );
-            None
-        }
-        (None, None) => {
+    let pattern = match read_matcher(t, p) {
+        Ok(Some(m)) => Some(m),
+        Err(()) => None,
+        Ok(None) => {
             p.at(
                 start,
                 &t.key_path("match"),
@@ -1220,6 +1197,43 @@ fn read_summary(
         Err(e) => {
             p.at(t.start(), &t.key_path("summary_max_age_secs"), e);
             None
+        }
+    }
+}
+
+/// `match` (a glob) or `match_regex` (a regex anchored to the whole name),
+/// never both: `Ok(None)` when neither is given, `Err(())` when the one
+/// given is refused (the problem recorded with its key and line).
+pub(super) fn read_matcher(
+    t: &mut Table<'_, '_>,
+    p: &mut Problems<'_>,
+) -> Result<Option<Matcher>, ()> {
+    match (t.string(p, "match"), t.string(p, "match_regex")) {
+        (None, None) => Ok(None),
+        (Some((s, off)), None) => Glob::new(&s)
+            .map(|g| Some(Matcher::Glob(g)))
+            .map_err(|e| p.at(off, &t.key_path("match"), e.to_string())),
+        (None, Some((s, off))) => {
+            NameRegex::new(&s)
+                .map(|r| Some(Matcher::Regex(r)))
+                .map_err(|e| {
+                    // The crate's message may draw a caret under the pattern over
+                    // several lines: keep them, indented under the problem.
+                    let e = e.to_string().replace('\n', "\n      ");
+                    p.at(
+                        off,
+                        &t.key_path("match_regex"),
+                        format!("invalid regex: {e}"),
+                    );
+                })
+        }
+        (Some(_), Some((_, off))) => {
+            p.at(
+                off,
+                &t.key_path("match_regex"),
+                "give `match` (a glob) or `match_regex` (a regex), not both",
+            );
+            Err(())
         }
     }
 }

@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use super::reader::{Problems, Table};
-use crate::mapping::{Glob, Matcher, NameRegex};
+use crate::mapping::Matcher;
 
 /// The largest datagram a relay sends (the IPv4 UDP payload limit).
 pub const MAX_RELAY_DATAGRAM: usize = 65_507;
@@ -171,32 +171,7 @@ pub(super) fn read_relay(
     let flush_interval = t
         .int(p, "flush_interval_ms", 1, 60_000)
         .map_or(DEFAULT_RELAY_FLUSH, Duration::from_millis);
-    let filter = match (t.string(p, "match"), t.string(p, "match_regex")) {
-        (None, None) => None,
-        (Some((s, off)), None) => Glob::new(&s)
-            .map(Matcher::Glob)
-            .map_err(|e| p.at(off, &t.key_path("match"), e.to_string()))
-            .ok(),
-        (None, Some((s, off))) => NameRegex::new(&s)
-            .map(Matcher::Regex)
-            .map_err(|e| {
-                let e = e.to_string().replace('\n', "\n      ");
-                p.at(
-                    off,
-                    &t.key_path("match_regex"),
-                    format!("invalid regex: {e}"),
-                );
-            })
-            .ok(),
-        (Some(_), Some((_, off))) => {
-            p.at(
-                off,
-                &t.key_path("match_regex"),
-                "give `match` (a glob) or `match_regex` (a regex), not both",
-            );
-            None
-        }
-    };
+    let filter = super::read_matcher(t, p).ok().flatten();
     let after_mapping = t.bool(p, "after_mapping").unwrap_or(false);
     let (address, off) = address?;
     let (name, name_off) = match t.string(p, "name") {
