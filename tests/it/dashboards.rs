@@ -2,7 +2,12 @@
 //! are importable (datasource as a variable, no fixed UID), every panel's
 //! PromQL passes `promtool check rules`, and every query returns data from a
 //! real Prometheus scraping a real rollstat under a steady load (every
-//! statsd type, a breaker that trips, a limit being hit).
+//! statsd type, a breaker that trips, a limit being hit), Redis-only
+//! families excepted ([`DATA_ONLY_WITH_REDIS`]: they must still parse). Then,
+//! against the same Prometheus: each timeseries panel's series get distinct
+//! legends, and each table, its transformations applied as Grafana applies
+//! them ([`table_rows`] models merge and organize only), has one complete row
+//! per label set.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
