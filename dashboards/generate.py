@@ -383,7 +383,12 @@ def overview():
                 "Store calls and errors",
                 targets(
                     (f"sum by (instance, op) (rate(rollstat_store_calls_total{{{I}}}{RI}))", "{{instance}} {{op}} ok"),
-                    (f"sum by (instance, op) (rate(rollstat_store_errors_total{{{I}}}{RI}))", "{{instance}} {{op}} failed"),
+                    # Failed calls have no series before the first failure: 0 for
+                    # every operation that made calls, so the line shows.
+                    (
+                        f"sum by (instance, op) (rate(rollstat_store_errors_total{{{I}}}{RI})) or 0 * sum by (instance, op) (rate(rollstat_store_calls_total{{{I}}}{RI}))",
+                        "{{instance}} {{op}} failed",
+                    ),
                 ),
                 unit="ops",
                 desc="Successful and failed (or timed-out) calls to Redis per second, by operation.",

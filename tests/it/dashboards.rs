@@ -2,8 +2,9 @@
 //! are importable (datasource as a variable, no fixed UID), every panel's
 //! PromQL passes `promtool check rules`, and every query returns data from a
 //! real Prometheus scraping a real rollstat under a steady load (every
-//! statsd type, a breaker that trips, a limit being hit), Redis-only
-//! families excepted ([`DATA_ONLY_WITH_REDIS`]: they must still parse). Then,
+//! statsd type, a breaker that trips, a limit being hit, its windows shared
+//! through a real redis-server; without redis-server, off CI, the Redis-only
+//! families ([`DATA_ONLY_WITH_REDIS`]) are only parsed). Then,
 //! against the same Prometheus: each timeseries panel's series get distinct
 //! legends, and each table, its transformations applied as Grafana applies
 //! them ([`table_rows`] models merge and organize only), has one complete row
@@ -16,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use crate::redis_server::{have_redis, Redis};
 use crate::support::{
     repo, require_tool, run, Daemon, Load, Prometheus, TempDir, LOAD_CONFIG, LOAD_METRICS,
 };
@@ -28,9 +30,10 @@ const DASHBOARDS: [&str; 4] = [
 ];
 
 /// Families that exist only with a `[redis]` section (the Redis store and the
-/// fleet-wide windows): the test's daemon has no Redis, so expressions naming
-/// them must parse (promtool) but are not required to return data, and the
-/// legend and table checks skip their panels. Each entry must match at least
+/// fleet-wide windows): when redis-server is not installed (off CI only),
+/// the test's daemon has no Redis, so expressions naming them must parse
+/// (promtool) but are not required to return data, and the legend and table
+/// checks skip their panels. Each entry must match at least
 /// one dashboard expression, so the list cannot outlive the panels.
 const DATA_ONLY_WITH_REDIS: [&str; 3] = [
     "rollstat_store_",
@@ -524,7 +527,19 @@ fn every_dashboard_query_returns_data_from_a_real_prometheus_scraping_rollstat()
     assert!(ok, "dashboards/prometheus.yml: {out}");
 
     // 4. A real rollstat under load, scraped every second by a real Prometheus.
-    let daemon = Daemon::start_with(LOAD_CONFIG);
+    // With redis-server installed (always under CI), the daemon shares the
+    // load's windows through it, so the Redis and fleet panels are checked
+    // like the others; without it they are only parsed.
+    let redis = if have_redis() { Redis::start() } else { None };
+    let config = match &redis {
+        Some(r) => format!(
+            "{LOAD_CONFIG}\n[redis]\n{}\nsync_interval_ms = 100\n\n[[mappings]]\nmatch = \"load.**\"\nshared = true\n",
+            r.section()
+        ),
+        None => LOAD_CONFIG.to_string(),
+    };
+    let exempt = |e: &str| redis.is_none() && needs_redis(e);
+    let daemon = Daemon::start_with(&config);
     let _load = Load::start(&daemon);
     let prom = Prometheus::start(daemon.http);
     let instance = daemon.http.to_string();
@@ -540,7 +555,7 @@ fn every_dashboard_query_returns_data_from_a_real_prometheus_scraping_rollstat()
     }
     let mut pending: Vec<Query> = queries
         .iter()
-        .filter(|q| !needs_redis(&q.expr))
+        .filter(|q| !exempt(&q.expr))
         .cloned()
         .collect();
     let mut last_empty: Vec<String> = Vec::new();
@@ -589,7 +604,7 @@ fn every_dashboard_query_returns_data_from_a_real_prometheus_scraping_rollstat()
     let mut tables_checked = 0;
     for name in DASHBOARDS {
         for p in panels_of(name, &load_dashboard(name)) {
-            if p.targets.iter().any(|(_, e, _)| needs_redis(e)) {
+            if p.targets.iter().any(|(_, e, _)| exempt(e)) {
                 continue;
             }
             let expanded: Vec<Vec<String>> = p
