@@ -295,12 +295,34 @@ fn inspect(name: &str, d: &Value) -> (Vec<String>, Vec<Query>) {
     let mut defined: BTreeSet<String> = ["__rate_interval", "__interval", "__range"]
         .map(String::from)
         .into();
+    // Grafana's pattern for sharing outside an instance: the UI import asks
+    // for the `DS_PROMETHEUS` input and writes it where `${DS_PROMETHEUS}`
+    // stands, the datasource variable's default.
     let ds_var = vars.iter().any(|v| {
-        v["name"] == "datasource" && v["type"] == "datasource" && v["query"] == "prometheus"
+        v["name"] == "datasource"
+            && v["type"] == "datasource"
+            && v["query"] == "prometheus"
+            && v["current"]["value"] == "${DS_PROMETHEUS}"
     });
+    let input = d["__inputs"].as_array().is_some_and(|a| {
+        a.iter().any(|i| {
+            i["name"] == "DS_PROMETHEUS"
+                && i["type"] == "datasource"
+                && i["pluginId"] == "prometheus"
+        })
+    });
+    let requires = d["__requires"].as_array().is_some_and(|a| {
+        a.iter()
+            .any(|r| r["type"] == "datasource" && r["id"] == "prometheus")
+    });
+    if !input || !requires {
+        problems.push(format!(
+            "{name}: no DS_PROMETHEUS datasource input in __inputs (pluginId prometheus) or no prometheus in __requires: the UI import would not ask for the datasource"
+        ));
+    }
     if !ds_var {
         problems.push(format!(
-            "{name}: no `datasource` variable of type datasource (query prometheus)"
+            "{name}: no `datasource` variable of type datasource (query prometheus, default ${{DS_PROMETHEUS}})"
         ));
     }
     for v in &vars {
