@@ -30,7 +30,11 @@ def datasource_var():
         "label": "Prometheus",
         "type": "datasource",
         "query": "prometheus",
-        "current": {},
+        # Grafana's pattern for dashboards shared outside their instance: the
+        # UI import replaces ${DS_PROMETHEUS} (see __inputs) with the chosen
+        # datasource; provisioned, the variable falls back to the default
+        # Prometheus datasource and stays switchable.
+        "current": {"selected": False, "text": "${DS_PROMETHEUS}", "value": "${DS_PROMETHEUS}"},
         "hide": 0,
         "includeAll": False,
         "multi": False,
@@ -140,7 +144,7 @@ def stat(title, tgts, unit="short", desc="", w=6, h=4, mappings=None, thresholds
     return panel("stat", title, tgts, desc, (w, h), defaults, options)
 
 
-def table(title, exprs, desc="", w=24, h=8):
+def table(title, exprs, desc="", w=24, h=8, renames=None):
     """One instant query per expression; several become one row per label set."""
     tgts = targets(*((e, "") for e in exprs), instant=True, fmt="table")
     return panel(
@@ -152,7 +156,7 @@ def table(title, exprs, desc="", w=24, h=8):
         {"custom": {"align": "auto"}},
         {"showHeader": True, "cellHeight": "sm"},
         transformations=([{"id": "merge", "options": {}}] if len(tgts) > 1 else [])
-        + [{"id": "organize", "options": {"excludeByName": {"Time": True, "__name__": True}}}],
+        + [{"id": "organize", "options": {"excludeByName": {"Time": True, "__name__": True}, "renameByName": renames or {}}}],
     )
 
 
@@ -210,6 +214,16 @@ def layout(panels):
 
 def dashboard(uid, title, desc, variables, panels, time_from="now-1h"):
     return {
+        "__inputs": [
+            {
+                "name": "DS_PROMETHEUS",
+                "label": "Prometheus",
+                "description": "The Prometheus that scrapes rollstat",
+                "type": "datasource",
+                "pluginId": "prometheus",
+                "pluginName": "Prometheus",
+            }
+        ],
         "__requires": [
             {"type": "grafana", "id": "grafana", "name": "Grafana", "version": "10.0.0"},
             {"type": "datasource", "id": "prometheus", "name": "Prometheus", "version": "1.0.0"},
@@ -326,6 +340,66 @@ def overview():
                 desc="Series created and expired (series.ttl_secs without writes) per second, and existing series re-planned by config reloads (kept, rewindowed, removed).",
                 w=12,
             ),
+            row("HTTP refusals and scrapes"),
+            timeseries(
+                "HTTP requests refused",
+                targets((f"sum by (instance, reason) (rate(rollstat_http_requests_refused_total{{{I}}}{RI}))", "{{instance}} {{reason}}")),
+                unit="reqps",
+                desc="HTTP requests refused per second by reason (rollstat_http_requests_refused_total): 413, 415, 400, 401, 403, 503...",
+                w=8,
+            ),
+            timeseries(
+                "HTTP connections closed",
+                targets(
+                    (f"sum by (instance, reason) (rate(rollstat_http_connections_closed_total{{{I}}}{RI}))", "{{instance}} {{reason}}"),
+                    (f"sum by (instance) (rate(rollstat_http_accept_errors_total{{{I}}}{RI}))", "{{instance}} accept errors"),
+                ),
+                unit="ops",
+                desc="Connections the daemon closed or refused by reason (connection_cap, the [http] timeouts, tls_handshake), and failed accepts.",
+                w=8,
+            ),
+            timeseries(
+                "Scrapes refused and connections open",
+                targets(
+                    (f"sum by (instance) (increase(rollstat_scrapes_rejected_total{{{I}}}{RI}))", "{{instance}} scrapes answered 503"),
+                    (f"sum by (instance) (rollstat_http_connections{{{I}}})", "{{instance}} open connections"),
+                ),
+                desc="/metrics requests answered 503 because the most scrapes allowed at once were rendering (per rate interval), and open HTTP connections (at most http.max_connections).",
+                w=8,
+            ),
+            row("Redis store"),
+            timeseries(
+                "Store up",
+                targets(
+                    (f"min by (instance) (rollstat_store_up{{{I}}})", "{{instance}} all operations"),
+                    (f"min by (instance, op) (rollstat_store_op_up{{{I}}})", "{{instance}} {{op}}"),
+                ),
+                desc="1 while the last call to Redis succeeded: every operation (rollstat_store_up) and each on its own (rollstat_store_op_up). Only with a [redis] section.",
+                w=8,
+                minimum=0,
+                maximum=1,
+            ),
+            timeseries(
+                "Store calls and errors",
+                targets(
+                    (f"sum by (instance, op) (rate(rollstat_store_calls_total{{{I}}}{RI}))", "{{instance}} {{op}} ok"),
+                    # Failed calls have no series before the first failure: 0 for
+                    # every operation that made calls, so the line shows.
+                    (
+                        f"sum by (instance, op) (rate(rollstat_store_errors_total{{{I}}}{RI})) or 0 * sum by (instance, op) (rate(rollstat_store_calls_total{{{I}}}{RI}))",
+                        "{{instance}} {{op}} failed",
+                    ),
+                ),
+                unit="ops",
+                desc="Successful and failed (or timed-out) calls to Redis per second, by operation.",
+                w=8,
+            ),
+            timeseries(
+                "Series kept local",
+                targets((f"sum by (instance, reason) (rollstat_fleet_unshared_series{{{I}}})", "{{instance}} {{reason}}")),
+                desc="Series of a shared mapping rule whose windows stay local, by reason (cap: redis.max_shared_series; labels: redis.max_shared_label_bytes).",
+                w=8,
+            ),
             row("Scrape and config"),
             timeseries(
                 "/metrics render time",
@@ -363,6 +437,9 @@ def overview():
 
 
 MW = f'{I}, metric="$metric", window="$window"'
+# Empty legendFormat: Grafana names the series by its metric name and every
+# label, the only legend that tells arbitrary tag sets apart.
+TAGS = ""
 
 
 def explorer():
@@ -378,7 +455,7 @@ def explorer():
         [
             timeseries(
                 "Rate /s ($window window)",
-                targets((f"rollstat_window_rate{{{MW}}}", "")),
+                targets((f"rollstat_window_rate{{{MW}}}", TAGS)),
                 unit="ops",
                 desc="Per second over the time the window's buckets cover: increments for counters, samples for other types (rollstat_window_rate).",
             ),
@@ -390,42 +467,59 @@ def explorer():
             ),
             timeseries(
                 "Average",
-                targets((f"rollstat_window_avg{{{MW}}}", "")),
+                targets((f"rollstat_window_avg{{{MW}}}", TAGS)),
                 desc="Average value in the window (sum / samples). Timers are in seconds.",
                 w=8,
             ),
             timeseries(
                 "Min and max",
                 targets(
-                    (f"rollstat_window_min{{{MW}}}", "min"),
-                    (f"rollstat_window_max{{{MW}}}", "max"),
+                    (f"rollstat_window_min{{{MW}}}", TAGS),
+                    (f"rollstat_window_max{{{MW}}}", TAGS),
                 ),
                 desc="Smallest and largest value in the window.",
                 w=8,
             ),
             timeseries(
                 "Quantiles",
-                targets((f"rollstat_window_quantile{{{MW}}}", "q={{q}}")),
+                targets((f"rollstat_window_quantile{{{MW}}}", TAGS)),
                 desc="DDSketch quantiles (1% relative error) of timers, histograms and distributions; q from series.quantiles.",
                 w=8,
             ),
             timeseries(
                 "Samples in the window",
                 targets(
-                    (f"rollstat_window_samples{{{MW}}}", "samples"),
-                    (f"rollstat_window_sum_value{{{MW}}}", "sum"),
+                    (f"rollstat_window_samples{{{MW}}}", TAGS),
+                    (f"rollstat_window_sum_value{{{MW}}}", TAGS),
                 ),
                 desc="Samples weighted by 1/sample_rate (go-zero Count) and their weighted sum (go-zero Sum).",
             ),
             timeseries(
                 "Distinct members (sets)",
-                targets((f"rollstat_window_unique{{{MW}}}", "")),
+                targets((f"rollstat_window_unique{{{MW}}}", TAGS)),
                 desc="Distinct set members in the window (exact up to 1024, then HyperLogLog). Empty for other types.",
             ),
             table(
                 "Per tag set, now",
-                [f"rollstat_window_rate{{{MW}}}", f"rollstat_window_avg{{{MW}}}"],
-                desc="Every tag set of $metric with its current rate (Value #A) and average (Value #B).",
+                [f"sum without (__name__) (rollstat_window_rate{{{MW}}})", f"sum without (__name__) (rollstat_window_avg{{{MW}}})"],
+                desc="Every tag set of $metric, one row each, with its current rate and average. Both queries drop __name__ so that Grafana's merge joins their rows on the tag labels.",
+                renames={"Value #A": "rate /s", "Value #B": "average"},
+            ),
+            row("Fleet (Redis-shared rules)"),
+            timeseries(
+                "Fleet rate /s ($window window)",
+                targets((f"rollstat_fleet_window_rate{{{MW}}}", TAGS)),
+                unit="ops",
+                desc="The rate over every instance sharing the series through Redis (rollstat_fleet_window_rate); only for series of a mapping rule with shared windows and a [redis] section.",
+            ),
+            timeseries(
+                "Fleet average and samples",
+                targets(
+                    (f"rollstat_fleet_window_avg{{{MW}}}", TAGS),
+                    (f"rollstat_fleet_window_samples{{{MW}}}", TAGS),
+                    (f"rollstat_fleet_window_sum_value{{{MW}}}", TAGS),
+                ),
+                desc="Average, weighted samples and their sum over every instance sharing the series (rollstat_fleet_window_{avg,samples,sum_value}).",
             ),
         ],
         time_from="now-30m",

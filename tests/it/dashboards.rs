@@ -2,15 +2,22 @@
 //! are importable (datasource as a variable, no fixed UID), every panel's
 //! PromQL passes `promtool check rules`, and every query returns data from a
 //! real Prometheus scraping a real rollstat under a steady load (every
-//! statsd type, a breaker that trips, a limit being hit).
+//! statsd type, a breaker that trips, a limit being hit, its windows shared
+//! through a real redis-server; without redis-server, off CI, the Redis-only
+//! families ([`DATA_ONLY_WITH_REDIS`]) are only parsed). Then,
+//! against the same Prometheus: each timeseries panel's series get distinct
+//! legends, and each table, its transformations applied as Grafana applies
+//! them ([`table_rows`] models merge and organize only), has one complete row
+//! per label set.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use crate::redis_server::{have_redis, Redis};
 use crate::support::{
     repo, require_tool, run, Daemon, Load, Prometheus, TempDir, LOAD_CONFIG, LOAD_METRICS,
 };
@@ -21,6 +28,206 @@ const DASHBOARDS: [&str; 4] = [
     "breakers.json",
     "limits.json",
 ];
+
+/// Families that exist only with a `[redis]` section (the Redis store and the
+/// fleet-wide windows): when redis-server is not installed (off CI only),
+/// the test's daemon has no Redis, so expressions naming them must parse
+/// (promtool) but are not required to return data, and the legend and table
+/// checks skip their panels. Each entry must match at least
+/// one dashboard expression, so the list cannot outlive the panels.
+const DATA_ONLY_WITH_REDIS: [&str; 3] = [
+    "rollstat_store_",
+    "rollstat_fleet_window_",
+    "rollstat_fleet_unshared_series",
+];
+
+fn needs_redis(expr: &str) -> bool {
+    DATA_ONLY_WITH_REDIS.iter().any(|f| expr.contains(f))
+}
+
+/// One panel's queries: (refId, expr, legendFormat), and its transformations.
+struct Panel {
+    at: String,
+    kind: String,
+    targets: Vec<(String, String, String)>,
+    transformations: Vec<Value>,
+}
+
+fn panels_of(name: &str, d: &Value) -> Vec<Panel> {
+    let mut out = Vec::new();
+    let mut stack: Vec<Value> = d["panels"].as_array().cloned().unwrap_or_default();
+    while let Some(p) = stack.pop() {
+        stack.extend(p["panels"].as_array().cloned().unwrap_or_default());
+        let targets: Vec<(String, String, String)> = p["targets"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .map(|t| {
+                let s = |k: &str| t[k].as_str().unwrap_or("").to_string();
+                (s("refId"), s("expr"), s("legendFormat"))
+            })
+            .collect();
+        if targets.is_empty() {
+            continue;
+        }
+        out.push(Panel {
+            at: format!("{name} / {}", p["title"].as_str().unwrap_or("?")),
+            kind: p["type"].as_str().unwrap_or("").to_string(),
+            targets,
+            transformations: p["transformations"].as_array().cloned().unwrap_or_default(),
+        });
+    }
+    out
+}
+
+/// A series' name as Grafana's Prometheus datasource gives it: the
+/// legendFormat with each `{{label}}` replaced by the label's value (empty
+/// when missing); an empty legendFormat gives `name{l="v", ...}`.
+fn legend(format: &str, metric: &Value) -> String {
+    let labels = metric.as_object().cloned().unwrap_or_default();
+    let value = |k: &str| {
+        labels
+            .get(k)
+            .and_then(|v| v.as_str())
+            .unwrap_or("")
+            .to_string()
+    };
+    if format.is_empty() {
+        let rest: Vec<String> = labels
+            .iter()
+            .filter(|(k, _)| *k != "__name__")
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        return format!("{}{{{}}}", value("__name__"), rest.join(", "));
+    }
+    let mut out = String::new();
+    let mut rest = format;
+    while let Some(i) = rest.find("{{") {
+        out += &rest[..i];
+        match rest[i + 2..].find("}}") {
+            Some(j) => {
+                out += &value(rest[i + 2..i + 2 + j].trim());
+                rest = &rest[i + 2 + j + 2..];
+            }
+            None => {
+                out += &rest[i..];
+                rest = "";
+            }
+        }
+    }
+    out + rest
+}
+
+/// One table row: field name to cell.
+type Row = BTreeMap<String, String>;
+
+/// A table panel's result as Grafana builds it, modelling only the
+/// transformations these dashboards use: each instant `format: table` query
+/// is a frame with Time, one field per label and `Value` (`Value #<refId>`
+/// with several queries); Grafana sends a panel's queries with one evaluation
+/// time, so Time is equal across frames. `merge` joins rows of all frames on
+/// equal values of the fields they have in common (value fields excluded),
+/// a row without a match stays a row of its own with empty cells; `organize`
+/// drops `excludeByName` fields and applies `renameByName`. Any other
+/// transformation fails the test, so a new one gets modelled first.
+fn table_rows(
+    frames: &[(String, Vec<Value>)],
+    transformations: &[Value],
+) -> (Vec<String>, Vec<Row>) {
+    let value_field = |r: &str| {
+        if frames.len() == 1 {
+            "Value".to_string()
+        } else {
+            format!("Value #{r}")
+        }
+    };
+    let frame_rows: Vec<(Vec<String>, Vec<Row>)> = frames
+        .iter()
+        .map(|(r, series)| {
+            let mut fields: BTreeSet<String> = BTreeSet::new();
+            let rows: Vec<Row> = series
+                .iter()
+                .map(|s| {
+                    let mut row = Row::new();
+                    row.insert("Time".into(), "t".into());
+                    for (k, v) in s["metric"].as_object().cloned().unwrap_or_default() {
+                        row.insert(k, v.as_str().unwrap_or("").to_string());
+                    }
+                    row.insert(
+                        value_field(r),
+                        s["value"][1].as_str().unwrap_or("").to_string(),
+                    );
+                    fields.extend(row.keys().cloned());
+                    row
+                })
+                .collect();
+            (fields.into_iter().collect(), rows)
+        })
+        .collect();
+    let mut fields: Vec<String> = Vec::new();
+    let mut rows: Vec<Row> = Vec::new();
+    let merge = transformations.iter().any(|t| t["id"] == "merge");
+    for (i, (ff, fr)) in frame_rows.iter().enumerate() {
+        let common: Vec<&String> = ff
+            .iter()
+            .filter(|f| fields.contains(f) && !f.starts_with("Value"))
+            .collect();
+        for r in fr {
+            let hit = if merge && i > 0 {
+                rows.iter_mut().find(|e| {
+                    common.iter().all(|c| e.get(*c) == r.get(*c))
+                        && !r
+                            .keys()
+                            .any(|k| k.starts_with("Value") && e.contains_key(k))
+                })
+            } else {
+                None
+            };
+            match hit {
+                Some(e) => e.extend(r.clone()),
+                None => rows.push(r.clone()),
+            }
+        }
+        for f in ff {
+            if !fields.contains(f) {
+                fields.push(f.clone());
+            }
+        }
+        if !merge && i > 0 {
+            panic!("a table with several queries and no merge: Grafana shows one frame at a time");
+        }
+    }
+    for t in transformations {
+        match t["id"].as_str() {
+            Some("merge") => {}
+            Some("organize") => {
+                let o = &t["options"];
+                fields.retain(|f| o["excludeByName"][f] != true);
+                for f in fields.iter_mut() {
+                    if let Some(n) = o["renameByName"][f.as_str()].as_str() {
+                        *f = n.to_string();
+                    }
+                }
+                for r in rows.iter_mut() {
+                    let old = std::mem::take(r);
+                    for (k, v) in old {
+                        if o["excludeByName"][&k] == true {
+                            continue;
+                        }
+                        let k = o["renameByName"][&k]
+                            .as_str()
+                            .map(String::from)
+                            .unwrap_or(k);
+                        r.insert(k, v);
+                    }
+                }
+            }
+            other => panic!("transformation {other:?} is not modelled by this test"),
+        }
+    }
+    (fields, rows)
+}
 
 /// One PromQL expression found in a dashboard.
 #[derive(Debug, Clone)]
@@ -88,12 +295,34 @@ fn inspect(name: &str, d: &Value) -> (Vec<String>, Vec<Query>) {
     let mut defined: BTreeSet<String> = ["__rate_interval", "__interval", "__range"]
         .map(String::from)
         .into();
+    // Grafana's pattern for sharing outside an instance: the UI import asks
+    // for the `DS_PROMETHEUS` input and writes it where `${DS_PROMETHEUS}`
+    // stands, the datasource variable's default.
     let ds_var = vars.iter().any(|v| {
-        v["name"] == "datasource" && v["type"] == "datasource" && v["query"] == "prometheus"
+        v["name"] == "datasource"
+            && v["type"] == "datasource"
+            && v["query"] == "prometheus"
+            && v["current"]["value"] == "${DS_PROMETHEUS}"
     });
+    let input = d["__inputs"].as_array().is_some_and(|a| {
+        a.iter().any(|i| {
+            i["name"] == "DS_PROMETHEUS"
+                && i["type"] == "datasource"
+                && i["pluginId"] == "prometheus"
+        })
+    });
+    let requires = d["__requires"].as_array().is_some_and(|a| {
+        a.iter()
+            .any(|r| r["type"] == "datasource" && r["id"] == "prometheus")
+    });
+    if !input || !requires {
+        problems.push(format!(
+            "{name}: no DS_PROMETHEUS datasource input in __inputs (pluginId prometheus) or no prometheus in __requires: the UI import would not ask for the datasource"
+        ));
+    }
     if !ds_var {
         problems.push(format!(
-            "{name}: no `datasource` variable of type datasource (query prometheus)"
+            "{name}: no `datasource` variable of type datasource (query prometheus, default ${{DS_PROMETHEUS}})"
         ));
     }
     for v in &vars {
@@ -320,7 +549,19 @@ fn every_dashboard_query_returns_data_from_a_real_prometheus_scraping_rollstat()
     assert!(ok, "dashboards/prometheus.yml: {out}");
 
     // 4. A real rollstat under load, scraped every second by a real Prometheus.
-    let daemon = Daemon::start_with(LOAD_CONFIG);
+    // With redis-server installed (always under CI), the daemon shares the
+    // load's windows through it, so the Redis and fleet panels are checked
+    // like the others; without it they are only parsed.
+    let redis = if have_redis() { Redis::start() } else { None };
+    let config = match &redis {
+        Some(r) => format!(
+            "{LOAD_CONFIG}\n[redis]\n{}\nsync_interval_ms = 100\n\n[[mappings]]\nmatch = \"load.**\"\nshared = true\n",
+            r.section()
+        ),
+        None => LOAD_CONFIG.to_string(),
+    };
+    let exempt = |e: &str| redis.is_none() && needs_redis(e);
+    let daemon = Daemon::start_with(&config);
     let _load = Load::start(&daemon);
     let prom = Prometheus::start(daemon.http);
     let instance = daemon.http.to_string();
@@ -328,7 +569,17 @@ fn every_dashboard_query_returns_data_from_a_real_prometheus_scraping_rollstat()
     // 5. Every query returns data. Samples need a few scrapes (rates need two,
     // the breaker needs to trip), so retry the empty ones until a deadline.
     let deadline = Instant::now() + Duration::from_secs(45);
-    let mut pending: Vec<Query> = queries.clone();
+    for f in DATA_ONLY_WITH_REDIS {
+        assert!(
+            queries.iter().any(|q| q.expr.contains(f)),
+            "DATA_ONLY_WITH_REDIS names {f}, which no dashboard query uses: drop it"
+        );
+    }
+    let mut pending: Vec<Query> = queries
+        .iter()
+        .filter(|q| !exempt(&q.expr))
+        .cloned()
+        .collect();
     let mut last_empty: Vec<String> = Vec::new();
     loop {
         last_empty.clear();
@@ -369,7 +620,92 @@ fn every_dashboard_query_returns_data_from_a_real_prometheus_scraping_rollstat()
         last_empty.join("\n")
     );
 
-    // 6. And the same check catches a misspelt family name or label name.
+    // 6. Legends: within each timeseries panel, the series Prometheus returns
+    // get distinct names once Grafana substitutes their labels.
+    let mut legends_checked = 0;
+    let mut tables_checked = 0;
+    for name in DASHBOARDS {
+        for p in panels_of(name, &load_dashboard(name)) {
+            if p.targets.iter().any(|(_, e, _)| exempt(e)) {
+                continue;
+            }
+            let expanded: Vec<Vec<String>> = p
+                .targets
+                .iter()
+                .map(|(_, e, _)| expand(e, &instance))
+                .collect();
+            let n = expanded.iter().map(Vec::len).max().unwrap_or(1);
+            for k in 0..n {
+                let at = |i: usize| &expanded[i][k.min(expanded[i].len() - 1)];
+                if p.kind == "timeseries" || p.kind == "state-timeline" {
+                    let mut seen: BTreeMap<String, String> = BTreeMap::new();
+                    for (i, (_, _, lf)) in p.targets.iter().enumerate() {
+                        for s in prom.query_result(at(i)).expect("query") {
+                            let l = legend(lf, &s["metric"]);
+                            if let Some(prev) = seen.insert(l.clone(), at(i).clone()) {
+                                panic!(
+                                    "{}: two series get the legend `{l}` (from `{prev}` and `{}`): {}",
+                                    p.at,
+                                    at(i),
+                                    s["metric"]
+                                );
+                            }
+                        }
+                    }
+                    legends_checked += 1;
+                }
+                if p.kind == "table" {
+                    let frames: Vec<(String, Vec<Value>)> = p
+                        .targets
+                        .iter()
+                        .enumerate()
+                        .map(|(i, (r, _, _))| (r.clone(), prom.query_result(at(i)).expect("query")))
+                        .collect();
+                    let mut tag_sets = BTreeSet::new();
+                    // The first query names the rows (one per label set);
+                    // the others add cells to them.
+                    for (_, series) in &frames[..1] {
+                        for s in series {
+                            let mut m = s["metric"].as_object().cloned().unwrap_or_default();
+                            m.remove("__name__");
+                            tag_sets.insert(Value::Object(m).to_string());
+                        }
+                    }
+                    let (fields, rows) = table_rows(&frames, &p.transformations);
+                    assert_eq!(
+                        rows.len(),
+                        tag_sets.len(),
+                        "{}: {} rows for {} label sets (k = {k}): {rows:?}",
+                        p.at,
+                        rows.len(),
+                        tag_sets.len()
+                    );
+                    for r in &rows {
+                        for f in &fields {
+                            assert!(
+                                r.get(f).is_some_and(|v| !v.is_empty()),
+                                "{}: a row without {f}: {r:?} (fields {fields:?})",
+                                p.at
+                            );
+                        }
+                    }
+                    if !rows.is_empty() {
+                        tables_checked += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        legends_checked >= 20,
+        "only {legends_checked} legend checks ran"
+    );
+    assert!(
+        tables_checked >= 3,
+        "only {tables_checked} table checks ran"
+    );
+
+    // 7. And the same check catches a misspelt family name or label name.
     let with_label = queries
         .iter()
         .find(|q| q.expr.contains("instance=~"))
