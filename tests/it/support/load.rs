@@ -44,7 +44,7 @@ impl Load {
                 let wave = (i % 40) as f64 / 40.0 * std::f64::consts::TAU;
                 let lines = format!(
                     "load.requests:{}|c|#route:/checkout\nload.requests:{}|c|#route:/search\n\
-                     load.queue:{}|g\nload.latency:{}|ms|#route:/checkout\nload.latency:{}|ms|#route:/checkout\n\
+                     load.queue:{}|g\nload.latency:{}|ms|#route:/checkout\nload.latency:{}|ms|#route:/search\n\
                      load.size:{}|h\nload.dist:{}|d\nload.users:user{}|s\n\
                      checkout.requests:4|c\ncheckout.failures:{}|c\ndebug.noise:1|c\nbad line\n",
                     2 + i % 3,
