@@ -26,6 +26,15 @@ pub fn metric_name(statsd: &str) -> String {
     })
 }
 
+/// Whether a tag key may be published as it was sent where the scraper
+/// takes UTF-8 names (`escaping=allow-utf-8`): any key but one Prometheus
+/// reserves (`__*`), one of [`RESERVED_LABELS`], or an empty one. The
+/// others are published as [`label_name`] makes them in every scheme.
+#[must_use]
+pub fn may_keep_as_sent(tag: &str) -> bool {
+    !tag.is_empty() && !tag.starts_with("__") && !RESERVED_LABELS.contains(&tag)
+}
+
 /// A valid label name for a tag key, never one of [`RESERVED_LABELS`].
 #[must_use]
 pub fn label_name(tag: &str) -> String {

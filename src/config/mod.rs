@@ -98,10 +98,19 @@ impl KindSet {
             | 1 << MetricKind::Distribution as u8,
     );
 
+    /// No type.
+    pub const EMPTY: KindSet = KindSet(0);
+
     /// Just `k`.
     #[must_use]
     pub const fn one(k: MetricKind) -> KindSet {
         KindSet(1 << k as u8)
+    }
+
+    /// This set and `k`.
+    #[must_use]
+    pub const fn with(self, k: MetricKind) -> KindSet {
+        KindSet(self.0 | 1 << k as u8)
     }
 
     /// Whether `k` is in the set.
@@ -274,7 +283,43 @@ pub struct SeriesConfig {
     /// Upper bounds of the cumulative Prometheus histogram buckets for timers
     /// (seconds), histograms and distributions.
     pub histogram_buckets: Vec<f64>,
+    /// Native (exponential) histograms beside the classic buckets, served
+    /// over protobuf: the bucket growth factor (`0`: none), the most
+    /// populated buckets before the resolution halves, and which statsd
+    /// types get one.
+    pub native_histograms: NativeHistograms,
 }
+
+/// `[series] native_histogram_*`: what a series of one of `types` gets
+/// unless its mapping rule says otherwise.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NativeHistograms {
+    /// Each bucket's upper bound is at most this many times its lower
+    /// bound (the schema is the largest whose factor does not exceed it);
+    /// `0`: no native histograms.
+    pub bucket_factor: f64,
+    /// Populated buckets at most; past it the resolution halves.
+    pub max_buckets: u32,
+    /// The statsd types that get one (timers, histograms, distributions).
+    pub types: KindSet,
+}
+
+impl NativeHistograms {
+    /// Off unless configured (as statsd_exporter: a factor of 0); 160
+    /// buckets (statsd_exporter's starter config, OpenTelemetry's and
+    /// Mimir's default); every observer type.
+    pub const DEFAULT: NativeHistograms = NativeHistograms {
+        bucket_factor: 0.0,
+        max_buckets: 160,
+        types: KindSet::OBSERVER,
+    };
+}
+
+/// Largest `native_histogram_max_buckets`: schema 8 over the whole range
+/// of a double would need far more, but a series this wide costs ~512 KiB
+/// already; "no limit" is not offered, since one sender could then grow a
+/// single series without bound.
+pub const MAX_NATIVE_BUCKETS: u64 = 32_768;
 
 /// One `[[windows]]` entry.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -332,6 +377,12 @@ pub struct Mapping {
     /// Timers, histograms and distributions published as a Prometheus
     /// summary instead of a histogram (`observer = "summary"`).
     pub summary: Option<std::sync::Arc<SummarySpec>>,
+    /// The series' native histogram bucket factor instead of `[series]
+    /// native_histogram_bucket_factor` (`0`: none), for a timer, histogram
+    /// or distribution whatever `native_histogram_types` says.
+    pub native_bucket_factor: Option<f64>,
+    /// The series' `native_histogram_max_buckets`.
+    pub native_max_buckets: Option<u32>,
 }
 
 /// A cumulative family published as a Prometheus summary, as
@@ -434,6 +485,9 @@ const SERIES_KEYS: &[&str] = &[
     "max_label_bytes",
     "quantiles",
     "histogram_buckets",
+    "native_histogram_bucket_factor",
+    "native_histogram_max_buckets",
+    "native_histogram_types",
 ];
 const WINDOW_KEYS: &[&str] = &["name", "buckets", "interval_ms", "ignore_current"];
 const MAPPING_KEYS: &[&str] = &[
@@ -454,6 +508,8 @@ const MAPPING_KEYS: &[&str] = &[
     "summary_quantiles",
     "summary_max_age_secs",
     "summary_age_buckets",
+    "native_histogram_bucket_factor",
+    "native_histogram_max_buckets",
 ];
 const STATSD_EXPORTER_KEYS: &[&str] = &["mapping_file", "cumulative_names"];
 const TOP_KEYS: &[&str] = &[
@@ -546,6 +602,7 @@ impl Default for SeriesConfig {
             max_label_bytes: 2048,
             quantiles: vec![0.5, 0.9, 0.99],
             histogram_buckets: DEFAULT_HISTOGRAM_BUCKETS.to_vec(),
+            native_histograms: NativeHistograms::DEFAULT,
         }
     }
 }
@@ -803,6 +860,31 @@ impl Config {
                 } else {
                     s.histogram_buckets = vals;
                 }
+            }
+            if let Some(f) = native_factor(&mut t, &mut p) {
+                s.native_histograms.bucket_factor = f;
+            }
+            if let Some(n) = t.int(
+                &mut p,
+                "native_histogram_max_buckets",
+                1,
+                MAX_NATIVE_BUCKETS,
+            ) {
+                s.native_histograms.max_buckets = n as u32;
+            }
+            if let Some(types) = t.strings(&mut p, "native_histogram_types") {
+                let mut set = KindSet::EMPTY;
+                for (name, off) in types {
+                    match MetricKind::ALL.into_iter().find(|k| k.as_str() == name) {
+                        Some(k) if KindSet::OBSERVER.contains(k) => set = set.with(k),
+                        _ => p.at(
+                            off,
+                            "series.native_histogram_types",
+                            format!("`{name}` cannot have a native histogram; the types that can are timer, histogram and distribution"),
+                        ),
+                    }
+                }
+                s.native_histograms.types = set;
             }
             t.finish(&mut p, SERIES_KEYS);
         }
@@ -1118,7 +1200,13 @@ fn read_mapping(
         }
     });
     let summary = read_summary(t, p);
+    let native_bucket_factor = native_factor(t, p);
+    let native_max_buckets = t
+        .int(p, "native_histogram_max_buckets", 1, MAX_NATIVE_BUCKETS)
+        .map(|n| n as u32);
     Some(Mapping {
+        native_bucket_factor,
+        native_max_buckets,
         shared,
         pattern: pattern?,
         match_type,
@@ -1133,6 +1221,24 @@ fn read_mapping(
         help,
         summary,
     })
+}
+
+/// `native_histogram_bucket_factor` of `[series]` or a rule: `0` (none) or
+/// a factor above 1 (up to 65536, where the coarsest schema, -4, already
+/// applies).
+fn native_factor(t: &mut Table<'_, '_>, p: &mut Problems<'_>) -> Option<f64> {
+    let key = "native_histogram_bucket_factor";
+    let off = t.raw(key).map(|v| v.span().start)?;
+    let f = t.float(p, key, 0.0, 65_536.0)?;
+    if f != 0.0 && f <= 1.0 {
+        p.at(
+            off,
+            &t.key_path(key),
+            format!("{f} is not a growth factor: use a number above 1 (1.1: each bucket at most 10% wider than the one below) or 0 for no native histograms"),
+        );
+        return None;
+    }
+    Some(f)
 }
 
 /// A rule's `observer` and `summary_*` keys.

@@ -834,6 +834,8 @@ impl Rule {
             scale: self.scale,
             help: self.help.as_deref().map(Into::into),
             summary: self.summary.clone().map(std::sync::Arc::new),
+            native_bucket_factor: None,
+            native_max_buckets: None,
             pattern: matcher,
         })
     }

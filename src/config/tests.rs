@@ -25,12 +25,16 @@ fn the_sample_config_loads_and_says_what_it_documents() {
     let cfg = Config::load(&path).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(cfg.listen, Listen::default());
     assert_eq!(cfg.ingest, Ingest::default());
-    // Every key at its default, but the per-metric cap, which the sample
-    // sets (its comment says so).
+    // Every key at its default, but the per-metric cap and the native
+    // histograms' factor, which the sample sets (its comments say so).
     assert_eq!(
         cfg.series,
         SeriesConfig {
             max_series_per_metric: Some(10_000),
+            native_histograms: crate::config::NativeHistograms {
+                bucket_factor: 1.1,
+                ..crate::config::NativeHistograms::DEFAULT
+            },
             ..SeriesConfig::default()
         }
     );
@@ -717,5 +721,34 @@ fn the_stop_drain_timeout_is_read_and_bounded() {
         "[ingest]\ndrain_timeout_ms = 0\n",
         &[(2, "ingest.drain_timeout_ms")],
         &["from 1 to 600000"],
+    );
+}
+
+#[test]
+fn native_histogram_keys_are_read_and_bad_values_refused_with_their_line() {
+    let cfg = Config::parse(
+        "[series]\nnative_histogram_bucket_factor = 2\nnative_histogram_max_buckets = 20\nnative_histogram_types = [\"timer\"]\n[[mappings]]\nmatch = \"a.*\"\nnative_histogram_bucket_factor = 0\nnative_histogram_max_buckets = 8\n",
+    )
+    .unwrap();
+    let n = cfg.series.native_histograms;
+    assert_eq!(n.bucket_factor, 2.0);
+    assert_eq!(n.max_buckets, 20);
+    assert!(n.types.contains(crate::parse::MetricKind::Timer));
+    assert!(!n.types.contains(crate::parse::MetricKind::Histogram));
+    assert_eq!(cfg.mappings[0].native_bucket_factor, Some(0.0));
+    assert_eq!(cfg.mappings[0].native_max_buckets, Some(8));
+    assert_problems(
+        "[series]\nnative_histogram_bucket_factor = 0.5\nnative_histogram_max_buckets = 0\nnative_histogram_types = [\"counter\", \"timer\"]\n",
+        &[
+            (2, "series.native_histogram_bucket_factor"),
+            (3, "series.native_histogram_max_buckets"),
+            (4, "series.native_histogram_types"),
+        ],
+        &["above 1", "0 for no native histograms", "`counter` cannot have a native histogram"],
+    );
+    assert_problems(
+        "[[mappings]]\nmatch = \"a\"\nnative_histogram_max_buckets = 40000\n",
+        &[(3, "mappings[0].native_histogram_max_buckets")],
+        &["32768"],
     );
 }

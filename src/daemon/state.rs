@@ -254,9 +254,29 @@ impl State {
     ///
     /// The `prometheus` crate cannot encode the self-metrics.
     pub fn metrics_body(&self, openmetrics: bool) -> prometheus::Result<Vec<u8>> {
+        let accept: &[u8] = if openmetrics {
+            b"application/openmetrics-text;version=1.0.0"
+        } else {
+            b"text/plain;version=0.0.4"
+        };
+        self.metrics_body_for(Some(accept))
+    }
+
+    /// The whole `/metrics` body for a scraper whose `Accept` header is
+    /// `accept` (any format and escaping [`negotiate`](crate::expose::negotiate::negotiate)
+    /// chooses), without gzip.
+    ///
+    /// # Errors
+    ///
+    /// The `prometheus` crate cannot encode the self-metrics.
+    pub fn metrics_body_for(&self, accept: Option<&[u8]>) -> prometheus::Result<Vec<u8>> {
         let app = self.app_state(None);
+        let mut asked = crate::expose::negotiate::negotiate(accept);
+        if app.ingestor.registry.plan().exporter_names() {
+            asked.escaping = crate::expose::negotiate::Escaping::Underscores;
+        }
         let mut body = Vec::new();
-        crate::http::render_metrics(&app, openmetrics, |p| body.extend_from_slice(p.as_ref()))?;
+        crate::http::render_metrics(&app, asked, |p| body.extend_from_slice(p.as_ref()))?;
         Ok(body)
     }
 

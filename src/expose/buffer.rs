@@ -181,6 +181,11 @@ impl<'p> Chunks<'p> {
         self.full.iter().all(Vec::is_empty) && self.current.is_empty()
     }
 
+    /// Bytes written.
+    pub(crate) fn len(&self) -> usize {
+        self.full.iter().map(Vec::len).sum::<usize>() + self.current.len()
+    }
+
     /// The text as pieces of the body, in order, empty chunks left out.
     pub(crate) fn into_pieces(self, pool: &Arc<ChunkPool>) -> impl Iterator<Item = Piece> + '_ {
         self.full

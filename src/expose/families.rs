@@ -40,9 +40,14 @@
 use prometheus::proto::{Counter, Gauge, LabelPair, Metric, MetricFamily, MetricType};
 
 use super::encode::Format;
+use super::escaping::{
+    escape_label_name, escape_metric_name, is_legacy_label_name, is_legacy_metric_name,
+};
+use super::negotiate::Escaping;
 use crate::parse::MetricKind;
 use crate::series::state::CumulativeHistogram;
 use crate::series::{SeriesMeta, SeriesState, WindowView};
+use crate::sketch::native::NativeHistogram;
 
 /// The windowed families, `(name, HELP)`, in the order they are written;
 /// [`windowed_values`] gives their values by the same index.
@@ -281,7 +286,13 @@ impl<'a> HistogramValues<'a> {
 
     /// Observations (weighted, rounded): `_count` and the `+Inf` bucket.
     pub(crate) fn count(&self) -> u64 {
-        self.histogram.count.round() as u64
+        self.histogram.whole_count()
+    }
+
+    /// The native histogram of the same observations, if the series has
+    /// one (served over protobuf only).
+    pub(crate) fn native(&self) -> Option<&'a NativeHistogram> {
+        self.histogram.native.as_ref()
     }
 
     /// Sum of the observed values (weighted): `_sum`.
@@ -304,6 +315,80 @@ impl<'a> HistogramValues<'a> {
 /// and the crate's model has no place for it).
 pub(crate) fn shows_created(format: Format) -> bool {
     format == Format::OpenMetrics
+}
+
+// === Names under an escaping scheme ===
+
+/// Appends the base name of the series' cumulative family (what its
+/// [`Cumulative::suffix`] follows) as the scraper asked names to be
+/// escaped:
+///
+/// * `underscores`: the name the series was born with (`api_latency`);
+/// * `allow-utf-8`: the statsd name as sent, after mapping (`api.latency`),
+///   with the same two adjustments the sanitised name gets: a counter's
+///   `_total` is its samples' suffix (never `_total_total`), and a name
+///   starting with `rollstat_` gets `statsd_` before it (rollstat's own
+///   families own that prefix);
+/// * `dots` and `values`: that name escaped by the scheme, unless it is a
+///   legacy name already, which is sent as it is, as client_golang's
+///   targets send them (`EscapeMetricFamily`), though `dots` alone would
+///   double its underscores.
+///
+/// The writer quotes an `allow-utf-8` name where its format needs it.
+pub(crate) fn family_base(out: &mut Vec<u8>, meta: &SeriesMeta, escaping: Escaping) {
+    if escaping == Escaping::Underscores || *meta.prom_name == meta.metric {
+        out.extend_from_slice(meta.prom_name.as_bytes());
+        return;
+    }
+    let mut m = meta.metric.as_str();
+    if meta.kind == MetricKind::Counter && !meta.counter_as_is {
+        if let Some(f) = m.strip_suffix("_total").filter(|f| !f.is_empty()) {
+            m = f;
+        }
+    }
+    if m.starts_with("rollstat_") {
+        escape_name(
+            out,
+            &format!("statsd_{m}"),
+            escaping,
+            is_legacy_metric_name,
+            escape_metric_name,
+        );
+    } else {
+        escape_name(out, m, escaping, is_legacy_metric_name, escape_metric_name);
+    }
+}
+
+/// `name` as it is if `legacy` says it is a legacy name, else escaped by
+/// `escaping` with `escape`.
+fn escape_name(
+    out: &mut Vec<u8>,
+    name: &str,
+    escaping: Escaping,
+    legacy: fn(&str) -> bool,
+    escape: fn(&mut Vec<u8>, &str, Escaping),
+) {
+    if legacy(name) {
+        out.extend_from_slice(name.as_bytes());
+    } else {
+        escape(out, name, escaping);
+    }
+}
+
+/// Appends the name of label `i` of `meta` under `escaping`: its sanitised
+/// name for `underscores`; else the name it was sent as
+/// ([`SeriesMeta::sent_label_names`]), escaped by `dots` and `values`
+/// unless it is a legacy name (as [`family_base`]).
+pub(crate) fn label_name(out: &mut Vec<u8>, meta: &SeriesMeta, i: usize, escaping: Escaping) {
+    let sanitised = &meta.labels[i].0;
+    let sent = match (&meta.sent_label_names, escaping) {
+        (_, Escaping::Underscores) | (None, _) => {
+            out.extend_from_slice(sanitised.as_bytes());
+            return;
+        }
+        (Some(sent), _) => sent.0.get(i).map_or(sanitised.as_str(), |s| s),
+    };
+    escape_name(out, sent, escaping, is_legacy_label_name, escape_label_name);
 }
 
 // === In the crate's model ===

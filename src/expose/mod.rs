@@ -3,12 +3,19 @@
 //!
 //! `/metrics` is built from these parts:
 //!
-//! * `families.rs`: the rules (names, HELP texts, labels, which value each
-//!   family shows per statsd type and window), and the crate-model
-//!   builders the other families use;
-//! * [`text`]: the series families written straight as text, over
-//!   `encode.rs` (one escaper per format, labels, headers, numbers) and
-//!   `buffer.rs` (pooled chunks, the body's pieces);
+//! * [`negotiate`]: which format and name escaping a scraper's `Accept`
+//!   asks for, and the `Content-Type` answered; [`escaping`]: the name
+//!   escaping schemes;
+//! * `families.rs`: the rules (names under each escaping scheme, HELP
+//!   texts, labels, which value each family shows per statsd type and
+//!   window), and the crate-model builders the other families use;
+//! * `walk.rs`: the registry walk every series writer shares, which
+//!   gathers each family's samples behind one header;
+//! * [`text`]: the series families written as text (0.0.4, 1.0.0,
+//!   OpenMetrics), over `encode.rs` (one escaper per format, labels,
+//!   headers, numbers) and `buffer.rs` (pooled chunks, the body's pieces);
+//! * [`proto`]: the same families as delimited protobuf, with start times
+//!   and native histograms;
 //! * [`prometheus`]: the same families in the `prometheus` crate's model,
 //!   and the collector of everything else; [`openmetrics`] encodes that
 //!   model as OpenMetrics (the crate's `TextEncoder` does text 0.0.4);
@@ -17,15 +24,19 @@
 
 pub(crate) mod buffer;
 pub(crate) mod encode;
+pub mod escaping;
 pub(crate) mod families;
 pub(crate) mod fleet;
 pub mod json;
+pub mod negotiate;
 pub mod openmetrics;
 pub mod page;
 pub mod paging;
 pub mod prometheus;
+pub mod proto;
 pub mod signals;
 pub mod text;
+mod walk;
 
 #[cfg(test)]
 mod tests;

@@ -37,7 +37,7 @@ use crate::series::{KeyBuf, Plan, Registry};
 use crate::service::{ServiceHandle, Services};
 use crate::Timestamp;
 
-const T0: Timestamp = Timestamp::from_secs(1_767_225_600);
+pub(super) const T0: Timestamp = Timestamp::from_secs(1_767_225_600);
 
 /// Two windows (one with `ignore_current`), quantiles, histogram buckets, a
 /// mapping with a label, a breaker and a limit.
@@ -45,6 +45,8 @@ pub(super) const CONFIG: &str = r#"
 [series]
 quantiles = [0.5, 0.99]
 histogram_buckets = [0.01, 0.1, 1.0]
+native_histogram_bucket_factor = 1.1
+native_histogram_max_buckets = 160
 [[windows]]
 name = "10s"
 buckets = 10
@@ -76,7 +78,7 @@ rules = [{ max = 100, window_ms = 1000 }]
 
 /// Every statsd type and every kind of name and tag a writer escapes.
 /// Each entry is one datagram (one series, some of several lines).
-const CORPUS: &[&str] = &[
+pub(super) const CORPUS: &[&str] = &[
     "hits:1|c\nhits:2|c",
     "hits:3|c|@0.5|#route:/x,code:200",
     "hits:2|c|#route:/y\\z,code:500",
@@ -107,7 +109,7 @@ const CORPUS: &[&str] = &[
 
 /// A registry holding `datagrams`, each applied 300 ms after the previous
 /// one from [`T0`], and the clock standing 6.5 s after [`T0`].
-fn registry(datagrams: &[&str]) -> (Registry, ManualClock) {
+pub(super) fn registry(datagrams: &[&str]) -> (Registry, ManualClock) {
     let cfg = Config::parse(CONFIG).unwrap();
     let r = Registry::new(Plan::from_config(&cfg), 4);
     let clock = ManualClock::starting_at(T0);

@@ -1,4 +1,5 @@
-//! The series families of `/metrics`, written straight as exposition text.
+//! The series families of `/metrics` as exposition text: the Prometheus
+//! text format (0.0.4, and 1.0.0 with its UTF-8 names) and OpenMetrics.
 //!
 //! The families, their samples, labels and HELP texts are those of
 //! `families.rs`, which the crate-model collector
@@ -7,34 +8,29 @@
 //! What differs is the cost: the crate's model builds a proto `Metric` per
 //! sample, allocating its label strings and its value's text, then sorts
 //! and drops them. At 100k series that is ~700k `Metric`s and 1.9 s per
-//! scrape here. This writer walks the registry once, shard by shard, and
-//! appends each sample's line to its family's buffer (`buffer.rs`),
+//! scrape here. This writer is given each series by the registry walk
+//! (`walk.rs`) and appends each sample's line to its family's buffer,
 //! spelled by `encode.rs`: no per-sample allocation, no sort.
 //!
-//! Order: the windowed families in a fixed order, then the cumulative
-//! families; within a family, registry order. Nothing is sorted: Prometheus
-//! does not need it, and at 100k series sorting the label sets (or even the
-//! 100k family names of 100k one-series names) costs a large share of the
-//! scrape. Each family's HELP and TYPE come once, before its
-//! samples, so no family and no series appears twice.
-//!
-//! Large registries are split across threads by shard (see [`render`]).
+//! Names follow the scraper's escaping scheme (`families.rs`,
+//! [`family_base`](super::families::family_base)): under `allow-utf-8` a
+//! name that is not a legacy Prometheus name is quoted, inside the braces
+//! (`{"api.latency_bucket","http.method"="get",le="0.25"} 3`), as the
+//! text format 1.0.0 and OpenMetrics write UTF-8 names.
 
-use std::hash::BuildHasher as _;
 use std::sync::Arc;
 
-use foldhash::fast::FixedState;
-
-use super::buffer::Chunks;
 pub use super::buffer::{ChunkPool, Piece, SeriesText};
 pub use super::encode::Format;
-use super::encode::{header, integer, label, number};
+use super::encode::{header, integer, number};
+use super::escaping::{is_legacy_label_name, is_legacy_metric_name, write_quoted};
 use super::families::{
-    format_q, quantile_values, shows_created, windowed_values, Cumulative, CumulativeValue,
-    HistogramValues, METRIC_LABEL, QUANTILE_FAMILY, QUANTILE_LABEL, WINDOWED, WINDOW_LABEL,
+    family_base, format_q, label_name, shows_created, Cumulative, CumulativeValue, HistogramValues,
+    METRIC_LABEL, QUANTILE_FAMILY, QUANTILE_LABEL, WINDOWED, WINDOW_LABEL,
 };
-use crate::parse::MetricKind;
-use crate::series::{Registry, SeriesMeta, SeriesState};
+use super::negotiate::Escaping;
+use super::walk::{self, Head, Series, Writer, PARALLEL_MIN_SERIES};
+use crate::series::{Registry, SeriesMeta};
 use crate::Timestamp;
 
 /// `{metric="`, the start of every windowed sample's labels.
@@ -59,13 +55,9 @@ const fn join<const N: usize>(parts: [&[u8]; 3]) -> [u8; N] {
     out
 }
 
-/// Below this many series one thread writes everything: a thread start
-/// costs more than it saves.
-const PARALLEL_MIN_SERIES: usize = 20_000;
-
-/// Writes every live series of `registry` as seen at `now`, using up to
-/// `threads` threads (each takes every `threads`-th shard; each shard is
-/// locked only while it is walked), with buffers from `pool`.
+/// Writes every live series of `registry` as seen at `now` in `format`,
+/// names escaped with `underscores`, using up to `threads` threads, with
+/// buffers from `pool`.
 #[must_use]
 pub fn render(
     registry: &Registry,
@@ -75,18 +67,25 @@ pub fn render(
     pool: &Arc<ChunkPool>,
 ) -> SeriesText {
     let mut pieces = Vec::new();
-    let series = render_each(registry, now, format, threads, pool, |p| pieces.push(p));
+    let series = render_each(
+        registry,
+        now,
+        format,
+        Escaping::Underscores,
+        threads,
+        pool,
+        |p| pieces.push(p),
+    );
     SeriesText { pieces, series }
 }
 
-/// [`render`], handing each piece to `emit` as soon as it is final: the
-/// windowed families right after the walk, while the cumulative families
-/// are still being gathered, so that a response can start sending them.
-/// Returns the number of series written.
+/// [`render`] with names escaped by `escaping`, handing each piece to
+/// `emit` as soon as it is final. Returns the number of series written.
 pub fn render_each(
     registry: &Registry,
     now: Timestamp,
     format: Format,
+    escaping: Escaping,
     threads: usize,
     pool: &Arc<ChunkPool>,
     emit: impl FnMut(Piece),
@@ -95,6 +94,7 @@ pub fn render_each(
         registry,
         now,
         format,
+        escaping,
         threads,
         pool,
         PARALLEL_MIN_SERIES,
@@ -102,195 +102,183 @@ pub fn render_each(
     )
 }
 
+#[allow(clippy::too_many_arguments)]
 fn render_with(
     registry: &Registry,
     now: Timestamp,
     format: Format,
+    escaping: Escaping,
     threads: usize,
     pool: &Arc<ChunkPool>,
     parallel_min_series: usize,
-    mut emit: impl FnMut(Piece),
+    emit: impl FnMut(Piece),
 ) -> usize {
-    let plan = registry.plan();
-    let shards = registry.shard_count();
-    let threads = if registry.len() < parallel_min_series {
-        1
-    } else {
-        threads.clamp(1, shards.max(1))
-    };
-    let walk = |t: usize| {
-        let mut part = Partial::new(&plan.quantiles, format, pool);
-        for shard in (t..shards).step_by(threads) {
-            registry.visit_shard(shard, |meta, state| part.add(meta, state, now));
-        }
-        part
-    };
-    let parts: Vec<Partial> = if threads == 1 {
-        vec![walk(0)]
-    } else {
-        std::thread::scope(|s| {
-            let handles: Vec<_> = (1..threads).map(|t| s.spawn(move || walk(t))).collect();
-            let mut parts = vec![walk(0)];
-            // A writer thread cannot panic on any input (it only formats
-            // numbers and copies strings); if one did, its shards are left
-            // out of this scrape rather than failing it.
-            parts.extend(handles.into_iter().filter_map(|h| h.join().ok()));
-            parts
-        })
-    };
-    let mut used = 0;
-    let series = assemble(parts, format, pool, |p| {
-        used += usize::from(p.pooled());
-        emit(p);
-    });
-    pool.keep_at_most(used);
-    series
+    let quantiles = registry.plan().quantiles.clone();
+    let make = || TextWriter::new(&quantiles, format, escaping);
+    walk::render(
+        registry,
+        now,
+        make,
+        threads,
+        pool,
+        parallel_min_series,
+        emit,
+    )
 }
 
-/// One thread's output: the text of each windowed family, and the
-/// cumulative lines of every series with a record of where each is.
-struct Partial<'q> {
-    quantiles: &'q [f64],
+/// One thread's text writer: the labels of the series and window being
+/// written.
+struct TextWriter {
     /// Which samples are written (OpenMetrics adds `_created` to counters
     /// and histograms) and how labels are escaped.
     format: Format,
+    escaping: Escaping,
     /// `,q="0.5"} ` per configured quantile, written once.
     q_labels: Vec<Vec<u8>>,
-    windowed: [Chunks<'q>; 8],
-    /// Cumulative lines, in walk order; `records` says whose each is.
-    cumulative: Chunks<'q>,
-    records: Vec<Record>,
-    /// The statsd names the records point into (for HELP texts).
-    metrics: String,
-    hasher: FixedState,
     /// The label block of the current series and window.
     block: Vec<u8>,
     /// `{metric="…",window="` of the current series.
     head: Vec<u8>,
     /// `,tag="…"` … of the current series.
     tags: Vec<u8>,
-    series: usize,
+    /// A label name or the family name being spelled.
+    name: Vec<u8>,
 }
 
-/// Where one series' cumulative lines are, and which family they belong
-/// to: the family name is the first `name_len` bytes of its lines. Records
-/// are sorted by `hash` (of that name), then name, to bring each family's
-/// lines together without a map of families.
-struct Record {
-    hash: u64,
-    part: u32,
-    chunk: u32,
-    start: u32,
-    end: u32,
-    name_len: u32,
-    metric_start: u32,
-    metric_len: u32,
-    /// Bytes of the series' own HELP text (a mapping rule's `help`), right
-    /// after its metric in `metrics`; 0: rollstat's.
-    help_len: u32,
-    family: Cumulative,
-    kind: MetricKind,
-}
-
-impl<'q> Partial<'q> {
-    fn new(quantiles: &'q [f64], format: Format, pool: &'q ChunkPool) -> Partial<'q> {
+impl TextWriter {
+    fn new(quantiles: &[f64], format: Format, escaping: Escaping) -> TextWriter {
         let q_label = |q: f64| {
             let mut l = b",".to_vec();
-            label(&mut l, format, QUANTILE_LABEL, &format_q(q));
-            l.extend_from_slice(b"} ");
+            l.extend_from_slice(QUANTILE_LABEL.as_bytes());
+            l.extend_from_slice(b"=\"");
+            l.extend_from_slice(format_q(q).as_bytes());
+            l.extend_from_slice(b"\"} ");
             l
         };
-        Partial {
-            quantiles,
+        TextWriter {
             format,
+            escaping,
             q_labels: quantiles.iter().map(|q| q_label(*q)).collect(),
-            windowed: std::array::from_fn(|_| Chunks::new(pool)),
-            cumulative: Chunks::new(pool),
-            records: Vec::new(),
-            metrics: String::new(),
-            hasher: FixedState::default(),
             block: Vec::with_capacity(256),
             head: Vec::with_capacity(256),
             tags: Vec::with_capacity(256),
-            series: 0,
+            name: Vec::with_capacity(64),
         }
     }
+}
 
-    fn add(&mut self, meta: &SeriesMeta, state: &SeriesState, now: Timestamp) {
-        self.series += 1;
+/// Appends `name`, quoted if it is not a legacy name (only `allow-utf-8`
+/// names can need it: the other schemes' names are legacy names).
+fn put_name(out: &mut Vec<u8>, name: &[u8], legacy: fn(&str) -> bool) {
+    // The names were written from `&str`s by the escaping functions.
+    match std::str::from_utf8(name) {
+        Ok(s) if !legacy(s) => write_quoted(out, s),
+        _ => out.extend_from_slice(name),
+    }
+}
+
+impl Writer for TextWriter {
+    fn series(&mut self, meta: &SeriesMeta) {
         let format = self.format;
         self.tags.clear();
-        for (k, v) in &meta.labels {
+        for (i, (_, v)) in meta.labels.iter().enumerate() {
             self.tags.push(b',');
-            label(&mut self.tags, format, k, v);
+            self.name.clear();
+            label_name(&mut self.name, meta, i, self.escaping);
+            put_name(&mut self.tags, &self.name, is_legacy_label_name);
+            self.tags.extend_from_slice(b"=\"");
+            format.escape_label_value(&mut self.tags, v);
+            self.tags.push(b'"');
         }
         // `{metric="…",window="`: the window's name and the tags follow.
         self.head.clear();
         self.head.extend_from_slice(&OPEN_METRIC);
         format.escape_label_value(&mut self.head, &meta.metric);
         self.head.extend_from_slice(&OPEN_WINDOW);
-        for (i, wname) in meta.windows.iter().enumerate() {
-            // `{metric="…",window="…",tag="…"`: once per window, copied
-            // into each of its lines.
-            let block = &mut self.block;
-            block.clear();
-            block.extend_from_slice(&self.head);
-            format.escape_label_value(block, wname);
-            block.push(b'"');
-            block.extend_from_slice(&self.tags);
-            let view = state.window_view(i, now, self.quantiles);
-            let values = windowed_values(meta.kind, &view);
-            for (f, value) in values.iter().enumerate() {
-                if let Some(x) = value {
-                    let out = self.windowed[f].line();
-                    out.extend_from_slice(WINDOWED[f].0.as_bytes());
-                    out.extend_from_slice(block);
-                    out.extend_from_slice(b"} ");
-                    number(out, *x);
-                    out.push(b'\n');
-                }
-            }
-            for ((_, value), q_label) in quantile_values(&view).zip(&self.q_labels) {
-                if let Some(x) = value {
-                    let out = self.windowed[QUANTILE_FAMILY].line();
-                    out.extend_from_slice(WINDOWED[QUANTILE_FAMILY].0.as_bytes());
-                    out.extend_from_slice(block);
-                    out.extend_from_slice(q_label);
-                    number(out, x);
-                    out.push(b'\n');
-                }
-            }
-        }
-        self.add_cumulative(meta, state, now);
     }
 
-    fn add_cumulative(&mut self, meta: &SeriesMeta, state: &SeriesState, now: Timestamp) {
-        let (Some(family), Some(value)) = (
-            Cumulative::of_series(meta),
-            CumulativeValue::of(meta, state),
-        ) else {
-            return;
-        };
-        let out = self.cumulative.line();
-        let start = out.len();
-        let name = meta.prom_name.as_bytes();
+    fn window(&mut self, _meta: &SeriesMeta, name: &str) {
+        // `{metric="…",window="…",tag="…"`: once per window, copied into
+        // each of its lines.
+        self.block.clear();
+        self.block.extend_from_slice(&self.head);
+        self.format.escape_label_value(&mut self.block, name);
+        self.block.push(b'"');
+        self.block.extend_from_slice(&self.tags);
+    }
+
+    fn windowed(&mut self, out: &mut Vec<u8>, family: usize, q: usize, value: f64) {
+        out.extend_from_slice(WINDOWED[family].0.as_bytes());
+        out.extend_from_slice(&self.block);
+        if family == QUANTILE_FAMILY {
+            out.extend_from_slice(&self.q_labels[q]);
+        } else {
+            out.extend_from_slice(b"} ");
+        }
+        number(out, value);
+        out.push(b'\n');
+    }
+
+    fn cumulative(&mut self, out: &mut Vec<u8>, name: &mut Vec<u8>, s: &Series<'_>) -> usize {
+        let Series {
+            family,
+            value,
+            meta,
+            state,
+            now,
+        } = *s;
+        let at = name.len();
+        family_base(name, meta, self.escaping);
+        let base_len = name.len() - at;
+        name.extend_from_slice(family.suffix().as_bytes());
+        let base = &name[at..at + base_len];
+        let quoted = std::str::from_utf8(base).is_ok_and(|s| !is_legacy_metric_name(s));
         let tags = &self.tags;
         let format = self.format;
-        // Samples without labels have no braces at all.
-        let braces = |out: &mut Vec<u8>| {
-            if !tags.is_empty() {
+        // A sample's name (`base` and `suffix`) and labels (the tags and
+        // `extra`), then a space: `name{tags,extra} `, or, quoted,
+        // `{"name",tags,extra} `.
+        let start = |out: &mut Vec<u8>, suffix: &[u8], extra: &[u8]| {
+            if quoted {
+                let mut full = Vec::with_capacity(base.len() + suffix.len());
+                full.extend_from_slice(base);
+                full.extend_from_slice(suffix);
                 out.push(b'{');
-                out.extend_from_slice(&tags[1..]);
-                out.push(b'}');
+                write_quoted(out, std::str::from_utf8(&full).unwrap_or_default());
+                out.extend_from_slice(tags);
+                if !extra.is_empty() {
+                    out.push(b',');
+                    out.extend_from_slice(extra);
+                }
+                out.extend_from_slice(b"} ");
+                return;
             }
+            out.extend_from_slice(base);
+            out.extend_from_slice(suffix);
+            // Samples without labels have no braces at all.
+            match (tags.is_empty(), extra.is_empty()) {
+                (true, true) => {}
+                (true, false) => {
+                    out.push(b'{');
+                    out.extend_from_slice(extra);
+                    out.push(b'}');
+                }
+                (false, _) => {
+                    out.push(b'{');
+                    out.extend_from_slice(&tags[1..]);
+                    if !extra.is_empty() {
+                        out.push(b',');
+                        out.extend_from_slice(extra);
+                    }
+                    out.push(b'}');
+                }
+            }
+            out.push(b' ');
         };
         // `_created`: when the series (and its counts) began.
         let created = |out: &mut Vec<u8>| {
             if shows_created(format) {
-                out.extend_from_slice(name);
-                out.extend_from_slice(b"_created");
-                braces(out);
-                out.push(b' ');
+                start(out, b"_created", b"");
                 number(out, meta.created.as_secs_f64());
                 out.push(b'\n');
             }
@@ -299,26 +287,17 @@ impl<'q> Partial<'q> {
         // leaves both out once a negative value made `_sum` able to fall).
         let sum_count = |out: &mut Vec<u8>, h: &HistogramValues<'_>| {
             if h.shows_sum(format) {
-                out.extend_from_slice(name);
-                out.extend_from_slice(b"_sum");
-                braces(out);
-                out.push(b' ');
+                start(out, b"_sum", b"");
                 number(out, h.sum());
                 out.push(b'\n');
-                out.extend_from_slice(name);
-                out.extend_from_slice(b"_count");
-                braces(out);
-                out.push(b' ');
+                start(out, b"_count", b"");
                 integer(out, h.count());
                 out.push(b'\n');
             }
         };
         match value {
             CumulativeValue::Counter(total) => {
-                out.extend_from_slice(name);
-                out.extend_from_slice(family.suffix().as_bytes());
-                braces(out);
-                out.push(b' ');
+                start(out, family.suffix().as_bytes(), b"");
                 number(out, total);
                 out.push(b'\n');
                 // A counter named as is is `unknown` in OpenMetrics: no
@@ -328,9 +307,7 @@ impl<'q> Partial<'q> {
                 }
             }
             CumulativeValue::Gauge(value) => {
-                out.extend_from_slice(name);
-                braces(out);
-                out.push(b' ');
+                start(out, b"", b"");
                 number(out, value);
                 out.push(b'\n');
             }
@@ -339,16 +316,13 @@ impl<'q> Partial<'q> {
                 // while it holds nothing, never NaN), then `_sum` and
                 // `_count` since birth.
                 let qs = meta.summary.as_ref().map_or(&[][..], |s| &s.quantiles[..]);
+                let mut extra = Vec::with_capacity(24);
                 for (q, v) in state.summary_quantiles(qs, now).unwrap_or_default() {
-                    out.extend_from_slice(name);
-                    out.push(b'{');
-                    if !tags.is_empty() {
-                        out.extend_from_slice(&tags[1..]);
-                        out.push(b',');
-                    }
-                    out.extend_from_slice(b"quantile=\"");
-                    out.extend_from_slice(format_q(q).as_bytes());
-                    out.extend_from_slice(b"\"} ");
+                    extra.clear();
+                    extra.extend_from_slice(b"quantile=\"");
+                    extra.extend_from_slice(format_q(q).as_bytes());
+                    extra.push(b'"');
+                    start(out, b"", &extra);
                     number(out, v);
                     out.push(b'\n');
                 }
@@ -356,189 +330,42 @@ impl<'q> Partial<'q> {
                 created(out);
             }
             CumulativeValue::Histogram(h) => {
-                let bucket = |out: &mut Vec<u8>, le: &dyn Fn(&mut Vec<u8>), count: u64| {
-                    out.extend_from_slice(name);
-                    out.extend_from_slice(b"_bucket{");
-                    if !tags.is_empty() {
-                        out.extend_from_slice(&tags[1..]);
-                        out.push(b',');
+                let mut extra = Vec::with_capacity(32);
+                let mut bucket = |out: &mut Vec<u8>, ub: Option<f64>, count: u64| {
+                    extra.clear();
+                    extra.extend_from_slice(b"le=\"");
+                    match ub {
+                        Some(ub) => number(&mut extra, ub),
+                        None => extra.extend_from_slice(b"+Inf"),
                     }
-                    out.extend_from_slice(b"le=\"");
-                    le(out);
-                    out.extend_from_slice(b"\"} ");
+                    extra.push(b'"');
+                    start(out, b"_bucket", &extra);
                     integer(out, count);
                     out.push(b'\n');
                 };
                 for (ub, cum) in h.buckets() {
-                    bucket(out, &|o: &mut Vec<u8>| number(o, ub), cum);
+                    bucket(out, Some(ub), cum);
                 }
-                let count = h.count();
-                bucket(out, &|o: &mut Vec<u8>| o.extend_from_slice(b"+Inf"), count);
+                bucket(out, None, h.count());
                 sum_count(out, &h);
                 created(out);
             }
         }
-        let end = out.len();
-        let metric_start = self.metrics.len();
-        self.metrics.push_str(&meta.metric);
-        let help = meta.help.as_deref().unwrap_or("");
-        self.metrics.push_str(help);
-        // Offsets fit in u32: a chunk holds a few MiB, the names of one
-        // scrape far less than 4 GiB.
-        self.records.push(Record {
-            hash: self.hasher.hash_one(name),
-            part: 0,
-            chunk: self.cumulative.current_index() as u32,
-            start: start as u32,
-            end: end as u32,
-            name_len: name.len() as u32,
-            metric_start: metric_start as u32,
-            metric_len: meta.metric.len() as u32,
-            help_len: help.len() as u32,
-            family,
-            kind: meta.kind,
-        });
-    }
-}
-
-/// What assembling needs of a part once its windowed text is handed on.
-struct CumulativePart<'p> {
-    chunks: Chunks<'p>,
-    metrics: String,
-}
-
-impl CumulativePart<'_> {
-    fn lines(&self, r: &Record) -> &[u8] {
-        &self.chunks.chunk(r.chunk as usize)[r.start as usize..r.end as usize]
+        base_len
     }
 
-    fn metric(&self, r: &Record) -> &str {
-        let s = r.metric_start as usize;
-        &self.metrics[s..s + r.metric_len as usize]
+    fn header(&self, out: &mut Vec<u8>, head: &Head<'_>, _body_len: usize) {
+        let (suffix, kind) = match head.family {
+            Some(f) => (f.header_suffix(self.format), f.type_word(self.format)),
+            None => ("", "gauge"),
+        };
+        let mut name = Vec::with_capacity(head.name.len() + suffix.len() + 2);
+        let mut full = head.name.to_vec();
+        full.extend_from_slice(suffix.as_bytes());
+        put_name(&mut name, &full, is_legacy_metric_name);
+        let [before, metric, after] = head.help;
+        header(out, self.format, [&name, b""], kind, before, metric, after);
     }
-
-    /// The series' own HELP text, if its mapping rule gave one.
-    fn help(&self, r: &Record) -> Option<&str> {
-        let s = (r.metric_start + r.metric_len) as usize;
-        (r.help_len > 0).then(|| &self.metrics[s..s + r.help_len as usize])
-    }
-}
-
-fn family_name<'a>(parts: &'a [CumulativePart], r: &Record) -> &'a [u8] {
-    &parts[r.part as usize].lines(r)[..r.name_len as usize]
-}
-
-/// Joins the threads' text family by family, each after its header. The
-/// windowed families are the threads' chunks in turn; the cumulative
-/// families (one per statsd name, often of one line each) are gathered by
-/// sorting the records and copied into new chunks.
-fn assemble(
-    parts: Vec<Partial>,
-    format: Format,
-    pool: &Arc<ChunkPool>,
-    mut emit: impl FnMut(Piece),
-) -> usize {
-    let series = parts.iter().map(|p| p.series).sum();
-    let mut windowed: [Vec<Chunks>; 8] = Default::default();
-    let mut records = Vec::with_capacity(parts.iter().map(|p| p.records.len()).sum());
-    let mut cumulative = Vec::with_capacity(parts.len());
-    for (i, part) in parts.into_iter().enumerate() {
-        for (f, chunks) in part.windowed.into_iter().enumerate() {
-            if !chunks.is_empty() {
-                windowed[f].push(chunks);
-            }
-        }
-        records.extend(part.records.into_iter().map(|r| Record {
-            part: i as u32,
-            ..r
-        }));
-        cumulative.push(CumulativePart {
-            chunks: part.cumulative,
-            metrics: part.metrics,
-        });
-    }
-    for (f, chunks) in windowed.into_iter().enumerate() {
-        if !chunks.is_empty() {
-            let (name, help) = WINDOWED[f];
-            let mut h = Vec::with_capacity(name.len() * 2 + help.len() + 32);
-            header(
-                &mut h,
-                format,
-                [name.as_bytes(), b""],
-                "gauge",
-                help,
-                "",
-                "",
-            );
-            emit(Piece::owned(h));
-            for c in chunks {
-                c.into_pieces(pool).for_each(&mut emit);
-            }
-        }
-    }
-    // Equal names have equal hashes, so each family is one run; names are
-    // compared only on equal hashes (the same family, or a rare collision,
-    // which the comparison separates).
-    let parts = &cumulative;
-    records.sort_unstable_by(|a, b| {
-        a.hash
-            .cmp(&b.hash)
-            .then_with(|| family_name(parts, a).cmp(family_name(parts, b)))
-    });
-    let mut out = Chunks::new(pool);
-    let same =
-        |a: &Record, b: &Record| a.hash == b.hash && family_name(parts, a) == family_name(parts, b);
-    for run in records.chunk_by(|a, b| same(a, b)) {
-        let first = &run[0];
-        // The registry's catalog gives a name one statsd type; a series of
-        // another family under the same name would make a second family of
-        // the same name, so it is left out rather than written twice.
-        let family = first.family;
-        let of_family = || run.iter().filter(move |r| r.family == family);
-        // The HELP names the smallest statsd name of the family.
-        let named_by = of_family()
-            .min_by(|a, b| {
-                parts[a.part as usize]
-                    .metric(a)
-                    .cmp(parts[b.part as usize].metric(b))
-            })
-            .unwrap_or(first);
-        let (mut before, mut after) = family.help_around(named_by.kind);
-        let name = [
-            family_name(parts, first),
-            family.header_suffix(format).as_bytes(),
-        ];
-        let mut metric = parts[named_by.part as usize].metric(named_by);
-        // A mapping rule's `help` wins: the one of the smallest statsd name
-        // that has one.
-        let own = of_family()
-            .filter_map(|r| {
-                let part = &parts[r.part as usize];
-                Some((part.metric(r), part.help(r)?))
-            })
-            .min();
-        if let Some((_, help)) = own {
-            (before, metric, after) = ("", help, "");
-        }
-        header(
-            out.line(),
-            format,
-            name,
-            family.type_word(format),
-            before,
-            metric,
-            after,
-        );
-        for r in of_family() {
-            out.line()
-                .extend_from_slice(parts[r.part as usize].lines(r));
-        }
-    }
-    out.into_pieces(pool).for_each(&mut emit);
-    for part in cumulative {
-        part.chunks.release();
-    }
-    series
 }
 
 #[cfg(test)]
@@ -651,11 +478,29 @@ mod tests {
         let pool = ChunkPool::new();
         // Twice: the second scrape writes into the first one's buffers.
         let mut first = Vec::new();
-        render_with(&r, now, format, threads, &pool, 0, |p| first.push(p));
+        render_with(
+            &r,
+            now,
+            format,
+            Escaping::Underscores,
+            threads,
+            &pool,
+            0,
+            |p| first.push(p),
+        );
         drop(first);
         assert!(pool.held() > 0, "buffers come back to the pool");
         let mut pieces = Vec::new();
-        let series = render_with(&r, now, format, threads, &pool, 0, |p| pieces.push(p));
+        let series = render_with(
+            &r,
+            now,
+            format,
+            Escaping::Underscores,
+            threads,
+            &pool,
+            0,
+            |p| pieces.push(p),
+        );
         let got = SeriesText { pieces, series };
         assert_eq!(got.series, 16);
         let got = String::from_utf8(got.concat()).unwrap();

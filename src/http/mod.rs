@@ -54,8 +54,9 @@ pub mod reads;
 pub mod serve;
 pub mod tls;
 
+use crate::expose::negotiate::{negotiate, Escaping, Negotiated, Protocol};
 use crate::expose::prometheus::SeriesCollector;
-use crate::expose::{openmetrics, text};
+use crate::expose::{openmetrics, proto, text};
 use crate::ingest::Ingestor;
 use crate::reload::Reloader;
 use crate::service::limits::ceil_secs;
@@ -219,10 +220,7 @@ async fn door(
 }
 
 async fn metrics(State(st): State<AppState>, headers: HeaderMap) -> Response {
-    let open = headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|a| a.contains("application/openmetrics-text"));
+    let asked = negotiated(&st, &headers);
     let Ok(slot) = st.scrape_slots.clone().try_acquire_owned() else {
         st.ingestor.telemetry.scrapes_rejected.inc();
         return (
@@ -256,7 +254,7 @@ async fn metrics(State(st): State<AppState>, headers: HeaderMap) -> Response {
                 let _ = tx.send(Rendered::Piece(p));
             }
         };
-        match render_metrics(&st, open, emit) {
+        match render_metrics(&st, asked, emit) {
             Ok(()) => {
                 let _ = tx.send(Rendered::Done);
             }
@@ -283,11 +281,7 @@ async fn metrics(State(st): State<AppState>, headers: HeaderMap) -> Response {
                 .into_response()
         }
     };
-    let ct = if open {
-        openmetrics::CONTENT_TYPE
-    } else {
-        "text/plain; version=0.0.4; charset=utf-8"
-    };
+    let ct = asked.content_type();
     // The pieces go out as they are: at 100k series they are ~54 MB that a
     // single buffer would copy once more. Each piece's buffer returns to the
     // pool once sent. The body ends cleanly only after the render said it is
@@ -303,7 +297,36 @@ async fn metrics(State(st): State<AppState>, headers: HeaderMap) -> Response {
         (),
         closed,
     ));
-    ([(header::CONTENT_TYPE, ct)], body).into_response()
+    (
+        [
+            (header::CONTENT_TYPE, ct),
+            // A cache between scraper and daemon must not give one
+            // scraper's format to another.
+            (header::VARY, "accept"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+/// The format and name escaping of a `/metrics` response: what the
+/// `Accept` headers ask for ([`negotiate`]), names escaped with
+/// underscores whatever is asked under statsd_exporter's names, which
+/// statsd_exporter always escapes (so that a Prometheus 3 that asks for
+/// UTF-8 names sees the names the shop had).
+fn negotiated(st: &AppState, headers: &HeaderMap) -> Negotiated {
+    let mut accept = Vec::new();
+    for v in headers.get_all(header::ACCEPT) {
+        if !accept.is_empty() {
+            accept.push(b',');
+        }
+        accept.extend_from_slice(v.as_bytes());
+    }
+    let mut asked = negotiate((!accept.is_empty()).then_some(&accept[..]));
+    if st.ingestor.registry.plan().exporter_names() {
+        asked.escaping = Escaping::Underscores;
+    }
+    asked
 }
 
 /// The `/metrics` body: `first`, then the pieces from `rx` until the render
@@ -359,7 +382,7 @@ enum Rendered {
 /// clock reading.
 pub fn render_metrics(
     st: &AppState,
-    openmetrics: bool,
+    asked: Negotiated,
     mut emit: impl FnMut(text::Piece),
 ) -> prometheus::Result<()> {
     let tel = &st.ingestor.telemetry;
@@ -373,29 +396,37 @@ pub fn render_metrics(
     let now = st.state_families.now();
     let mut families = tel.registry.gather();
     families.extend(st.state_families.collect_at(now));
-    let mut head = String::new();
-    let format = if openmetrics {
-        openmetrics::encode_families(&families, &mut head)?;
-        text::Format::OpenMetrics
-    } else {
-        prometheus::TextEncoder::new().encode_utf8(&families, &mut head)?;
-        text::Format::Prometheus
-    };
     // One writer per core, up to MAX_RENDER_THREADS (below 20k series one
     // writer does it all).
     let threads =
         std::thread::available_parallelism().map_or(1, |n| n.get().clamp(1, MAX_RENDER_THREADS));
-    emit(text::Piece::owned(head.into_bytes()));
-    text::render_each(
-        &st.ingestor.registry,
-        now,
-        format,
-        threads,
-        &st.metrics_buffers,
-        &mut emit,
-    );
-    if openmetrics {
-        emit(text::Piece::owned(b"# EOF\n".to_vec()));
+    let (registry, pool, escaping) = (&st.ingestor.registry, &st.metrics_buffers, asked.escaping);
+    let text_format = match asked.protocol {
+        Protocol::PrometheusProto => {
+            let mut head = Vec::new();
+            proto::encode_families(&families, escaping, &mut head);
+            emit(text::Piece::owned(head));
+            proto::render_each(registry, now, escaping, threads, pool, &mut emit);
+            None
+        }
+        Protocol::OpenMetricsText1_0_0 | Protocol::OpenMetricsText0_0_1 => {
+            let mut head = String::new();
+            openmetrics::encode_families(&families, &mut head)?;
+            emit(text::Piece::owned(head.into_bytes()));
+            Some(text::Format::OpenMetrics)
+        }
+        Protocol::PrometheusText1_0_0 | Protocol::PrometheusText0_0_4 => {
+            let mut head = String::new();
+            prometheus::TextEncoder::new().encode_utf8(&families, &mut head)?;
+            emit(text::Piece::owned(head.into_bytes()));
+            Some(text::Format::Prometheus)
+        }
+    };
+    if let Some(format) = text_format {
+        text::render_each(registry, now, format, escaping, threads, pool, &mut emit);
+        if format == text::Format::OpenMetrics {
+            emit(text::Piece::owned(b"# EOF\n".to_vec()));
+        }
     }
     timer.observe_duration();
     Ok(())

@@ -31,6 +31,12 @@ pub struct SeriesMeta {
     pub prom_name: Arc<str>,
     /// Sanitised, sorted labels (tags and mapping labels).
     pub labels: Vec<(String, String)>,
+    /// The name each of `labels` was sent as (a tag key such as
+    /// `http.method`), by the same index; `None` when every one is its
+    /// sanitised name (most series: one pointer, no allocation). Published
+    /// where a scraper takes UTF-8 names. A mapping label, and a key that
+    /// could shadow one of rollstat's labels, keeps its sanitised name.
+    pub sent_label_names: Option<Box<super::SentNames>>,
     /// Names of the windows kept, in the order of the state's windows
     /// (shared by every series on the same windows).
     pub windows: Arc<[String]>,

@@ -41,7 +41,7 @@ pub mod state;
 
 pub use identity::{fleet_hash, SeriesMeta};
 pub use key::KeyBuf;
-pub use plan::Plan;
+pub use plan::{NativeSpec, Plan, SentNames};
 pub use registry::{Applied, Refusal, Registry, RegistryCounters, SeriesRef};
 pub use replan::{ReplanReport, Replanned};
 pub use state::{Folded, Overflow, SeriesState, WindowView};

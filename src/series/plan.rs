@@ -35,11 +35,27 @@ pub struct Plan {
     /// label names escaped as statsd_exporter escapes them, counters not
     /// ending in `_total` published as they are.
     pub(super) exporter_names: bool,
+    /// `[series] native_histogram_*`.
+    pub(super) native: crate::config::NativeHistograms,
     /// The layout of every window list a series can get (the defaults and
     /// each rule's `windows`), built once: series on the same windows share
     /// it.
     layouts: Vec<(Vec<usize>, Arc<Layout>)>,
 }
+
+/// A series' native histogram: its starting schema (from the bucket
+/// factor) and the most populated buckets it may have.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NativeSpec {
+    /// `-4..=8`: bucket bounds at powers of `2^(2^-schema)`.
+    pub schema: i8,
+    /// Past this many populated buckets the resolution halves.
+    pub max_buckets: u32,
+}
+
+/// The names a series' labels were sent as, in the order of its labels.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SentNames(pub Box<[Box<str>]>);
 
 /// What a plan makes of a series: its published identity and windows.
 pub(super) struct Resolved {
@@ -56,6 +72,11 @@ pub(super) struct Resolved {
     pub(super) scale: f64,
     /// The rule's `help`, if any.
     pub(super) help: Option<Arc<str>>,
+    /// The label names as sent, where they differ from `labels`' (see
+    /// [`SeriesMeta::sent_label_names`](super::SeriesMeta::sent_label_names)).
+    pub(super) sent_label_names: Option<Box<SentNames>>,
+    /// Its native histogram's schema and bucket limit, if it has one.
+    pub(super) native: Option<NativeSpec>,
     /// A counter published under its own name, as statsd_exporter does.
     pub(super) counter_as_is: bool,
     /// A timer, histogram or distribution published as a summary.
@@ -106,6 +127,10 @@ impl Plan {
             prom_name.insert_str(0, "statsd_");
         }
         let mut labels: Vec<(String, String)> = Vec::with_capacity(tags.len());
+        // The name each label was sent as, when it differs and may be
+        // published (`None` for the rest, and under statsd_exporter's
+        // names, which are always escaped).
+        let mut sent: Vec<Option<&str>> = Vec::with_capacity(tags.len());
         for (k, v) in tags {
             let name = if self.exporter_names {
                 names::exporter_label_name(k)
@@ -117,6 +142,10 @@ impl Plan {
                 // (in key order) keeps the label; the other is counted.
                 *tags_dropped += 1;
             } else {
+                sent.push(
+                    (!self.exporter_names && name != *k && names::may_keep_as_sent(k))
+                        .then_some(*k),
+                );
                 labels.push((name, v.to_string()));
             }
         }
@@ -130,15 +159,31 @@ impl Plan {
                     labels.retain(|(l, _)| l != k);
                     continue;
                 }
-                match labels.iter_mut().find(|(l, _)| l == k) {
+                match labels.iter().position(|(l, _)| l == k) {
                     // statsd_exporter's honor_labels: the tag keeps its value.
                     Some(_) if m.honor_labels => {}
-                    Some(slot) => slot.1 = v,
-                    None => labels.push((k.clone(), v)),
+                    // The mapping's label, under the mapping's name.
+                    Some(i) => (labels[i].1, sent[i]) = (v, None),
+                    None => {
+                        labels.push((k.clone(), v));
+                        sent.push(None);
+                    }
                 }
             }
         }
+        let sent_label_names = sent.iter().any(Option::is_some).then(|| {
+            let mut pairs: Vec<(&str, &str)> = labels
+                .iter()
+                .zip(&sent)
+                .map(|((l, _), s)| (l.as_str(), s.unwrap_or(l)))
+                .collect();
+            pairs.sort_unstable();
+            Box::new(SentNames(
+                pairs.into_iter().map(|(_, s)| s.into()).collect(),
+            ))
+        });
         labels.sort();
+        let native = self.native_spec(kind, rule);
         Some(Resolved {
             metric,
             prom_name,
@@ -155,6 +200,30 @@ impl Plan {
             summary: rule
                 .and_then(|m| m.summary.clone())
                 .filter(|_| crate::config::KindSet::OBSERVER.contains(kind)),
+            sent_label_names,
+            native,
+        })
+    }
+
+    /// The native histogram of a series of `kind` matched by `rule`: the
+    /// rule's factor and limit where it sets them (for any timer, histogram
+    /// or distribution), else `[series]`'s for its types; none for a
+    /// summary, or where the factor is 0.
+    fn native_spec(&self, kind: MetricKind, rule: Option<&Mapping>) -> Option<NativeSpec> {
+        use crate::config::KindSet;
+        if !KindSet::OBSERVER.contains(kind) || rule.is_some_and(|m| m.summary.is_some()) {
+            return None;
+        }
+        let factor = match rule.and_then(|m| m.native_bucket_factor) {
+            Some(f) => f,
+            None if self.native.types.contains(kind) => self.native.bucket_factor,
+            None => return None,
+        };
+        Some(NativeSpec {
+            schema: crate::sketch::native::schema_for_factor(factor)?,
+            max_buckets: rule
+                .and_then(|m| m.native_max_buckets)
+                .unwrap_or(self.native.max_buckets),
         })
     }
 
@@ -224,6 +293,14 @@ impl Plan {
         self
     }
 
+    /// Whether names follow statsd_exporter's (`[statsd_exporter]
+    /// cumulative_names = "statsd_exporter"`): then they are escaped with
+    /// underscores for every scraper, as statsd_exporter escapes them.
+    #[must_use]
+    pub fn exporter_names(&self) -> bool {
+        self.exporter_names
+    }
+
     /// The names of windows `ids` (shared by every series on the defaults).
     pub(super) fn window_names(&self, ids: &[usize]) -> Arc<[String]> {
         if ids == self.default_windows {
@@ -254,6 +331,7 @@ impl Plan {
             max_series_per_metric: cfg.series.max_series_per_metric,
             max_label_bytes: cfg.series.max_label_bytes,
             exporter_names: cfg.exporter_names,
+            native: cfg.series.native_histograms,
         }
         .with_layouts()
     }

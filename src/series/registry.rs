@@ -117,7 +117,8 @@ const SHARD_SHIFT: u32 = 40;
 type Shard = Mutex<HashTable<Entry>>;
 
 /// A new series' metadata and the indices of its windows.
-type Born = (Arc<SeriesMeta>, Vec<usize>);
+/// A new series: its identity, its windows and its native histogram.
+type Born = (Arc<SeriesMeta>, Vec<usize>, Option<super::NativeSpec>);
 
 pub(super) struct Entry {
     pub(super) hash: u64,
@@ -254,7 +255,7 @@ impl Registry {
             return Ok(self.stored(folded));
         }
         let plan = self.plan();
-        let Some((meta, window_ids)) = self.birth(s, &plan, now)? else {
+        let Some((meta, window_ids, native)) = self.birth(s, &plan, now)? else {
             return Ok(Applied::DroppedByMapping);
         };
         let mut state = SeriesState::new(
@@ -265,6 +266,9 @@ impl Registry {
         );
         if let Some(spec) = &meta.summary {
             state.start_summary(spec.window, now);
+        }
+        if let Some(spec) = native {
+            state.start_native(spec);
         }
         let folded = match state.apply(s, &meta.histogram_buckets, meta.scale, now) {
             Ok(f) => f,
@@ -380,6 +384,7 @@ impl Registry {
             metric: r.metric,
             prom_name,
             labels: r.labels,
+            sent_label_names: r.sent_label_names,
             windows: plan.window_names(&r.window_ids),
             // A summary keeps no buckets (its sum and count only).
             histogram_buckets: if r.summary.is_some() {
@@ -398,7 +403,7 @@ impl Registry {
             created: now,
         };
         meta.set_shared(r.shared);
-        Ok(Some((Arc::new(meta), r.window_ids)))
+        Ok(Some((Arc::new(meta), r.window_ids, r.native)))
     }
 
     /// Gives back the published identities and family counts of series that

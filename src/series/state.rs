@@ -6,6 +6,7 @@ use std::sync::Arc;
 use crate::clock::Timestamp;
 use crate::parse::{GaugeOp, MetricKind, Sample};
 use crate::sketch::hash_member;
+use crate::sketch::native::NativeHistogram;
 use crate::stats::{Totals, WindowStats};
 use crate::window::bucket::{
     Bucket, Distinct, Distribution, Observation, Summary, Tally, UnitTally,
@@ -165,6 +166,13 @@ pub struct CumulativeHistogram {
     /// A summary's window: the values of its last `max_age`, for its
     /// quantiles (`None` unless the series is published as a summary).
     pub summary: Option<RollingWindow<Distribution>>,
+    /// The same observations in a native (exponential) histogram, served
+    /// beside the classic buckets over protobuf (`None` unless its plan
+    /// gives it one).
+    pub native: Option<NativeHistogram>,
+    /// The fraction of a sample the native histogram has not counted yet:
+    /// it is given whole weights only (see [`observe`](Self::observe)).
+    pub native_carry: f64,
 }
 
 impl CumulativeHistogram {
@@ -175,6 +183,8 @@ impl CumulativeHistogram {
             count: 0.0,
             saw_negative: false,
             summary: None,
+            native: None,
+            native_carry: 0.0,
         }
     }
 
@@ -184,6 +194,28 @@ impl CumulativeHistogram {
         self.saw_negative |= v < 0.0;
         self.sum += v * weight;
         self.count += weight;
+        if let Some(n) = &mut self.native {
+            // Whole weights only: a native bucket's count goes out as an
+            // integer, and one made by rounding a fractional sum could go
+            // down between scrapes when a neighbour takes the rounding
+            // (Prometheus would read a reset). So a sample rate of 0.3
+            // (weight 3.33…) counts 3, 3, then 4: the fraction carries to
+            // the next value. Integer weights (rates 1, 0.5, 0.1, …) are
+            // counted exactly.
+            let w = self.native_carry + weight;
+            let whole = w.floor();
+            self.native_carry = w - whole;
+            if whole >= 1.0 {
+                n.observe(v, whole);
+            }
+        }
+    }
+
+    /// The classic histogram's weighted count as the whole number the
+    /// exposition publishes (`_count` and the `+Inf` bucket).
+    #[must_use]
+    pub fn whole_count(&self) -> u64 {
+        self.count.round() as u64
     }
 }
 
@@ -194,6 +226,15 @@ impl SeriesState {
     pub fn start_summary(&mut self, window: crate::window::WindowSpec, now: Timestamp) {
         if let SeriesState::Distribution { histogram, .. } = self {
             histogram.summary = Some(RollingWindow::epoch_aligned(window, now));
+        }
+    }
+
+    /// Gives the series a native histogram of `spec` (empty: it starts
+    /// with the next value). Only timers, histograms and distributions
+    /// have one; others are left alone.
+    pub fn start_native(&mut self, spec: crate::series::NativeSpec) {
+        if let SeriesState::Distribution { histogram, .. } = self {
+            histogram.native = Some(NativeHistogram::new(spec.schema, spec.max_buckets));
         }
     }
 

@@ -4,6 +4,8 @@
 //!   with sample-rate weights: a few values inline, then a
 //!   [`SparseDDSketch`] (the `sketches-ddsketch` crate's mapping and
 //!   quantile rule, with only the bins in use).
+//! * [`native::NativeHistogram`]: a Prometheus native (exponential)
+//!   histogram, beside a series' classic buckets since its birth.
 //! * [`DistinctCounter`]: distinct counts for statsd sets, exact up to
 //!   [`DistinctCounter::EXACT_LIMIT`] members, then a HyperLogLog.
 //!
@@ -11,6 +13,7 @@
 //! (later) instances can merge theirs.
 
 mod distinct;
+pub mod native;
 mod quantile;
 pub mod sparse;
 

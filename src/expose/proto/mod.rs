@@ -1,0 +1,443 @@
+//! `/metrics` as Prometheus protobuf: a sequence of
+//! `io.prometheus.client.MetricFamily` messages, each preceded by its
+//! length as a varint (`application/vnd.google.protobuf;
+//! proto=io.prometheus.client.MetricFamily; encoding=delimited`).
+//!
+//! * `metrics.rs`: the types prost-build generates from the official
+//!   `proto/metrics.proto` (committed; `tests/proto_generated.rs` fails if
+//!   they differ from a fresh generation). The self-metrics, breaker,
+//!   limit and fleet families, built in the `prometheus` crate's model,
+//!   are converted to them and encoded by prost ([`encode_families`]).
+//! * The series families are written by [`ProtoWriter`] field by field
+//!   (`wire.rs`) from the same registry walk as the text writers
+//!   (`walk.rs`), with the same samples: the protobuf form of what text
+//!   shows, plus what only protobuf carries: every counter's, histogram's
+//!   and summary's start time (`created_timestamp`), and the native
+//!   histogram of a timer, histogram or distribution that has one, in the
+//!   same `Histogram` message as its classic buckets (as client_golang and
+//!   statsd_exporter send both). Classic buckets leave out `+Inf`, which
+//!   is the sample count, as client_golang does.
+//! * A histogram whose native histogram holds no value yet is still sent
+//!   as native (its zero threshold is set and it has one empty span, as
+//!   client_golang does), so a scraper never sees it change kind.
+
+#[allow(clippy::all, clippy::pedantic, missing_docs)]
+pub mod metrics;
+mod wire;
+
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+
+use prost::Message as _;
+
+use self::wire::{family, field, histogram, metric};
+use super::buffer::{ChunkPool, Piece};
+use super::escaping::escape_label_name;
+use super::families::{
+    family_base, format_q, label_name, Cumulative, CumulativeValue, HistogramValues, METRIC_LABEL,
+    QUANTILE_FAMILY, QUANTILE_LABEL, WINDOW_LABEL,
+};
+use super::negotiate::Escaping;
+use super::walk::{self, Head, Series, Writer, PARALLEL_MIN_SERIES};
+use crate::series::{Registry, SeriesMeta};
+use crate::sketch::native::{spans_and_deltas, NativeHistogram};
+use crate::Timestamp;
+
+/// Writes every live series of `registry` as seen at `now` as delimited
+/// `MetricFamily` messages, names escaped by `escaping`, handing each
+/// piece to `emit` as soon as it is final (see [`walk::render`]).
+/// Returns the number of series written.
+pub fn render_each(
+    registry: &Registry,
+    now: Timestamp,
+    escaping: Escaping,
+    threads: usize,
+    pool: &Arc<ChunkPool>,
+    emit: impl FnMut(Piece),
+) -> usize {
+    render_with(
+        registry,
+        now,
+        escaping,
+        threads,
+        pool,
+        PARALLEL_MIN_SERIES,
+        emit,
+    )
+}
+
+fn render_with(
+    registry: &Registry,
+    now: Timestamp,
+    escaping: Escaping,
+    threads: usize,
+    pool: &Arc<ChunkPool>,
+    parallel_min_series: usize,
+    emit: impl FnMut(Piece),
+) -> usize {
+    let quantiles = registry.plan().quantiles.clone();
+    let make = || ProtoWriter::new(&quantiles, escaping);
+    walk::render(
+        registry,
+        now,
+        make,
+        threads,
+        pool,
+        parallel_min_series,
+        emit,
+    )
+}
+
+/// One thread's protobuf writer: the label fields of the series and window
+/// being written, and scratch space for nested messages.
+struct ProtoWriter {
+    escaping: Escaping,
+    /// The `q` label field per configured quantile, written once.
+    q_labels: Vec<Vec<u8>>,
+    /// The series' tags as `LabelPair` fields.
+    tags: Vec<u8>,
+    /// The `metric` label field of the current series.
+    head: Vec<u8>,
+    /// `metric`, `window` and the tags: every label of a windowed sample
+    /// of the current window but `q`.
+    block: Vec<u8>,
+    /// A label name being escaped.
+    name: Vec<u8>,
+    /// The body of a `Metric`'s value message (`Histogram`, ...).
+    inner: Vec<u8>,
+    /// The body of a `Metric`.
+    body: Vec<u8>,
+}
+
+impl ProtoWriter {
+    fn new(quantiles: &[f64], escaping: Escaping) -> ProtoWriter {
+        let q_label = |q: f64| {
+            let mut l = Vec::new();
+            wire::label(&mut l, QUANTILE_LABEL.as_bytes(), format_q(q).as_bytes());
+            l
+        };
+        ProtoWriter {
+            escaping,
+            q_labels: quantiles.iter().map(|q| q_label(*q)).collect(),
+            tags: Vec::with_capacity(256),
+            head: Vec::with_capacity(128),
+            block: Vec::with_capacity(256),
+            name: Vec::with_capacity(64),
+            inner: Vec::with_capacity(256),
+            body: Vec::with_capacity(512),
+        }
+    }
+}
+
+/// Bytes of a `Metric` field holding a gauge or counter value: the field's
+/// key, its length (9) and the value's key and 8 bytes.
+const VALUE_FIELD: usize = 11;
+
+impl Writer for ProtoWriter {
+    fn series(&mut self, meta: &SeriesMeta) {
+        self.tags.clear();
+        for (i, (_, v)) in meta.labels.iter().enumerate() {
+            self.name.clear();
+            label_name(&mut self.name, meta, i, self.escaping);
+            wire::label(&mut self.tags, &self.name, v.as_bytes());
+        }
+        self.head.clear();
+        wire::label(
+            &mut self.head,
+            METRIC_LABEL.as_bytes(),
+            meta.metric.as_bytes(),
+        );
+    }
+
+    fn window(&mut self, _meta: &SeriesMeta, name: &str) {
+        self.block.clear();
+        self.block.extend_from_slice(&self.head);
+        wire::label(&mut self.block, WINDOW_LABEL.as_bytes(), name.as_bytes());
+        self.block.extend_from_slice(&self.tags);
+    }
+
+    fn windowed(&mut self, out: &mut Vec<u8>, family: usize, q: usize, value: f64) {
+        let q_label: &[u8] = if family == QUANTILE_FAMILY {
+            &self.q_labels[q]
+        } else {
+            &[]
+        };
+        let len = self.block.len() + q_label.len() + VALUE_FIELD;
+        wire::nested(out, family::METRIC, len, |out| {
+            out.extend_from_slice(&self.block);
+            out.extend_from_slice(q_label);
+            wire::nested(out, metric::GAUGE, 9, |out| {
+                wire::double(out, field::VALUE, value);
+            });
+        });
+    }
+
+    fn cumulative(&mut self, out: &mut Vec<u8>, name: &mut Vec<u8>, s: &Series<'_>) -> usize {
+        let Series {
+            family,
+            value,
+            meta,
+            state,
+            now,
+        } = *s;
+        let at = name.len();
+        family_base(name, meta, self.escaping);
+        let base_len = name.len() - at;
+        name.extend_from_slice(family.suffix().as_bytes());
+        let created = meta.created.as_nanos();
+        let (secs, nanos) = (created / 1_000_000_000, (created % 1_000_000_000) as u32);
+        let inner = &mut self.inner;
+        inner.clear();
+        let key = match value {
+            CumulativeValue::Counter(total) => {
+                wire::double(inner, field::VALUE, total);
+                wire::timestamp(inner, field::COUNTER_CREATED, secs, nanos);
+                metric::COUNTER
+            }
+            CumulativeValue::Gauge(v) => {
+                wire::double(inner, field::VALUE, v);
+                metric::GAUGE
+            }
+            CumulativeValue::Histogram(h) if family == Cumulative::Summary => {
+                wire::uint(inner, field::SUMMARY_COUNT, h.count());
+                wire::double(inner, field::SUMMARY_SUM, h.sum());
+                let qs = meta.summary.as_ref().map_or(&[][..], |s| &s.quantiles[..]);
+                for (q, v) in state.summary_quantiles(qs, now).unwrap_or_default() {
+                    wire::nested(inner, field::SUMMARY_QUANTILE, 18, |out| {
+                        wire::double(out, field::QUANTILE_Q, q);
+                        wire::double(out, field::QUANTILE_VALUE, v);
+                    });
+                }
+                wire::timestamp(inner, field::SUMMARY_CREATED, secs, nanos);
+                metric::SUMMARY
+            }
+            CumulativeValue::Histogram(h) => {
+                histogram_body(inner, &h);
+                wire::timestamp(inner, histogram::CREATED, secs, nanos);
+                metric::HISTOGRAM
+            }
+        };
+        let body = &mut self.body;
+        body.clear();
+        body.extend_from_slice(&self.tags);
+        wire::bytes(body, key, inner);
+        wire::bytes(out, family::METRIC, body);
+        base_len
+    }
+
+    fn header(&self, out: &mut Vec<u8>, head: &Head<'_>, body_len: usize) {
+        let (suffix, kind) = match head.family {
+            Some(f) => (f.suffix(), metric_type(f)),
+            None => ("", metrics::MetricType::Gauge),
+        };
+        let name_len = head.name.len() + suffix.len();
+        let help_len: usize = head.help.iter().map(|s| s.len()).sum();
+        let fields = 1
+            + wire::varint_len(name_len as u64)
+            + name_len
+            + 1
+            + wire::varint_len(help_len as u64)
+            + help_len
+            + 2;
+        wire::varint(out, (fields + body_len) as u64);
+        out.push(family::NAME);
+        wire::varint(out, name_len as u64);
+        out.extend_from_slice(head.name);
+        out.extend_from_slice(suffix.as_bytes());
+        out.push(family::HELP);
+        wire::varint(out, help_len as u64);
+        for part in head.help {
+            out.extend_from_slice(part.as_bytes());
+        }
+        // Every type's number is below 128: one byte.
+        wire::uint(out, family::TYPE, kind as u64);
+    }
+}
+
+/// The `MetricType` of a cumulative family (a counter named as it is, which
+/// OpenMetrics must call `unknown`, is a counter here: protobuf has no
+/// `_total` rule).
+fn metric_type(f: Cumulative) -> metrics::MetricType {
+    match f {
+        Cumulative::Counter | Cumulative::CounterAsIs => metrics::MetricType::Counter,
+        Cumulative::Gauge => metrics::MetricType::Gauge,
+        Cumulative::Histogram => metrics::MetricType::Histogram,
+        Cumulative::Summary => metrics::MetricType::Summary,
+    }
+}
+
+/// The fields of a `Histogram` message but its start time: count and sum,
+/// the classic buckets, and the native histogram if the series has one.
+///
+/// The message has one sample count for both kinds of buckets. Without a
+/// native histogram it is the classic count (`_count` in text). With one,
+/// it is the native histogram's whole count, which Prometheus requires to
+/// equal the sum of its buckets: the same number, but under a fractional
+/// sample rate, where the native histogram counts whole weights (see
+/// `CumulativeHistogram::observe`) and may be up to one behind; a classic
+/// bucket is then capped at it.
+fn histogram_body(out: &mut Vec<u8>, h: &HistogramValues<'_>) {
+    let native = h.native();
+    let count = native.map_or_else(|| h.count(), |n| n.total_weight().round() as u64);
+    wire::uint(out, histogram::SAMPLE_COUNT, count);
+    wire::double(out, histogram::SAMPLE_SUM, h.sum());
+    for (ub, cum) in h.buckets() {
+        let cum = cum.min(count);
+        let len = 1 + wire::varint_len(cum) + 9;
+        wire::nested(out, histogram::BUCKET, len, |out| {
+            wire::uint(out, field::BUCKET_COUNT, cum);
+            wire::double(out, field::BUCKET_BOUND, ub);
+        });
+    }
+    if let Some(n) = native {
+        native_fields(out, n, count);
+    }
+}
+
+/// A native histogram's fields, its counts made whole so that they add up
+/// to `count`, the sample count the classic buckets share.
+fn native_fields(out: &mut Vec<u8>, n: &NativeHistogram, count: u64) {
+    let counts = n.integer_counts(count);
+    wire::uint(out, histogram::SCHEMA, wire::zigzag(i64::from(n.schema())));
+    wire::double(out, histogram::ZERO_THRESHOLD, n.zero_threshold());
+    wire::uint(out, histogram::ZERO_COUNT, counts.zero);
+    fn side(out: &mut Vec<u8>, buckets: &[(i32, u64)], span_key: u8, delta_key: u8) {
+        let (spans, deltas) = spans_and_deltas(buckets);
+        for (offset, length) in spans {
+            let offset = wire::zigzag(i64::from(offset));
+            let len = 2 + wire::varint_len(offset) + wire::varint_len(u64::from(length));
+            wire::nested(out, span_key, len, |out| {
+                wire::uint(out, field::SPAN_OFFSET, offset);
+                wire::uint(out, field::SPAN_LENGTH, u64::from(length));
+            });
+        }
+        for d in deltas {
+            wire::uint(out, delta_key, wire::zigzag(d));
+        }
+    }
+    side(
+        out,
+        &counts.negative,
+        histogram::NEGATIVE_SPAN,
+        histogram::NEGATIVE_DELTA,
+    );
+    if counts.positive.is_empty() && counts.negative.is_empty() {
+        // No bucket yet: one empty span marks the histogram as native.
+        wire::nested(out, histogram::POSITIVE_SPAN, 4, |out| {
+            wire::uint(out, field::SPAN_OFFSET, 0);
+            wire::uint(out, field::SPAN_LENGTH, 0);
+        });
+    }
+    side(
+        out,
+        &counts.positive,
+        histogram::POSITIVE_SPAN,
+        histogram::POSITIVE_DELTA,
+    );
+}
+
+/// Appends `families` (built in the `prometheus` crate's model: the
+/// self-metrics, breakers, limits and fleet view) as delimited
+/// `MetricFamily` messages through the generated types, label names
+/// escaped by `escaping` (every name there is a legacy one but the fleet
+/// view's tags).
+pub fn encode_families(
+    families: &[prometheus::proto::MetricFamily],
+    escaping: Escaping,
+    out: &mut Vec<u8>,
+) {
+    for f in families {
+        let m = convert(f, escaping);
+        // Encoding into a Vec cannot run out of room.
+        let _ = m.encode_length_delimited(out);
+    }
+}
+
+/// `f` as the generated type.
+fn convert(f: &prometheus::proto::MetricFamily, escaping: Escaping) -> metrics::MetricFamily {
+    use prometheus::proto::MetricType as T;
+    let kind = match f.get_field_type() {
+        T::COUNTER => metrics::MetricType::Counter,
+        T::GAUGE => metrics::MetricType::Gauge,
+        T::SUMMARY => metrics::MetricType::Summary,
+        T::UNTYPED => metrics::MetricType::Untyped,
+        T::HISTOGRAM => metrics::MetricType::Histogram,
+    };
+    let label = |l: &prometheus::proto::LabelPair| {
+        let mut name = Vec::new();
+        escape_label_name(&mut name, l.name(), escaping);
+        metrics::LabelPair {
+            name: Some(String::from_utf8(name).unwrap_or_default()),
+            value: Some(l.value().to_string()),
+        }
+    };
+    let metric = |m: &prometheus::proto::Metric| {
+        let mut out = metrics::Metric {
+            label: m.get_label().iter().map(label).collect(),
+            ..Default::default()
+        };
+        match kind {
+            metrics::MetricType::Counter => {
+                out.counter = Some(metrics::Counter {
+                    value: Some(m.get_counter().get_value()),
+                    ..Default::default()
+                });
+            }
+            metrics::MetricType::Gauge => {
+                out.gauge = Some(metrics::Gauge {
+                    value: Some(m.get_gauge().get_value()),
+                });
+            }
+            metrics::MetricType::Summary => {
+                let s = m.get_summary();
+                out.summary = Some(metrics::Summary {
+                    sample_count: Some(s.sample_count()),
+                    sample_sum: Some(s.sample_sum()),
+                    quantile: s
+                        .get_quantile()
+                        .iter()
+                        .map(|q| metrics::Quantile {
+                            quantile: Some(q.quantile()),
+                            value: Some(q.value()),
+                        })
+                        .collect(),
+                    ..Default::default()
+                });
+            }
+            metrics::MetricType::Histogram => {
+                let h = m.get_histogram();
+                out.histogram = Some(metrics::Histogram {
+                    sample_count: Some(h.get_sample_count()),
+                    sample_sum: Some(h.get_sample_sum()),
+                    bucket: h
+                        .get_bucket()
+                        .iter()
+                        .map(|b| metrics::Bucket {
+                            cumulative_count: Some(b.cumulative_count()),
+                            upper_bound: Some(b.upper_bound()),
+                            ..Default::default()
+                        })
+                        .collect(),
+                    ..Default::default()
+                });
+            }
+            metrics::MetricType::Untyped | metrics::MetricType::GaugeHistogram => {
+                // rollstat makes no untyped family; the crate marks its
+                // untyped accessors deprecated.
+                #[allow(deprecated)]
+                let value = Some(m.get_untyped().get_value());
+                out.untyped = Some(metrics::Untyped { value });
+            }
+        }
+        out
+    };
+    metrics::MetricFamily {
+        name: Some(f.name().to_string()),
+        help: Some(f.help().to_string()),
+        r#type: Some(kind as i32),
+        metric: f.get_metric().iter().map(metric).collect(),
+        unit: None,
+    }
+}
