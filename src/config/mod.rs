@@ -315,6 +315,39 @@ impl NativeHistograms {
     };
 }
 
+impl Config {
+    /// What `check-config` says of native histograms: which types get one,
+    /// at which schema and bucket limit, and how many rules set their own.
+    #[must_use]
+    pub fn native_histograms_summary(&self) -> String {
+        let n = &self.series.native_histograms;
+        let own = self
+            .mappings
+            .iter()
+            .filter(|m| m.native_bucket_factor.is_some() || m.native_max_buckets.is_some())
+            .count();
+        let rules = match own {
+            0 => String::new(),
+            1 => "; 1 mapping rule sets its own".to_string(),
+            k => format!("; {k} mapping rules set their own"),
+        };
+        let types: Vec<&str> = MetricKind::ALL
+            .into_iter()
+            .filter(|k| n.types.contains(*k))
+            .map(MetricKind::as_str)
+            .collect();
+        match crate::sketch::native::schema_for_factor(n.bucket_factor) {
+            Some(schema) => format!(
+                "native histograms (protobuf scrapes): {} at schema {schema} (bucket factor {}), at most {} buckets{rules}",
+                types.join(", "),
+                n.bucket_factor,
+                n.max_buckets
+            ),
+            None => format!("native histograms: off (series.native_histogram_bucket_factor = 0){rules}"),
+        }
+    }
+}
+
 /// Largest `native_histogram_max_buckets`: schema 8 over the whole range
 /// of a double would need far more, but a series this wide costs ~512 KiB
 /// already; "no limit" is not offered, since one sender could then grow a

@@ -26,7 +26,7 @@
 //! | `observer_type: summary` or unset (statsd_exporter's default), `summary_options` | a Prometheus summary: quantiles over `max_age` in `age_buckets` (a DDSketch per bucket, 1% relative error whatever `error` says; `buf_cap` read, no effect) |
 //! | `defaults` for unmapped names | a last rule `**` with the defaults' observer type, `ttl` and buckets, as statsd_exporter gives them to names no rule maps |
 //! | `timer_type`, top-level `buckets` and `quantiles`, `match_metric_type: timer` (statsd_exporter until 0.29) | read as `observer_type`, `histogram_options.buckets`, `summary_options.quantiles`, `observer` |
-//! | `histogram_options.native_histogram_*` | refused, with why (issue #20) |
+//! | `histogram_options.native_histogram_bucket_factor`, `native_histogram_max_buckets` (rule, else `defaults`) | the rule's native histogram, served over protobuf beside the classic buckets; a factor of 1 or less: none; unset: `[series]`'s; a limit of 0 (client_golang's "no limit") or above 32768 is read as 32768, rollstat's most |
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -71,6 +71,12 @@ pub struct Rule {
     pub ttl: Option<Duration>,
     /// `histogram_options.buckets` (of the rule, else of `defaults`).
     pub buckets: Option<Vec<f64>>,
+    /// `histogram_options.native_histogram_bucket_factor` (of the rule,
+    /// else of `defaults`); 1 or less: no native histogram.
+    pub native_factor: Option<f64>,
+    /// `histogram_options.native_histogram_max_buckets` (of the rule, else
+    /// of `defaults`); 0 (no limit) read as the most rollstat allows.
+    pub native_max: Option<u32>,
     /// `scale`.
     pub scale: Option<f64>,
     /// `help`.
@@ -137,6 +143,8 @@ struct Defaults {
     unordered: bool,
     ttl: Option<Duration>,
     buckets: Option<Vec<f64>>,
+    native_factor: Option<f64>,
+    native_max: Option<u32>,
     /// `observer_type`: `Some(true)` histogram, `Some(false)` summary.
     histogram: Option<bool>,
     summary: SummaryOptions,
@@ -204,7 +212,10 @@ fn read_defaults(r: &mut Reader, node: &MarkedYaml<'_>) -> Defaults {
             "glob_disable_ordering" => d.unordered = r.bool(v, &key).unwrap_or(false),
             "ttl" => d.ttl = read_ttl(r, v, &key),
             "observer_type" => d.histogram = read_observer(r, v, &key),
-            "histogram_options" => d.buckets = read_histogram(r, v, &key),
+            "histogram_options" => {
+                let h = read_histogram(r, v, &key);
+                (d.buckets, d.native_factor, d.native_max) = (h.buckets, h.native_factor, h.native_max);
+            }
             "summary_options" => d.summary = read_summary_options(r, v, &key),
             // Keys statsd_exporter read until 0.29 (removed in March 2026):
             // the file may come from an older exporter.
@@ -285,6 +296,7 @@ fn read_rule(
     let mut kinds = None;
     let mut ttl = d.ttl;
     let mut buckets = None;
+    let (mut native_factor, mut native_max) = (None, None);
     let mut observer = None;
     let (mut legacy_observer, mut legacy_buckets, mut legacy_quantiles) = (None, None, None);
     let mut summary_options = None;
@@ -350,7 +362,8 @@ fn read_rule(
             "quantiles" => legacy_quantiles = read_quantiles(r, v, &key).map(|q| (q, kline)),
             "histogram_options" => {
                 histogram_line = Some(kline);
-                buckets = read_histogram(r, v, &key);
+                let h = read_histogram(r, v, &key);
+                (buckets, native_factor, native_max) = (h.buckets, h.native_factor, h.native_max);
             }
             "summary_options" => {
                 summary_line = Some(kline);
@@ -483,6 +496,8 @@ fn read_rule(
         } else {
             None
         },
+        native_factor: native_factor.or(d.native_factor).filter(|_| histogram),
+        native_max: native_max.or(d.native_max).filter(|_| histogram),
         scale,
         help: help.filter(|h| !h.is_empty()),
         summary,
@@ -573,7 +588,13 @@ fn unmapped_rule(r: &mut Reader, d: &Defaults) -> Option<Rule> {
         .then(|| summary_spec(r, 0, "defaults", None, &d.summary))
         .flatten();
     let buckets = if histogram { d.buckets.clone() } else { None };
-    if histogram && buckets.is_none() && d.ttl.is_none() {
+    let (native_factor, native_max) = if histogram {
+        (d.native_factor, d.native_max)
+    } else {
+        (None, None)
+    };
+    let native = native_factor.is_some() || native_max.is_some();
+    if histogram && buckets.is_none() && d.ttl.is_none() && !native {
         return None;
     }
     Some(Rule {
@@ -586,6 +607,8 @@ fn unmapped_rule(r: &mut Reader, d: &Defaults) -> Option<Rule> {
         honor_labels: false,
         ttl: d.ttl,
         buckets,
+        native_factor,
+        native_max,
         scale: None,
         help: None,
         summary,
@@ -649,21 +672,54 @@ fn read_ttl(r: &mut Reader, v: &MarkedYaml<'_>, key: &str) -> Option<Duration> {
     t
 }
 
-fn read_histogram(r: &mut Reader, node: &MarkedYaml<'_>, path: &str) -> Option<Vec<f64>> {
-    let mut buckets = None;
+/// `histogram_options`, as written.
+#[derive(Default)]
+struct HistogramOptions {
+    buckets: Option<Vec<f64>>,
+    native_factor: Option<f64>,
+    native_max: Option<u32>,
+}
+
+fn read_histogram(r: &mut Reader, node: &MarkedYaml<'_>, path: &str) -> HistogramOptions {
+    let mut h = HistogramOptions::default();
     for (k, line, v) in r.entries(node, path) {
         let key = format!("{path}.{k}");
-        match k.as_str() {
-            "buckets" => buckets = read_bounds(r, v, &key),
-            "native_histogram_bucket_factor" | "native_histogram_max_buckets" => r.at(
+        let number = match &v.data {
+            YamlData::Value(Scalar::Integer(n)) => Some(*n as f64),
+            YamlData::Value(Scalar::FloatingPoint(f)) => Some(f.into_inner()),
+            _ => None,
+        };
+        match (k.as_str(), number) {
+            ("buckets", _) => h.buckets = read_bounds(r, v, &key),
+            // client_golang: a factor of 1 or less is no native histogram.
+            ("native_histogram_bucket_factor", Some(f)) if f.is_finite() => {
+                h.native_factor = Some(if f <= 1.0 { 0.0 } else { f.min(65_536.0) });
+            }
+            ("native_histogram_max_buckets", Some(n))
+                if n >= 0.0 && n.fract() == 0.0 && n <= u32::MAX as f64 =>
+            {
+                // 0 is client_golang's "no limit": rollstat keeps one.
+                let n = n as u64;
+                h.native_max = Some(if n == 0 || n > super::MAX_NATIVE_BUCKETS {
+                    super::MAX_NATIVE_BUCKETS as u32
+                } else {
+                    n as u32
+                });
+            }
+            ("native_histogram_bucket_factor", _) => r.at(
                 line,
                 &key,
-                "native histograms are not available in rollstat yet (classic buckets only); remove the native_histogram_* options",
+                format!("expected a number (1.1: each bucket at most 10% wider than the one below; 1 or less: none), found {}", type_name(v)),
+            ),
+            ("native_histogram_max_buckets", _) => r.at(
+                line,
+                &key,
+                format!("expected a whole number of buckets (e.g. 160), found {}", type_name(v)),
             ),
             _ => r.unknown(line, &key, HISTOGRAM_KEYS),
         }
     }
-    buckets
+    h
 }
 
 /// A list of `- quantile: 0.5` (with an `error`, read and checked):
@@ -834,8 +890,8 @@ impl Rule {
             scale: self.scale,
             help: self.help.as_deref().map(Into::into),
             summary: self.summary.clone().map(std::sync::Arc::new),
-            native_bucket_factor: None,
-            native_max_buckets: None,
+            native_bucket_factor: self.native_factor,
+            native_max_buckets: self.native_max,
             pattern: matcher,
         })
     }
@@ -912,6 +968,16 @@ impl Rule {
                 .map(|v| toml::Value::Float(*v).to_string())
                 .collect();
             let _ = writeln!(out, "histogram_buckets = [{}]", vals.join(", "));
+        }
+        if let Some(f) = self.native_factor {
+            let _ = writeln!(
+                out,
+                "native_histogram_bucket_factor = {}",
+                toml::Value::Float(f)
+            );
+        }
+        if let Some(n) = self.native_max {
+            let _ = writeln!(out, "native_histogram_max_buckets = {n}");
         }
         out
     }

@@ -17,7 +17,11 @@
 //!   with two stores of at most 2049 sixteen-byte bins (≈ 64 KiB), for
 //!   timers, histograms and distributions; an exact set of 1024 members (a 2048-slot table, 18 KiB)
 //!   before it turns into a 4 KiB HyperLogLog, for sets. A bucket gives its
-//!   sketch's memory back when its slot is reused.
+//!   sketch's memory back when its slot is reused;
+//! * **the cumulative histogram** of a timer, histogram or distribution:
+//!   its bounds' counts, a summary's window if a rule makes it one, and a
+//!   native histogram's buckets (16 bytes each, up to its
+//!   `native_histogram_max_buckets` and one more).
 //!
 //! Typical series cost far less: a sketch holds a bin per 2 % step between
 //! the distinct values it saw (no more bins than values), a set only its
@@ -26,6 +30,7 @@
 use std::mem::size_of;
 
 use super::registry::Entry;
+use super::state::CumulativeHistogram;
 use super::SeriesMeta;
 use crate::clock::Timestamp;
 use crate::config::Config;
@@ -118,7 +123,21 @@ impl Footprint {
             .map(|s| size_of::<Ring<Distribution>>() as u64 + s.window.size() as u64 * dist_bucket)
             .max()
             .unwrap_or(0);
-        let histogram = 48 + (bounds as u64 + 1) * 8 + summary;
+        // A native histogram's buckets (16 bytes each, at most one over the
+        // limit before its resolution halves), at the largest limit any
+        // series with one can have.
+        let native_on = |f: f64| f > 1.0;
+        let series_native = native_on(cfg.series.native_histograms.bucket_factor)
+            .then_some(cfg.series.native_histograms.max_buckets);
+        let native_max = cfg
+            .mappings
+            .iter()
+            .filter(|m| m.native_bucket_factor.map_or(series_native.is_some(), native_on))
+            .map(|m| m.native_max_buckets.unwrap_or(cfg.series.native_histograms.max_buckets))
+            .chain(series_native)
+            .max();
+        let native = native_max.map_or(0, |n| (u64::from(n) + 1) * 16);
+        let histogram = size_of::<CumulativeHistogram>() as u64 + (bounds as u64 + 1) * 8 + summary + native;
         let dist = fixed + histogram + ring(dist_bucket, size_of::<Ring<Distribution>>() as u64);
         Footprint {
             per_series: [counter, gauge, set, dist],

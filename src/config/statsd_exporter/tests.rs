@@ -212,8 +212,9 @@ fn what_rollstat_cannot_honour_is_refused_with_its_line_and_why() {
   help: "C things"
 - match: d.*
   name: d
+  observer_type: histogram
   histogram_options:
-    native_histogram_bucket_factor: 1.1
+    native_histogram_bucket_factor: fast
 - match: e*x.*
   name: e
 - match: f.*
@@ -237,16 +238,16 @@ fn what_rollstat_cannot_honour_is_refused_with_its_line_and_why() {
             k(8, "mappings[1].summary_options.quantiles[0].quantile"),
             k(11, "mappings[2].scale"),
             k(
-                16,
+                17,
                 "mappings[3].histogram_options.native_histogram_bucket_factor"
             ),
-            k(17, "mappings[4].match"),
-            k(19, "mappings[5].name"),
-            k(21, "mappings[5].labels.x"),
-            k(22, "mappings[6].match"),
-            k(28, "mappings[7].labels.1bad"),
-            k(29, "mappings[7].ttl"),
-            k(30, "mappings[7].colour"),
+            k(18, "mappings[4].match"),
+            k(20, "mappings[5].name"),
+            k(22, "mappings[5].labels.x"),
+            k(23, "mappings[6].match"),
+            k(29, "mappings[7].labels.1bad"),
+            k(30, "mappings[7].ttl"),
+            k(31, "mappings[7].colour"),
         ],
         "{text}"
     );
@@ -385,6 +386,55 @@ fn the_converted_toml_maps_every_name_as_the_file_does() {
         assert_eq!(a.honor_labels, b.honor_labels);
         assert_eq!(a.action, b.action);
         assert_eq!(a.summary, b.summary);
+        assert_eq!(a.native_bucket_factor, b.native_bucket_factor);
+        assert_eq!(a.native_max_buckets, b.native_max_buckets);
+    }
+}
+
+#[test]
+fn native_histogram_options_of_the_rule_then_of_defaults_are_honoured() {
+    let file = "defaults:
+  observer_type: histogram
+  histogram_options:
+    native_histogram_bucket_factor: 1.1
+    native_histogram_max_buckets: 100
+mappings:
+- match: own.*
+  name: own
+  histogram_options:
+    native_histogram_bucket_factor: 2
+    native_histogram_max_buckets: 0
+- match: off.*
+  name: off
+  histogram_options:
+    native_histogram_bucket_factor: 1
+- match: inherit.*
+  name: inherit
+- match: summ.*
+  name: summ
+  observer_type: summary
+";
+    let rules = parse(file).expect("the file reads");
+    let m = compiled(&rules);
+    let native = |i: usize| (m[i].native_bucket_factor, m[i].native_max_buckets);
+    // The rule's own factor; 0 (client_golang's "no limit") is rollstat's most.
+    assert_eq!(native(0), (Some(2.0), Some(32_768)));
+    // A factor of 1 or less: none (the defaults' limit still read).
+    assert_eq!(native(1), (Some(0.0), Some(100)));
+    // Nothing of its own: the defaults'.
+    assert_eq!(native(2), (Some(1.1), Some(100)));
+    // A summary has no native histogram.
+    assert_eq!(native(3), (None, None));
+    // Names no rule maps get the defaults'.
+    assert_eq!(native(m.len() - 1), (Some(1.1), Some(100)));
+    // convert-mapping writes them, and config.toml reads them back.
+    let toml = rules.to_toml(std::path::Path::new("m.yml"));
+    assert!(toml.contains("native_histogram_bucket_factor = 2.0"), "{toml}");
+    assert!(toml.contains("native_histogram_max_buckets = 32768"), "{toml}");
+    let cfg = Config::parse(&toml).unwrap_or_else(|e| panic!("{e}\n{toml}"));
+    for (a, b) in cfg.mappings.iter().zip(&m) {
+        assert_eq!(a.native_bucket_factor, b.native_bucket_factor);
+        assert_eq!(a.native_max_buckets, b.native_max_buckets);
     }
 }
 
