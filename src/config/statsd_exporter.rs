@@ -214,7 +214,8 @@ fn read_defaults(r: &mut Reader, node: &MarkedYaml<'_>) -> Defaults {
             "observer_type" => d.histogram = read_observer(r, v, &key),
             "histogram_options" => {
                 let h = read_histogram(r, v, &key);
-                (d.buckets, d.native_factor, d.native_max) = (h.buckets, h.native_factor, h.native_max);
+                (d.buckets, d.native_factor, d.native_max) =
+                    (h.buckets, h.native_factor, h.native_max);
             }
             "summary_options" => d.summary = read_summary_options(r, v, &key),
             // Keys statsd_exporter read until 0.29 (removed in March 2026):

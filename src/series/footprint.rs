@@ -132,12 +132,19 @@ impl Footprint {
         let native_max = cfg
             .mappings
             .iter()
-            .filter(|m| m.native_bucket_factor.map_or(series_native.is_some(), native_on))
-            .map(|m| m.native_max_buckets.unwrap_or(cfg.series.native_histograms.max_buckets))
+            .filter(|m| {
+                m.native_bucket_factor
+                    .map_or(series_native.is_some(), native_on)
+            })
+            .map(|m| {
+                m.native_max_buckets
+                    .unwrap_or(cfg.series.native_histograms.max_buckets)
+            })
             .chain(series_native)
             .max();
         let native = native_max.map_or(0, |n| (u64::from(n) + 1) * 16);
-        let histogram = size_of::<CumulativeHistogram>() as u64 + (bounds as u64 + 1) * 8 + summary + native;
+        let histogram =
+            size_of::<CumulativeHistogram>() as u64 + (bounds as u64 + 1) * 8 + summary + native;
         let dist = fixed + histogram + ring(dist_bucket, size_of::<Ring<Distribution>>() as u64);
         Footprint {
             per_series: [counter, gauge, set, dist],

@@ -429,8 +429,14 @@ mappings:
     assert_eq!(native(m.len() - 1), (Some(1.1), Some(100)));
     // convert-mapping writes them, and config.toml reads them back.
     let toml = rules.to_toml(std::path::Path::new("m.yml"));
-    assert!(toml.contains("native_histogram_bucket_factor = 2.0"), "{toml}");
-    assert!(toml.contains("native_histogram_max_buckets = 32768"), "{toml}");
+    assert!(
+        toml.contains("native_histogram_bucket_factor = 2.0"),
+        "{toml}"
+    );
+    assert!(
+        toml.contains("native_histogram_max_buckets = 32768"),
+        "{toml}"
+    );
     let cfg = Config::parse(&toml).unwrap_or_else(|e| panic!("{e}\n{toml}"));
     for (a, b) in cfg.mappings.iter().zip(&m) {
         assert_eq!(a.native_bucket_factor, b.native_bucket_factor);
