@@ -170,8 +170,8 @@ pub struct CumulativeHistogram {
     /// beside the classic buckets over protobuf (`None` unless its plan
     /// gives it one).
     pub native: Option<NativeHistogram>,
-    /// The fraction of a sample the native histogram has not counted yet:
-    /// it is given whole weights only (see [`observe`](Self::observe)).
+    /// What rounding weights to whole numbers has left uncounted in the
+    /// native histogram (within ±0.5; see [`observe`](Self::observe)).
     pub native_carry: f64,
 }
 
@@ -198,12 +198,15 @@ impl CumulativeHistogram {
             // Whole weights only: a native bucket's count goes out as an
             // integer, and one made by rounding a fractional sum could go
             // down between scrapes when a neighbour takes the rounding
-            // (Prometheus would read a reset). So a sample rate of 0.3
-            // (weight 3.33…) counts 3, 3, then 4: the fraction carries to
-            // the next value. Integer weights (rates 1, 0.5, 0.1, …) are
-            // counted exactly.
+            // (Prometheus would read a reset). So each value counts its
+            // weight rounded, what rounding left carried to the next: a
+            // sample rate of 0.3 (weight 3.33…) counts 3, 4, 3. The carry
+            // stays within ±0.5, so the histogram's total is the weighted
+            // count rounded: the `_count` the classic buckets publish.
+            // Integer weights (rates 1, 0.5, 0.1, …) are counted exactly;
+            // a weight is at least 1, so every value counts at least 1.
             let w = self.native_carry + weight;
-            let whole = w.floor();
+            let whole = w.round();
             self.native_carry = w - whole;
             if whole >= 1.0 {
                 n.observe(v, whole);

@@ -271,13 +271,14 @@ fn metric_type(f: Cumulative) -> metrics::MetricType {
 /// The fields of a `Histogram` message but its start time: count and sum,
 /// the classic buckets, and the native histogram if the series has one.
 ///
-/// The message has one sample count for both kinds of buckets. Without a
-/// native histogram it is the classic count (`_count` in text). With one,
-/// it is the native histogram's whole count, which Prometheus requires to
-/// equal the sum of its buckets: the same number, but under a fractional
-/// sample rate, where the native histogram counts whole weights (see
-/// `CumulativeHistogram::observe`) and may be up to one behind; a classic
-/// bucket is then capped at it.
+/// The message has one sample count for both kinds of buckets: the classic
+/// count (`_count` in text). Prometheus requires a native histogram's
+/// buckets to add up to it; they do, since the native histogram counts
+/// each weight rounded and carries the rest (see
+/// `CumulativeHistogram::observe`), which keeps its total at the weighted
+/// count rounded. Should float rounding ever part the two at a half, the
+/// native total is sent and a classic bucket capped at it, so the message
+/// stays valid.
 fn histogram_body(out: &mut Vec<u8>, h: &HistogramValues<'_>) {
     let native = h.native();
     let count = native.map_or_else(|| h.count(), |n| n.total_weight().round() as u64);

@@ -345,3 +345,47 @@ fn native_histograms_travel_beside_the_classic_buckets() {
     assert_eq!(neg.negative_delta, [1]);
     assert_eq!(neg.positive_delta, [1]);
 }
+
+#[test]
+fn fractional_sample_rates_give_protobuf_the_counts_text_shows() {
+    // Rates 0.4 (weight 2.5) and 0.3 (3.33…): the native histogram counts
+    // each weight rounded and carries the rest, so its total is the
+    // weighted count rounded, as text's `_count`.
+    let lines: Vec<String> = (1..=7)
+        .map(|i| format!("frac.a:{}|ms|@0.4\nfrac.b:{}|ms|@0.3", i * 10, i * 100))
+        .collect();
+    let datagrams: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let (r, clock) = registry(&datagrams);
+    let now = clock.now();
+    let text = parse_text(&text_body(
+        &r,
+        now,
+        Format::Prometheus,
+        Escaping::Underscores,
+    ));
+    let proto = expand(&decode(&proto_body(&r, now, Escaping::Underscores, 1)));
+    for name in ["frac_a", "frac_b"] {
+        let of = |s: &Samples| -> Vec<((String, Vec<(String, String)>), u64)> {
+            s.iter()
+                .filter(|((n, _), _)| n.starts_with(name) && !n.ends_with("_sum"))
+                .map(|(k, v)| (k.clone(), *v))
+                .collect()
+        };
+        assert_eq!(of(&proto), of(&text), "{name}");
+        assert!(!of(&text).is_empty());
+    }
+    // And each native histogram's buckets add up to that count.
+    for f in decode(&proto_body(&r, now, Escaping::Underscores, 1)) {
+        if f.name().starts_with("frac_") {
+            let h = f.metric[0].histogram.clone().unwrap();
+            let mut sum = 0i64;
+            let mut bucket = 0i64;
+            for d in &h.positive_delta {
+                bucket += d;
+                assert!(bucket >= 0);
+                sum += bucket;
+            }
+            assert_eq!(sum as u64, h.sample_count(), "{}", f.name());
+        }
+    }
+}
