@@ -47,6 +47,8 @@ mod page;
 mod ops;
 // Absurd outcome counts (statsd 1e300, outcomes above the cap): capped, refused, counted; the ticker lives on.
 mod overflow;
+// Issue #20: native histograms over protobuf, read by a real Prometheus with native histograms on.
+mod native_histograms;
 // A real Prometheus scraping the daemon.
 mod prometheus;
 // Issue #19: statsd_exporter mapping files as they are, convert-mapping, check-config, reload.
