@@ -31,6 +31,8 @@ mod compat_lines;
 mod dashboards;
 // What /metrics and the JSON API publish: promtool, duplicates, OpenMetrics, gzip.
 mod exposition;
+// Issue #20: every negotiated format (text 0.0.4/1.0.0, OpenMetrics, protobuf) and escaping read back by an independent parser.
+mod formats;
 // Malformed datagrams, HTTP bodies and TCP lines: counted, never costing good lines.
 mod hostile;
 // Issue #13 "bad input costs only itself": JSON ingest sample by sample, media types, escaped logs.
