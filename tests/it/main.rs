@@ -31,6 +31,8 @@ mod compat_lines;
 mod dashboards;
 // What /metrics and the JSON API publish: promtool, duplicates, OpenMetrics, gzip.
 mod exposition;
+// Issue #20: every negotiated format (text 0.0.4/1.0.0, OpenMetrics, protobuf) and escaping read back by an independent parser.
+mod formats;
 // Malformed datagrams, HTTP bodies and TCP lines: counted, never costing good lines.
 mod hostile;
 // Issue #13 "bad input costs only itself": JSON ingest sample by sample, media types, escaped logs.
@@ -47,6 +49,8 @@ mod page;
 mod ops;
 // Absurd outcome counts (statsd 1e300, outcomes above the cap): capped, refused, counted; the ticker lives on.
 mod overflow;
+// Issue #20: native histograms over protobuf, read by a real Prometheus with native histograms on.
+mod native_histograms;
 // A real Prometheus scraping the daemon.
 mod prometheus;
 // Issue #19: statsd_exporter mapping files as they are, convert-mapping, check-config, reload.

@@ -15,6 +15,7 @@
 //! * `process`: external tools (promtool, statsd clients) run with a time
 //!   limit, child processes ([`Proc`]) that die with the test, temp dirs.
 //! * `prometheus`: a real Prometheus and its query API.
+//! * `proto`: `/metrics` as protobuf, decoded ([`decode_families`]).
 //! * `load`: a steady load on the daemon ([`Load`]).
 
 mod configs;
@@ -24,6 +25,7 @@ mod load;
 mod poll;
 mod process;
 mod prometheus;
+mod proto;
 
 pub use configs::{sample_config_on_port_0, LOAD_CONFIG, TEST_CONFIG};
 pub use daemon::Daemon;
@@ -32,4 +34,5 @@ pub use load::{Load, LOAD_METRICS};
 pub use poll::{assert_close, wait_for, wait_true, wait_until, wait_until_every};
 pub use process::{free_port, missing, python, repo, require_tool, run, Proc, TempDir};
 pub use prometheus::Prometheus;
+pub use proto::{decode_families, PROTO_ACCEPT};
 pub use rollstat_testkit::scrape::{sample_value, Scrape};

@@ -40,6 +40,14 @@ impl Prometheus {
     /// Starts Prometheus scraping `target` with `job` (more YAML keys of
     /// the scrape job, indented by 4) added to its job.
     fn start_scraping(target: SocketAddr, job: &str) -> Prometheus {
+        Prometheus::start_configured(target, &[], job)
+    }
+
+    /// [`Prometheus::start`] with more command-line `flags` (e.g.
+    /// `--enable-feature=native-histograms`) and `job` (more YAML keys of
+    /// the scrape job, each line indented by 4, ending in a newline; "" for
+    /// none) added to its scrape job.
+    pub fn start_configured(target: SocketAddr, flags: &[&str], job: &str) -> Prometheus {
         let bin = require_tool("prometheus");
         let dir = TempDir::new("prometheus");
         let cfg = dir.path().join("prometheus.yml");
@@ -61,7 +69,8 @@ impl Prometheus {
                     dir.path().join("data").display()
                 ))
                 .arg(format!("--web.listen-address={addr}"))
-                .arg("--log.level=warn"),
+                .arg("--log.level=warn")
+                .args(flags),
             dir.path(),
         );
         wait_until(Duration::from_secs(30), "Prometheus to be ready", || {
@@ -77,6 +86,18 @@ impl Prometheus {
             _proc: proc,
             addr,
             _dir: dir,
+        }
+    }
+
+    /// The scrape target's state as `/api/v1/targets` shows it (the one
+    /// active target: `health`, `lastError`, ...).
+    pub fn target(&self) -> Result<serde_json::Value, String> {
+        let r = try_http(self.addr, "GET", "/api/v1/targets", &[], b"")?;
+        let v: serde_json::Value = serde_json::from_slice(&r.body)
+            .map_err(|e| format!("targets: HTTP {}: not JSON ({e}): {}", r.status, r.text()))?;
+        match v["data"]["activeTargets"].as_array().map(Vec::as_slice) {
+            Some([t]) => Ok(t.clone()),
+            _ => Err(format!("not one active target: {v}")),
         }
     }
 
