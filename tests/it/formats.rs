@@ -72,6 +72,10 @@ const LINES: &[&str] = &[
     "fmt.temp:+3|g|#dotted.key:a,dashed-key:b",
     "fmt.lat:120|ms|#route:/a",
     "fmt.lat:80|ms|@0.5|#route:/a",
+    // Fractional weights (2.5, 3.33…): protobuf's counts must still be
+    // text's.
+    "fmt.lat:95|ms|@0.4|#route:/a",
+    "fmt.size:9|h|@0.3",
     "fmt.size:5|h",
     "fmt.size:17.5|h",
     "fmt.dist:7|d",

@@ -304,3 +304,82 @@ fn prometheus_with_native_histograms_reads_timers_and_histograms_over_protobuf()
     let t = plain.target().unwrap();
     assert_eq!((&t["health"], &t["lastError"]), (&"up".into(), &"".into()));
 }
+
+/// A statsd_exporter mapping file's `native_histogram_*`, as the
+/// exporter reads them: the rule's own first, then `defaults`'; a factor
+/// of 1 or less (or a summary) is no native histogram.
+const NATIVE_MAPPING: &str = r#"defaults:
+  observer_type: histogram
+  histogram_options:
+    native_histogram_bucket_factor: 1.1
+    native_histogram_max_buckets: 160
+mappings:
+- match: "se.coarse"
+  name: "se_coarse"
+  histogram_options:
+    native_histogram_bucket_factor: 2
+- match: "se.narrow"
+  name: "se_narrow"
+  histogram_options:
+    native_histogram_max_buckets: 4
+- match: "se.off"
+  name: "se_off"
+  histogram_options:
+    native_histogram_bucket_factor: 1
+- match: "se.summary"
+  name: "se_summary"
+  observer_type: summary
+"#;
+
+#[test]
+fn a_statsd_exporter_mapping_files_native_histogram_options_reach_the_scrape() {
+    let dir = crate::support::TempDir::new("native-mapping");
+    let file = dir.path().join("mapping.yml");
+    std::fs::write(&file, NATIVE_MAPPING).unwrap();
+    let d = Daemon::start_with(&format!(
+        "{}\n[statsd_exporter]\nmapping_file = \"{}\"\n",
+        crate::support::TEST_CONFIG,
+        file.display()
+    ));
+    let names = [
+        "se.coarse",
+        "se.narrow",
+        "se.off",
+        "se.summary",
+        "se.default",
+    ];
+    // 1..=100 ms each: at schema 3 that is ~54 buckets, over the 4 of
+    // se.narrow.
+    let lines: Vec<String> = names
+        .iter()
+        .flat_map(|n| (1..=100).map(move |v| format!("{n}:{v}|ms")))
+        .collect();
+    send_lines(&d, &lines);
+    d.wait_lines("udp", lines.len() as f64, Duration::from_secs(20));
+    let r = d.get("/metrics", &[("Accept", PROTO_ACCEPT)]);
+    assert_eq!(r.status, 200);
+    let families = decode_families(&r.body);
+    let schema = |name: &str| histogram(&families, name).schema;
+    // Factor 2: schema 0.
+    assert_eq!(schema("se_coarse"), Some(0));
+    // The defaults' factor 1.1 (schema 3), halved until 100 values fit in
+    // 4 buckets.
+    let narrow = histogram(&families, "se_narrow");
+    assert!(narrow.schema.is_some_and(|s| s < 0), "{narrow:?}");
+    assert!(positive_buckets(narrow).iter().filter(|b| b.1 > 0).count() <= 4);
+    // The defaults' own, for a rule that sets none and for names no rule maps.
+    assert_eq!(schema("se_default"), Some(3));
+    // Factor 1: none, as client_golang reads it.
+    assert_eq!(schema("se_off"), None);
+    assert!(histogram(&families, "se_off").positive_span.is_empty());
+    // A summary has none.
+    let summary = families
+        .iter()
+        .find(|f| f.name() == "se_summary")
+        .expect("se_summary");
+    assert_eq!(summary.r#type(), MetricType::Summary);
+    // Every histogram still counts its 100 values.
+    for n in ["se_coarse", "se_narrow", "se_off", "se_default"] {
+        assert_eq!(histogram(&families, n).sample_count(), 100, "{n}");
+    }
+}

@@ -365,7 +365,7 @@ fn fractional_sample_rates_give_protobuf_the_counts_text_shows() {
     ));
     let proto = expand(&decode(&proto_body(&r, now, Escaping::Underscores, 1)));
     for name in ["frac_a", "frac_b"] {
-        let of = |s: &Samples| -> Vec<((String, Vec<(String, String)>), u64)> {
+        let of = |s: &Samples| -> Samples {
             s.iter()
                 .filter(|((n, _), _)| n.starts_with(name) && !n.ends_with("_sum"))
                 .map(|(k, v)| (k.clone(), *v))
