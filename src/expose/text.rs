@@ -25,7 +25,7 @@ pub use super::encode::Format;
 use super::encode::{header, integer, number};
 use super::escaping::{is_legacy_label_name, is_legacy_metric_name, write_quoted};
 use super::families::{
-    family_base, format_q, label_name, shows_created, Cumulative, CumulativeValue, HistogramValues,
+    format_q, label_name, shows_created, Cumulative, CumulativeValue, HistogramValues,
     METRIC_LABEL, QUANTILE_FAMILY, QUANTILE_LABEL, WINDOWED, WINDOW_LABEL,
 };
 use super::negotiate::Escaping;
@@ -219,19 +219,19 @@ impl Writer for TextWriter {
         out.push(b'\n');
     }
 
-    fn cumulative(&mut self, out: &mut Vec<u8>, name: &mut Vec<u8>, s: &Series<'_>) -> usize {
+    fn escaping(&self) -> Escaping {
+        self.escaping
+    }
+
+    fn cumulative(&mut self, out: &mut Vec<u8>, s: &Series<'_>) {
         let Series {
+            base,
             family,
             value,
             meta,
             state,
             now,
         } = *s;
-        let at = name.len();
-        family_base(name, meta, self.escaping);
-        let base_len = name.len() - at;
-        name.extend_from_slice(family.suffix().as_bytes());
-        let base = &name[at..at + base_len];
         let quoted = std::str::from_utf8(base).is_ok_and(|s| !is_legacy_metric_name(s));
         let tags = &self.tags;
         let format = self.format;
@@ -351,7 +351,6 @@ impl Writer for TextWriter {
                 created(out);
             }
         }
-        base_len
     }
 
     fn header(&self, out: &mut Vec<u8>, head: &Head<'_>, _body_len: usize) {

@@ -26,8 +26,10 @@ use foldhash::fast::FixedState;
 
 use super::buffer::{ChunkPool, Chunks, Piece};
 use super::families::{
-    quantile_values, windowed_values, Cumulative, CumulativeValue, QUANTILE_FAMILY, WINDOWED,
+    family_base, quantile_values, windowed_values, Cumulative, CumulativeValue, QUANTILE_FAMILY,
+    WINDOWED,
 };
+use super::negotiate::Escaping;
 use crate::parse::MetricKind;
 use crate::series::{Registry, SeriesMeta, SeriesState};
 use crate::Timestamp;
@@ -43,10 +45,10 @@ pub(crate) trait Writer: Send {
     /// [`WINDOWED`]) to `out`: for [`QUANTILE_FAMILY`], `q` is the index of
     /// its quantile in the plan's.
     fn windowed(&mut self, out: &mut Vec<u8>, family: usize, q: usize, value: f64);
-    /// Appends the series' cumulative samples to `out`, and the name its
-    /// family is grouped under (its sample name: the base name and
-    /// [`Cumulative::suffix`]) to `name`, returning the base name's length.
-    fn cumulative(&mut self, out: &mut Vec<u8>, name: &mut Vec<u8>, s: &Series<'_>) -> usize;
+    /// The name escaping scheme the scraper asked for.
+    fn escaping(&self) -> Escaping;
+    /// Appends the series' cumulative samples to `out`.
+    fn cumulative(&mut self, out: &mut Vec<u8>, s: &Series<'_>);
     /// Appends a family's header to `out`, before `body_len` bytes of its
     /// samples.
     fn header(&self, out: &mut Vec<u8>, head: &Head<'_>, body_len: usize);
@@ -54,6 +56,9 @@ pub(crate) trait Writer: Send {
 
 /// A series' cumulative samples, as [`Writer::cumulative`] is given them.
 pub(crate) struct Series<'a> {
+    /// Its family's base name under the writer's escaping
+    /// ([`family_base`]), unquoted.
+    pub base: &'a [u8],
     /// Its cumulative family.
     pub family: Cumulative,
     /// What that family shows of it.
@@ -218,19 +223,25 @@ impl<'q, W: Writer> Partial<'q, W> {
         ) else {
             return;
         };
+        // The family is grouped under its sample name: the base name and
+        // `_total` for a counter.
+        let name_start = self.names.len();
+        family_base(&mut self.names, meta, self.writer.escaping());
+        let base_len = self.names.len() - name_start;
+        self.names.extend_from_slice(family.suffix().as_bytes());
+        let name = &self.names[name_start..];
         let out = self.cumulative.line();
         let start = out.len();
-        let name_start = self.names.len();
         let series = Series {
+            base: &name[..base_len],
             family,
             value,
             meta,
             state,
             now,
         };
-        let base_len = self.writer.cumulative(out, &mut self.names, &series);
+        self.writer.cumulative(out, &series);
         let end = out.len();
-        let name = &self.names[name_start..];
         let metric_start = self.metrics.len();
         self.metrics.push_str(&meta.metric);
         let help = meta.help.as_deref().unwrap_or("");

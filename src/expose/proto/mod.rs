@@ -36,7 +36,7 @@ use self::wire::{family, field, histogram, metric};
 use super::buffer::{ChunkPool, Piece};
 use super::escaping::escape_label_name;
 use super::families::{
-    family_base, format_q, label_name, Cumulative, CumulativeValue, HistogramValues, METRIC_LABEL,
+    format_q, label_name, Cumulative, CumulativeValue, HistogramValues, METRIC_LABEL,
     QUANTILE_FAMILY, QUANTILE_LABEL, WINDOW_LABEL,
 };
 use super::negotiate::Escaping;
@@ -174,18 +174,19 @@ impl Writer for ProtoWriter {
         });
     }
 
-    fn cumulative(&mut self, out: &mut Vec<u8>, name: &mut Vec<u8>, s: &Series<'_>) -> usize {
+    fn escaping(&self) -> Escaping {
+        self.escaping
+    }
+
+    fn cumulative(&mut self, out: &mut Vec<u8>, s: &Series<'_>) {
         let Series {
+            base: _,
             family,
             value,
             meta,
             state,
             now,
         } = *s;
-        let at = name.len();
-        family_base(name, meta, self.escaping);
-        let base_len = name.len() - at;
-        name.extend_from_slice(family.suffix().as_bytes());
         let created = meta.created.as_nanos();
         let (secs, nanos) = (created / 1_000_000_000, (created % 1_000_000_000) as u32);
         let inner = &mut self.inner;
@@ -224,7 +225,6 @@ impl Writer for ProtoWriter {
         body.extend_from_slice(&self.tags);
         wire::bytes(body, key, inner);
         wire::bytes(out, family::METRIC, body);
-        base_len
     }
 
     fn header(&self, out: &mut Vec<u8>, head: &Head<'_>, body_len: usize) {
