@@ -332,7 +332,11 @@ pub(crate) fn shows_created(format: Format) -> bool {
 /// * `dots` and `values`: that name escaped by the scheme, unless it is a
 ///   legacy name already, which is sent as it is, as client_golang's
 ///   targets send them (`EscapeMetricFamily`), though `dots` alone would
-///   double its underscores.
+///   double its underscores. A counter's name is escaped with its `_total`,
+///   as client_golang escapes a counter family's whole name, so that its
+///   samples read back (`U__api_2e_hits__total`, whose base here is
+///   `U__api_2e_hits_`); the other families' suffixes (`_bucket`, `_sum`)
+///   follow the escaped name, as client_golang writes them.
 ///
 /// The writer quotes an `allow-utf-8` name where its format needs it.
 pub(crate) fn family_base(out: &mut Vec<u8>, meta: &SeriesMeta, escaping: Escaping) {
@@ -341,22 +345,28 @@ pub(crate) fn family_base(out: &mut Vec<u8>, meta: &SeriesMeta, escaping: Escapi
         return;
     }
     let mut m = meta.metric.as_str();
-    if meta.kind == MetricKind::Counter && !meta.counter_as_is {
+    let counter = meta.kind == MetricKind::Counter && !meta.counter_as_is;
+    if counter {
         if let Some(f) = m.strip_suffix("_total").filter(|f| !f.is_empty()) {
             m = f;
         }
     }
+    let prefixed;
     if m.starts_with("rollstat_") {
-        escape_name(
-            out,
-            &format!("statsd_{m}"),
-            escaping,
-            is_legacy_metric_name,
-            escape_metric_name,
-        );
-    } else {
-        escape_name(out, m, escaping, is_legacy_metric_name, escape_metric_name);
+        prefixed = format!("statsd_{m}");
+        m = &prefixed;
     }
+    if counter && matches!(escaping, Escaping::Dots | Escaping::Values) && !is_legacy_metric_name(m)
+    {
+        let at = out.len();
+        escape_metric_name(out, &format!("{m}_total"), escaping);
+        // Both schemes write `_total` as `__total`: the base keeps one `_`.
+        if out[at..].ends_with(b"_total") {
+            out.truncate(out.len() - "_total".len());
+        }
+        return;
+    }
+    escape_name(out, m, escaping, is_legacy_metric_name, escape_metric_name);
 }
 
 /// `name` as it is if `legacy` says it is a legacy name, else escaped by

@@ -660,19 +660,21 @@ fn every_negotiated_format_reads_back_the_same_samples_per_escaping_scheme() {
             "fmt_esc_total",
             "_5xx_errors_total",
         ),
+        // dots and values escape a counter's name with its `_total`, as
+        // client_golang escapes a counter family's whole name.
         (
             "dots",
-            "fmt_dot_hits_total",
+            "fmt_dot_hits__total",
             "http_dot_method",
-            "fmt_dot_esc_total",
-            "__xx_dot_errors_total",
+            "fmt_dot_esc__total",
+            "__xx_dot_errors__total",
         ),
         (
             "values",
-            "U__fmt_2e_hits_total",
+            "U__fmt_2e_hits__total",
             "U__http_2e_method",
-            "U__fmt_2e_esc_total",
-            "U___35_xx_2e_errors_total",
+            "U__fmt_2e_esc__total",
+            "U___35_xx_2e_errors__total",
         ),
     ];
     for (scheme, hits, method, esc, errors) in names {
