@@ -81,13 +81,17 @@ impl Footprint {
         let key = 4 + name + tags * 8 + labels;
         // Published identity: the Arc'd meta, its metric (a rename may make
         // it longer than the name: counted twice), Prometheus name (Arc<str>),
-        // labels, and window names when a mapping picks its own.
+        // labels, the tag keys as sent where they differ (a box of boxed
+        // strings, their bytes within the label bytes again), and window
+        // names when a mapping picks its own.
+        let sent_names = size_of::<super::SentNames>() as u64 + tags * 16 + labels;
         let meta = 16
             + size_of::<SeriesMeta>() as u64
             + 2 * name
             + (16 + 2 * name + 8)
             + tags * 2 * string
             + labels
+            + sent_names
             + 16
             + windows * (string + 32);
         // Catalog: the identity in a set, and up to five family names

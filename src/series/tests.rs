@@ -979,3 +979,47 @@ fn a_rule_may_honour_tags_keep_its_own_ttl_and_bucket_its_own_histograms() {
     r.sweep(T0 + Duration::from_secs(10 * 365 * 86_400));
     assert_eq!(left(&r), ["keep.a"]);
 }
+
+#[test]
+fn tag_keys_are_kept_as_sent_only_where_they_differ_and_may_be_published() {
+    let r = registry(&format!(
+        "{TWO_WINDOWS}[[mappings]]\nmatch = \"m.*\"\nlabels = {{ http_method = \"fixed\" }}\n"
+    ));
+    let now = Timestamp::from_secs(1_767_225_600);
+    let lines = "plain:1|c|#route:/a,code:200\n\
+                 dotted:1|c|#http.method:get,route:/a,metric:x,__x:y\n\
+                 m.one:1|c|#http.method:get,z.z:1\n";
+    assert_eq!(feed(&r, now, lines), [STORED, STORED, STORED]);
+    let mut seen = Vec::new();
+    r.visit(|m, _| {
+        let sent = m
+            .sent_label_names
+            .as_ref()
+            .map(|s| s.0.iter().map(|n| n.to_string()).collect::<Vec<_>>());
+        let labels: Vec<&str> = m.labels.iter().map(|(k, _)| k.as_str()).collect();
+        seen.push((m.metric.clone(), labels.join(","), sent));
+    });
+    seen.sort();
+    let strings = |v: &[&str]| Some(v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+    assert_eq!(
+        seen,
+        [
+            // Keys that shadow rollstat's labels keep their sanitised
+            // names; `http.method` is kept as sent, in label order.
+            (
+                "dotted".to_string(),
+                "http_method,route,tag___x,tag_metric".to_string(),
+                strings(&["http.method", "route", "tag___x", "tag_metric"]),
+            ),
+            // A mapping label takes over the tag's label under its own
+            // name; `z.z` stays as sent.
+            (
+                "m.one".to_string(),
+                "http_method,z_z".to_string(),
+                strings(&["http_method", "z.z"]),
+            ),
+            // Nothing differs: no allocation.
+            ("plain".to_string(), "code,route".to_string(), None),
+        ]
+    );
+}
