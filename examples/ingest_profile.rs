@@ -11,7 +11,8 @@
 //! (~79 lines each), then ingests (or only parses) N more datagrams; or, with
 //! `scrape N`, renders /metrics N times through the prometheus crate
 //! (gather + TextEncoder); or, with `text N`, writes the series N times with
-//! the text writer `/metrics` uses (one thread).
+//! the text writer `/metrics` uses (one thread); `proto N` the same with its
+//! protobuf writer.
 //!
 //! With `ROLLSTAT_PROFILE_CONFIG=config.toml` the workload runs on that
 //! file as the daemon would (its windows, mappings, breakers fed by
@@ -19,7 +20,9 @@
 //! `max_series` is raised to fit the names. `ROLLSTAT_PROFILE_STEP_US=100`
 //! spaces the datagrams 100 µs apart in simulated time (default 1 µs), so
 //! that a run crosses bucket boundaries as the daemon at 800k lines/s does.
-//! Without `ROLLSTAT_PROFILE_CONFIG`, `Config::default()`
+//! `ROLLSTAT_PROFILE_KIND=timer` (or any `rollstat-blast --type`) makes the
+//! names that type instead of counters (blast's lines: a timer is
+//! `name:12.5|ms`). Without `ROLLSTAT_PROFILE_CONFIG`, `Config::default()`
 //! and 16 shards. A `[[relay]]` in the file is wired as the daemon wires
 //! it, without its sender thread (PERF.md, issue #19).
 
@@ -75,7 +78,9 @@ fn main() {
     )
     .with_parse_options(rollstat::parse::ParseOptions::default().tag_styles(cfg.ingest.tag_styles))
     .with_relays(relays);
-    let dgrams = render_datagrams(names, 0, Kind::Counter, 80, 1432);
+    let kind: Kind =
+        std::env::var("ROLLSTAT_PROFILE_KIND").map_or(Kind::Counter, |k| k.parse().expect("kind"));
+    let dgrams = render_datagrams(names, 0, kind, 80, 1432);
     let mut w = Worker::default();
     for (d, _) in &dgrams {
         ing.ingest(d, clock.now(), &mut w);
@@ -95,6 +100,25 @@ fn main() {
             .len();
         }
         println!("mode=text renders={n} bytes={bytes}");
+        return;
+    }
+    if mode == "proto" {
+        // The protobuf writer /metrics uses for the series (one thread), as
+        // `text` above: PERF.md, issue #20.
+        let threads = std::env::var("RENDER_THREADS").map_or(1, |t| t.parse().expect("threads"));
+        let pool = rollstat::expose::text::ChunkPool::new();
+        let mut bytes = 0;
+        for _ in 0..n {
+            rollstat::expose::proto::render_each(
+                &ing.registry,
+                clock.now(),
+                rollstat::expose::negotiate::Escaping::Underscores,
+                threads,
+                &pool,
+                |p| bytes += p.len(),
+            );
+        }
+        println!("mode=proto renders={n} bytes={bytes}");
         return;
     }
     if mode == "scrape" {
