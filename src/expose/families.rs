@@ -292,7 +292,7 @@ impl<'a> HistogramValues<'a> {
     /// The native histogram of the same observations, if the series has
     /// one (served over protobuf only).
     pub(crate) fn native(&self) -> Option<&'a NativeHistogram> {
-        self.histogram.native.as_ref()
+        self.histogram.native.as_ref().map(|n| &n.histogram)
     }
 
     /// Sum of the observed values (weighted): `_sum`.

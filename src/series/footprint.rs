@@ -146,7 +146,9 @@ impl Footprint {
             })
             .chain(series_native)
             .max();
-        let native = native_max.map_or(0, |n| (u64::from(n) + 1) * 16);
+        let native = native_max.map_or(0, |n| {
+            size_of::<super::state::Native>() as u64 + 16 + (u64::from(n) + 1) * 16
+        });
         let histogram =
             size_of::<CumulativeHistogram>() as u64 + (bounds as u64 + 1) * 8 + summary + native;
         let dist = fixed + histogram + ring(dist_bucket, size_of::<Ring<Distribution>>() as u64);

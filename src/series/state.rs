@@ -168,11 +168,19 @@ pub struct CumulativeHistogram {
     pub summary: Option<RollingWindow<Distribution>>,
     /// The same observations in a native (exponential) histogram, served
     /// beside the classic buckets over protobuf (`None` unless its plan
-    /// gives it one).
-    pub native: Option<NativeHistogram>,
-    /// What rounding weights to whole numbers has left uncounted in the
-    /// native histogram (within ±0.5; see [`observe`](Self::observe)).
-    pub native_carry: f64,
+    /// gives it one; boxed, so that a series without one pays 8 bytes).
+    pub native: Option<Box<Native>>,
+}
+
+/// A series' native histogram and what rounding weights to whole numbers
+/// has left uncounted in it (within ±0.5; see
+/// [`CumulativeHistogram::observe`]).
+#[derive(Clone, Debug)]
+pub struct Native {
+    /// The histogram.
+    pub histogram: NativeHistogram,
+    /// The weight not counted yet.
+    pub carry: f64,
 }
 
 impl CumulativeHistogram {
@@ -184,7 +192,6 @@ impl CumulativeHistogram {
             saw_negative: false,
             summary: None,
             native: None,
-            native_carry: 0.0,
         }
     }
 
@@ -205,11 +212,11 @@ impl CumulativeHistogram {
             // count rounded: the `_count` the classic buckets publish.
             // Integer weights (rates 1, 0.5, 0.1, …) are counted exactly;
             // a weight is at least 1, so every value counts at least 1.
-            let w = self.native_carry + weight;
+            let w = n.carry + weight;
             let whole = w.round();
-            self.native_carry = w - whole;
+            n.carry = w - whole;
             if whole >= 1.0 {
-                n.observe(v, whole);
+                n.histogram.observe(v, whole);
             }
         }
     }
@@ -237,7 +244,10 @@ impl SeriesState {
     /// have one; others are left alone.
     pub fn start_native(&mut self, spec: crate::series::NativeSpec) {
         if let SeriesState::Distribution { histogram, .. } = self {
-            histogram.native = Some(NativeHistogram::new(spec.schema, spec.max_buckets));
+            histogram.native = Some(Box::new(Native {
+                histogram: NativeHistogram::new(spec.schema, spec.max_buckets),
+                carry: 0.0,
+            }));
         }
     }
 
