@@ -13,7 +13,7 @@
 //! spelled by `encode.rs`: no per-sample allocation, no sort.
 //!
 //! Names follow the scraper's escaping scheme (`families.rs`,
-//! [`family_base`](super::families::family_base)): under `allow-utf-8` a
+//! `family_base`): under `allow-utf-8` a
 //! name that is not a legacy Prometheus name is quoted, inside the braces
 //! (`{"api.latency_bucket","http.method"="get",le="0.25"} 3`), as the
 //! text format 1.0.0 and OpenMetrics write UTF-8 names.

@@ -8,7 +8,7 @@
 //!   they differ from a fresh generation). The self-metrics, breaker,
 //!   limit and fleet families, built in the `prometheus` crate's model,
 //!   are converted to them and encoded by prost ([`encode_families`]).
-//! * The series families are written by [`ProtoWriter`] field by field
+//! * The series families are written by `ProtoWriter` field by field
 //!   (`wire.rs`) from the same registry walk as the text writers
 //!   (`walk.rs`), with the same samples: the protobuf form of what text
 //!   shows, plus what only protobuf carries: every counter's, histogram's
@@ -47,7 +47,7 @@ use crate::Timestamp;
 
 /// Writes every live series of `registry` as seen at `now` as delimited
 /// `MetricFamily` messages, names escaped by `escaping`, handing each
-/// piece to `emit` as soon as it is final (see [`walk::render`]).
+/// piece to `emit` as soon as it is final (see `walk.rs`).
 /// Returns the number of series written.
 pub fn render_each(
     registry: &Registry,
