@@ -385,20 +385,59 @@ fn escape_name(
     }
 }
 
-/// Appends the name of label `i` of `meta` under `escaping`: its sanitised
-/// name for `underscores`; else the name it was sent as
+/// The names of `meta`'s labels under `escaping`, appended to `names` (the
+/// end of each in `ends`, by label): each label's sanitised name for
+/// `underscores`; else the name it was sent as
 /// ([`SeriesMeta::sent_label_names`]), escaped by `dots` and `values`
 /// unless it is a legacy name (as [`family_base`]).
-pub(crate) fn label_name(out: &mut Vec<u8>, meta: &SeriesMeta, i: usize, escaping: Escaping) {
-    let sanitised = &meta.labels[i].0;
-    let sent = match (&meta.sent_label_names, escaping) {
-        (_, Escaping::Underscores) | (None, _) => {
-            out.extend_from_slice(sanitised.as_bytes());
-            return;
+///
+/// `dots` and `values` are not one-to-one on their own: tags `a.b` and
+/// `a_dot_b` would both be `a_dot_b` under `dots`, one series with the same
+/// label name twice, which Prometheus refuses (and with it the whole
+/// scrape). So when two names of a series come out alike, every label of
+/// that series takes its sanitised name instead, which the registry keeps
+/// apart.
+pub(crate) fn label_names(
+    names: &mut Vec<u8>,
+    ends: &mut Vec<usize>,
+    meta: &SeriesMeta,
+    escaping: Escaping,
+) {
+    names.clear();
+    ends.clear();
+    let sanitised = |names: &mut Vec<u8>, ends: &mut Vec<usize>| {
+        for (k, _) in &meta.labels {
+            names.extend_from_slice(k.as_bytes());
+            ends.push(names.len());
         }
-        (Some(sent), _) => sent.0.get(i).map_or(sanitised.as_str(), |s| s),
     };
-    escape_name(out, sent, escaping, is_legacy_label_name, escape_label_name);
+    let sent = match (&meta.sent_label_names, escaping) {
+        (Some(sent), e) if e != Escaping::Underscores => sent,
+        _ => return sanitised(names, ends),
+    };
+    for (i, (k, _)) in meta.labels.iter().enumerate() {
+        let name = sent.0.get(i).map_or(k.as_str(), |s| s);
+        escape_name(
+            names,
+            name,
+            escaping,
+            is_legacy_label_name,
+            escape_label_name,
+        );
+        ends.push(names.len());
+    }
+    let name = |i: usize| &names[if i == 0 { 0 } else { ends[i - 1] }..ends[i]];
+    let clash = (1..ends.len()).any(|i| (0..i).any(|j| name(i) == name(j)));
+    if clash {
+        names.clear();
+        ends.clear();
+        sanitised(names, ends);
+    }
+}
+
+/// Label `i`'s name in what [`label_names`] wrote.
+pub(crate) fn nth_name<'a>(names: &'a [u8], ends: &[usize], i: usize) -> &'a [u8] {
+    &names[if i == 0 { 0 } else { ends[i - 1] }..ends[i]]
 }
 
 // === In the crate's model ===

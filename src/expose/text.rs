@@ -25,7 +25,7 @@ pub use super::encode::Format;
 use super::encode::{header, integer, number};
 use super::escaping::{is_legacy_label_name, is_legacy_metric_name, write_quoted};
 use super::families::{
-    format_q, label_name, shows_created, Cumulative, CumulativeValue, HistogramValues,
+    format_q, label_names, nth_name, shows_created, Cumulative, CumulativeValue, HistogramValues,
     METRIC_LABEL, QUANTILE_FAMILY, QUANTILE_LABEL, WINDOWED, WINDOW_LABEL,
 };
 use super::negotiate::Escaping;
@@ -141,8 +141,9 @@ struct TextWriter {
     head: Vec<u8>,
     /// `,tag="…"` … of the current series.
     tags: Vec<u8>,
-    /// A label name or the family name being spelled.
+    /// The series' label names ([`label_names`]), and where each ends.
     name: Vec<u8>,
+    ends: Vec<usize>,
 }
 
 impl TextWriter {
@@ -162,7 +163,8 @@ impl TextWriter {
             block: Vec::with_capacity(256),
             head: Vec::with_capacity(256),
             tags: Vec::with_capacity(256),
-            name: Vec::with_capacity(64),
+            name: Vec::with_capacity(256),
+            ends: Vec::with_capacity(16),
         }
     }
 }
@@ -181,11 +183,11 @@ impl Writer for TextWriter {
     fn series(&mut self, meta: &SeriesMeta) {
         let format = self.format;
         self.tags.clear();
+        label_names(&mut self.name, &mut self.ends, meta, self.escaping);
         for (i, (_, v)) in meta.labels.iter().enumerate() {
             self.tags.push(b',');
-            self.name.clear();
-            label_name(&mut self.name, meta, i, self.escaping);
-            put_name(&mut self.tags, &self.name, is_legacy_label_name);
+            let name = nth_name(&self.name, &self.ends, i);
+            put_name(&mut self.tags, name, is_legacy_label_name);
             self.tags.extend_from_slice(b"=\"");
             format.escape_label_value(&mut self.tags, v);
             self.tags.push(b'"');

@@ -156,7 +156,11 @@ impl Plan {
                 let v = tpl.render(&caps);
                 if v.is_empty() {
                     // Prometheus reads an empty value as no label at all.
-                    labels.retain(|(l, _)| l != k);
+                    // (`sent` goes with `labels`, index for index.)
+                    if let Some(i) = labels.iter().position(|(l, _)| l == k) {
+                        labels.remove(i);
+                        sent.remove(i);
+                    }
                     continue;
                 }
                 match labels.iter().position(|(l, _)| l == k) {
@@ -171,6 +175,7 @@ impl Plan {
                 }
             }
         }
+        debug_assert_eq!(labels.len(), sent.len());
         let sent_label_names = sent.iter().any(Option::is_some).then(|| {
             let mut pairs: Vec<(&str, &str)> = labels
                 .iter()

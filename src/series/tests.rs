@@ -1023,3 +1023,31 @@ fn tag_keys_are_kept_as_sent_only_where_they_differ_and_may_be_published() {
         ]
     );
 }
+
+#[test]
+fn an_empty_mapping_label_takes_its_sent_name_with_it() {
+    // `a_b` is removed (empty value): the names sent for `c` and `d` stay
+    // with their own labels.
+    let r = registry(&format!(
+        "{TWO_WINDOWS}[[mappings]]\nmatch = \"m\"\nlabels = {{ a_b = \"\" }}\n"
+    ));
+    let now = Timestamp::from_secs(1_767_225_600);
+    assert_eq!(feed(&r, now, "m:1|c|#a.b:1,c.c:2,d:3"), [STORED]);
+    r.visit(|m, _| {
+        let labels: Vec<(&str, &str)> = m
+            .labels
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        assert_eq!(labels, [("c_c", "2"), ("d", "3")]);
+        let sent: Vec<&str> = m
+            .sent_label_names
+            .as_ref()
+            .unwrap()
+            .0
+            .iter()
+            .map(|s| &**s)
+            .collect();
+        assert_eq!(sent, ["c.c", "d"]);
+    });
+}

@@ -34,9 +34,9 @@ use prost::Message as _;
 
 use self::wire::{family, field, histogram, metric};
 use super::buffer::{ChunkPool, Piece};
-use super::escaping::escape_label_name;
+use super::escaping::{escape_label_name, is_legacy_label_name};
 use super::families::{
-    format_q, label_name, Cumulative, CumulativeValue, HistogramValues, METRIC_LABEL,
+    format_q, label_names, nth_name, Cumulative, CumulativeValue, HistogramValues, METRIC_LABEL,
     QUANTILE_FAMILY, QUANTILE_LABEL, WINDOW_LABEL,
 };
 use super::negotiate::Escaping;
@@ -103,8 +103,9 @@ struct ProtoWriter {
     /// `metric`, `window` and the tags: every label of a windowed sample
     /// of the current window but `q`.
     block: Vec<u8>,
-    /// A label name being escaped.
+    /// The series' label names ([`label_names`]), and where each ends.
     name: Vec<u8>,
+    ends: Vec<usize>,
     /// The body of a `Metric`'s value message (`Histogram`, ...).
     inner: Vec<u8>,
     /// The body of a `Metric`.
@@ -124,7 +125,8 @@ impl ProtoWriter {
             tags: Vec::with_capacity(256),
             head: Vec::with_capacity(128),
             block: Vec::with_capacity(256),
-            name: Vec::with_capacity(64),
+            name: Vec::with_capacity(256),
+            ends: Vec::with_capacity(16),
             inner: Vec::with_capacity(256),
             body: Vec::with_capacity(512),
         }
@@ -138,10 +140,10 @@ const VALUE_FIELD: usize = 11;
 impl Writer for ProtoWriter {
     fn series(&mut self, meta: &SeriesMeta) {
         self.tags.clear();
+        label_names(&mut self.name, &mut self.ends, meta, self.escaping);
         for (i, (_, v)) in meta.labels.iter().enumerate() {
-            self.name.clear();
-            label_name(&mut self.name, meta, i, self.escaping);
-            wire::label(&mut self.tags, &self.name, v.as_bytes());
+            let name = nth_name(&self.name, &self.ends, i);
+            wire::label(&mut self.tags, name, v.as_bytes());
         }
         self.head.clear();
         wire::label(
@@ -366,11 +368,18 @@ fn convert(f: &prometheus::proto::MetricFamily, escaping: Escaping) -> metrics::
         T::UNTYPED => metrics::MetricType::Untyped,
         T::HISTOGRAM => metrics::MetricType::Histogram,
     };
+    // Every label name there is a legacy one (the fleet view's are the
+    // sanitised tag keys), which each scheme leaves as it is, as text does.
     let label = |l: &prometheus::proto::LabelPair| {
-        let mut name = Vec::new();
-        escape_label_name(&mut name, l.name(), escaping);
+        let name = if is_legacy_label_name(l.name()) {
+            l.name().to_string()
+        } else {
+            let mut name = Vec::new();
+            escape_label_name(&mut name, l.name(), escaping);
+            String::from_utf8(name).unwrap_or_default()
+        };
         metrics::LabelPair {
-            name: Some(String::from_utf8(name).unwrap_or_default()),
+            name: Some(name),
             value: Some(l.value().to_string()),
         }
     };

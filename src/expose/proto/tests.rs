@@ -389,3 +389,63 @@ fn fractional_sample_rates_give_protobuf_the_counts_text_shows() {
         }
     }
 }
+
+#[test]
+fn a_series_whose_escaped_tag_keys_would_clash_keeps_its_sanitised_keys() {
+    // `a.b` and `a_dot_b` are both `a_dot_b` under dots; `a.b` and
+    // `U__a_2e_b` both `U__a_2e_b` under values.
+    let (r, clock) = registry(&["clash:1|c|#a.b:1,a_dot_b:2,U__a_2e_b:3,x.y:4"]);
+    let now = clock.now();
+    for escaping in [Escaping::Dots, Escaping::Values] {
+        for f in decode(&proto_body(&r, now, escaping, 1)) {
+            for m in &f.metric {
+                let mut names: Vec<&str> = m.label.iter().map(|l| l.name()).collect();
+                names.sort_unstable();
+                let n = names.len();
+                names.dedup();
+                assert_eq!(names.len(), n, "{escaping:?}: {} {:?}", f.name(), m.label);
+                if f.name().starts_with("clash") {
+                    // The sanitised keys, every one of them.
+                    assert!(
+                        names.contains(&"a_b") && names.contains(&"x_y"),
+                        "{names:?}"
+                    );
+                }
+            }
+        }
+        let text = text_body(&r, now, Format::Prometheus, escaping);
+        let line = text.lines().find(|l| l.starts_with("clash")).unwrap();
+        assert!(
+            line.contains("a_b=\"1\"") && line.contains("a_dot_b=\"2\""),
+            "{line}"
+        );
+    }
+    // Keys that do not clash are still escaped as asked.
+    let (r, clock) = registry(&["fine:1|c|#x.y:4"]);
+    let text = text_body(&r, clock.now(), Format::Prometheus, Escaping::Dots);
+    assert!(text.contains("x_dot_y=\"4\""), "{text}");
+}
+
+#[test]
+fn the_self_metrics_legacy_label_names_stay_as_they_are_under_every_scheme() {
+    let mut f = prometheus::proto::MetricFamily::default();
+    f.set_name("rollstat_x_total".into());
+    f.set_help("x".into());
+    f.set_field_type(prometheus::proto::MetricType::COUNTER);
+    let mut m = prometheus::proto::Metric::default();
+    m.set_label(vec![crate::expose::families::pair("http_method", "get")]);
+    let mut c = prometheus::proto::Counter::default();
+    c.set_value(1.0);
+    m.set_counter(c);
+    f.set_metric(vec![m]);
+    for escaping in [Escaping::Dots, Escaping::Values, Escaping::AllowUtf8] {
+        let mut out = Vec::new();
+        encode_families(std::slice::from_ref(&f), escaping, &mut out);
+        let got = decode(&out);
+        assert_eq!(
+            got[0].metric[0].label[0].name(),
+            "http_method",
+            "{escaping:?}"
+        );
+    }
+}
