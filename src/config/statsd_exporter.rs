@@ -26,7 +26,7 @@
 //! | `observer_type: summary` or unset (statsd_exporter's default), `summary_options` | a Prometheus summary: quantiles over `max_age` in `age_buckets` (a DDSketch per bucket, 1% relative error whatever `error` says; `buf_cap` read, no effect) |
 //! | `defaults` for unmapped names | a last rule `**` with the defaults' observer type, `ttl` and buckets, as statsd_exporter gives them to names no rule maps |
 //! | `timer_type`, top-level `buckets` and `quantiles`, `match_metric_type: timer` (statsd_exporter until 0.29) | read as `observer_type`, `histogram_options.buckets`, `summary_options.quantiles`, `observer` |
-//! | `histogram_options.native_histogram_bucket_factor`, `native_histogram_max_buckets` (rule, else `defaults`) | the rule's native histogram, served over protobuf beside the classic buckets; a factor of 1 or less: none; unset: `[series]`'s; a limit of 0 (client_golang's "no limit") or above 32768 is read as 32768, rollstat's most |
+//! | `histogram_options.native_histogram_bucket_factor`, `native_histogram_max_buckets` | as statsd_exporter: every histogram has a native histogram, served over protobuf beside the classic buckets, with the rule's factor and limit where above 0, else `defaults`' where above 0, else 1.1 and 256; a factor of 1 or less: none; a limit above 32768 is 32768, rollstat's most |
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -71,12 +71,10 @@ pub struct Rule {
     pub ttl: Option<Duration>,
     /// `histogram_options.buckets` (of the rule, else of `defaults`).
     pub buckets: Option<Vec<f64>>,
-    /// `histogram_options.native_histogram_bucket_factor` (of the rule,
-    /// else of `defaults`); 1 or less: no native histogram.
-    pub native_factor: Option<f64>,
-    /// `histogram_options.native_histogram_max_buckets` (of the rule, else
-    /// of `defaults`); 0 (no limit) read as the most rollstat allows.
-    pub native_max: Option<u32>,
+    /// A histogram's native histogram, as statsd_exporter gives it one
+    /// ([`native`]): the bucket factor (`0`: none) and the bucket limit.
+    /// `None` for a summary.
+    pub native: Option<(f64, u32)>,
     /// `scale`.
     pub scale: Option<f64>,
     /// `help`.
@@ -497,8 +495,7 @@ fn read_rule(
         } else {
             None
         },
-        native_factor: native_factor.or(d.native_factor).filter(|_| histogram),
-        native_max: native_max.or(d.native_max).filter(|_| histogram),
+        native: histogram.then(|| native(native_factor, native_max, &d)),
         scale,
         help: help.filter(|h| !h.is_empty()),
         summary,
@@ -582,22 +579,16 @@ fn read_summary_options(r: &mut Reader, node: &MarkedYaml<'_>, path: &str) -> Su
 
 /// The rule statsd_exporter's `defaults` make for the names no rule maps:
 /// their observer type (a summary unless `defaults.observer_type` says
-/// histogram), `ttl` and buckets. `None` when it changes nothing.
+/// histogram), `ttl`, buckets and native histogram. There is always one:
+/// a summary, or a histogram with statsd_exporter's native histogram.
 fn unmapped_rule(r: &mut Reader, d: &Defaults) -> Option<Rule> {
     let histogram = d.histogram.unwrap_or(false);
     let summary = (!histogram)
         .then(|| summary_spec(r, 0, "defaults", None, &d.summary))
         .flatten();
     let buckets = if histogram { d.buckets.clone() } else { None };
-    let (native_factor, native_max) = if histogram {
-        (d.native_factor, d.native_max)
-    } else {
-        (None, None)
-    };
-    let native = native_factor.is_some() || native_max.is_some();
-    if histogram && buckets.is_none() && d.ttl.is_none() && !native {
-        return None;
-    }
+    // A histogram always changes something: its native histogram.
+    let native = histogram.then(|| native(None, None, d));
     Some(Rule {
         line: 0,
         pattern: Pattern::Glob("**".into()),
@@ -608,8 +599,7 @@ fn unmapped_rule(r: &mut Reader, d: &Defaults) -> Option<Rule> {
         honor_labels: false,
         ttl: d.ttl,
         buckets,
-        native_factor,
-        native_max,
+        native,
         scale: None,
         help: None,
         summary,
@@ -673,6 +663,32 @@ fn read_ttl(r: &mut Reader, v: &MarkedYaml<'_>, key: &str) -> Option<Duration> {
     t
 }
 
+/// The native histogram statsd_exporter gives a histogram whose rule wrote
+/// `factor` and `max` (`pkg/mapper/mapper.go`, `pkg/registry/registry.go`):
+/// the rule's where above 0, else `defaults`' where above 0, else 1.1 and
+/// 256, statsd_exporter's own defaults (it serves native histograms unless
+/// told otherwise). A factor of 1 or less is none, as client_golang reads
+/// it (`0` here); a factor above 65536 is the coarsest schema already, and
+/// a limit above 32768 is rollstat's most.
+fn native(factor: Option<f64>, max: Option<u32>, d: &Defaults) -> (f64, u32) {
+    let factor = factor
+        .filter(|f| *f > 0.0)
+        .or(d.native_factor.filter(|f| *f > 0.0))
+        .unwrap_or(1.1);
+    let max = max
+        .filter(|n| *n > 0)
+        .or(d.native_max.filter(|n| *n > 0))
+        .unwrap_or(256);
+    (
+        if factor <= 1.0 {
+            0.0
+        } else {
+            factor.min(65_536.0)
+        },
+        max.min(super::MAX_NATIVE_BUCKETS as u32),
+    )
+}
+
 /// `histogram_options`, as written.
 #[derive(Default)]
 struct HistogramOptions {
@@ -692,20 +708,14 @@ fn read_histogram(r: &mut Reader, node: &MarkedYaml<'_>, path: &str) -> Histogra
         };
         match (k.as_str(), number) {
             ("buckets", _) => h.buckets = read_bounds(r, v, &key),
-            // client_golang: a factor of 1 or less is no native histogram.
+            // As written; `native` decides what they mean.
             ("native_histogram_bucket_factor", Some(f)) if f.is_finite() => {
-                h.native_factor = Some(if f <= 1.0 { 0.0 } else { f.min(65_536.0) });
+                h.native_factor = Some(f);
             }
             ("native_histogram_max_buckets", Some(n))
                 if n >= 0.0 && n.fract() == 0.0 && n <= u32::MAX as f64 =>
             {
-                // 0 is client_golang's "no limit": rollstat keeps one.
-                let n = n as u64;
-                h.native_max = Some(if n == 0 || n > super::MAX_NATIVE_BUCKETS {
-                    super::MAX_NATIVE_BUCKETS as u32
-                } else {
-                    n as u32
-                });
+                h.native_max = Some(n as u32);
             }
             ("native_histogram_bucket_factor", _) => r.at(
                 line,
@@ -891,8 +901,8 @@ impl Rule {
             scale: self.scale,
             help: self.help.as_deref().map(Into::into),
             summary: self.summary.clone().map(std::sync::Arc::new),
-            native_bucket_factor: self.native_factor,
-            native_max_buckets: self.native_max,
+            native_bucket_factor: self.native.map(|n| n.0),
+            native_max_buckets: self.native.map(|n| n.1),
             pattern: matcher,
         })
     }
@@ -970,14 +980,12 @@ impl Rule {
                 .collect();
             let _ = writeln!(out, "histogram_buckets = [{}]", vals.join(", "));
         }
-        if let Some(f) = self.native_factor {
+        if let Some((f, n)) = self.native {
             let _ = writeln!(
                 out,
                 "native_histogram_bucket_factor = {}",
                 toml::Value::Float(f)
             );
-        }
-        if let Some(n) = self.native_max {
             let _ = writeln!(out, "native_histogram_max_buckets = {n}");
         }
         out

@@ -392,41 +392,23 @@ fn the_converted_toml_maps_every_name_as_the_file_does() {
 }
 
 #[test]
-fn native_histogram_options_of_the_rule_then_of_defaults_are_honoured() {
-    let file = "defaults:
-  observer_type: histogram
-  histogram_options:
-    native_histogram_bucket_factor: 1.1
-    native_histogram_max_buckets: 100
-mappings:
-- match: own.*
-  name: own
-  histogram_options:
-    native_histogram_bucket_factor: 2
-    native_histogram_max_buckets: 0
-- match: off.*
-  name: off
-  histogram_options:
-    native_histogram_bucket_factor: 1
-- match: inherit.*
-  name: inherit
-- match: summ.*
-  name: summ
-  observer_type: summary
-";
+fn native_histograms_are_given_as_statsd_exporter_gives_them() {
+    let file = "defaults:\n  observer_type: histogram\n  histogram_options:\n    native_histogram_bucket_factor: 1.5\n    native_histogram_max_buckets: 100\nmappings:\n- match: own.*\n  name: own\n  histogram_options:\n    native_histogram_bucket_factor: 2\n    native_histogram_max_buckets: 0\n- match: off.*\n  name: off\n  histogram_options:\n    native_histogram_bucket_factor: 1\n- match: zero.*\n  name: zero\n  histogram_options:\n    native_histogram_bucket_factor: 0\n    native_histogram_max_buckets: 40000\n- match: inherit.*\n  name: inherit\n- match: summ.*\n  name: summ\n  observer_type: summary\n";
     let rules = parse(file).expect("the file reads");
     let m = compiled(&rules);
     let native = |i: usize| (m[i].native_bucket_factor, m[i].native_max_buckets);
-    // The rule's own factor; 0 (client_golang's "no limit") is rollstat's most.
-    assert_eq!(native(0), (Some(2.0), Some(32_768)));
-    // A factor of 1 or less: none (the defaults' limit still read).
+    // The rule's own factor; a limit of 0 takes the defaults'.
+    assert_eq!(native(0), (Some(2.0), Some(100)));
+    // A factor of 1 or less: none, as client_golang reads it.
     assert_eq!(native(1), (Some(0.0), Some(100)));
+    // A factor of 0 takes the defaults'; a limit is at most 32768.
+    assert_eq!(native(2), (Some(1.5), Some(32_768)));
     // Nothing of its own: the defaults'.
-    assert_eq!(native(2), (Some(1.1), Some(100)));
+    assert_eq!(native(3), (Some(1.5), Some(100)));
     // A summary has no native histogram.
-    assert_eq!(native(3), (None, None));
+    assert_eq!(native(4), (None, None));
     // Names no rule maps get the defaults'.
-    assert_eq!(native(m.len() - 1), (Some(1.1), Some(100)));
+    assert_eq!(native(m.len() - 1), (Some(1.5), Some(100)));
     // convert-mapping writes them, and config.toml reads them back.
     let toml = rules.to_toml(std::path::Path::new("m.yml"));
     assert!(
@@ -441,6 +423,16 @@ mappings:
     for (a, b) in cfg.mappings.iter().zip(&m) {
         assert_eq!(a.native_bucket_factor, b.native_bucket_factor);
         assert_eq!(a.native_max_buckets, b.native_max_buckets);
+    }
+    // A file that says nothing of them: statsd_exporter's own 1.1 and 256
+    // for every histogram, rule or not.
+    let plain = "defaults:\n  observer_type: histogram\nmappings:\n- match: a.*\n  name: a\n";
+    let m = compiled(&parse(plain).unwrap());
+    for r in &m {
+        assert_eq!(
+            (r.native_bucket_factor, r.native_max_buckets),
+            (Some(1.1), Some(256))
+        );
     }
 }
 
