@@ -495,7 +495,7 @@ fn read_rule(
         } else {
             None
         },
-        native: histogram.then(|| native(native_factor, native_max, &d)),
+        native: histogram.then(|| native(native_factor, native_max, d)),
         scale,
         help: help.filter(|h| !h.is_empty()),
         summary,
