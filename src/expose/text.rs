@@ -144,6 +144,8 @@ struct TextWriter {
     /// The series' label names ([`label_names`]), and where each ends.
     name: Vec<u8>,
     ends: Vec<usize>,
+    /// A quoted family name's opening quote and escaped characters.
+    quoted: Vec<u8>,
 }
 
 impl TextWriter {
@@ -165,6 +167,7 @@ impl TextWriter {
             tags: Vec::with_capacity(256),
             name: Vec::with_capacity(256),
             ends: Vec::with_capacity(16),
+            quoted: Vec::with_capacity(64),
         }
     }
 }
@@ -235,6 +238,15 @@ impl Writer for TextWriter {
             now,
         } = *s;
         let quoted = std::str::from_utf8(base).is_ok_and(|s| !is_legacy_metric_name(s));
+        // `"base` quoted and escaped, once per series: the suffixes follow,
+        // and need no escaping.
+        let open_quote = &mut self.quoted;
+        open_quote.clear();
+        if quoted {
+            write_quoted(open_quote, std::str::from_utf8(base).unwrap_or_default());
+            open_quote.pop();
+        }
+        let open_quote = &*open_quote;
         let tags = &self.tags;
         let format = self.format;
         // A sample's name (`base` and `suffix`) and labels (the tags and
@@ -242,11 +254,10 @@ impl Writer for TextWriter {
         // `{"name",tags,extra} `.
         let start = |out: &mut Vec<u8>, suffix: &[u8], extra: &[u8]| {
             if quoted {
-                let mut full = Vec::with_capacity(base.len() + suffix.len());
-                full.extend_from_slice(base);
-                full.extend_from_slice(suffix);
                 out.push(b'{');
-                write_quoted(out, std::str::from_utf8(&full).unwrap_or_default());
+                out.extend_from_slice(open_quote);
+                out.extend_from_slice(suffix);
+                out.push(b'"');
                 out.extend_from_slice(tags);
                 if !extra.is_empty() {
                     out.push(b',');
