@@ -11,7 +11,7 @@ start_daemon() {
   "${ROLLSTAT_BIN:-./target/release/rollstat}" --config "$daemon_cfg" --log warn > "$daemon_log" 2> "$daemon_log.err" &
   daemon_pid=$!
   # SIGKILL if SIGTERM did not stop it (an older build stuck in a request).
-  trap 'kill $daemon_pid 2>/dev/null; sleep 0.5; kill -9 $daemon_pid 2>/dev/null; rm -f "$daemon_cfg" "$daemon_log" "$daemon_log.err"' EXIT
+  trap 'kill $daemon_pid 2>/dev/null || true; sleep 0.5; kill -9 $daemon_pid 2>/dev/null || true; rm -f "$daemon_cfg" "$daemon_log" "$daemon_log.err"' EXIT
   for _ in $(seq 50); do grep -q http= "$daemon_log" && break; sleep 0.1; done
 }
 bound() { sed -n "s/.*$1=\([0-9.:]*\).*/\1/p" "$daemon_log"; }
