@@ -328,6 +328,9 @@ pub struct Telemetry {
     pub scrape_duration: Histogram,
     /// Scrapes answered 503 because too many were rendering.
     pub scrapes_rejected: IntCounter,
+    /// Series a scrape left out of a cumulative family because another
+    /// family of another type had the same name in the scrape's escaping.
+    pub scrape_series_left_out: IntCounter,
     /// Kernel receive-queue drops on our UDP sockets (from /proc/net/udp).
     pub udp_kernel_drops: IntGauge,
     /// Receive buffer the kernel granted per UDP socket.
@@ -598,6 +601,11 @@ impl Telemetry {
             "/metrics requests answered 503 because the most scrapes allowed at once were already rendering.",
         )?;
         r.register(Box::new(scrapes_rejected.clone()))?;
+        let scrape_series_left_out = IntCounter::new(
+            "rollstat_scrape_series_left_out_total",
+            "Series left out of a scrape's cumulative families because a family of another type had the same name in the escaping the scraper asked for (under dots or values: statsd a.b and a_dot_b); the family that sorts first is kept.",
+        )?;
+        r.register(Box::new(scrape_series_left_out.clone()))?;
         let udp_kernel_drops = IntGauge::new("rollstat_udp_kernel_drops", "Datagrams the kernel dropped on rollstat's UDP sockets because their receive queue was full (from /proc/net/udp).")?;
         r.register(Box::new(udp_kernel_drops.clone()))?;
         let udp_recv_buffer = IntGauge::new(
@@ -728,6 +736,7 @@ impl Telemetry {
             last_reload_success,
             scrape_duration,
             scrapes_rejected,
+            scrape_series_left_out,
             udp_kernel_drops,
             udp_recv_buffer,
             udp_worker_queue_full,

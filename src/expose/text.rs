@@ -29,6 +29,7 @@ use super::families::{
     METRIC_LABEL, QUANTILE_FAMILY, QUANTILE_LABEL, WINDOWED, WINDOW_LABEL,
 };
 use super::negotiate::Escaping;
+pub use super::walk::Written;
 use super::walk::{self, Head, Series, Writer, PARALLEL_MIN_SERIES};
 use crate::series::{Registry, SeriesMeta};
 use crate::Timestamp;
@@ -67,7 +68,7 @@ pub fn render(
     pool: &Arc<ChunkPool>,
 ) -> SeriesText {
     let mut pieces = Vec::new();
-    let series = render_each(
+    let written = render_each(
         registry,
         now,
         format,
@@ -76,11 +77,14 @@ pub fn render(
         pool,
         |p| pieces.push(p),
     );
-    SeriesText { pieces, series }
+    SeriesText {
+        pieces,
+        series: written.series,
+    }
 }
 
 /// [`render`] with names escaped by `escaping`, handing each piece to
-/// `emit` as soon as it is final. Returns the number of series written.
+/// `emit` as soon as it is final.
 pub fn render_each(
     registry: &Registry,
     now: Timestamp,
@@ -89,7 +93,7 @@ pub fn render_each(
     threads: usize,
     pool: &Arc<ChunkPool>,
     emit: impl FnMut(Piece),
-) -> usize {
+) -> Written {
     render_with(
         registry,
         now,
@@ -112,7 +116,7 @@ fn render_with(
     pool: &Arc<ChunkPool>,
     parallel_min_series: usize,
     emit: impl FnMut(Piece),
-) -> usize {
+) -> Written {
     let quantiles = registry.plan().quantiles.clone();
     let make = || TextWriter::new(&quantiles, format, escaping);
     walk::render(
@@ -513,7 +517,10 @@ mod tests {
             0,
             |p| pieces.push(p),
         );
-        let got = SeriesText { pieces, series };
+        let got = SeriesText {
+            pieces,
+            series: series.series,
+        };
         assert_eq!(got.series, 16);
         let got = String::from_utf8(got.concat()).unwrap();
         // The crate's model has no created timestamps: OpenMetrics'

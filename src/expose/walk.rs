@@ -82,6 +82,18 @@ pub(crate) struct Head<'a> {
     pub help: [&'a str; 3],
 }
 
+/// What a walk wrote.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Written {
+    /// Series visited.
+    pub series: usize,
+    /// Series whose cumulative samples were left out: another family of
+    /// another type had the same name (the registry keeps the sanitised
+    /// names apart, so this happens only under `dots` and `values`, whose
+    /// escapes a legacy name can spell: statsd `a.b` and `a_dot_b`).
+    pub left_out: usize,
+}
+
 /// Below this many series one thread writes everything: a thread start
 /// costs more than it saves.
 pub(crate) const PARALLEL_MIN_SERIES: usize = 20_000;
@@ -92,7 +104,7 @@ pub(crate) const PARALLEL_MIN_SERIES: usize = 20_000;
 /// buffers from `pool`; hands each piece to `emit` as soon as it is final
 /// (the windowed families right after the walk, while the cumulative
 /// families are still being gathered, so that a response can start
-/// sending them). Returns the number of series written.
+/// sending them).
 pub(crate) fn render<W: Writer>(
     registry: &Registry,
     now: Timestamp,
@@ -101,7 +113,7 @@ pub(crate) fn render<W: Writer>(
     pool: &Arc<ChunkPool>,
     parallel_min_series: usize,
     mut emit: impl FnMut(Piece),
-) -> usize {
+) -> Written {
     let plan = registry.plan();
     let shards = registry.shard_count();
     let threads = if registry.len() < parallel_min_series {
@@ -130,12 +142,12 @@ pub(crate) fn render<W: Writer>(
         })
     };
     let mut used = 0;
-    let series = assemble(parts, pool, |p| {
+    let written = assemble(parts, pool, |p| {
         used += usize::from(p.pooled());
         emit(p);
     });
     pool.keep_at_most(used);
-    series
+    written
 }
 
 /// One thread's output: the samples of each windowed family, and the
@@ -303,8 +315,11 @@ fn assemble<W: Writer>(
     parts: Vec<Partial<W>>,
     pool: &Arc<ChunkPool>,
     mut emit: impl FnMut(Piece),
-) -> usize {
-    let series = parts.iter().map(|p| p.series).sum();
+) -> Written {
+    let mut written = Written {
+        series: parts.iter().map(|p| p.series).sum(),
+        left_out: 0,
+    };
     let mut windowed: [Vec<Chunks>; 8] = Default::default();
     let mut records = Vec::with_capacity(parts.iter().map(|p| p.records.len()).sum());
     let mut cumulative = Vec::with_capacity(parts.len());
@@ -327,7 +342,7 @@ fn assemble<W: Writer>(
         writer.get_or_insert(part.writer);
     }
     let Some(writer) = writer else {
-        return series;
+        return written;
     };
     for (f, chunks) in windowed.into_iter().enumerate() {
         if !chunks.is_empty() {
@@ -356,11 +371,13 @@ fn assemble<W: Writer>(
     let same = |a: &Record, b: &Record| a.hash == b.hash && name(a) == name(b);
     for run in records.chunk_by(|a, b| same(a, b)) {
         let first = &run[0];
-        // The registry's catalog gives a name one statsd type; a series of
-        // another family under the same name would make a second family of
-        // the same name, so it is left out rather than written twice.
+        // The registry's catalog gives a sanitised name one statsd type; a
+        // series of another family under the same name (possible under
+        // `dots` and `values`) would make a second family of the same
+        // name, so it is left out, and counted, rather than written twice.
         let family = first.family;
         let of_family = || run.iter().filter(move |r| r.family == family);
+        written.left_out += run.iter().filter(|r| r.family != family).count();
         // The HELP names the smallest statsd name of the family.
         let metric = |r: &Record| parts[r.part as usize].metric(r);
         let named_by = of_family()
@@ -392,5 +409,5 @@ fn assemble<W: Writer>(
     for part in cumulative {
         part.chunks.release();
     }
-    series
+    written
 }

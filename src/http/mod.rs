@@ -406,7 +406,8 @@ pub fn render_metrics(
             let mut head = Vec::new();
             proto::encode_families(&families, escaping, &mut head);
             emit(text::Piece::owned(head));
-            proto::render_each(registry, now, escaping, threads, pool, &mut emit);
+            let w = proto::render_each(registry, now, escaping, threads, pool, &mut emit);
+            tel.scrape_series_left_out.inc_by(w.left_out as u64);
             None
         }
         Protocol::OpenMetricsText1_0_0 | Protocol::OpenMetricsText0_0_1 => {
@@ -423,7 +424,10 @@ pub fn render_metrics(
         }
     };
     if let Some(format) = text_format {
-        text::render_each(registry, now, format, escaping, threads, pool, &mut emit);
+        let w = text::render_each(registry, now, format, escaping, threads, pool, &mut emit);
+        // Counted here, published by the next scrape (this one's head is
+        // written).
+        tel.scrape_series_left_out.inc_by(w.left_out as u64);
         if format == text::Format::OpenMetrics {
             emit(text::Piece::owned(b"# EOF\n".to_vec()));
         }

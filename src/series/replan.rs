@@ -169,7 +169,10 @@ fn decide(plan: &Plan, key: &[u8], was: &SeriesMeta) -> Decision {
                 // A family that becomes a summary (or stops being one), or
                 // a counter named otherwise, is another family: born again.
                 && r.summary == was.summary
-                && r.counter_as_is == was.counter_as_is =>
+                && r.counter_as_is == was.counter_as_is
+                // Tag keys published otherwise under allow-utf-8: another
+                // series to that scraper.
+                && r.sent_label_names == was.sent_label_names =>
         {
             Decision::Check(r)
         }
@@ -185,6 +188,12 @@ fn rewindow(
     r: Resolved,
     now: Timestamp,
 ) -> Replanned {
+    // A native histogram the plan no longer gives is dropped (its memory
+    // back); one it gives a series born without it is not started, since
+    // its count would restart below the classic one.
+    if r.native.is_none() {
+        state.stop_native();
+    }
     // The window of the series that has window `i`'s name and shape.
     let same_as = |i: usize| {
         let w = &plan.windows[i];

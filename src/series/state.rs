@@ -251,6 +251,13 @@ impl SeriesState {
         }
     }
 
+    /// Drops the series' native histogram, if it has one.
+    pub fn stop_native(&mut self) {
+        if let SeriesState::Distribution { histogram, .. } = self {
+            histogram.native = None;
+        }
+    }
+
     /// A summary's quantiles at `now` (those its window can tell: none
     /// while it holds no value), with its window's spec; `None` unless the
     /// series is a summary.

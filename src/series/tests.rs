@@ -1051,3 +1051,50 @@ fn an_empty_mapping_label_takes_its_sent_name_with_it() {
         assert_eq!(sent, ["c.c", "d"]);
     });
 }
+
+#[test]
+fn a_reload_that_turns_native_histograms_off_drops_them_and_one_that_turns_them_on_waits_for_new_series(
+) {
+    let on = format!("{TWO_WINDOWS}[series]\nnative_histogram_bucket_factor = 1.1\n");
+    let off = TWO_WINDOWS.to_string();
+    let has_native = |r: &Registry| {
+        let mut out = Vec::new();
+        r.visit(|m, s| {
+            if let SeriesState::Distribution { histogram, .. } = s {
+                out.push((m.metric.clone(), histogram.native.is_some()));
+            }
+        });
+        out.sort();
+        out
+    };
+    let now = Timestamp::from_secs(1_767_225_600);
+    let r = registry(&on);
+    assert_eq!(feed(&r, now, "t:5|ms"), [STORED]);
+    assert_eq!(has_native(&r), [("t".to_string(), true)]);
+    reload(&r, &off, now);
+    assert_eq!(has_native(&r), [("t".to_string(), false)]);
+    // On again: the live series stays without (its count would restart),
+    // a new one gets one.
+    reload(&r, &on, now);
+    assert_eq!(feed(&r, now, "u:5|ms"), [STORED]);
+    assert_eq!(
+        has_native(&r),
+        [("t".to_string(), false), ("u".to_string(), true)]
+    );
+}
+
+#[test]
+fn a_reload_that_publishes_tag_keys_otherwise_makes_the_series_anew() {
+    let now = Timestamp::from_secs(1_767_225_600);
+    let r = registry(TWO_WINDOWS);
+    // A gauge: its name and labels are the same under statsd_exporter's
+    // names, only the tag key kept as sent differs.
+    assert_eq!(feed(&r, now, "g:1|g|#http.method:get"), [STORED]);
+    // statsd_exporter's names keep no tag key as sent.
+    let report = reload(
+        &r,
+        &format!("{TWO_WINDOWS}[statsd_exporter]\ncumulative_names = \"statsd_exporter\"\n"),
+        now,
+    );
+    assert_eq!(report.removed, 1, "{report:?}");
+}

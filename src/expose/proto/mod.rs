@@ -40,7 +40,7 @@ use super::families::{
     QUANTILE_FAMILY, QUANTILE_LABEL, WINDOW_LABEL,
 };
 use super::negotiate::Escaping;
-use super::walk::{self, Head, Series, Writer, PARALLEL_MIN_SERIES};
+use super::walk::{self, Head, Series, Writer, Written, PARALLEL_MIN_SERIES};
 use crate::series::{Registry, SeriesMeta};
 use crate::sketch::native::{spans_and_deltas, NativeHistogram};
 use crate::Timestamp;
@@ -48,7 +48,6 @@ use crate::Timestamp;
 /// Writes every live series of `registry` as seen at `now` as delimited
 /// `MetricFamily` messages, names escaped by `escaping`, handing each
 /// piece to `emit` as soon as it is final (see `walk.rs`).
-/// Returns the number of series written.
 pub fn render_each(
     registry: &Registry,
     now: Timestamp,
@@ -56,7 +55,7 @@ pub fn render_each(
     threads: usize,
     pool: &Arc<ChunkPool>,
     emit: impl FnMut(Piece),
-) -> usize {
+) -> Written {
     render_with(
         registry,
         now,
@@ -76,7 +75,7 @@ fn render_with(
     pool: &Arc<ChunkPool>,
     parallel_min_series: usize,
     emit: impl FnMut(Piece),
-) -> usize {
+) -> Written {
     let quantiles = registry.plan().quantiles.clone();
     let make = || ProtoWriter::new(&quantiles, escaping);
     walk::render(

@@ -449,3 +449,29 @@ fn the_self_metrics_legacy_label_names_stay_as_they_are_under_every_scheme() {
         );
     }
 }
+
+#[test]
+fn a_family_of_another_type_under_the_same_escaped_name_is_left_out_and_counted() {
+    // Under dots, gauge `a_dot_b` (a legacy name, sent as it is) and timer
+    // `a.b` are both family `a_dot_b`; the registry keeps `a_dot_b` and
+    // `a_b` apart, and both are written under underscores.
+    let (r, clock) = registry(&["a_dot_b:1|g", "a.b:5|ms"]);
+    let now = clock.now();
+    let pool = ChunkPool::new();
+    let written = text::render_each(
+        &r,
+        now,
+        Format::Prometheus,
+        Escaping::Dots,
+        1,
+        &pool,
+        |_| {},
+    );
+    assert_eq!((written.series, written.left_out), (2, 1));
+    let written = render_with(&r, now, Escaping::Dots, 1, &pool, 0, |_| {});
+    assert_eq!(written.left_out, 1);
+    let families = decode(&proto_body(&r, now, Escaping::Dots, 1));
+    assert_eq!(families.iter().filter(|f| f.name() == "a_dot_b").count(), 1);
+    let written = render_with(&r, now, Escaping::Underscores, 1, &pool, 0, |_| {});
+    assert_eq!(written.left_out, 0);
+}
