@@ -288,6 +288,10 @@ pub struct SeriesConfig {
     /// populated buckets before the resolution halves, and which statsd
     /// types get one.
     pub native_histograms: NativeHistograms,
+    /// `name_escaping = "as_asked"` (true, the default): names escaped as
+    /// each scraper's `Accept` asks (Prometheus 3: UTF-8 names as sent);
+    /// `"underscores"` (false): today's sanitised names for every scraper.
+    pub names_as_asked: bool,
 }
 
 /// `[series] native_histogram_*`: what a series of one of `types` gets
@@ -521,6 +525,7 @@ const SERIES_KEYS: &[&str] = &[
     "native_histogram_bucket_factor",
     "native_histogram_max_buckets",
     "native_histogram_types",
+    "name_escaping",
 ];
 const WINDOW_KEYS: &[&str] = &["name", "buckets", "interval_ms", "ignore_current"];
 const MAPPING_KEYS: &[&str] = &[
@@ -636,6 +641,7 @@ impl Default for SeriesConfig {
             quantiles: vec![0.5, 0.9, 0.99],
             histogram_buckets: DEFAULT_HISTOGRAM_BUCKETS.to_vec(),
             native_histograms: NativeHistograms::DEFAULT,
+            names_as_asked: true,
         }
     }
 }
@@ -918,6 +924,17 @@ impl Config {
                     }
                 }
                 s.native_histograms.types = set;
+            }
+            if let Some((v, off)) = t.string(&mut p, "name_escaping") {
+                match v.as_str() {
+                    "as_asked" => s.names_as_asked = true,
+                    "underscores" => s.names_as_asked = false,
+                    other => p.at(
+                        off,
+                        "series.name_escaping",
+                        format!("`{other}` is not a choice: \"as_asked\" (names as each scraper asks, UTF-8 for Prometheus 3) or \"underscores\" (the sanitised names for every scraper)"),
+                    ),
+                }
             }
             t.finish(&mut p, SERIES_KEYS);
         }

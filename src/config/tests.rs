@@ -752,3 +752,17 @@ fn native_histogram_keys_are_read_and_bad_values_refused_with_their_line() {
         &["32768"],
     );
 }
+
+#[test]
+fn name_escaping_is_as_asked_or_underscores() {
+    assert!(Config::default().series.names_as_asked);
+    let cfg = Config::parse("[series]\nname_escaping = \"underscores\"\n").unwrap();
+    assert!(!cfg.series.names_as_asked);
+    let cfg = Config::parse("[series]\nname_escaping = \"as_asked\"\n").unwrap();
+    assert!(cfg.series.names_as_asked);
+    assert_problems(
+        "[series]\nname_escaping = \"utf8\"\n",
+        &[(2, "series.name_escaping")],
+        &["\"as_asked\"", "\"underscores\""],
+    );
+}

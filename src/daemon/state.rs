@@ -271,10 +271,7 @@ impl State {
     /// The `prometheus` crate cannot encode the self-metrics.
     pub fn metrics_body_for(&self, accept: Option<&[u8]>) -> prometheus::Result<Vec<u8>> {
         let app = self.app_state(None);
-        let mut asked = crate::expose::negotiate::negotiate(accept);
-        if app.ingestor.registry.plan().exporter_names() {
-            asked.escaping = crate::expose::negotiate::Escaping::Underscores;
-        }
+        let asked = crate::http::answered(&app, accept);
         let mut body = Vec::new();
         crate::http::render_metrics(&app, asked, |p| body.extend_from_slice(p.as_ref()))?;
         Ok(body)

@@ -309,11 +309,8 @@ async fn metrics(State(st): State<AppState>, headers: HeaderMap) -> Response {
         .into_response()
 }
 
-/// The format and name escaping of a `/metrics` response: what the
-/// `Accept` headers ask for ([`negotiate`]), names escaped with
-/// underscores whatever is asked under statsd_exporter's names, which
-/// statsd_exporter always escapes (so that a Prometheus 3 that asks for
-/// UTF-8 names sees the names the shop had).
+/// The format and name escaping of a `/metrics` response, from its
+/// `Accept` headers (several are joined with `,`): see [`answered`].
 fn negotiated(st: &AppState, headers: &HeaderMap) -> Negotiated {
     let mut accept = Vec::new();
     for v in headers.get_all(header::ACCEPT) {
@@ -322,8 +319,15 @@ fn negotiated(st: &AppState, headers: &HeaderMap) -> Negotiated {
         }
         accept.extend_from_slice(v.as_bytes());
     }
-    let mut asked = negotiate((!accept.is_empty()).then_some(&accept[..]));
-    if st.ingestor.registry.plan().exporter_names() {
+    answered(st, (!accept.is_empty()).then_some(&accept[..]))
+}
+
+/// What a scrape whose `Accept` is `accept` is answered with: what it asks
+/// for ([`negotiate`]), names escaped with underscores whatever it asks
+/// where the plan says so ([`Plan::names_as_asked`](crate::series::Plan::names_as_asked)).
+pub fn answered(st: &AppState, accept: Option<&[u8]>) -> Negotiated {
+    let mut asked = negotiate(accept);
+    if !st.ingestor.registry.plan().names_as_asked() {
         asked.escaping = Escaping::Underscores;
     }
     asked

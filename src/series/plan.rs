@@ -37,6 +37,8 @@ pub struct Plan {
     pub(super) exporter_names: bool,
     /// `[series] native_histogram_*`.
     pub(super) native: crate::config::NativeHistograms,
+    /// `[series] name_escaping = "as_asked"`.
+    names_as_asked: bool,
     /// The layout of every window list a series can get (the defaults and
     /// each rule's `windows`), built once: series on the same windows share
     /// it.
@@ -299,11 +301,19 @@ impl Plan {
     }
 
     /// Whether names follow statsd_exporter's (`[statsd_exporter]
-    /// cumulative_names = "statsd_exporter"`): then they are escaped with
-    /// underscores for every scraper, as statsd_exporter escapes them.
+    /// cumulative_names = "statsd_exporter"`).
     #[must_use]
     pub fn exporter_names(&self) -> bool {
         self.exporter_names
+    }
+
+    /// Whether names are escaped as each scraper asks: not under `[series]
+    /// name_escaping = "underscores"`, nor under statsd_exporter's names,
+    /// which statsd_exporter always escapes with underscores (so that a
+    /// Prometheus 3 asking for UTF-8 names sees the names the shop had).
+    #[must_use]
+    pub fn names_as_asked(&self) -> bool {
+        self.names_as_asked && !self.exporter_names
     }
 
     /// The names of windows `ids` (shared by every series on the defaults).
@@ -337,6 +347,7 @@ impl Plan {
             max_label_bytes: cfg.series.max_label_bytes,
             exporter_names: cfg.exporter_names,
             native: cfg.series.native_histograms,
+            names_as_asked: cfg.series.names_as_asked,
         }
         .with_layouts()
     }

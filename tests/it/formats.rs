@@ -759,3 +759,35 @@ fn every_negotiated_format_reads_back_the_same_samples_per_escaping_scheme() {
         out.stderr
     );
 }
+
+/// `[series] name_escaping = "underscores"`: a Prometheus 3 that asks for
+/// UTF-8 names gets the sanitised names, and its `Content-Type` says so.
+#[test]
+fn name_escaping_underscores_answers_every_scraper_with_the_sanitised_names() {
+    let config = CONFIG.replacen(
+        "[series]\n",
+        "[series]\nname_escaping = \"underscores\"\n",
+        1,
+    );
+    assert_ne!(config, CONFIG, "the test config has a [series] table");
+    let d = Daemon::start_with(&config);
+    d.send_udp(b"esc.hits:1|c|#http.method:get\n");
+    d.wait_lines("udp", 1.0, std::time::Duration::from_secs(10));
+    let r = d.get("/metrics", &[("Accept", PROMETHEUS_3)]);
+    assert_eq!(r.status, 200);
+    let ct = r
+        .headers
+        .iter()
+        .find(|(k, _)| k == "content-type")
+        .map(|(_, v)| v.as_str());
+    assert_eq!(
+        ct,
+        Some("application/openmetrics-text; version=1.0.0; charset=utf-8; escaping=underscores")
+    );
+    let body = String::from_utf8(r.body).unwrap();
+    assert!(
+        body.contains("esc_hits_total{http_method=\"get\"} 1"),
+        "{body}"
+    );
+    assert!(!body.contains("{\"esc.hits"), "{body}");
+}
