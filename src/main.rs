@@ -173,6 +173,7 @@ fn main() -> ExitCode {
                     cfg.mappings.len()
                 );
                 println!("{}", rollstat::config::exposure::summary(&cfg));
+                println!("{}", cfg.names_summary());
                 println!("{}", cfg.native_histograms_summary());
                 for w in rollstat::config::exposure::warnings(&cfg) {
                     eprintln!("{}: warning: {w}", file.display());

@@ -320,6 +320,18 @@ impl NativeHistograms {
 }
 
 impl Config {
+    /// What `check-config` says of the names on `/metrics`.
+    #[must_use]
+    pub fn names_summary(&self) -> &'static str {
+        if self.exporter_names {
+            "names on /metrics: statsd_exporter's, escaped with underscores for every scraper ([statsd_exporter] cumulative_names)"
+        } else if self.series.names_as_asked {
+            "names on /metrics: as each scraper asks (Prometheus 3: UTF-8 names and tag keys as sent; set series.name_escaping = \"underscores\" to keep the sanitised ones)"
+        } else {
+            "names on /metrics: sanitised (underscores) for every scraper (series.name_escaping)"
+        }
+    }
+
     /// What `check-config` says of native histograms: which types get one,
     /// at which schema and bucket limit, and how many rules set their own.
     #[must_use]
