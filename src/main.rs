@@ -139,6 +139,7 @@ fn main() -> ExitCode {
                 Err(rollstat::config::ConfigError {
                     path: Some(file.clone()),
                     problems,
+                    refusal: None,
                 })
             }
         });
@@ -352,6 +353,9 @@ fn main() -> ExitCode {
         },
         shutdown_signal(),
     ));
+    // A reload stuck reading a file (a hung network mount) holds a
+    // blocking thread; the stop has drained everything else by now.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -444,7 +448,7 @@ fn memory_total_bytes() -> Option<u64> {
 /// (with the file's line) on stderr and exit status 2.
 fn convert_mapping(file: &std::path::Path) -> ExitCode {
     use rollstat::config::statsd_exporter;
-    let text = match std::fs::read_to_string(file) {
+    let text = match rollstat::config::file::read_text(file) {
         Ok(t) => t,
         Err(e) => {
             eprintln!("error: cannot read {}: {e}", file.display());

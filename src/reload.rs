@@ -107,6 +107,36 @@ pub enum ReloadError {
     },
 }
 
+/// Every reason [`ReloadError::reason`] gives, so each is published at 0
+/// before the first refusal.
+pub const REFUSAL_REASONS: [&str; 11] = [
+    "invalid",
+    "syntax",
+    "unreadable",
+    "not_regular",
+    "too_large",
+    "not_utf8",
+    "too_deep",
+    "alias_budget",
+    "services",
+    "redis",
+    "tls",
+];
+
+impl ReloadError {
+    /// The stable reason `rollstat_config_reload_refusals_total` counts
+    /// this refusal under (one of [`REFUSAL_REASONS`]).
+    #[must_use]
+    pub fn reason(&self) -> &'static str {
+        match self {
+            ReloadError::Config(e) => e.reason(),
+            ReloadError::Services { .. } => "services",
+            ReloadError::Redis { .. } => "redis",
+            ReloadError::Tls { .. } => "tls",
+        }
+    }
+}
+
 /// What a reload applied: everything but the sections that need a restart.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Reloaded {
@@ -148,6 +178,9 @@ impl Reloader {
         clock: Arc<dyn Clock>,
         access: Arc<AccessHandle>,
     ) -> Self {
+        for reason in REFUSAL_REASONS {
+            telemetry.reload_refusals.with_label_values(&[reason]);
+        }
         Reloader {
             path,
             registry,
@@ -287,6 +320,10 @@ impl Reloader {
             }
             Err(e) => {
                 self.telemetry.reloads.with_label_values(&["error"]).inc();
+                self.telemetry
+                    .reload_refusals
+                    .with_label_values(&[e.reason()])
+                    .inc();
                 self.telemetry.last_reload_success.set(0);
                 tracing::error!(
                     "Config reload failed; the previous config stays in force. {}",

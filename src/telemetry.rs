@@ -322,6 +322,8 @@ pub struct Telemetry {
     dropped_by_mapping: IntCounter,
     /// Config reloads by result (`ok`, `error`).
     pub reloads: IntCounterVec,
+    /// Refused reloads by reason ([`ReloadError::reason`](crate::reload::ReloadError::reason)).
+    pub reload_refusals: IntCounterVec,
     /// 1 if the last reload succeeded (or none happened), else 0.
     pub last_reload_success: IntGauge,
     /// Time to render /metrics.
@@ -580,6 +582,15 @@ impl Telemetry {
         r.register(Box::new(reloads.clone()))?;
         reloads.with_label_values(&["ok"]);
         reloads.with_label_values(&["error"]);
+        let reload_refusals = IntCounterVec::new(
+            Opts::new(
+                "rollstat_config_reload_refusals_total",
+                "Config reloads refused (the previous config stays in force), by reason: invalid (a file says something wrong), syntax, unreadable, not_regular (a FIFO, device or directory), too_large, not_utf8, too_deep (nesting), alias_budget (YAML aliases expand too far), services, redis, tls.",
+            ),
+            &["reason"],
+        )?;
+        r.register(Box::new(reload_refusals.clone()))?;
+        // Its reasons are published at 0 by the reloader (src/reload.rs).
         let last_reload_success = IntGauge::new(
             "rollstat_config_last_reload_success",
             "1 if the last config reload succeeded (or none was tried), 0 if it failed.",
@@ -733,6 +744,7 @@ impl Telemetry {
             skipped,
             dropped_by_mapping,
             reloads,
+            reload_refusals,
             last_reload_success,
             scrape_duration,
             scrapes_rejected,

@@ -208,7 +208,7 @@ fn key_problem(cfg: &TlsConfig, e: &rustls::Error) -> TlsError {
 
 /// Reads a file the config reader saw readable (it may have changed since).
 fn read(key: &'static str, file: &Path) -> Result<Vec<u8>, TlsError> {
-    std::fs::read(file).map_err(|e| {
+    crate::config::file::read_bytes(file).map_err(|e| {
         error(
             key,
             file,

@@ -177,15 +177,16 @@ fn read_file(
     path: &str,
     add: impl FnOnce(&str) -> Vec<crate::access::FileProblem>,
 ) -> bool {
-    let text = match std::fs::read_to_string(path) {
+    let text = match super::file::read_text(std::path::Path::new(path)) {
         Ok(t) => t,
         Err(e) => {
-            p.at(
+            p.refused(
                 off,
                 key,
                 format!(
                     "cannot read `{path}`: {e}; the daemon reads it at start and at every reload"
                 ),
+                e.reason(),
             );
             return false;
         }

@@ -9,6 +9,7 @@
 
 mod access;
 pub mod exposure;
+pub mod file;
 mod go_template;
 mod reader;
 mod redis;
@@ -474,6 +475,20 @@ pub struct ConfigError {
     pub path: Option<PathBuf>,
     /// Every problem, in file order.
     pub problems: Vec<ConfigProblem>,
+    /// Why a file was refused before it was read, as the stable reason of
+    /// `rollstat_config_reload_refusals_total` ([`file::FileError::reason`],
+    /// [`budget::Refusal::reason`](yaml::budget::Refusal::reason)); `None`
+    /// when every file was read and the problems are in what they say.
+    pub refusal: Option<&'static str>,
+}
+
+impl ConfigError {
+    /// The stable reason a reload counts this error under: the refusal of
+    /// a file, or `invalid` (the files were read; what they say is wrong).
+    #[must_use]
+    pub fn reason(&self) -> &'static str {
+        self.refusal.unwrap_or("invalid")
+    }
 }
 
 impl fmt::Display for ConfigError {
@@ -690,8 +705,9 @@ fn default_window() -> NamedWindow {
 impl Config {
     /// Reads and validates the config at `path`.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let src = std::fs::read_to_string(path).map_err(|e| ConfigError {
+        let src = file::read_text(path).map_err(|e| ConfigError {
             path: Some(path.to_path_buf()),
+            refusal: Some(e.reason()),
             problems: vec![ConfigProblem {
                 line: 0,
                 key: "(file)".to_string(),
@@ -711,13 +727,22 @@ impl Config {
             Ok(doc) => doc,
             Err(e) => {
                 let line = e.span().map(|s| p.line_of(s.start)).unwrap_or(0);
+                // The toml crate's own nesting cap (its only error that
+                // says "recursion").
+                let deep = e.message().contains("recursion");
+                let message = if deep {
+                    format!("{}: arrays and inline tables nest too deeply here; rollstat refuses the file before reading it", e.message())
+                } else {
+                    e.message().to_string()
+                };
                 return Err(ConfigError {
                     path: None,
                     problems: vec![ConfigProblem {
                         line,
                         key: "(syntax)".to_string(),
-                        message: e.message().to_string(),
+                        message,
                     }],
+                    refusal: Some(if deep { "too_deep" } else { "syntax" }),
                 });
             }
         };
@@ -1096,6 +1121,7 @@ impl Config {
             Err(ConfigError {
                 path: None,
                 problems: p.list,
+                refusal: p.refusal,
             })
         }
     }

@@ -37,6 +37,8 @@ impl fmt::Display for ConfigProblem {
 pub struct Problems<'s> {
     src: &'s str,
     pub(super) list: Vec<ConfigProblem>,
+    /// The first file refused before it was read (its stable reason).
+    pub(super) refusal: Option<&'static str>,
 }
 
 impl<'s> Problems<'s> {
@@ -44,6 +46,7 @@ impl<'s> Problems<'s> {
         Problems {
             src,
             list: Vec::new(),
+            refusal: None,
         }
     }
 
@@ -54,6 +57,20 @@ impl<'s> Problems<'s> {
             .filter(|&&b| b == b'\n')
             .count()
             + 1
+    }
+
+    /// A problem with a file the config names that was refused before it
+    /// was read (too large, not a regular file, nested too deep...):
+    /// `reason` is what a reload counts it under.
+    pub fn refused(
+        &mut self,
+        offset: usize,
+        key: &str,
+        message: impl Into<String>,
+        reason: &'static str,
+    ) {
+        self.refusal.get_or_insert(reason);
+        self.at(offset, key, message);
     }
 
     pub fn at(&mut self, offset: usize, key: &str, message: impl Into<String>) {

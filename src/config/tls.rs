@@ -224,10 +224,15 @@ fn readable_file(
         return None;
     }
     let file = PathBuf::from(&s);
-    let problem = match std::fs::File::open(&file).and_then(|f| f.metadata()) {
-        Ok(m) if m.is_dir() => format!("`{s}` is a directory; give the path of {what}"),
+    use super::file::{read_bytes, FileError};
+    let read = read_bytes(&file);
+    let reason = read.as_ref().err().map_or("unreadable", FileError::reason);
+    let problem = match read {
         Ok(_) => return Some(Some(file)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => format!(
+        Err(FileError::NotRegular("a directory")) => {
+            format!("`{s}` is a directory; give the path of {what}")
+        }
+        Err(FileError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => format!(
             "`{s}` does not exist ({e}); give the path of {what}{}",
             if file.is_relative() {
                 " (a relative path is read from the daemon's working directory; an absolute one is safer)"
@@ -235,12 +240,12 @@ fn readable_file(
                 ""
             }
         ),
-        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => format!(
+        Err(FileError::Io(e)) if e.kind() == std::io::ErrorKind::PermissionDenied => format!(
             "`{s}` cannot be read by this process ({e}); let the user rollstat runs as read it (e.g. owned by root, group rollstat, mode 0640)"
         ),
         Err(e) => format!("cannot read `{s}`: {e}"),
     };
-    p.at(off, &path, problem);
+    p.refused(off, &path, problem, reason);
     None
 }
 

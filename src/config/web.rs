@@ -30,7 +30,8 @@
 //! HTTP then, which is rarely what such a file means.
 //!
 //! YAML is read with `saphyr` (YAML 1.2): every node keeps its line,
-//! duplicate keys are errors and anchors expand within a bound. YAML 1.1's
+//! duplicate keys are errors, and depth and alias expansion are bounded
+//! before any tree is built. YAML 1.1's
 //! `yes`/`no` booleans are strings in 1.2: a key that wants a boolean says
 //! so.
 
@@ -535,7 +536,7 @@ enum Pem {
 /// (never the file's content).
 fn check_pem(path: &Path, kind: Pem) -> Result<(), String> {
     let shown = path.display();
-    let bytes = std::fs::read(path).map_err(|e| {
+    let bytes = super::file::read_bytes(path).map_err(|e| {
         format!("cannot read `{shown}`: {e}; the daemon reads it at start and at every reload")
     })?;
     let text = String::from_utf8_lossy(&bytes);

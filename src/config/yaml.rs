@@ -4,7 +4,8 @@
 //! problem names the file's line and the dotted YAML key path.
 //!
 //! YAML is read with `saphyr` (YAML 1.2): every node keeps its line,
-//! duplicate keys are errors and anchors expand within a bound. YAML 1.1's
+//! duplicate keys are errors, and depth and alias expansion are bounded
+//! before any tree is built ([`budget`]). YAML 1.1's
 //! `yes`/`no` booleans are strings in 1.2: a key that wants a boolean says
 //! so.
 
@@ -13,6 +14,8 @@ use std::time::Duration;
 use saphyr::{LoadableYamlNode, MarkedYaml, Scalar, YamlData};
 
 use super::reader::{Problems, Table};
+
+pub mod budget;
 
 /// A problem in a YAML file: its line, the YAML key path, what is wrong
 /// (never a secret).
@@ -24,6 +27,10 @@ pub struct YamlProblem {
     pub key: String,
     /// What is wrong and what to do.
     pub message: String,
+    /// Set when the file was refused before it was read into a tree
+    /// (nested too deep, too many alias nodes, bad syntax): the stable
+    /// reason a reload counts.
+    pub refusal: Option<&'static str>,
 }
 
 /// Reads the YAML file that config.toml's `key` (in table `t`) names, and
@@ -41,15 +48,16 @@ pub(super) fn read_named_file<T>(
         return None;
     }
     let key = t.key_path(key);
-    let text = match std::fs::read_to_string(&path) {
+    let text = match super::file::read_text(std::path::Path::new(&path)) {
         Ok(text) => text,
         Err(e) => {
-            p.at(
+            p.refused(
                 off,
                 &key,
                 format!(
                     "cannot read `{path}`: {e}; the daemon reads it at start and at every reload"
                 ),
+                e.reason(),
             );
             return None;
         }
@@ -58,11 +66,11 @@ pub(super) fn read_named_file<T>(
         Ok(v) => Some((path, v)),
         Err(problems) => {
             for yp in problems {
-                p.at(
-                    off,
-                    &key,
-                    format!("{path}:{}: `{}`: {}", yp.line, yp.key, yp.message),
-                );
+                let message = format!("{path}:{}: `{}`: {}", yp.line, yp.key, yp.message);
+                match yp.refusal {
+                    Some(reason) => p.refused(off, &key, message, reason),
+                    None => p.at(off, &key, message),
+                }
             }
             None
         }
@@ -77,6 +85,15 @@ pub(super) fn load_document<'i>(
     text: &'i str,
     what: &str,
 ) -> Result<Option<MarkedYaml<'i>>, ()> {
+    // Depth and aliases are bounded before saphyr builds a tree.
+    if let Err(refusal) = budget::check(text) {
+        let key = match refusal {
+            budget::Refusal::Syntax { .. } => "(syntax)",
+            _ => "(file)",
+        };
+        r.refused(refusal.line(), key, refusal.message(), refusal.reason());
+        return Err(());
+    }
     let docs = match MarkedYaml::load_from_str(text) {
         Ok(docs) => docs,
         Err(e) => {
@@ -106,7 +123,23 @@ impl Reader {
             line,
             key: key.to_string(),
             message: message.into(),
+            refusal: None,
         });
+    }
+
+    /// A problem that refuses the whole file before it is read into a
+    /// tree, under a stable `reason`.
+    pub(super) fn refused(
+        &mut self,
+        line: usize,
+        key: &str,
+        message: impl Into<String>,
+        reason: &'static str,
+    ) {
+        self.at(line, key, message);
+        if let Some(last) = self.problems.last_mut() {
+            last.refusal = Some(reason);
+        }
     }
 
     pub(super) fn unknown(&mut self, line: usize, key: &str, known: &[&str]) {

@@ -166,7 +166,18 @@ fn reload_on_sighup(
                     notifier.reloading();
                     // A bad file is the reload's own error (logged, counted);
                     // a panic is a bug, counted like the other tasks'.
-                    let outcome = match tokio::task::spawn_blocking(move || r.reload()).await {
+                    // A stop does not wait for a reload stuck in a read
+                    // (a hung network mount): the thread is left behind,
+                    // and main's runtime shutdown does not wait for it.
+                    let reload = tokio::task::spawn_blocking(move || r.reload());
+                    let joined = tokio::select! {
+                        j = reload => j,
+                        _ = stop.changed() => {
+                            tracing::warn!("Stop asked while a SIGHUP reload is still reading its files; stopping without waiting for it (the config in force is kept).");
+                            return;
+                        }
+                    };
+                    let outcome = match joined {
                         Ok(Ok(r)) if r.needs_restart.is_empty() => "last reload (SIGHUP): config reloaded".to_string(),
                         Ok(Ok(r)) => format!("last reload (SIGHUP): config reloaded; {}", r.needs_restart.join("; ")),
                         Ok(Err(e)) => format!("last reload (SIGHUP) failed, the previous config stays in force: {}", Causes(&e)),

@@ -27,6 +27,8 @@ mod access;
 mod clients;
 // Issue #19: client tag forms (PHP `|#k:v,#k2:v2`, SignalFx mid-name) get statsd_exporter's labels on /metrics.
 mod compat_lines;
+// Files a config names, hostile or careless: deep nesting, alias bombs, FIFOs, huge files; refused, counted, the old config kept.
+mod config_files;
 // The Grafana dashboards: generated, importable, every query checked by promtool and a real Prometheus.
 mod dashboards;
 // What /metrics and the JSON API publish: promtool, duplicates, OpenMetrics, gzip.

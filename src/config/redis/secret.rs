@@ -43,7 +43,7 @@ pub struct Password {
 /// The first line of the file at `path` (its line end, `\n` or `\r\n`,
 /// left out). The error says what to do and never quotes the file.
 pub(super) fn from_file(path: &Path) -> Result<Secret, String> {
-    let bytes = std::fs::read(path).map_err(|e| {
+    let bytes = crate::config::file::read_bytes(path).map_err(|e| {
         if path.components().count() > 1 {
             format!("cannot read `{}`: {e}", path.display())
         } else {

@@ -60,7 +60,8 @@ pub(super) enum Holds {
 /// Reads `path` and checks that it holds `what`. The error never quotes
 /// the file.
 pub(super) fn read(path: &Path, what: Holds) -> Result<PemFile, String> {
-    let pem = std::fs::read(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
+    let pem = crate::config::file::read_bytes(path)
+        .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
     check(&pem, what).map_err(|e| format!("`{}` {e}", path.display()))?;
     Ok(PemFile {
         path: path.to_path_buf(),
