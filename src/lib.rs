@@ -122,6 +122,7 @@ pub(crate) mod escape;
 pub mod expose;
 pub mod fdlimit;
 pub mod fleet;
+pub mod host;
 pub(crate) mod http;
 pub mod ingest;
 pub mod limit;

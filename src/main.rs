@@ -219,9 +219,21 @@ fn main() -> ExitCode {
                 }
                 let footprint = Footprint::of(&cfg);
                 println!("{}", footprint.report());
+                let machine = rollstat::host::memory_total_bytes();
+                let budget = footprint::registry_budget(&cfg, machine);
+                if let Some((memory, from)) = budget {
+                    let line = footprint.budget_report(memory, from);
+                    if footprint.sketch_budget(memory).is_some() {
+                        println!("{line}");
+                    } else {
+                        eprintln!("{}: warning: {line}", file.display());
+                    }
+                }
                 // A warning, for the same reason: memory belongs to where
                 // the daemon runs.
-                if let Some(total) = memory_total_bytes() {
+                if let Some(total) = machine {
+                    let worst =
+                        budget.map_or(footprint.worst_total(), |(m, _)| footprint.worst_within(m));
                     if footprint.worst_counters() > total {
                         eprintln!(
                             "{}: warning: series.max_series = {} counter series at their caps could take {}, more than this machine's {}; lower series.max_series or series.max_label_bytes",
@@ -230,11 +242,11 @@ fn main() -> ExitCode {
                             footprint::bytes(footprint.worst_counters()),
                             footprint::bytes(total)
                         );
-                    } else if footprint.worst_total() > total {
+                    } else if worst > total {
                         eprintln!(
-                            "{}: warning: the worst case ({}) is more than this machine's {}: it needs every series to be a timer, histogram, distribution or set whose values fill every bucket's sketch; lower series.max_series or series.max_series_per_metric, or give such metrics fewer buckets with a mapping's `windows`",
+                            "{}: warning: the worst case ({}) is more than this machine's {}: lower series.max_memory_bytes, series.max_series or series.max_series_per_metric",
                             file.display(),
-                            footprint::bytes(footprint.worst_total()),
+                            footprint::bytes(worst),
                             footprint::bytes(total)
                         );
                     }
@@ -328,6 +340,12 @@ fn main() -> ExitCode {
             "Test faults are injected ({}): this daemon will panic on purpose. Unset it outside tests.",
             rollstat::ingest::fault::ENV
         );
+    }
+    // The sketches' share of the registry's memory budget.
+    let sketch_limit = footprint::sketch_limit(&cfg, rollstat::host::memory_total_bytes());
+    rollstat::sketch::budget::process().set_limit(sketch_limit);
+    if sketch_limit == Some(0) {
+        tracing::warn!("The series at series.max_series need the whole memory budget before any sketch grows: every timer, histogram, distribution and set value past a bucket's first four is coarsened (rollstat check-config says by how much). Raise series.max_memory_bytes or lower series.max_series.");
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -428,20 +446,6 @@ async fn stop_requested(signals: &mut [Option<tokio::signal::unix::Signal>; 2]) 
         _ = next(term) => {}
         _ = next(int) => {}
     }
-}
-
-/// This machine's memory (`MemTotal` in `/proc/meminfo`), if readable.
-fn memory_total_bytes() -> Option<u64> {
-    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let kib = info
-        .lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))?
-        .trim()
-        .strip_suffix("kB")?
-        .trim()
-        .parse::<u64>()
-        .ok()?;
-    Some(kib * 1024)
 }
 
 /// `rollstat convert-mapping FILE`: the rules on stdout, or every problem

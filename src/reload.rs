@@ -306,6 +306,10 @@ impl Reloader {
                 *cur = cfg;
                 self.telemetry.reloads.with_label_values(&["ok"]).inc();
                 self.telemetry.last_reload_success.set(1);
+                crate::sketch::budget::process().set_limit(crate::series::footprint::sketch_limit(
+                    &cur,
+                    crate::host::memory_total_bytes(),
+                ));
                 // New series follow the new plan from here; existing ones
                 // are moved onto it shard by shard.
                 let r = self.registry.replan(now);

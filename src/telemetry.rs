@@ -852,6 +852,41 @@ pub fn registry_families(series: &SeriesRegistry) -> Vec<MetricFamily> {
         fam("rollstat_series_negative_increments_total", "Counter lines with a negative increment (statsd decrement): folded into the windows (whose sums may go negative), left out of the cumulative _total, which only goes up.", MetricType::COUNTER, vec![counter_metric(c.negative_increments.load(Relaxed) as f64, None)]),
         fam("rollstat_series_replanned_total", "Existing series re-planned by config reloads, by outcome: kept (unchanged), rewindowed (new windows, cumulative values kept), removed (dropped, renamed or relabelled by the new rules).", MetricType::COUNTER, replanned),
         ]
+    .into_iter()
+    .chain(sketch_families())
+    .collect()
+}
+
+/// The sketch budget's families (`[series] max_memory_bytes`): what the
+/// quantile sketches and distinct counters hold, their limit, and the
+/// values coarsened to stay under it.
+fn sketch_families() -> Vec<MetricFamily> {
+    use crate::sketch::budget::{self, Coarsened};
+    // The process's budget (a unit test's own, on its thread).
+    let b = budget::current();
+    let gauge = |v: f64| {
+        let mut g = Gauge::default();
+        g.set_value(v);
+        vec![Metric::from_gauge(g)]
+    };
+    let coarsened = [
+        ("quantile", Coarsened::Quantile),
+        ("distinct", Coarsened::Distinct),
+    ]
+    .iter()
+    .map(|(k, c)| counter_metric(b.coarsened(*c) as f64, Some(("kind", k))))
+    .collect();
+    let mut out = vec![fam(
+        "rollstat_sketch_memory_bytes",
+        "Heap bytes the window buckets' quantile sketches and distinct counters hold.",
+        MetricType::GAUGE,
+        gauge(b.used() as f64),
+    )];
+    if let Some(limit) = b.limit() {
+        out.push(fam("rollstat_sketch_memory_limit_bytes", "What the sketches may hold: series.max_memory_bytes less what series.max_series series need at their worst without sketches.", MetricType::GAUGE, gauge(limit as f64)));
+    }
+    out.push(fam("rollstat_sketch_coarsened_total", "Values that would have grown a sketch past rollstat_sketch_memory_limit_bytes, by kind: quantile (a timer, histogram or distribution value counted in the nearest bin the sketch has; sums, counts, min and max stay exact), distinct (a set member left out; the distinct count may be low).", MetricType::COUNTER, coarsened));
+    out
 }
 
 #[cfg(test)]

@@ -47,6 +47,7 @@ const FLOORS: &[(&str, u8)] = &[
     ("config", 3),
     ("series", 4),
     ("fdlimit", 4),
+    ("host", 4),
     ("store", 4),
     ("tls", 4),
     ("probe", 4),

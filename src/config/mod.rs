@@ -293,6 +293,11 @@ pub struct SeriesConfig {
     /// each scraper's `Accept` asks (Prometheus 3: UTF-8 names as sent);
     /// `"underscores"` (false): today's sanitised names for every scraper.
     pub names_as_asked: bool,
+    /// `max_memory_bytes`: what the registry may hold in all (series,
+    /// windows, sketches); the sketches get what `max_series` series at
+    /// their worst leave of it. `None`: half of the machine's memory, as
+    /// the daemon finds it at start.
+    pub max_memory_bytes: Option<u64>,
 }
 
 /// `[series] native_histogram_*`: what a series of one of `types` gets
@@ -553,6 +558,7 @@ const SERIES_KEYS: &[&str] = &[
     "native_histogram_max_buckets",
     "native_histogram_types",
     "name_escaping",
+    "max_memory_bytes",
 ];
 const WINDOW_KEYS: &[&str] = &["name", "buckets", "interval_ms", "ignore_current"];
 const MAPPING_KEYS: &[&str] = &[
@@ -669,6 +675,7 @@ impl Default for SeriesConfig {
             histogram_buckets: DEFAULT_HISTOGRAM_BUCKETS.to_vec(),
             native_histograms: NativeHistograms::DEFAULT,
             names_as_asked: true,
+            max_memory_bytes: None,
         }
     }
 }
@@ -914,6 +921,9 @@ impl Config {
             }
             if let Some(n) = t.int(&mut p, "max_label_bytes", 64, 1 << 20) {
                 s.max_label_bytes = n as usize;
+            }
+            if let Some(n) = t.int(&mut p, "max_memory_bytes", 1 << 24, 1 << 50) {
+                s.max_memory_bytes = Some(n);
             }
             if let Some(qs) = t.floats(&mut p, "quantiles") {
                 let mut ok = Vec::new();

@@ -60,6 +60,11 @@ pub struct Footprint {
     pub buckets: u64,
     /// `series.max_series`.
     pub max_series: u64,
+    /// Of `per_series`, what its sketches' heap may grow to (the part the
+    /// sketch budget bounds), by [`KINDS`] order.
+    pub sketch_heap: [u64; 4],
+    /// `series.max_memory_bytes`, if set.
+    pub max_memory: Option<u64>,
 }
 
 impl Footprint {
@@ -109,10 +114,9 @@ impl Footprint {
         let gauge = fixed + ring(gauge_bucket, size_of::<Ring<Summary>>() as u64);
         let set_bucket = size_of::<Distinct>() as u64 + set_heap();
         let set = fixed + ring(set_bucket, size_of::<Ring<Distinct>>() as u64);
-        let dist_bucket = size_of::<Distribution>() as u64
-            + size_of::<QuantileSketch>() as u64
-            + size_of::<SparseDDSketch>() as u64
-            + sparse::MAX_HEAP_BYTES as u64;
+        let dist_heap = size_of::<SparseDDSketch>() as u64 + sparse::MAX_HEAP_BYTES as u64;
+        let dist_bucket =
+            size_of::<Distribution>() as u64 + size_of::<QuantileSketch>() as u64 + dist_heap;
         // The most bounds any rule gives a histogram, and the largest
         // summary window a rule adds (`observer = "summary"`).
         let bounds = cfg
@@ -120,13 +124,15 @@ impl Footprint {
             .iter()
             .filter_map(|m| m.histogram_buckets.as_ref().map(|b| b.len()))
             .fold(cfg.series.histogram_buckets.len(), usize::max);
-        let summary = cfg
+        let summary_buckets = cfg
             .mappings
             .iter()
             .filter_map(|m| m.summary.as_ref())
-            .map(|s| size_of::<Ring<Distribution>>() as u64 + s.window.size() as u64 * dist_bucket)
-            .max()
-            .unwrap_or(0);
+            .map(|s| s.window.size() as u64)
+            .max();
+        let summary = summary_buckets.map_or(0, |n| {
+            size_of::<Ring<Distribution>>() as u64 + n * dist_bucket
+        });
         // A native histogram's buckets (16 bytes each, at most one over the
         // limit before its resolution halves), at the largest limit any
         // series with one can have.
@@ -157,7 +163,43 @@ impl Footprint {
             per_bucket: [counter_bucket, gauge_bucket, set_bucket, dist_bucket],
             buckets,
             max_series: cfg.series.max_series as u64,
+            sketch_heap: [
+                0,
+                0,
+                buckets * set_heap(),
+                (buckets + summary_buckets.unwrap_or(0)) * dist_heap,
+            ],
+            max_memory: cfg.series.max_memory_bytes,
         }
+    }
+
+    /// `max_series` series of the costliest type with empty sketches: what
+    /// the registry needs before any sketch grows.
+    #[must_use]
+    pub fn worst_without_sketches(&self) -> u64 {
+        let most = (0..4)
+            .map(|k| self.per_series[k] - self.sketch_heap[k])
+            .max()
+            .unwrap_or(0);
+        self.max_series * most
+    }
+
+    /// What the sketches may hold under a registry budget of `memory`
+    /// bytes: what [`worst_without_sketches`](Self::worst_without_sketches)
+    /// leaves of it (`None`: nothing is left).
+    #[must_use]
+    pub fn sketch_budget(&self, memory: u64) -> Option<u64> {
+        memory
+            .checked_sub(self.worst_without_sketches())
+            .filter(|&b| b > 0)
+    }
+
+    /// The worst case under a registry budget of `memory` bytes: never more
+    /// than it, once what the series need without sketches fits in it.
+    #[must_use]
+    pub fn worst_within(&self, memory: u64) -> u64 {
+        self.worst_total()
+            .min(self.worst_without_sketches().max(memory))
     }
 
     /// `max_series` series of the costliest type, each at its worst.
@@ -192,13 +234,57 @@ impl Footprint {
             ));
         }
         out.push_str(&format!(
-            "\nworst case at series.max_series = {}: {} if every series were a counter or gauge, {} if every series were of the costliest type at its worst",
+            "\nworst case at series.max_series = {}: {} if every series were a counter or gauge, {} if every series were of the costliest type with every sketch full",
             self.max_series,
             bytes(self.worst_counters()),
             bytes(self.worst_total()),
         ));
         out
     }
+
+    /// What `check-config` says of the budget `memory` (from
+    /// `series.max_memory_bytes`, or `from` says where it came from).
+    #[must_use]
+    pub fn budget_report(&self, memory: u64, from: &str) -> String {
+        match self.sketch_budget(memory) {
+            Some(sketches) => format!(
+                "memory budget: {} ({from}): series need {} at their worst before any sketch grows; the sketches may hold the other {} (a value past it is coarsened, counted in rollstat_sketch_coarsened_total); worst case {}",
+                bytes(memory),
+                bytes(self.worst_without_sketches()),
+                bytes(sketches),
+                bytes(self.worst_within(memory)),
+            ),
+            None => format!(
+                "memory budget: {} ({from}) is less than the {} series.max_series = {} series need at their worst before any sketch grows; raise series.max_memory_bytes or lower series.max_series",
+                bytes(memory),
+                bytes(self.worst_without_sketches()),
+                self.max_series,
+            ),
+        }
+    }
+}
+
+/// The registry budget a config runs under, and where it comes from:
+/// `series.max_memory_bytes`, else half of `machine` (this host's memory),
+/// else none.
+#[must_use]
+pub fn registry_budget(cfg: &Config, machine: Option<u64>) -> Option<(u64, &'static str)> {
+    match cfg.series.max_memory_bytes {
+        Some(m) => Some((m, "series.max_memory_bytes")),
+        None => machine.map(|t| {
+            (
+                t / 2,
+                "half of this machine's memory, as series.max_memory_bytes is not set",
+            )
+        }),
+    }
+}
+
+/// What the sketches may hold under `cfg` on a host of `machine` bytes:
+/// `None` without a budget; 0 when the series alone need all of it.
+#[must_use]
+pub fn sketch_limit(cfg: &Config, machine: Option<u64>) -> Option<u64> {
+    registry_budget(cfg, machine).map(|(m, _)| Footprint::of(cfg).sketch_budget(m).unwrap_or(0))
 }
 
 /// What an exact set grows to before it becomes a HyperLogLog (which is
@@ -265,6 +351,24 @@ mod tests {
         // Five more distribution buckets, and two more bounds.
         assert!(more.per_series[3] >= base.per_series[3] + 5 * base.per_bucket[3] + 16);
         assert_eq!(more.per_series[..3], base.per_series[..3]);
+    }
+
+    #[test]
+    fn a_memory_budget_bounds_the_worst_case_by_the_sketches() {
+        let f = Footprint::of(&Config::default());
+        let without = f.worst_without_sketches();
+        assert!(without < f.worst_total());
+        // The sketch heap is most of a distribution series' worst case.
+        assert!(f.sketch_heap[3] * 2 > f.per_series[3], "{f:?}");
+        let memory = without + (1 << 30);
+        assert_eq!(f.sketch_budget(memory), Some(1 << 30));
+        assert_eq!(f.worst_within(memory), memory);
+        assert_eq!(f.sketch_budget(without), None);
+        assert!(f
+            .budget_report(without / 2, "x")
+            .contains("raise series.max_memory_bytes"));
+        // A budget above the worst case changes nothing.
+        assert_eq!(f.worst_within(u64::MAX), f.worst_total());
     }
 
     #[test]

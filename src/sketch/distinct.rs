@@ -3,6 +3,8 @@
 use std::collections::HashSet;
 use std::fmt;
 
+use super::budget::{self, Coarsened};
+
 /// A stable 64-bit hash of a set member (FNV-1a followed by the SplitMix64
 /// finaliser). Stable across processes, machines and Rust versions, so
 /// instances that share sketches agree on members.
@@ -29,9 +31,29 @@ pub fn hash_member(member: &[u8]) -> u64 {
 /// switches to a HyperLogLog with 2^12 one-byte registers (4 KiB, standard
 /// error 1.04/√4096 ≈ 1.6%), with linear counting for small estimates. Merging
 /// two exact counters stays exact while the union fits.
-#[derive(Clone, Default)]
+///
+/// Its heap ([`heap_bytes`](Self::heap_bytes)) is charged to the sketch
+/// budget while it lives; a member whose insert would grow it past the
+/// budget is left out (and counted), so the count may then be low.
+#[derive(Default)]
 pub struct DistinctCounter {
     repr: Repr,
+}
+
+impl Clone for DistinctCounter {
+    fn clone(&self) -> Self {
+        let c = DistinctCounter {
+            repr: self.repr.clone(),
+        };
+        budget::current().charge(c.heap_bytes() as u64);
+        c
+    }
+}
+
+impl Drop for DistinctCounter {
+    fn drop(&mut self) {
+        budget::current().credit(self.heap_bytes() as u64);
+    }
 }
 
 #[derive(Clone)]
@@ -65,9 +87,52 @@ impl DistinctCounter {
     /// Members kept inline before a hash set is allocated.
     pub const FEW: usize = 4;
 
-    /// Adds a member by its [`hash_member`] hash.
+    /// Adds a member by its [`hash_member`] hash, within the sketch budget:
+    /// a member that would grow the counter past it is left out (counted).
     #[inline]
     pub fn insert_hash(&mut self, hash: u64) {
+        let grow = self.growth_for(hash);
+        if grow == 0 {
+            return self.insert_raw(hash);
+        }
+        let b = budget::current();
+        if !b.try_charge(grow) {
+            b.count_coarsened(Coarsened::Distinct);
+            return;
+        }
+        let before = self.heap_bytes() as u64;
+        self.insert_raw(hash);
+        b.settle(before + grow, self.heap_bytes() as u64);
+    }
+
+    /// The most heap bytes inserting `hash` may add (0: it allocates
+    /// nothing): a hash set for a fifth member, a full set's growth, the
+    /// HyperLogLog past the exact limit.
+    fn growth_for(&self, hash: u64) -> u64 {
+        match &self.repr {
+            Repr::Few { hashes, len } => {
+                let n = usize::from(*len);
+                if n < Self::FEW || hashes[..n].contains(&hash) {
+                    0
+                } else {
+                    16 * 9
+                }
+            }
+            Repr::Exact(set) => {
+                let full = set.len() == set.capacity();
+                let past = set.len() >= Self::EXACT_LIMIT;
+                if !(full || past) || set.contains(&hash) {
+                    0
+                } else {
+                    (set.capacity() * 9 + if past { REGISTERS } else { 0 }) as u64
+                }
+            }
+            Repr::Hll(_) => 0,
+        }
+    }
+
+    /// Adds `hash` whatever the budget; the caller settles the bytes.
+    fn insert_raw(&mut self, hash: u64) {
         match &mut self.repr {
             Repr::Few { hashes, len } => {
                 let n = usize::from(*len);
@@ -112,17 +177,24 @@ impl DistinctCounter {
         !matches!(self.repr, Repr::Hll(_))
     }
 
-    /// Folds `other` into this counter (set union).
+    /// Folds `other` into this counter (set union; a read: never left
+    /// short, what it grows charged to the budget).
     pub fn merge(&mut self, other: &DistinctCounter) {
+        let before = self.heap_bytes() as u64;
+        self.merge_raw(other);
+        budget::current().settle(before, self.heap_bytes() as u64);
+    }
+
+    fn merge_raw(&mut self, other: &DistinctCounter) {
         match &other.repr {
             Repr::Few { hashes, len } => {
                 for &h in &hashes[..usize::from(*len)] {
-                    self.insert_hash(h);
+                    self.insert_raw(h);
                 }
             }
             Repr::Exact(theirs) => {
                 for &h in theirs {
-                    self.insert_hash(h);
+                    self.insert_raw(h);
                 }
             }
             Repr::Hll(theirs) => {
@@ -146,11 +218,13 @@ impl DistinctCounter {
     /// [`KEPT_CAPACITY`](Self::KEPT_CAPACITY) members (and the HLL's
     /// registers).
     pub fn clear(&mut self) {
+        let before = self.heap_bytes() as u64;
         match &mut self.repr {
             Repr::Few { len, .. } => *len = 0,
             Repr::Exact(set) if set.capacity() <= Self::KEPT_CAPACITY => set.clear(),
             _ => self.repr = Repr::default(),
         }
+        budget::current().settle(before, self.heap_bytes() as u64);
     }
 
     /// Bytes this counter holds on the heap (an estimate of the hash set's

@@ -12,6 +12,7 @@
 //! Both merge, so a window's buckets fold into one sketch on reduce, and
 //! (later) instances can merge theirs.
 
+pub mod budget;
 mod distinct;
 pub mod native;
 mod quantile;

@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use super::budget::{self, Coarsened};
 use super::sparse::SparseDDSketch;
 
 /// A DDSketch with 1% relative accuracy: every quantile it returns is within
@@ -37,7 +38,27 @@ enum Repr {
         values: [(f64, u64); QuantileSketch::FEW],
         len: u8,
     },
-    Full(Box<SparseDDSketch>),
+    Full(Charged),
+}
+
+/// A built sketch, its box charged to the sketch budget while it lives
+/// (its bins charge themselves).
+struct Charged(Box<SparseDDSketch>);
+
+/// The heap bytes of a built sketch's box.
+const BOX_BYTES: u64 = std::mem::size_of::<SparseDDSketch>() as u64;
+
+impl Clone for Charged {
+    fn clone(&self) -> Self {
+        budget::current().charge(BOX_BYTES);
+        Charged(self.0.clone())
+    }
+}
+
+impl Drop for Charged {
+    fn drop(&mut self) {
+        budget::current().credit(BOX_BYTES);
+    }
 }
 
 impl QuantileSketch {
@@ -68,10 +89,13 @@ impl QuantileSketch {
         } else {
             1
         };
-        self.add_count(value, count);
+        self.add_count(value, count, true);
     }
 
-    fn add_count(&mut self, value: f64, count: u64) {
+    /// Adds `count` at `value`; under `gated` (ingest), within the sketch
+    /// budget: a fifth distinct value with no room for a sketch is counted
+    /// with the nearest of the four kept inline.
+    fn add_count(&mut self, value: f64, count: u64, gated: bool) {
         match &mut self.repr {
             Repr::Empty => {
                 let mut values = [(0.0, 0); Self::FEW];
@@ -85,20 +109,31 @@ impl QuantileSketch {
                 } else if n < Self::FEW {
                     values[n] = (value, count);
                     *len += 1;
+                } else if gated && !budget::current().try_charge(BOX_BYTES) {
+                    budget::current().count_coarsened(Coarsened::Quantile);
+                    let near = values[..n]
+                        .iter_mut()
+                        .min_by(|a, b| (a.0 - value).abs().total_cmp(&(b.0 - value).abs()));
+                    if let Some(slot) = near {
+                        slot.1 = slot.1.saturating_add(count);
+                    }
                 } else {
-                    let mut full = Self::sketch_of(&values[..n]);
-                    full.add_with_count(value, count);
-                    self.repr = Repr::Full(full);
+                    if !gated {
+                        budget::current().charge(BOX_BYTES);
+                    }
+                    let mut full = Self::sketch_of(&values[..n], gated);
+                    full.add_gated(value, count, gated);
+                    self.repr = Repr::Full(Charged(full));
                 }
             }
-            Repr::Full(d) => d.add_with_count(value, count),
+            Repr::Full(d) => d.0.add_gated(value, count, gated),
         }
     }
 
-    fn sketch_of(values: &[(f64, u64)]) -> Box<SparseDDSketch> {
+    fn sketch_of(values: &[(f64, u64)], gated: bool) -> Box<SparseDDSketch> {
         let mut d = Box::<SparseDDSketch>::default();
         for &(v, c) in values {
-            d.add_with_count(v, c);
+            d.add_gated(v, c, gated);
         }
         d
     }
@@ -109,8 +144,10 @@ impl QuantileSketch {
     pub fn quantile(&self, q: f64) -> Option<f64> {
         match &self.repr {
             Repr::Empty => None,
-            Repr::Few { values, len } => Self::sketch_of(&values[..usize::from(*len)]).quantile(q),
-            Repr::Full(d) => d.quantile(q),
+            Repr::Few { values, len } => {
+                Self::sketch_of(&values[..usize::from(*len)], false).quantile(q)
+            }
+            Repr::Full(d) => d.0.quantile(q),
         }
     }
 
@@ -122,7 +159,7 @@ impl QuantileSketch {
             Repr::Few { values, len } => values[..usize::from(*len)]
                 .iter()
                 .fold(0u64, |n, (_, c)| n.saturating_add(*c)),
-            Repr::Full(d) => d.count(),
+            Repr::Full(d) => d.0.count(),
         }
     }
 
@@ -133,22 +170,23 @@ impl QuantileSketch {
         matches!(self.repr, Repr::Full(_))
     }
 
-    /// Folds `other` into this sketch.
+    /// Folds `other` into this sketch (a read: never coarsened, what it
+    /// grows charged to the budget).
     pub fn merge(&mut self, other: &QuantileSketch) {
         match &other.repr {
             Repr::Empty => {}
             Repr::Few { values, len } => {
                 for &(v, c) in &values[..usize::from(*len)] {
-                    self.add_count(v, c);
+                    self.add_count(v, c, false);
                 }
             }
             Repr::Full(theirs) => match &mut self.repr {
-                Repr::Full(ours) => ours.merge(theirs),
+                Repr::Full(ours) => ours.0.merge(&theirs.0),
                 _ => {
                     let mut full = theirs.clone();
                     if let Repr::Few { values, len } = &self.repr {
                         for &(v, c) in &values[..usize::from(*len)] {
-                            full.add_with_count(v, c);
+                            full.0.add_gated(v, c, false);
                         }
                     }
                     self.repr = Repr::Full(full);

@@ -21,6 +21,8 @@ use std::sync::LazyLock;
 
 use sketches_ddsketch::Config;
 
+use super::budget::{self, Coarsened};
+
 /// The crate's default mapping: 1% relative accuracy, values below 1e-9
 /// counted as zero.
 static MAPPING: LazyLock<Config> = LazyLock::new(Config::defaults);
@@ -31,15 +33,43 @@ pub const MAX_BINS: usize = 2048;
 /// Most heap bytes one sketch holds: two stores of `MAX_BINS + 1` pairs.
 pub const MAX_HEAP_BYTES: usize = 2 * (MAX_BINS + 1) * std::mem::size_of::<(i32, u64)>();
 
-/// One side's bins: `(key, count)`, sorted by key, counts > 0.
-#[derive(Clone, Debug, Default, PartialEq)]
+/// Heap bytes of one bin.
+const BIN_BYTES: u64 = std::mem::size_of::<(i32, u64)>() as u64;
+
+/// One side's bins: `(key, count)`, sorted by key, counts > 0. Its heap
+/// (`capacity` bins) is charged to the sketch budget while it lives.
+#[derive(Debug, Default, PartialEq)]
 struct Store {
     bins: Vec<(i32, u64)>,
     count: u64,
 }
 
+impl Clone for Store {
+    fn clone(&self) -> Self {
+        let bins = self.bins.clone();
+        budget::current().charge(bins.capacity() as u64 * BIN_BYTES);
+        Store {
+            bins,
+            count: self.count,
+        }
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        budget::current().credit(self.heap_bytes());
+    }
+}
+
 impl Store {
-    fn add(&mut self, key: i32, count: u64) {
+    fn heap_bytes(&self) -> u64 {
+        self.bins.capacity() as u64 * BIN_BYTES
+    }
+
+    /// Adds `count` at `key`. Under `gated`, a new bin the budget has no
+    /// room for is not made: the count goes to the nearest bin there is,
+    /// and `false` says so when there is none (the store is empty).
+    fn add(&mut self, key: i32, count: u64, gated: bool) -> bool {
         match self.bins.binary_search_by_key(&key, |b| b.0) {
             Ok(i) => self.bins[i].1 = self.bins[i].1.saturating_add(count),
             Err(i) => {
@@ -47,14 +77,34 @@ impl Store {
                 // doubling could leave 4096 allocated): at most 32 KiB.
                 let len = self.bins.len();
                 if len == self.bins.capacity() {
-                    self.bins
-                        .reserve_exact((len / 2).clamp(4, (MAX_BINS + 1 - len).max(1)));
+                    let more = (len / 2).clamp(4, (MAX_BINS + 1 - len).max(1));
+                    let b = budget::current();
+                    if gated && !b.try_charge(more as u64 * BIN_BYTES) {
+                        b.count_coarsened(Coarsened::Quantile);
+                        return self.add_to_nearest(i, count);
+                    }
+                    let before = self.heap_bytes();
+                    self.bins.reserve_exact(more);
+                    let charged = if gated { more as u64 * BIN_BYTES } else { 0 };
+                    b.settle(before + charged, self.heap_bytes());
                 }
                 self.bins.insert(i, (key, count));
                 self.collapse();
             }
         }
         self.count = self.count.saturating_add(count);
+        true
+    }
+
+    /// Counts `count` in the bin next to where a new bin would go at `i`.
+    fn add_to_nearest(&mut self, i: usize, count: u64) -> bool {
+        if self.bins.is_empty() {
+            return false;
+        }
+        let at = i.min(self.bins.len() - 1);
+        self.bins[at].1 = self.bins[at].1.saturating_add(count);
+        self.count = self.count.saturating_add(count);
+        true
     }
 
     fn merge(&mut self, other: &Store) {
@@ -83,12 +133,14 @@ impl Store {
         }
         out.extend_from_slice(&a[i..]);
         out.extend_from_slice(&b[j..]);
+        let before = self.heap_bytes();
         self.bins = out;
         self.count = self.count.saturating_add(other.count);
         self.collapse();
         if self.bins.capacity() > MAX_BINS + 1 {
             self.bins.shrink_to_fit();
         }
+        budget::current().settle(before, self.heap_bytes());
     }
 
     /// Folds the lowest bins into the next one up until at most
@@ -142,17 +194,30 @@ impl Default for SparseDDSketch {
 }
 
 impl SparseDDSketch {
-    /// Adds `v` (finite) `count` times.
+    /// Adds `v` (finite) `count` times, within the sketch budget
+    /// ([`budget`](super::budget)): a value the budget has no room to give
+    /// a bin of its own is counted in the nearest bin on its side (or as
+    /// zero when its side has none), and counted as coarsened.
     pub fn add_with_count(&mut self, v: f64, count: u64) {
+        self.add_gated(v, count, true);
+    }
+
+    /// Adds `v` as [`add_with_count`](Self::add_with_count) does, with
+    /// `gated` false: whatever the budget (for reads, which give their
+    /// bins back when done).
+    pub(super) fn add_gated(&mut self, v: f64, count: u64, gated: bool) {
         if count == 0 || !v.is_finite() {
             return;
         }
         let m = &*MAPPING;
-        if v > m.min_possible() {
-            self.positive.add(m.key(v), count);
+        let placed = if v > m.min_possible() {
+            self.positive.add(m.key(v), count, gated)
         } else if v < -m.min_possible() {
-            self.negative.add(m.key(-v), count);
+            self.negative.add(m.key(-v), count, gated)
         } else {
+            false
+        };
+        if !placed {
             self.zero = self.zero.saturating_add(count);
         }
         self.min = self.min.min(v);

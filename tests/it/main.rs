@@ -29,6 +29,8 @@ mod clients;
 mod compat_lines;
 // Files a config names, hostile or careless: deep nesting, alias bombs, FIFOs, huge files; refused, counted, the old config kept.
 mod config_files;
+// The registry's memory budget: spread timer values coarsened and counted, the sketches within their limit.
+mod memory_budget;
 // The Grafana dashboards: generated, importable, every query checked by promtool and a real Prometheus.
 mod dashboards;
 // What /metrics and the JSON API publish: promtool, duplicates, OpenMetrics, gzip.
