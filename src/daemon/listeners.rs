@@ -19,6 +19,38 @@ pub struct Listeners {
     pub http: std::net::TcpListener,
 }
 
+/// The addresses the listeners are bound to (the ready line's fields).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Bound {
+    /// statsd UDP, when on.
+    pub statsd_udp: Option<String>,
+    /// statsd TCP, when on.
+    pub statsd_tcp: Option<String>,
+    /// The statsd Unix socket's path, when on.
+    pub statsd_unix: Option<String>,
+    /// HTTP.
+    pub http: Option<String>,
+}
+
+impl Bound {
+    /// `statsd_udp=A statsd_tcp=B statsd_unix=P http=C`, the listeners
+    /// that are on.
+    #[must_use]
+    pub fn describe(&self) -> String {
+        let parts = [
+            ("statsd_udp", &self.statsd_udp),
+            ("statsd_tcp", &self.statsd_tcp),
+            ("statsd_unix", &self.statsd_unix),
+            ("http", &self.http),
+        ];
+        parts
+            .iter()
+            .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k}={v}")))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
 /// A socket that could not be bound, and what to do about it.
 #[derive(Debug, thiserror::Error)]
 pub enum BindError {
@@ -104,23 +136,29 @@ impl Listeners {
         self.http.local_addr()
     }
 
-    /// One line naming every bound address, e.g. for logs and tests.
+    /// One line naming every bound address, e.g. for logs and tests:
+    /// [`Listeners::bound`] as `key=address` words.
     #[must_use]
     pub fn describe(&self) -> String {
-        let mut s = String::new();
-        if let Some(u) = &self.udp {
-            s += &format!("statsd_udp={} ", u.local_addr);
+        self.bound().describe()
+    }
+
+    /// Every bound address, by listener.
+    #[must_use]
+    pub fn bound(&self) -> Bound {
+        Bound {
+            statsd_udp: self.udp.as_ref().map(|u| u.local_addr.to_string()),
+            statsd_tcp: self
+                .tcp
+                .as_ref()
+                .and_then(|t| t.local_addr().ok())
+                .map(|a| a.to_string()),
+            statsd_unix: self
+                .unix
+                .as_ref()
+                .map(|u| u.file.path().display().to_string()),
+            http: self.http.local_addr().ok().map(|a| a.to_string()),
         }
-        if let Some(Ok(a)) = self.tcp.as_ref().map(|t| t.local_addr()) {
-            s += &format!("statsd_tcp={a} ");
-        }
-        if let Some(u) = &self.unix {
-            s += &format!("statsd_unix={} ", u.file.path().display());
-        }
-        if let Ok(a) = self.http.local_addr() {
-            s += &format!("http={a}");
-        }
-        s
     }
 
     /// What listens where, for people (systemd's `STATUS=`), e.g.
