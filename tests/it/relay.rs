@@ -281,3 +281,77 @@ fn check_config_names_a_relay_host_that_does_not_resolve_with_its_line() {
     );
     assert!(!out.stderr.contains("relay[0]"), "{}", out.stderr);
 }
+
+/// A TCP destination that accepts and never reads: once its socket
+/// buffers are full every write blocks, until the relay gives up on it
+/// after 5 s without progress and connects again. A stop with
+/// `drain_timeout_ms = 1000` begun just after such a reconnect, with the
+/// new connection's write blocked and nearly all of its 5 s to go, still
+/// ends within that deadline and a little more, the write cut short and
+/// its lines counted with the rest.
+#[test]
+fn a_stop_ends_within_its_deadline_while_a_tcp_relay_write_is_blocked() {
+    let stuck = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let cfg = relaying(&[format!(
+        "name = \"stuck\"\nprotocol = \"tcp\"\naddress = \"{}\"\nmax_datagram_bytes = 65507\nbuffer_bytes = 16777216",
+        stuck.local_addr().unwrap()
+    )])
+    .replace(
+        "max_line_bytes = 1024",
+        "drain_timeout_ms = 1000\nmax_line_bytes = 1024",
+    );
+    // Accepts every connection, keeps it open, never reads; says when.
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (tx, accepted) = std::sync::mpsc::channel();
+    let acceptor = {
+        let done = done.clone();
+        stuck.set_nonblocking(true).unwrap();
+        std::thread::spawn(move || {
+            let mut kept = Vec::new();
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                match stuck.accept() {
+                    Ok((c, _)) => {
+                        kept.push(c);
+                        let _ = tx.send(std::time::Instant::now());
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(10)),
+                }
+            }
+        })
+    };
+    let mut relay = Daemon::start_with(&cfg);
+    accepted.recv_timeout(LIMIT).expect("the relay connects");
+    // 250,000 lines of 200 bytes: 50 MB, far more than both socket
+    // buffers (this host's tcp_rmem lets a receive buffer grow to 32 MB)
+    // and the relay's 16 MiB buffer (the rest is dropped, counted).
+    let line = format!("relay.stuck.{}:1|c\n", "x".repeat(183));
+    assert_eq!(line.len(), 200);
+    let lines = line.repeat(250_000);
+    let mut tcp = TcpStream::connect(relay.tcp).unwrap();
+    tcp.write_all(lines.as_bytes()).unwrap();
+    drop(tcp);
+    relay.wait_lines("tcp", 250_000.0, LIMIT);
+    // The first connection's write blocks for 5 s, fails, and the relay
+    // connects again; its next write blocks at once on the lines left.
+    accepted
+        .recv_timeout(LIMIT)
+        .expect("the relay gives up on a write that blocks and connects again");
+    std::thread::sleep(Duration::from_millis(300));
+    let s = relay.scrape();
+    assert_eq!(relay_value(&s, "rollstat_relay_connected", "stuck"), 1.0);
+    assert!(relay_value(&s, "rollstat_relay_buffered_bytes", "stuck") > 0.0);
+    let begun = std::time::Instant::now();
+    relay.signal("TERM");
+    let st = relay.wait_exit(LIMIT);
+    let took = begun.elapsed();
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    acceptor.join().unwrap();
+    assert!(st.success(), "{st}; log:\n{}", relay.log());
+    assert!(
+        took < Duration::from_millis(1500),
+        "the stop took {took:?} with drain_timeout_ms = 1000; log:\n{}",
+        relay.log()
+    );
+    let log = relay.log();
+    assert!(log.contains("Relay stop deadline passed"), "{log}");
+}
