@@ -306,6 +306,16 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    // A relay to one of the sockets just bound would feed itself without
+    // end: refused before anything starts (the names resolved).
+    let loops = daemon::relay_loops(&cfg, &listeners.own());
+    if !loops.is_empty() {
+        report(&rollstat::config::ConfigError {
+            path: cli.config.clone(),
+            problems: loops,
+        });
+        return ExitCode::from(2);
+    }
     // The bound addresses, for the ready line below.
     let bound = listeners.bound();
     let addresses = bound.describe();

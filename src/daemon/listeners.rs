@@ -4,7 +4,7 @@
 use std::io;
 use std::net::SocketAddr;
 
-use crate::config::{Config, ConfigProblem, GroupRef};
+use crate::config::{relay_loop, Config, ConfigProblem, GroupRef};
 use crate::ingest::{udp, unix};
 
 /// Every socket the daemon serves, bound.
@@ -131,6 +131,17 @@ impl Listeners {
         })
     }
 
+    /// The listeners as bound (a port 0 in the config is the port the
+    /// kernel chose), for [`relay_loops`].
+    #[must_use]
+    pub fn own(&self) -> Vec<relay_loop::OwnListener> {
+        relay_loop::listeners_at(
+            self.udp.as_ref().map(|u| u.local_addr),
+            self.tcp.as_ref().and_then(|t| t.local_addr().ok()),
+            self.http.local_addr().ok(),
+        )
+    }
+
     /// The HTTP address actually bound.
     pub fn http_addr(&self) -> io::Result<SocketAddr> {
         self.http.local_addr()
@@ -183,6 +194,25 @@ impl Listeners {
     }
 }
 
+/// The relays of `cfg` that reach one of `own` (the daemon's listeners),
+/// every host name resolved and every address a socket can bind counted as
+/// this host's: what the file alone cannot tell (a name such as
+/// `statsd.local` that stands for this host, another address of it behind
+/// a wildcard listener).
+#[must_use]
+pub fn relay_loops(cfg: &Config, own: &[relay_loop::OwnListener]) -> Vec<ConfigProblem> {
+    let resolve = |r: &crate::config::RelayDef| match r.literal {
+        Some(a) => vec![a],
+        None => std::net::ToSocketAddrs::to_socket_addrs(r.address.as_str())
+            .map(Iterator::collect)
+            .unwrap_or_default(),
+    };
+    let local = |ip: std::net::IpAddr| {
+        relay_loop::surely_local(ip) || std::net::UdpSocket::bind((ip, 0)).is_ok()
+    };
+    relay_loop::problems(&cfg.relays, own, &resolve, &local)
+}
+
 /// What `rollstat check-config` checks on this host about the listeners,
 /// beyond the file itself: that the group of `listen.statsd_unix_group`
 /// exists, and that nothing but a socket sits at `listen.statsd_unix` (a
@@ -190,7 +220,7 @@ impl Listeners {
 /// and that every `[[relay]]` host name resolves.
 #[must_use]
 pub fn check(cfg: &Config) -> Vec<ConfigProblem> {
-    let mut out = Vec::new();
+    let mut out = relay_loops(cfg, &relay_loop::own_listeners(&cfg.listen));
     for (i, r) in cfg.relays.iter().enumerate() {
         if r.literal.is_some() {
             continue;

@@ -355,3 +355,154 @@ fn a_stop_ends_within_its_deadline_while_a_tcp_relay_write_is_blocked() {
     let log = relay.log();
     assert!(log.contains("Relay stop deadline passed"), "{log}");
 }
+
+/// A port nobody uses just now (bound, then freed).
+fn free_port() -> u16 {
+    UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A relay to the daemon's own listener is refused by check-config (with
+/// the wildcard listener taking a loopback destination, the same port, a
+/// TCP relay to the HTTP port, and a host name resolved), by the start
+/// and by a reload, which keeps the running config.
+#[test]
+fn a_relay_to_the_daemons_own_listener_is_refused_by_check_config_start_and_reload() {
+    let dir = TempDir::new("relay-loop");
+    let (p1, p2, p3) = (free_port(), free_port(), free_port());
+    // This host's name, when it resolves here (to a loopback address, in
+    // /etc/hosts, on most hosts): the resolved path.
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    let host_resolves = !host.is_empty()
+        && std::net::ToSocketAddrs::to_socket_addrs(&(host.as_str(), p1))
+            .is_ok_and(|mut a| a.any(|a| a.ip().is_loopback()));
+    let mut cfg = format!(
+        "[listen]\nstatsd_udp = \"0.0.0.0:{p1}\"\nstatsd_tcp = \"127.0.0.1:{p2}\"\nhttp = \"127.0.0.1:{p3}\"\n\n\
+         [[relay]]\naddress = \"127.0.0.1:{p1}\"\n\n\
+         [[relay]]\nprotocol = \"tcp\"\naddress = \"localhost:{p3}\"\n\n\
+         [[relay]]\naddress = \"127.0.0.1:{p2}\"\n"
+    );
+    if host_resolves {
+        cfg.push_str(&format!("\n[[relay]]\naddress = \"{host}:{p1}\"\n"));
+    }
+    let file = dir.path().join("loop.toml");
+    std::fs::write(&file, &cfg).unwrap();
+    let bin = env!("CARGO_BIN_EXE_rollstat");
+    let out = run(
+        std::process::Command::new(bin)
+            .arg("check-config")
+            .arg(&file),
+        b"",
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status.code(), Some(2), "{}{}", out.stdout, out.stderr);
+    let own = |line: usize, i: usize, addr: &str, rest: &str| {
+        format!("line {line}: `relay[{i}].address`: `{addr}`{rest}")
+    };
+    for want in [
+        own(
+            7,
+            0,
+            &format!("127.0.0.1:{p1}"),
+            &format!(" is this daemon's own udp listener (`listen.statsd_udp` = \"0.0.0.0:{p1}\")"),
+        ),
+        own(
+            11,
+            1,
+            &format!("localhost:{p3}"),
+            &format!(
+                " (it stands for 127.0.0.1:{p3}) is this daemon's own tcp listener (`listen.http`"
+            ),
+        ),
+    ] {
+        assert!(out.stderr.contains(&want), "no {want:?} in {}", out.stderr);
+    }
+    // A UDP relay to the TCP listener's port does not loop.
+    assert!(!out.stderr.contains("relay[2]"), "{}", out.stderr);
+    if host_resolves {
+        // Without the literal relays: only the resolved name is left.
+        let named = format!(
+            "[listen]\nstatsd_udp = \"0.0.0.0:{p1}\"\nstatsd_tcp = \"127.0.0.1:{p2}\"\nhttp = \"127.0.0.1:{p3}\"\n\n[[relay]]\naddress = \"{host}:{p1}\"\n"
+        );
+        std::fs::write(&file, &named).unwrap();
+        let out = run(
+            std::process::Command::new(bin)
+                .arg("check-config")
+                .arg(&file),
+            b"",
+            Duration::from_secs(30),
+        );
+        assert_eq!(out.status.code(), Some(2), "{}{}", out.stdout, out.stderr);
+        assert!(
+            out.stderr.contains(&format!(
+                "line 7: `relay[0].address`: `{host}:{p1}` (it stands for 127."
+            )) && out.stderr.contains("is this daemon's own udp listener"),
+            "{}",
+            out.stderr
+        );
+        // The start refuses it too, after binding, before anything runs.
+        let out = run(
+            std::process::Command::new(bin).arg("--config").arg(&file),
+            b"",
+            Duration::from_secs(10),
+        );
+        assert_eq!(out.status.code(), Some(2), "{}{}", out.stdout, out.stderr);
+        assert!(
+            out.stderr.contains("is this daemon's own udp listener"),
+            "{}",
+            out.stderr
+        );
+        assert!(!out.stdout.contains("listening"), "{}", out.stdout);
+    }
+    // The start refuses a literal one.
+    std::fs::write(&file, &cfg).unwrap();
+    let out = run(
+        std::process::Command::new(bin).arg("--config").arg(&file),
+        b"",
+        Duration::from_secs(10),
+    );
+    assert_eq!(out.status.code(), Some(2), "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr.contains("is this daemon's own udp listener"),
+        "{}",
+        out.stderr
+    );
+
+    // A reload that adds one is refused and keeps the running config.
+    let port = free_port();
+    let base = TEST_CONFIG.replace(
+        "statsd_udp = \"127.0.0.1:0\"",
+        &format!("statsd_udp = \"127.0.0.1:{port}\""),
+    );
+    let d = Daemon::start_with(&base);
+    assert_eq!(d.udp.port(), port);
+    std::fs::write(
+        &d.config,
+        format!("{base}\n[[relay]]\naddress = \"localhost:{port}\"\n"),
+    )
+    .unwrap();
+    let r = d.post("/-/reload", "text/plain", b"");
+    assert_ne!(r.status, 200, "{}", r.text());
+    assert!(
+        r.text().contains("is this daemon's own udp listener"),
+        "{}",
+        r.text()
+    );
+    let s = d.scrape();
+    assert_eq!(
+        s.value("rollstat_config_reloads_total", &[("result", "error")]),
+        Some(1.0)
+    );
+    assert!(s
+        .value(
+            "rollstat_relay_connected",
+            &[("relay", &format!("localhost:{port}"))]
+        )
+        .is_none());
+}
