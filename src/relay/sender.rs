@@ -466,7 +466,8 @@ mod tests {
             rs.offer(format!("m{i:02}:1|c").as_bytes(), "m", false, &mut out);
         }
         rs.hand_off(&mut out);
-        // 50 lines of 8 bytes in datagrams of at most 100: 12 per datagram.
+        // 50 lines of 8 bytes in datagrams of at most 100 (a byte of it the
+        // marker): 12 per datagram.
         // The last 2 wait for the (minute-long) flush interval, or the stop.
         rs.stop(clock.now() + Duration::from_secs(5));
         senders.join();
@@ -481,7 +482,8 @@ mod tests {
         assert_eq!(got, want);
         let c = t.relay.counters("d");
         assert_eq!((c.lines_sent.get(), c.datagrams_sent.get()), (50, 5));
-        assert_eq!(c.bytes_sent.get(), 400);
+        // 50 lines of 8 bytes and each datagram's marker.
+        assert_eq!(c.bytes_sent.get(), 405);
         assert_eq!(c.buffered.get(), 0);
     }
 

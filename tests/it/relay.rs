@@ -506,3 +506,80 @@ fn a_relay_to_the_daemons_own_listener_is_refused_by_check_config_start_and_relo
         )
         .is_none());
 }
+
+/// Two daemons relaying to each other (A to B over UDP, B to A over TCP):
+/// each line is applied once on each, and relayed once, never back round:
+/// a relayed datagram and a relayed TCP connection begin with the relay's
+/// marker (an empty line), and their lines are counted `relayed_before`
+/// instead of relayed again.
+#[test]
+fn two_daemons_relaying_to_each_other_pass_each_line_once_and_count_the_loop() {
+    // B's TCP port must be known to A before A starts, and A's to B: B
+    // starts first, relaying to a TCP port A is then started on.
+    let a_tcp = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let b = Daemon::start_with(&relaying(&[format!(
+        "name = \"back\"\nprotocol = \"tcp\"\naddress = \"{a_tcp}\""
+    )]));
+    let a = Daemon::start_with(
+        &relaying(&[format!("name = \"ahead\"\naddress = \"{}\"", b.udp)]).replace(
+            "statsd_tcp = \"127.0.0.1:0\"",
+            &format!("statsd_tcp = \"{a_tcp}\""),
+        ),
+    );
+    assert_eq!(a.tcp, a_tcp);
+    let to_a: Vec<String> = (0..1000)
+        .map(|i| format!("loop.a:1|c|#i:{}", i % 4))
+        .collect();
+    let to_b: Vec<String> = (0..500).map(|_| "loop.b:2|c".to_string()).collect();
+    send_udp(a.udp, &to_a, 20);
+    send_udp(b.udp, &to_b, 20);
+
+    // A: its 1000 over UDP, B's 500 over B's TCP relay; B: its 500 and
+    // A's 1000, both over UDP.
+    a.wait_lines("udp", 1000.0, LIMIT);
+    b.wait_lines("udp", 1500.0, LIMIT);
+    a.wait_lines("tcp", 500.0, LIMIT);
+    let relayed_before = |d: &Daemon, relay: &str, n: f64| {
+        d.wait_scrape(
+            LIMIT,
+            &format!("{n} lines relayed before at {relay}"),
+            |s| dropped(s, relay, "relayed_before") == n,
+        )
+    };
+    let sa = relayed_before(&a, "ahead", 500.0);
+    let sb = relayed_before(&b, "back", 1000.0);
+    assert_eq!(
+        relay_value(&sa, "rollstat_relay_lines_sent_total", "ahead"),
+        1000.0
+    );
+    assert_eq!(
+        relay_value(&sb, "rollstat_relay_lines_sent_total", "back"),
+        500.0
+    );
+    // Nothing more comes round: the counts stay where they are.
+    std::thread::sleep(Duration::from_millis(500));
+    let (sa, sb) = (a.scrape(), b.scrape());
+    assert_eq!(
+        sa.value("rollstat_ingest_lines_total", &[("transport", "udp")]),
+        Some(1000.0)
+    );
+    assert_eq!(
+        sa.value("rollstat_ingest_lines_total", &[("transport", "tcp")]),
+        Some(500.0)
+    );
+    assert_eq!(
+        sb.value("rollstat_ingest_lines_total", &[("transport", "udp")]),
+        Some(1500.0)
+    );
+    assert_eq!(dropped(&sa, "ahead", "relayed_before"), 500.0);
+    assert_eq!(dropped(&sb, "back", "relayed_before"), 1000.0);
+    // The same values on both, and the marker is no bad line.
+    for s in [&sa, &sb] {
+        assert_eq!(s.must("loop_a_total", &[("i", "0")]), 250.0);
+        assert_eq!(s.must("loop_b_total", &[]), 1000.0);
+        assert_eq!(s.sum("rollstat_ingest_rejected_lines_total"), 0.0);
+    }
+}
