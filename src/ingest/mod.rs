@@ -111,6 +111,14 @@ impl Ingestor {
         self
     }
 
+    /// Whether `first_bytes` (a datagram, or a TCP connection's first
+    /// read) came through a rollstat relay and this daemon relays: its
+    /// lines must then not be relayed again.
+    #[must_use]
+    pub fn came_relayed(&self, first_bytes: &[u8]) -> bool {
+        self.relays.is_some() && crate::relay::is_relayed(first_bytes)
+    }
+
     /// The options statsd text is parsed with.
     #[must_use]
     pub fn parse_options(&self) -> ParseOptions {

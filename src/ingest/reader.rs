@@ -118,7 +118,7 @@ pub fn run<S: Source>(
             match &mut routing {
                 // A relayed datagram is applied here: its lines must not
                 // be relayed again, which a routed line cannot tell.
-                Some(r) if !crate::relay::is_relayed(&buf[..n]) => r.route(&buf[..n], now),
+                Some(r) if !ing.came_relayed(&buf[..n]) => r.route(&buf[..n], now),
                 _ => apply(ing, transport, &buf[..n], now, &mut w),
             }
             if taken == BATCH {
@@ -163,7 +163,7 @@ pub fn run<S: Source>(
             };
             taken += 1;
             match &mut router {
-                Some(r) if r.busy() && !crate::relay::is_relayed(&buf[..n]) => {
+                Some(r) if r.busy() && !ing.came_relayed(&buf[..n]) => {
                     counts.routed += 1;
                     ing.telemetry.udp_routed_datagrams.inc();
                     r.route(&buf[..n], now);
@@ -193,7 +193,7 @@ fn apply(
     now: crate::clock::Timestamp,
     w: &mut Worker,
 ) {
-    w.relayed = crate::relay::is_relayed(datagram);
+    w.relayed = ing.came_relayed(datagram);
     let e = ing.ingest(datagram, now, w);
     w.relayed = false;
     ing.note_bad_line(transport, e, datagram, now);

@@ -316,7 +316,7 @@ impl Lines {
     fn feed(&mut self, ing: &Ingestor, mut data: &[u8], w: &mut Worker) {
         if !self.started && !data.is_empty() {
             self.started = true;
-            w.relayed = crate::relay::is_relayed(data);
+            w.relayed = ing.came_relayed(data);
         }
         if self.discarding {
             match memchr::memchr(b'\n', data) {
