@@ -319,8 +319,20 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    // A relay to one of the sockets just bound would feed itself without
+    // end: refused before anything starts (the names resolved).
+    let loops = daemon::relay_loops(&cfg, &listeners.own());
+    if !loops.is_empty() {
+        report(&rollstat::config::ConfigError {
+            path: cli.config.clone(),
+            problems: loops,
+        });
+        return ExitCode::from(2);
+    }
     // The bound addresses, for the ready line below.
-    let addresses = listeners.describe();
+    let bound = listeners.bound();
+    let addresses = bound.describe();
+    let log_format = cli.log_format;
 
     // The integration tests' fault hook (src/ingest/fault.rs), read once
     // here: only whoever starts the process can set it.
@@ -366,7 +378,7 @@ fn main() -> ExitCode {
         // Once the state is built: tests and scripts read this line to
         // learn the bound ports, and may send at once.
         || {
-            println!("rollstat listening {addresses}");
+            ready_line(&bound, log_format);
             tracing::info!(addresses = %addresses, "rollstat started.");
         },
         shutdown_signal(),
@@ -381,6 +393,36 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// The ready line on stdout, which tests and scripts read to learn the
+/// bound ports: `rollstat listening statsd_udp=A ... http=C` in text, and
+/// under `--log-format json` one JSON object shaped like the log lines
+/// (`fields.message` is "rollstat listening", one field per listener), so
+/// that a merged stdout + stderr is JSON throughout. Printed whatever the
+/// `--log` filter.
+fn ready_line(bound: &daemon::Bound, format: LogFormat) {
+    use std::io::Write;
+    if format == LogFormat::Text {
+        println!("rollstat listening {}", bound.describe());
+        return;
+    }
+    let stdout = tracing_subscriber::fmt()
+        .json()
+        .with_writer(std::io::stdout)
+        .with_ansi(false)
+        .finish();
+    tracing::subscriber::with_default(stdout, || {
+        tracing::info!(
+            target: "rollstat",
+            statsd_udp = bound.statsd_udp.as_deref(),
+            statsd_tcp = bound.statsd_tcp.as_deref(),
+            statsd_unix = bound.statsd_unix.as_deref(),
+            http = bound.http.as_deref(),
+            "rollstat listening"
+        );
+    });
+    let _ = std::io::stdout().flush();
 }
 
 /// The log directive for rustls unless the filter names it: see `main`.

@@ -390,13 +390,19 @@ pub mod relay_drop_reason {
     pub const CONNECTION_LOST: &str = "connection_lost";
     /// At stop, still buffered when the relay's drain deadline passed.
     pub const STOP_DEADLINE: &str = "stop_deadline";
+    /// The line reached this daemon through a rollstat relay (its datagram
+    /// or TCP connection began with the relay marker, an empty line): it
+    /// is applied here but not relayed again, so that relays pointing at
+    /// each other cannot pass lines round without end.
+    pub const RELAYED_BEFORE: &str = "relayed_before";
     /// Every reason, in label order.
-    pub const ALL: [&str; 5] = [
+    pub const ALL: [&str; 6] = [
         BUFFER_FULL,
         TOO_LONG,
         SEND_ERROR,
         CONNECTION_LOST,
         STOP_DEADLINE,
+        RELAYED_BEFORE,
     ];
 }
 

@@ -14,6 +14,7 @@ mod go_template;
 mod reader;
 mod redis;
 mod relay;
+pub mod relay_loop;
 mod signals;
 mod sources;
 pub mod statsd_exporter;
@@ -1122,6 +1123,14 @@ impl Config {
             }
             t.finish(&mut p, relay::RELAY_KEYS);
         }
+        // A relay to this daemon's own listener, as far as the file tells
+        // (check-config and the start resolve names too).
+        p.list.extend(relay_loop::problems(
+            &cfg.relays,
+            &relay_loop::own_listeners(&cfg.listen),
+            &relay_loop::known_addresses,
+            &relay_loop::surely_local,
+        ));
 
         top.finish(&mut p, TOP_KEYS);
         if p.list.is_empty() {

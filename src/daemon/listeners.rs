@@ -4,7 +4,7 @@
 use std::io;
 use std::net::SocketAddr;
 
-use crate::config::{Config, ConfigProblem, GroupRef};
+use crate::config::{relay_loop, Config, ConfigProblem, GroupRef};
 use crate::ingest::{udp, unix};
 
 /// Every socket the daemon serves, bound.
@@ -17,6 +17,38 @@ pub struct Listeners {
     pub unix: Option<unix::UnixSocket>,
     /// HTTP.
     pub http: std::net::TcpListener,
+}
+
+/// The addresses the listeners are bound to (the ready line's fields).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Bound {
+    /// statsd UDP, when on.
+    pub statsd_udp: Option<String>,
+    /// statsd TCP, when on.
+    pub statsd_tcp: Option<String>,
+    /// The statsd Unix socket's path, when on.
+    pub statsd_unix: Option<String>,
+    /// HTTP.
+    pub http: Option<String>,
+}
+
+impl Bound {
+    /// `statsd_udp=A statsd_tcp=B statsd_unix=P http=C`, the listeners
+    /// that are on.
+    #[must_use]
+    pub fn describe(&self) -> String {
+        let parts = [
+            ("statsd_udp", &self.statsd_udp),
+            ("statsd_tcp", &self.statsd_tcp),
+            ("statsd_unix", &self.statsd_unix),
+            ("http", &self.http),
+        ];
+        parts
+            .iter()
+            .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k}={v}")))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
 }
 
 /// A socket that could not be bound, and what to do about it.
@@ -99,28 +131,45 @@ impl Listeners {
         })
     }
 
+    /// The listeners as bound (a port 0 in the config is the port the
+    /// kernel chose), for [`relay_loops`].
+    #[must_use]
+    pub fn own(&self) -> Vec<relay_loop::OwnListener> {
+        relay_loop::listeners_at(
+            self.udp.as_ref().map(|u| u.local_addr),
+            self.tcp.as_ref().and_then(|t| t.local_addr().ok()),
+            self.http.local_addr().ok(),
+        )
+    }
+
     /// The HTTP address actually bound.
     pub fn http_addr(&self) -> io::Result<SocketAddr> {
         self.http.local_addr()
     }
 
-    /// One line naming every bound address, e.g. for logs and tests.
+    /// One line naming every bound address, e.g. for logs and tests:
+    /// [`Listeners::bound`] as `key=address` words.
     #[must_use]
     pub fn describe(&self) -> String {
-        let mut s = String::new();
-        if let Some(u) = &self.udp {
-            s += &format!("statsd_udp={} ", u.local_addr);
+        self.bound().describe()
+    }
+
+    /// Every bound address, by listener.
+    #[must_use]
+    pub fn bound(&self) -> Bound {
+        Bound {
+            statsd_udp: self.udp.as_ref().map(|u| u.local_addr.to_string()),
+            statsd_tcp: self
+                .tcp
+                .as_ref()
+                .and_then(|t| t.local_addr().ok())
+                .map(|a| a.to_string()),
+            statsd_unix: self
+                .unix
+                .as_ref()
+                .map(|u| u.file.path().display().to_string()),
+            http: self.http.local_addr().ok().map(|a| a.to_string()),
         }
-        if let Some(Ok(a)) = self.tcp.as_ref().map(|t| t.local_addr()) {
-            s += &format!("statsd_tcp={a} ");
-        }
-        if let Some(u) = &self.unix {
-            s += &format!("statsd_unix={} ", u.file.path().display());
-        }
-        if let Ok(a) = self.http.local_addr() {
-            s += &format!("http={a}");
-        }
-        s
     }
 
     /// What listens where, for people (systemd's `STATUS=`), e.g.
@@ -145,6 +194,25 @@ impl Listeners {
     }
 }
 
+/// The relays of `cfg` that reach one of `own` (the daemon's listeners),
+/// every host name resolved and every address a socket can bind counted as
+/// this host's: what the file alone cannot tell (a name such as
+/// `statsd.local` that stands for this host, another address of it behind
+/// a wildcard listener).
+#[must_use]
+pub fn relay_loops(cfg: &Config, own: &[relay_loop::OwnListener]) -> Vec<ConfigProblem> {
+    let resolve = |r: &crate::config::RelayDef| match r.literal {
+        Some(a) => vec![a],
+        None => std::net::ToSocketAddrs::to_socket_addrs(r.address.as_str())
+            .map(Iterator::collect)
+            .unwrap_or_default(),
+    };
+    let local = |ip: std::net::IpAddr| {
+        relay_loop::surely_local(ip) || std::net::UdpSocket::bind((ip, 0)).is_ok()
+    };
+    relay_loop::problems(&cfg.relays, own, &resolve, &local)
+}
+
 /// What `rollstat check-config` checks on this host about the listeners,
 /// beyond the file itself: that the group of `listen.statsd_unix_group`
 /// exists, and that nothing but a socket sits at `listen.statsd_unix` (a
@@ -152,7 +220,7 @@ impl Listeners {
 /// and that every `[[relay]]` host name resolves.
 #[must_use]
 pub fn check(cfg: &Config) -> Vec<ConfigProblem> {
-    let mut out = Vec::new();
+    let mut out = relay_loops(cfg, &relay_loop::own_listeners(&cfg.listen));
     for (i, r) in cfg.relays.iter().enumerate() {
         if r.literal.is_some() {
             continue;

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-pub use self::listeners::{check as check_listeners, BindError, Listeners};
+pub use self::listeners::{check as check_listeners, relay_loops, BindError, Bound, Listeners};
 pub use self::state::{BuildError, State};
 use self::tasks::Tasks;
 use crate::clock::Clock;

@@ -69,6 +69,10 @@ pub struct Worker {
     pub counts: LocalCounts,
     /// Lines for the relays not yet handed off.
     pub relay: Outbox,
+    /// The bytes being ingested came through a rollstat relay (their
+    /// datagram or TCP connection began with the relay marker): applied,
+    /// not relayed again. Set by the transport.
+    pub relayed: bool,
 }
 
 impl Ingestor {
@@ -105,6 +109,14 @@ impl Ingestor {
     pub fn with_relays(mut self, relays: Option<Arc<Relays>>) -> Self {
         self.relays = relays;
         self
+    }
+
+    /// Whether `first_bytes` (a datagram, or a TCP connection's first
+    /// read) came through a rollstat relay and this daemon relays: its
+    /// lines must then not be relayed again.
+    #[must_use]
+    pub fn came_relayed(&self, first_bytes: &[u8]) -> bool {
+        self.relays.is_some() && crate::relay::is_relayed(first_bytes)
     }
 
     /// The options statsd text is parsed with.
@@ -201,6 +213,10 @@ impl Ingestor {
             };
             // The sample's name borrows from `buf`: its line is found around
             // it, as the client sent it.
+            if w.relayed {
+                relays.refuse_relayed(name, dropped, &mut w.relay);
+                continue;
+            }
             match line_around(buf, name.as_bytes()) {
                 Some(raw) => relays.offer(raw, name, dropped, &mut w.relay),
                 None => {
@@ -342,5 +358,30 @@ mod tests {
             .collect();
         assert_eq!(queued[0], ["a:1|c|#k:v", "debug.x:2|g", "b:3|ms|@0.5"]);
         assert_eq!(queued[1], ["a:1|c|#k:v", "b:3|ms|@0.5"]);
+    }
+
+    #[test]
+    fn lines_relayed_before_are_applied_and_counted_not_relayed_again() {
+        use crate::telemetry::relay_drop_reason::RELAYED_BEFORE;
+        let ing = ingestor(
+            "[[mappings]]\nmatch = \"debug.*\"\naction = \"drop\"\n[[relay]]\nname = \"all\"\naddress = \"127.0.0.1:1\"\n[[relay]]\nname = \"kept\"\naddress = \"127.0.0.1:2\"\nafter_mapping = true\n",
+        );
+        let mut w = Worker {
+            relayed: true,
+            ..Worker::default()
+        };
+        ing.ingest(MIXED, ing.now(), &mut w);
+        ing.flush(Transport::Udp, &mut w);
+        assert_eq!(ing.telemetry.lines(Transport::Udp), 2);
+        let relays = ing.relays.as_ref().unwrap();
+        assert!(relays.iter().all(|r| r.shared.lock().queue.is_empty()));
+        let counted = |name: &str| {
+            ing.telemetry
+                .relay
+                .counters(name)
+                .dropped(RELAYED_BEFORE)
+                .get()
+        };
+        assert_eq!((counted("all"), counted("kept")), (3, 2));
     }
 }

@@ -116,8 +116,10 @@ pub fn run<S: Source>(
         loop {
             taken += 1;
             match &mut routing {
-                Some(r) => r.route(&buf[..n], now),
-                None => apply(ing, transport, &buf[..n], now, &mut w),
+                // A relayed datagram is applied here: its lines must not
+                // be relayed again, which a routed line cannot tell.
+                Some(r) if !ing.came_relayed(&buf[..n]) => r.route(&buf[..n], now),
+                _ => apply(ing, transport, &buf[..n], now, &mut w),
             }
             if taken == BATCH {
                 break;
@@ -161,7 +163,7 @@ pub fn run<S: Source>(
             };
             taken += 1;
             match &mut router {
-                Some(r) if r.busy() => {
+                Some(r) if r.busy() && !ing.came_relayed(&buf[..n]) => {
                     counts.routed += 1;
                     ing.telemetry.udp_routed_datagrams.inc();
                     r.route(&buf[..n], now);
@@ -191,7 +193,9 @@ fn apply(
     now: crate::clock::Timestamp,
     w: &mut Worker,
 ) {
+    w.relayed = ing.came_relayed(datagram);
     let e = ing.ingest(datagram, now, w);
+    w.relayed = false;
     ing.note_bad_line(transport, e, datagram, now);
 }
 

@@ -296,6 +296,8 @@ struct Lines {
     /// True while skipping the rest of an over-long line.
     discarding: bool,
     max_line: usize,
+    /// Whether the connection's first bytes were seen.
+    started: bool,
 }
 
 impl Lines {
@@ -304,11 +306,18 @@ impl Lines {
             buf: Vec::with_capacity(64 * 1024),
             discarding: false,
             max_line,
+            started: false,
         }
     }
 
-    /// Applies every line `data` completes; keeps the rest.
+    /// Applies every line `data` completes; keeps the rest. A connection
+    /// whose first byte is the relay marker is a rollstat relay's: its
+    /// lines are not relayed again.
     fn feed(&mut self, ing: &Ingestor, mut data: &[u8], w: &mut Worker) {
+        if !self.started && !data.is_empty() {
+            self.started = true;
+            w.relayed = ing.came_relayed(data);
+        }
         if self.discarding {
             match memchr::memchr(b'\n', data) {
                 Some(i) => {

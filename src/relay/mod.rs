@@ -29,6 +29,13 @@
 //! `after_mapping = true`, not the lines a `drop` mapping rule matches. A
 //! kept line is relayed as received, not renamed by its mapping rule.
 //!
+//! Loops: every datagram (and TCP write) a relay sends begins with
+//! [`MARKER`], an empty line statsd receivers skip; lines that arrive in a
+//! datagram or TCP connection beginning with it are applied but not
+//! relayed again ([`Relays::refuse_relayed`], `reason="relayed_before"`),
+//! so relays that point at each other pass each line once. A relay to the
+//! daemon's own listener is refused by the config (`config/relay_loop.rs`).
+//!
 //! # Layout
 //!
 //! * `pack.rs`: the pure parts: [`Packer`], [`ByteQueue`], [`line_around`]
@@ -42,7 +49,8 @@ mod sender;
 use parking_lot::{Condvar, Mutex};
 
 pub use self::pack::{
-    batch_lines, line_around, raw_lines, Batch, ByteQueue, Packed, Packer, Reconnect,
+    batch_lines, is_relayed, line_around, raw_lines, Batch, ByteQueue, Packed, Packer, Reconnect,
+    MARKER,
 };
 pub use self::sender::{spawn, Senders};
 use crate::clock::Timestamp;
@@ -100,7 +108,8 @@ pub(crate) struct Shared {
 pub struct Relay {
     pub(crate) def: RelayDef,
     filter: Filter,
-    /// Longest line relayed (`max_datagram_bytes` less its `\n`).
+    /// Longest line relayed (`max_datagram_bytes` less its `\n` and the
+    /// datagram's [`MARKER`]).
     max_line: usize,
     pub(crate) shared: Mutex<Shared>,
     /// Wakes the sender: a batch was queued, or the stop began.
@@ -112,7 +121,7 @@ impl Relay {
     fn new(def: &RelayDef, counters: RelayCounters) -> Relay {
         Relay {
             filter: Filter::of(def.filter.as_ref()),
-            max_line: def.max_datagram_bytes.saturating_sub(1),
+            max_line: def.max_datagram_bytes.saturating_sub(1 + MARKER.len()),
             shared: Mutex::new(Shared {
                 queue: ByteQueue::new(def.buffer_bytes),
                 spares: Vec::new(),
@@ -122,6 +131,12 @@ impl Relay {
             counters,
             def: def.clone(),
         }
+    }
+
+    /// Whether this relay takes the line of `name`.
+    #[inline]
+    fn takes(&self, name: &str, dropped_by_mapping: bool) -> bool {
+        !(dropped_by_mapping && self.def.after_mapping) && self.filter.matches(name)
     }
 
     /// The relay's name (its `relay` label).
@@ -179,6 +194,8 @@ pub struct Relays {
 pub struct Outbox {
     batches: Vec<Batch>,
     too_long: Vec<u64>,
+    /// Lines relayed before, not relayed again, not yet counted.
+    relayed_before: Vec<u64>,
 }
 
 impl Relays {
@@ -204,12 +221,9 @@ impl Relays {
     /// takes it. `dropped_by_mapping`: a `drop` rule matched it.
     #[inline]
     pub fn offer(&self, line: &[u8], name: &str, dropped_by_mapping: bool, out: &mut Outbox) {
-        if out.batches.len() < self.relays.len() {
-            out.batches.resize_with(self.relays.len(), Batch::default);
-            out.too_long.resize(self.relays.len(), 0);
-        }
+        self.size(out);
         for (i, r) in self.relays.iter().enumerate() {
-            if (dropped_by_mapping && r.def.after_mapping) || !r.filter.matches(name) {
+            if !r.takes(name, dropped_by_mapping) {
                 continue;
             }
             if line.len() > r.max_line {
@@ -224,8 +238,30 @@ impl Relays {
         }
     }
 
+    /// A line that came through a rollstat relay ([`is_relayed`]): not
+    /// relayed again, counted `relayed_before` by every relay that would
+    /// have taken it.
+    pub fn refuse_relayed(&self, name: &str, dropped_by_mapping: bool, out: &mut Outbox) {
+        self.size(out);
+        for (i, r) in self.relays.iter().enumerate() {
+            if r.takes(name, dropped_by_mapping) {
+                out.relayed_before[i] += 1;
+            }
+        }
+    }
+
+    /// Gives `out` a slot per relay.
+    #[inline]
+    fn size(&self, out: &mut Outbox) {
+        if out.batches.len() < self.relays.len() {
+            out.batches.resize_with(self.relays.len(), Batch::default);
+            out.too_long.resize(self.relays.len(), 0);
+            out.relayed_before.resize(self.relays.len(), 0);
+        }
+    }
+
     /// Hands every pending batch of `out` to its relay, and counts the
-    /// lines too long to relay.
+    /// lines too long to relay and those relayed before.
     pub fn hand_off(&self, out: &mut Outbox) {
         for (i, b) in out.batches.iter_mut().enumerate() {
             self.relays[i].hand_off(b);
@@ -235,6 +271,15 @@ impl Relays {
                 self.relays[i]
                     .counters
                     .dropped(relay_drop_reason::TOO_LONG)
+                    .inc_by(*n);
+                *n = 0;
+            }
+        }
+        for (i, n) in out.relayed_before.iter_mut().enumerate() {
+            if *n > 0 {
+                self.relays[i]
+                    .counters
+                    .dropped(relay_drop_reason::RELAYED_BEFORE)
                     .inc_by(*n);
                 *n = 0;
             }
@@ -327,21 +372,21 @@ match_regex = "web|api\\.x"
         let (rs, t) = relays(
             "[[relay]]\nname = \"r\"\naddress = \"127.0.0.1:1\"\nbuffer_bytes = 131072\nmax_datagram_bytes = 100\n",
         );
-        let line = [b'x'; 99]; // 100 bytes with its \n: the longest relayed
+        let line = [b'x'; 98]; // 100 bytes with its \n and the marker: the longest relayed
         let mut out = Outbox::default();
-        // 2000 lines of 100 bytes: 200 kB offered to a 128 KiB buffer.
+        // 2000 lines of 99 bytes: 198 kB offered to a 128 KiB buffer.
         for _ in 0..2000 {
             rs.offer(&line, "x", false, &mut out);
         }
-        rs.offer(&[b'y'; 100], "y", false, &mut out);
+        rs.offer(&[b'y'; 99], "y", false, &mut out);
         rs.hand_off(&mut out);
         let c = t.relay.counters("r");
         let kept = queued(&rs.relays[0]).len() as u64;
         let dropped = c.dropped(relay_drop_reason::BUFFER_FULL).get();
         assert_eq!(kept + dropped, 2000);
-        // Whole hand-offs of 163 lines (16 KiB) fit 8 times in 128 KiB.
-        assert_eq!(kept, 8 * 163);
+        // Whole hand-offs of 165 lines (16 KiB) fit 8 times in 128 KiB.
+        assert_eq!(kept, 8 * 165);
         assert_eq!(c.dropped(relay_drop_reason::TOO_LONG).get(), 1);
-        assert_eq!(c.buffered.get(), 8 * 163 * 100);
+        assert_eq!(c.buffered.get(), 8 * 165 * 99);
     }
 }

@@ -99,6 +99,21 @@ pub fn batch_lines(lines: &[u8]) -> impl Iterator<Item = &[u8]> {
     lines.split(|&b| b == b'\n').filter(|l| !l.is_empty())
 }
 
+/// What every relayed datagram (and TCP write) begins with: an empty line.
+/// statsd receivers skip empty lines (statsd_exporter, Etsy's statsd,
+/// rollstat), so plain receivers see the lines as sent; a rollstat that
+/// receives a datagram, or a TCP connection, beginning with it knows that
+/// its lines were relayed already and does not relay them again
+/// ([`is_relayed`]).
+pub const MARKER: &[u8] = b"\n";
+
+/// Whether a datagram, or the first bytes of a TCP connection, came from a
+/// rollstat relay (began with [`MARKER`]).
+#[must_use]
+pub fn is_relayed(first_bytes: &[u8]) -> bool {
+    first_bytes.starts_with(MARKER)
+}
+
 /// What [`Packer::push`] did with a line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Packed {
@@ -133,14 +148,14 @@ impl Packer {
 
     /// Adds `line` (without its `\n`) at `now`. When it does not fit in
     /// the datagram being filled, that datagram is given to `send` first
-    /// (with its line count).
+    /// (with its line count). Every datagram begins with [`MARKER`].
     pub fn push(
         &mut self,
         line: &[u8],
         now: Timestamp,
         send: &mut impl FnMut(&[u8], u64),
     ) -> Packed {
-        if line.len() + 1 > self.max {
+        if MARKER.len() + line.len() + 1 > self.max {
             return Packed::TooLong;
         }
         if self.buf.len() + line.len() + 1 > self.max {
@@ -148,6 +163,7 @@ impl Packer {
         }
         if self.buf.is_empty() {
             self.opened = Some(now);
+            self.buf.extend_from_slice(MARKER);
         }
         self.buf.extend_from_slice(line);
         self.buf.push(b'\n');
@@ -282,28 +298,41 @@ mod tests {
 
     #[test]
     fn lines_fill_datagrams_up_to_the_size_and_never_past_it() {
-        // "a:1|c\n" is 6 bytes: two fit in 12, a third does not.
-        let (d, n, _) = pack(12, &["a:1|c", "b:1|c", "c:1|c", "d:1|c", "e:1|c"]);
-        assert_eq!(d, ["a:1|c\nb:1|c\n", "c:1|c\nd:1|c\n", "e:1|c\n"]);
+        // The marker, then "a:1|c\n" of 6 bytes: two fit in 13, a third
+        // does not.
+        let (d, n, _) = pack(13, &["a:1|c", "b:1|c", "c:1|c", "d:1|c", "e:1|c"]);
+        assert_eq!(d, ["\na:1|c\nb:1|c\n", "\nc:1|c\nd:1|c\n", "\ne:1|c\n"]);
         assert_eq!(n, [2, 2, 1]);
-        let (d, _, _) = pack(13, &["a:1|c", "b:1|c", "c:1|c"]);
-        assert!(d.iter().all(|x| x.len() <= 13), "{d:?}");
+        let (d, _, _) = pack(14, &["a:1|c", "b:1|c", "c:1|c"]);
+        assert!(d.iter().all(|x| x.len() <= 14), "{d:?}");
+        assert!(d.iter().all(|x| is_relayed(x.as_bytes())), "{d:?}");
     }
 
     #[test]
     fn a_line_as_long_as_a_datagram_goes_alone_and_a_longer_one_not_at_all() {
-        let exact = "x".repeat(11); // 12 with its \n
-        let over = "y".repeat(12);
+        let exact = "x".repeat(10); // 12 with its \n and the marker
+        let over = "y".repeat(11);
         let (d, n, too_long) = pack(12, &["a:1|c", &exact, &over, "b:1|c"]);
         assert_eq!(
             d,
             [
-                "a:1|c\n".to_string(),
-                format!("{exact}\n"),
-                "b:1|c\n".into()
+                "\na:1|c\n".to_string(),
+                format!("\n{exact}\n"),
+                "\nb:1|c\n".into()
             ]
         );
         assert_eq!((n, too_long), (vec![1, 1, 1], 1));
+    }
+
+    #[test]
+    fn the_marker_is_an_empty_line_the_parser_skips() {
+        assert_eq!(MARKER, b"\n");
+        let lines: Vec<_> = parse_datagram(b"\na:1|c\nb:2|g\n").collect();
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(lines.iter().all(Result::is_ok), "{lines:?}");
+        assert!(is_relayed(b"\na:1|c"));
+        assert!(!is_relayed(b"a:1|c\n\n"));
+        assert!(!is_relayed(b""));
     }
 
     #[test]

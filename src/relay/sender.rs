@@ -18,8 +18,13 @@
 //!   destination (its idle timeout), so that lines are not written into a
 //!   connection that is already gone.
 //! * At stop ([`Relays::stop`](super::Relays::stop)) the sender sends what
-//!   is buffered until the deadline (a TCP write then waits no longer than
-//!   the time left), then counts the rest as `stop_deadline` and ends.
+//!   is buffered until the deadline, then counts the rest as
+//!   `stop_deadline` and ends. The deadline bounds every TCP write, one
+//!   already blocked when the stop began included: a write waits for the
+//!   socket at most [`WRITE_POLL`] at a time and looks at the deadline in
+//!   between ([`Sender::write_tcp`]), so a destination that never reads
+//!   holds the stop at most that much past its deadline; the lines of a
+//!   write cut short so are counted `stop_deadline` too.
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
@@ -37,6 +42,9 @@ use crate::telemetry::relay_drop_reason;
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// A TCP write that makes no progress for this long fails.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+/// The longest a TCP write waits for the socket before it looks at the
+/// stop's deadline again.
+pub const WRITE_POLL: Duration = Duration::from_millis(50);
 /// The longest a sender sleeps with nothing to do (a wake-up comes
 /// earlier when lines arrive or the stop begins).
 const IDLE_WAIT: Duration = Duration::from_secs(1);
@@ -104,8 +112,21 @@ impl Quiet {
     }
 }
 
+/// Why a TCP write failed.
+enum WriteFailed {
+    /// The socket failed, or made no progress for [`WRITE_TIMEOUT`].
+    Io(io::Error),
+    /// The stop's deadline passed first.
+    Deadline,
+}
+
 struct Sender<'r> {
     r: &'r Relay,
+    clock: &'r dyn Clock,
+    /// The write timeout last set on the TCP socket.
+    write_timeout: Option<Duration>,
+    /// Lines of writes the stop's deadline cut short.
+    cut: u64,
     dest: Dest,
     retry: Reconnect,
     /// No connect before this.
@@ -142,7 +163,6 @@ impl Sender<'_> {
                         UdpSocket::bind(local).and_then(|s| s.connect(a).map(|()| Dest::Udp(s)))
                     }
                     RelayProtocol::Tcp => TcpStream::connect_timeout(&a, limit).and_then(|s| {
-                        s.set_write_timeout(Some(WRITE_TIMEOUT))?;
                         s.set_nodelay(true)?;
                         Ok(Dest::Tcp(s))
                     }),
@@ -162,6 +182,7 @@ impl Sender<'_> {
                 self.retry.succeeded();
                 self.connect_log = Quiet::default();
                 self.dest = d;
+                self.write_timeout = None;
                 self.r.counters.connected.set(1);
             }
             Err(e) => {
@@ -204,24 +225,80 @@ impl Sender<'_> {
         }
     }
 
+    /// Writes all of `d` to the TCP destination, failing when a write makes
+    /// no progress for [`WRITE_TIMEOUT`] or when the stop's deadline passes,
+    /// whichever comes first: the socket is waited for at most
+    /// [`WRITE_POLL`] at a time, the deadline read in between (a stop that
+    /// begins during a blocked write is seen within that).
+    fn write_tcp(&mut self, mut d: &[u8]) -> Result<(), WriteFailed> {
+        let Dest::Tcp(s) = &mut self.dest else {
+            return Ok(());
+        };
+        let mut progress = self.clock.now();
+        while !d.is_empty() {
+            let now = self.clock.now();
+            let stop = self.r.shared.lock().stop;
+            let wait = write_wait(now, progress, stop).ok_or(WriteFailed::Deadline)?;
+            if wait.is_zero() {
+                return Err(WriteFailed::Io(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "the destination read nothing for {} s",
+                        WRITE_TIMEOUT.as_secs()
+                    ),
+                )));
+            }
+            // A system call only when the wait changes (near a deadline).
+            if self.write_timeout != Some(wait) {
+                s.set_write_timeout(Some(wait)).map_err(WriteFailed::Io)?;
+                self.write_timeout = Some(wait);
+            }
+            match s.write(d) {
+                Ok(0) => return Err(WriteFailed::Io(io::ErrorKind::WriteZero.into())),
+                Ok(n) => {
+                    d = &d[n..];
+                    progress = self.clock.now();
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock
+                            | io::ErrorKind::TimedOut
+                            | io::ErrorKind::Interrupted
+                    ) => {}
+                Err(e) => return Err(WriteFailed::Io(e)),
+            }
+        }
+        Ok(())
+    }
+
     /// Sends one datagram (or write) of `lines` lines.
     fn send(&mut self, d: &[u8], lines: u64, now: Timestamp) {
-        let c = &self.r.counters;
         let result = match &mut self.dest {
             Dest::None => {
-                c.dropped(relay_drop_reason::CONNECTION_LOST).inc_by(lines);
+                self.r
+                    .counters
+                    .dropped(relay_drop_reason::CONNECTION_LOST)
+                    .inc_by(lines);
                 return;
             }
-            Dest::Udp(s) => s.send(d).map(|_| ()),
-            Dest::Tcp(s) => s.write_all(d),
+            Dest::Udp(s) => s.send(d).map(|_| ()).map_err(WriteFailed::Io),
+            Dest::Tcp(_) => self.write_tcp(d),
         };
+        let c = &self.r.counters;
         match result {
             Ok(()) => {
                 c.lines_sent.inc_by(lines);
                 c.datagrams_sent.inc();
                 c.bytes_sent.inc_by(d.len() as u64);
             }
-            Err(e) => {
+            Err(WriteFailed::Deadline) => {
+                // Logged with the rest of the stop's lines.
+                c.dropped(relay_drop_reason::STOP_DEADLINE).inc_by(lines);
+                self.cut += lines;
+                self.lost(now);
+            }
+            Err(WriteFailed::Io(e)) => {
                 let tcp = matches!(self.dest, Dest::Tcp(_));
                 let reason = if tcp {
                     relay_drop_reason::CONNECTION_LOST
@@ -247,6 +324,9 @@ fn run(r: &Relay, clock: &dyn Clock) {
     let mut packer = Packer::new(r.def.max_datagram_bytes);
     let mut tx = Sender {
         r,
+        clock,
+        write_timeout: None,
+        cut: 0,
         dest: Dest::None,
         retry: Reconnect::default(),
         next_try: Timestamp::EPOCH,
@@ -276,10 +356,12 @@ fn run(r: &Relay, clock: &dyn Clock) {
             }
             r.counters.buffered.set(0);
             drop(s);
+            r.counters
+                .dropped(relay_drop_reason::STOP_DEADLINE)
+                .inc_by(left);
+            // With the lines of a write the deadline cut short.
+            let left = left + tx.cut;
             if left > 0 {
-                r.counters
-                    .dropped(relay_drop_reason::STOP_DEADLINE)
-                    .inc_by(left);
                 tracing::warn!(relay = r.name(), lines = left, deadline_ns = deadline.as_nanos(), "Relay stop deadline passed: lines still buffered are not sent (counted in rollstat_relay_lines_dropped_total{{reason=\"stop_deadline\"}}).");
             }
             return;
@@ -316,15 +398,8 @@ fn run(r: &Relay, clock: &dyn Clock) {
             }
             continue;
         };
-        let stop = s.stop;
         drop(s);
         tx.check_closed(now);
-        if let (Some(d), Dest::Tcp(sock)) = (stop, &tx.dest) {
-            // Stopping: no write may outlast the deadline.
-            let left = d.saturating_duration_since(now);
-            let _ =
-                sock.set_write_timeout(Some(left.clamp(Duration::from_millis(1), WRITE_TIMEOUT)));
-        }
         let mut too_long = 0;
         for line in batch_lines(&batch.lines) {
             if packer.push(line, now, &mut |d, n| tx.send(d, n, now)) == Packed::TooLong {
@@ -344,6 +419,22 @@ fn run(r: &Relay, clock: &dyn Clock) {
         r.counters.buffered.set(s.queue.bytes() as i64);
         give_back(&mut s, batch.lines);
     }
+}
+
+/// How long the next TCP write may wait for the socket: at most
+/// [`WRITE_POLL`], what is left of [`WRITE_TIMEOUT`] since the last
+/// progress (zero: it has run out), and what is left before the stop's
+/// deadline (`None`: it has passed).
+fn write_wait(now: Timestamp, progress: Timestamp, stop: Option<Timestamp>) -> Option<Duration> {
+    let stalled = now.saturating_duration_since(progress);
+    let mut wait = WRITE_TIMEOUT.saturating_sub(stalled).min(WRITE_POLL);
+    if let Some(deadline) = stop {
+        if now >= deadline {
+            return None;
+        }
+        wait = wait.min(deadline.saturating_duration_since(now));
+    }
+    Some(wait)
 }
 
 #[cfg(test)]
@@ -375,7 +466,8 @@ mod tests {
             rs.offer(format!("m{i:02}:1|c").as_bytes(), "m", false, &mut out);
         }
         rs.hand_off(&mut out);
-        // 50 lines of 8 bytes in datagrams of at most 100: 12 per datagram.
+        // 50 lines of 8 bytes in datagrams of at most 100 (a byte of it the
+        // marker): 12 per datagram.
         // The last 2 wait for the (minute-long) flush interval, or the stop.
         rs.stop(clock.now() + Duration::from_secs(5));
         senders.join();
@@ -390,7 +482,8 @@ mod tests {
         assert_eq!(got, want);
         let c = t.relay.counters("d");
         assert_eq!((c.lines_sent.get(), c.datagrams_sent.get()), (50, 5));
-        assert_eq!(c.bytes_sent.get(), 400);
+        // 50 lines of 8 bytes and each datagram's marker.
+        assert_eq!(c.bytes_sent.get(), 405);
         assert_eq!(c.buffered.get(), 0);
     }
 
@@ -419,6 +512,64 @@ mod tests {
         assert_eq!(c.dropped(relay_drop_reason::STOP_DEADLINE).get(), 30);
         assert_eq!(c.connected.get(), 0);
         assert_eq!(c.buffered.get(), 0);
+    }
+
+    #[test]
+    fn a_tcp_write_waits_a_poll_at_most_and_never_past_the_deadline() {
+        let t = Timestamp::from_secs(100);
+        let ms = Duration::from_millis;
+        // Not stopping: a poll at a time, until 5 s without progress.
+        assert_eq!(write_wait(t, t, None), Some(WRITE_POLL));
+        assert_eq!(write_wait(t + ms(4980), t, None), Some(ms(20)));
+        assert_eq!(write_wait(t + WRITE_TIMEOUT, t, None), Some(Duration::ZERO));
+        // Stopping: never past the deadline, which ends the write.
+        let stop = Some(t + ms(1000));
+        assert_eq!(write_wait(t + ms(990), t + ms(900), stop), Some(ms(10)));
+        assert_eq!(write_wait(t + ms(100), t, stop), Some(WRITE_POLL));
+        assert_eq!(write_wait(t + ms(1000), t, stop), None);
+    }
+
+    #[test]
+    fn a_stop_cuts_a_tcp_write_blocked_on_a_destination_that_never_reads() {
+        // Accepts (the kernel does, from the backlog) and never reads.
+        let dest = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let (rs, t) = relays(&format!(
+            "[[relay]]\nname = \"stuck\"\nprotocol = \"tcp\"\naddress = \"{}\"\nmax_datagram_bytes = 65507\nbuffer_bytes = 16777216\n",
+            dest.local_addr().unwrap()
+        ));
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
+        let senders = spawn(&rs, clock.clone()).unwrap();
+        // 16 MB of lines: far more than both socket buffers hold.
+        let line = [b'x'; 1000];
+        let mut out = Outbox::default();
+        for _ in 0..16_000 {
+            rs.offer(&line, "x", false, &mut out);
+        }
+        rs.hand_off(&mut out);
+        let c = t.relay.counters("stuck");
+        // Until the writes block: sending stalls with lines still buffered.
+        let mut last = u64::MAX;
+        loop {
+            std::thread::sleep(Duration::from_millis(200));
+            let sent = c.lines_sent.get();
+            if sent == last && c.buffered.get() > 0 {
+                break;
+            }
+            last = sent;
+        }
+        let begun = clock.now();
+        rs.stop(begun + Duration::from_millis(300));
+        senders.join();
+        let took = clock.now().saturating_duration_since(begun);
+        assert!(
+            took < Duration::from_millis(300) + 2 * WRITE_POLL,
+            "the stop took {took:?}"
+        );
+        let cut = c.dropped(relay_drop_reason::STOP_DEADLINE).get();
+        assert_eq!(c.lines_sent.get() + cut, 16_000);
+        assert!(cut > 0);
+        assert_eq!(c.dropped(relay_drop_reason::CONNECTION_LOST).get(), 0);
+        drop(dest);
     }
 
     #[test]

@@ -88,12 +88,12 @@ fn build_info_carries_version_commit_rustc_and_profile() {
     );
 }
 
-/// Every stderr line of `--log-format json` is one JSON object with a
-/// timestamp, a level, a target and fields holding the message, through
-/// start, a bad statsd line, a good and a bad SIGHUP reload and SIGTERM;
-/// `--log` still filters.
+/// Every line of `--log-format json`, on stdout (the listening line) and
+/// stderr, is one JSON object with a timestamp, a level, a target and
+/// fields holding the message, through start, a bad statsd line, a good and
+/// a bad SIGHUP reload and SIGTERM; `--log` still filters.
 #[test]
-fn json_logs_are_one_object_per_line_from_start_to_stop() {
+fn json_logs_are_one_object_per_line_on_stdout_and_stderr_from_start_to_stop() {
     let mut d = Daemon::start_wrapped(
         TEST_CONFIG,
         &["sh", "-c", "exec \"$0\" \"$@\" --log-format json"],
@@ -115,6 +115,22 @@ fn json_logs_are_one_object_per_line_from_start_to_stop() {
     d.signal("TERM");
     let st = d.wait_exit(Duration::from_secs(10));
     assert_eq!(st.code(), Some(0), "exit status {st}; log:\n{}", d.log());
+
+    // stdout: the listening line only, as a JSON object with every address.
+    let stdout = d.stdout();
+    assert_eq!(stdout.len(), 1, "{stdout:#?}");
+    let ready: serde_json::Value = serde_json::from_str(&stdout[0])
+        .unwrap_or_else(|e| panic!("the stdout line is not JSON ({e}): {:?}", stdout[0]));
+    assert_eq!(ready["level"], "INFO", "{ready}");
+    assert!(ready["timestamp"].is_string(), "{ready}");
+    assert_eq!(ready["fields"]["message"], "rollstat listening", "{ready}");
+    for (key, addr) in [
+        ("statsd_udp", d.udp),
+        ("statsd_tcp", d.tcp),
+        ("http", d.http),
+    ] {
+        assert_eq!(ready["fields"][key], addr.to_string(), "{ready}");
+    }
 
     let log = d.log();
     let mut events = Vec::new();

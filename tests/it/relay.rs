@@ -281,3 +281,305 @@ fn check_config_names_a_relay_host_that_does_not_resolve_with_its_line() {
     );
     assert!(!out.stderr.contains("relay[0]"), "{}", out.stderr);
 }
+
+/// A TCP destination that accepts and never reads: once its socket
+/// buffers are full every write blocks, until the relay gives up on it
+/// after 5 s without progress and connects again. A stop with
+/// `drain_timeout_ms = 1000` begun just after such a reconnect, with the
+/// new connection's write blocked and nearly all of its 5 s to go, still
+/// ends within that deadline and a little more, the write cut short and
+/// its lines counted with the rest.
+#[test]
+fn a_stop_ends_within_its_deadline_while_a_tcp_relay_write_is_blocked() {
+    let stuck = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let cfg = relaying(&[format!(
+        "name = \"stuck\"\nprotocol = \"tcp\"\naddress = \"{}\"\nmax_datagram_bytes = 65507\nbuffer_bytes = 16777216",
+        stuck.local_addr().unwrap()
+    )])
+    .replace(
+        "max_line_bytes = 1024",
+        "drain_timeout_ms = 1000\nmax_line_bytes = 1024",
+    );
+    // Accepts every connection, keeps it open, never reads; says when.
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (tx, accepted) = std::sync::mpsc::channel();
+    let acceptor = {
+        let done = done.clone();
+        stuck.set_nonblocking(true).unwrap();
+        std::thread::spawn(move || {
+            let mut kept = Vec::new();
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                match stuck.accept() {
+                    Ok((c, _)) => {
+                        kept.push(c);
+                        let _ = tx.send(std::time::Instant::now());
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(10)),
+                }
+            }
+        })
+    };
+    let mut relay = Daemon::start_with(&cfg);
+    accepted.recv_timeout(LIMIT).expect("the relay connects");
+    // 250,000 lines of 200 bytes: 50 MB, far more than both socket
+    // buffers (this host's tcp_rmem lets a receive buffer grow to 32 MB)
+    // and the relay's 16 MiB buffer (the rest is dropped, counted).
+    let line = format!("relay.stuck.{}:1|c\n", "x".repeat(183));
+    assert_eq!(line.len(), 200);
+    let lines = line.repeat(250_000);
+    let mut tcp = TcpStream::connect(relay.tcp).unwrap();
+    tcp.write_all(lines.as_bytes()).unwrap();
+    drop(tcp);
+    relay.wait_lines("tcp", 250_000.0, LIMIT);
+    // The first connection's write blocks for 5 s, fails, and the relay
+    // connects again; its next write blocks at once on the lines left.
+    accepted
+        .recv_timeout(LIMIT)
+        .expect("the relay gives up on a write that blocks and connects again");
+    std::thread::sleep(Duration::from_millis(300));
+    let s = relay.scrape();
+    assert_eq!(relay_value(&s, "rollstat_relay_connected", "stuck"), 1.0);
+    assert!(relay_value(&s, "rollstat_relay_buffered_bytes", "stuck") > 0.0);
+    let begun = std::time::Instant::now();
+    relay.signal("TERM");
+    let st = relay.wait_exit(LIMIT);
+    let took = begun.elapsed();
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    acceptor.join().unwrap();
+    assert!(st.success(), "{st}; log:\n{}", relay.log());
+    assert!(
+        took < Duration::from_millis(1500),
+        "the stop took {took:?} with drain_timeout_ms = 1000; log:\n{}",
+        relay.log()
+    );
+    let log = relay.log();
+    assert!(log.contains("Relay stop deadline passed"), "{log}");
+}
+
+/// A port nobody uses just now (bound, then freed).
+fn free_port() -> u16 {
+    UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A relay to the daemon's own listener is refused by check-config (with
+/// the wildcard listener taking a loopback destination, the same port, a
+/// TCP relay to the HTTP port, and a host name resolved), by the start
+/// and by a reload, which keeps the running config.
+#[test]
+fn a_relay_to_the_daemons_own_listener_is_refused_by_check_config_start_and_reload() {
+    let dir = TempDir::new("relay-loop");
+    let (p1, p2, p3) = (free_port(), free_port(), free_port());
+    // This host's name, when it resolves here (to a loopback address, in
+    // /etc/hosts, on most hosts): the resolved path.
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    let host_resolves = !host.is_empty()
+        && std::net::ToSocketAddrs::to_socket_addrs(&(host.as_str(), p1))
+            .is_ok_and(|mut a| a.any(|a| a.ip().is_loopback()));
+    let mut cfg = format!(
+        "[listen]\nstatsd_udp = \"0.0.0.0:{p1}\"\nstatsd_tcp = \"127.0.0.1:{p2}\"\nhttp = \"127.0.0.1:{p3}\"\n\n\
+         [[relay]]\naddress = \"127.0.0.1:{p1}\"\n\n\
+         [[relay]]\nprotocol = \"tcp\"\naddress = \"localhost:{p3}\"\n\n\
+         [[relay]]\naddress = \"127.0.0.1:{p2}\"\n"
+    );
+    if host_resolves {
+        cfg.push_str(&format!("\n[[relay]]\naddress = \"{host}:{p1}\"\n"));
+    }
+    let file = dir.path().join("loop.toml");
+    std::fs::write(&file, &cfg).unwrap();
+    let bin = env!("CARGO_BIN_EXE_rollstat");
+    let out = run(
+        std::process::Command::new(bin)
+            .arg("check-config")
+            .arg(&file),
+        b"",
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status.code(), Some(2), "{}{}", out.stdout, out.stderr);
+    let own = |line: usize, i: usize, addr: &str, rest: &str| {
+        format!("line {line}: `relay[{i}].address`: `{addr}`{rest}")
+    };
+    for want in [
+        own(
+            7,
+            0,
+            &format!("127.0.0.1:{p1}"),
+            &format!(" is this daemon's own udp listener (`listen.statsd_udp` = \"0.0.0.0:{p1}\")"),
+        ),
+        own(
+            11,
+            1,
+            &format!("localhost:{p3}"),
+            &format!(
+                " (it stands for 127.0.0.1:{p3}) is this daemon's own tcp listener (`listen.http`"
+            ),
+        ),
+    ] {
+        assert!(out.stderr.contains(&want), "no {want:?} in {}", out.stderr);
+    }
+    // A UDP relay to the TCP listener's port does not loop.
+    assert!(!out.stderr.contains("relay[2]"), "{}", out.stderr);
+    if host_resolves {
+        // Without the literal relays: only the resolved name is left.
+        let named = format!(
+            "[listen]\nstatsd_udp = \"0.0.0.0:{p1}\"\nstatsd_tcp = \"127.0.0.1:{p2}\"\nhttp = \"127.0.0.1:{p3}\"\n\n[[relay]]\naddress = \"{host}:{p1}\"\n"
+        );
+        std::fs::write(&file, &named).unwrap();
+        let out = run(
+            std::process::Command::new(bin)
+                .arg("check-config")
+                .arg(&file),
+            b"",
+            Duration::from_secs(30),
+        );
+        assert_eq!(out.status.code(), Some(2), "{}{}", out.stdout, out.stderr);
+        assert!(
+            out.stderr.contains(&format!(
+                "line 7: `relay[0].address`: `{host}:{p1}` (it stands for 127."
+            )) && out.stderr.contains("is this daemon's own udp listener"),
+            "{}",
+            out.stderr
+        );
+        // The start refuses it too, after binding, before anything runs.
+        let out = run(
+            std::process::Command::new(bin).arg("--config").arg(&file),
+            b"",
+            Duration::from_secs(10),
+        );
+        assert_eq!(out.status.code(), Some(2), "{}{}", out.stdout, out.stderr);
+        assert!(
+            out.stderr.contains("is this daemon's own udp listener"),
+            "{}",
+            out.stderr
+        );
+        assert!(!out.stdout.contains("listening"), "{}", out.stdout);
+    }
+    // The start refuses a literal one.
+    std::fs::write(&file, &cfg).unwrap();
+    let out = run(
+        std::process::Command::new(bin).arg("--config").arg(&file),
+        b"",
+        Duration::from_secs(10),
+    );
+    assert_eq!(out.status.code(), Some(2), "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr.contains("is this daemon's own udp listener"),
+        "{}",
+        out.stderr
+    );
+
+    // A reload that adds one is refused and keeps the running config.
+    let port = free_port();
+    let base = TEST_CONFIG.replace(
+        "statsd_udp = \"127.0.0.1:0\"",
+        &format!("statsd_udp = \"127.0.0.1:{port}\""),
+    );
+    let d = Daemon::start_with(&base);
+    assert_eq!(d.udp.port(), port);
+    std::fs::write(
+        &d.config,
+        format!("{base}\n[[relay]]\naddress = \"localhost:{port}\"\n"),
+    )
+    .unwrap();
+    let r = d.post("/-/reload", "text/plain", b"");
+    assert_ne!(r.status, 200, "{}", r.text());
+    assert!(
+        r.text().contains("is this daemon's own udp listener"),
+        "{}",
+        r.text()
+    );
+    let s = d.scrape();
+    assert_eq!(
+        s.value("rollstat_config_reloads_total", &[("result", "error")]),
+        Some(1.0)
+    );
+    assert!(s
+        .value(
+            "rollstat_relay_connected",
+            &[("relay", &format!("localhost:{port}"))]
+        )
+        .is_none());
+}
+
+/// Two daemons relaying to each other (A to B over UDP, B to A over TCP):
+/// each line is applied once on each, and relayed once, never back round:
+/// a relayed datagram and a relayed TCP connection begin with the relay's
+/// marker (an empty line), and their lines are counted `relayed_before`
+/// instead of relayed again.
+#[test]
+fn two_daemons_relaying_to_each_other_pass_each_line_once_and_count_the_loop() {
+    // B's TCP port must be known to A before A starts, and A's to B: B
+    // starts first, relaying to a TCP port A is then started on.
+    let a_tcp = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let b = Daemon::start_with(&relaying(&[format!(
+        "name = \"back\"\nprotocol = \"tcp\"\naddress = \"{a_tcp}\""
+    )]));
+    let a = Daemon::start_with(
+        &relaying(&[format!("name = \"ahead\"\naddress = \"{}\"", b.udp)]).replace(
+            "statsd_tcp = \"127.0.0.1:0\"",
+            &format!("statsd_tcp = \"{a_tcp}\""),
+        ),
+    );
+    assert_eq!(a.tcp, a_tcp);
+    let to_a: Vec<String> = (0..1000)
+        .map(|i| format!("loop.a:1|c|#i:{}", i % 4))
+        .collect();
+    let to_b: Vec<String> = (0..500).map(|_| "loop.b:2|c".to_string()).collect();
+    send_udp(a.udp, &to_a, 20);
+    send_udp(b.udp, &to_b, 20);
+
+    // A: its 1000 over UDP, B's 500 over B's TCP relay; B: its 500 and
+    // A's 1000, both over UDP.
+    a.wait_lines("udp", 1000.0, LIMIT);
+    b.wait_lines("udp", 1500.0, LIMIT);
+    a.wait_lines("tcp", 500.0, LIMIT);
+    let relayed_before = |d: &Daemon, relay: &str, n: f64| {
+        d.wait_scrape(
+            LIMIT,
+            &format!("{n} lines relayed before at {relay}"),
+            |s| dropped(s, relay, "relayed_before") == n,
+        )
+    };
+    let sa = relayed_before(&a, "ahead", 500.0);
+    let sb = relayed_before(&b, "back", 1000.0);
+    assert_eq!(
+        relay_value(&sa, "rollstat_relay_lines_sent_total", "ahead"),
+        1000.0
+    );
+    assert_eq!(
+        relay_value(&sb, "rollstat_relay_lines_sent_total", "back"),
+        500.0
+    );
+    // Nothing more comes round: the counts stay where they are.
+    std::thread::sleep(Duration::from_millis(500));
+    let (sa, sb) = (a.scrape(), b.scrape());
+    assert_eq!(
+        sa.value("rollstat_ingest_lines_total", &[("transport", "udp")]),
+        Some(1000.0)
+    );
+    assert_eq!(
+        sa.value("rollstat_ingest_lines_total", &[("transport", "tcp")]),
+        Some(500.0)
+    );
+    assert_eq!(
+        sb.value("rollstat_ingest_lines_total", &[("transport", "udp")]),
+        Some(1500.0)
+    );
+    assert_eq!(dropped(&sa, "ahead", "relayed_before"), 500.0);
+    assert_eq!(dropped(&sb, "back", "relayed_before"), 1000.0);
+    // The same values on both, and the marker is no bad line.
+    for s in [&sa, &sb] {
+        assert_eq!(s.must("loop_a_total", &[("i", "0")]), 250.0);
+        assert_eq!(s.must("loop_b_total", &[]), 1000.0);
+        assert_eq!(s.sum("rollstat_ingest_rejected_lines_total"), 0.0);
+    }
+}

@@ -13,7 +13,7 @@ use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
+use std::sync::{mpsc, Mutex, PoisonError};
 use std::time::Duration;
 
 use crate::TempDir;
@@ -135,6 +135,7 @@ impl Launch {
         });
         let mut running = Running {
             child,
+            stdout: Mutex::new((Vec::new(), None)),
             listening: Listening {
                 udp: None,
                 tcp: None,
@@ -153,10 +154,14 @@ impl Launch {
                     LISTEN_WAIT.as_secs()
                 )
             })
-            .and_then(|line| Listening::parse(&line));
+            .and_then(|line| Listening::parse(&line).map(|l| (line, l)));
         match heard {
-            Ok(l) => {
+            Ok((first, l)) => {
                 running.listening = l;
+                *running
+                    .stdout
+                    .get_mut()
+                    .unwrap_or_else(PoisonError::into_inner) = (vec![first], Some(rx));
                 Ok(running)
             }
             Err(e) => {
@@ -182,14 +187,28 @@ pub struct Listening {
 }
 
 impl Listening {
-    /// Reads `rollstat listening statsd_udp=A statsd_tcp=B ... http=C`.
+    /// Reads `rollstat listening statsd_udp=A statsd_tcp=B ... http=C`, or
+    /// its `--log-format json` form, one JSON object whose `fields` hold
+    /// `"message":"rollstat listening"` and `"statsd_udp":"A"` and so on.
     pub fn parse(line: &str) -> Result<Listening, String> {
-        if !line.starts_with("rollstat listening ") {
+        let json = line.starts_with('{');
+        if json && !line.contains("\"message\":\"rollstat listening\"")
+            || !json && !line.starts_with("rollstat listening ")
+        {
             return Err(format!("unexpected first line: {line:?}"));
         }
+        let word = |key: &str| -> Option<&str> {
+            if json {
+                // Addresses hold no quote or backslash to escape.
+                let at = line.find(&format!("\"{key}\":\""))? + key.len() + 4;
+                line[at..].split('"').next()
+            } else {
+                line.split_whitespace()
+                    .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
+            }
+        };
         let addr = |key: &str| -> Result<Option<SocketAddr>, String> {
-            line.split_whitespace()
-                .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
+            word(key)
                 .map(|a| {
                     a.parse()
                         .map_err(|e| format!("bad {key} address in {line:?}: {e}"))
@@ -208,6 +227,10 @@ impl Listening {
 #[derive(Debug)]
 pub struct Running {
     child: Child,
+    /// Its stdout lines read so far (the first is the listening line), and
+    /// the later ones as they come (locked: a `Running` is shared between
+    /// test threads).
+    stdout: Mutex<(Vec<String>, Option<mpsc::Receiver<String>>)>,
     /// Where it listens.
     pub listening: Listening,
     config: PathBuf,
@@ -241,6 +264,16 @@ impl Running {
             .as_ref()
             .and_then(|p| std::fs::read(p).ok())
             .unwrap_or_default()
+    }
+
+    /// Every line it printed on stdout so far, the listening line first.
+    pub fn stdout(&self) -> Vec<String> {
+        let mut s = self.stdout.lock().unwrap_or_else(PoisonError::into_inner);
+        let (seen, rx) = &mut *s;
+        if let Some(rx) = rx {
+            seen.extend(rx.try_iter());
+        }
+        seen.clone()
     }
 
     /// Its exit status, if it has exited (without waiting).
@@ -280,5 +313,12 @@ mod tests {
         assert!(Listening::parse("rollstat listening statsd_udp=127.0.0.1:1").is_err());
         assert!(Listening::parse("rollstat listening http=nope").is_err());
         assert!(Listening::parse("hello http=127.0.0.1:1").is_err());
+        let json = Listening::parse(
+            r#"{"timestamp":"2026-01-01T00:00:00.0Z","level":"INFO","fields":{"message":"rollstat listening","statsd_udp":"127.0.0.1:41234","statsd_unix":"/tmp/x.sock","http":"[::1]:9"},"target":"rollstat"}"#,
+        )
+        .unwrap();
+        assert_eq!(json.udp, Some("127.0.0.1:41234".parse().unwrap()));
+        assert_eq!((json.tcp, json.http), (None, "[::1]:9".parse().unwrap()));
+        assert!(Listening::parse(r#"{"fields":{"message":"other","http":"[::1]:9"}}"#).is_err());
     }
 }

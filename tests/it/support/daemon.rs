@@ -84,6 +84,11 @@ impl Daemon {
         self.run.pid()
     }
 
+    /// Every line it printed on stdout so far (the listening line first).
+    pub fn stdout(&self) -> Vec<String> {
+        self.run.stdout()
+    }
+
     /// What it logged so far.
     pub fn log(&self) -> String {
         self.run.log()
