@@ -326,6 +326,7 @@ fn main() -> ExitCode {
         report(&rollstat::config::ConfigError {
             path: cli.config.clone(),
             problems: loops,
+            refusal: None,
         });
         return ExitCode::from(2);
     }
