@@ -86,6 +86,9 @@ pub struct Rule {
     /// gives them the defaults' observer type, ttl and buckets): `**`, no
     /// rename.
     pub unmapped: bool,
+    /// What rollstat does differently with this rule (each naming the
+    /// file's line): warnings, not problems.
+    pub notes: Vec<String>,
 }
 
 /// A rule's pattern, in rollstat's syntax.
@@ -186,7 +189,7 @@ pub fn parse(text: &str) -> Result<ExporterRules, Vec<YamlProblem>> {
         r.problems.sort_by_key(|p| p.line);
         return Err(r.problems);
     }
-    let mut warnings = Vec::new();
+    let mut warnings: Vec<String> = rules.iter().flat_map(|r| r.notes.clone()).collect();
     if let Some(rule) = unmapped_rule(&mut r, &defaults) {
         rules.push(rule);
     }
@@ -303,6 +306,7 @@ fn read_rule(
     let mut summary_line = None;
     let mut scale = None;
     let mut help = None;
+    let mut notes = Vec::new();
     for (k, kline, v) in r.entries(node, path) {
         let key = format!("{path}.{k}");
         match k.as_str() {
@@ -313,10 +317,14 @@ fn read_rule(
                 for (lk, lline, lv) in r.entries(v, &key) {
                     let lkey = format!("{key}.{lk}");
                     if let Some(val) = r.scalar_text(lv, &lkey) {
-                        if !is_exporter_label_name(&lk) {
-                            r.at(lline, &lkey, "invalid label key: statsd_exporter takes [a-zA-Z_][a-zA-Z0-9_]+ (two characters or more)");
-                        } else {
-                            labels.push((lk, val, lline));
+                        match label_key(&lk) {
+                            LabelKey::Invalid => r.at(lline, &lkey, "invalid label key: statsd_exporter takes [a-zA-Z_][a-zA-Z0-9_]+ (two characters or more)"),
+                            LabelKey::Reserved => r.at(lline, &lkey, "label names starting with `__` are reserved for Prometheus' own use (statsd_exporter's client library refuses them too, so the rule could never publish a series); pick another name"),
+                            LabelKey::Renamed(to) => {
+                                notes.push(renamed_note(lline, &lkey, &lk, &to));
+                                labels.push((to, val, lline));
+                            }
+                            LabelKey::AsIs => labels.push((lk, val, lline)),
                         }
                     }
                 }
@@ -500,6 +508,7 @@ fn read_rule(
         help: help.filter(|h| !h.is_empty()),
         summary,
         unmapped: false,
+        notes,
     };
     Some(((rule, spec), regex))
 }
@@ -604,6 +613,7 @@ fn unmapped_rule(r: &mut Reader, d: &Defaults) -> Option<Rule> {
         help: None,
         summary,
         unmapped: true,
+        notes: Vec::new(),
     })
 }
 
@@ -826,6 +836,43 @@ fn exporter_glob(m: &str) -> Option<Vec<u8>> {
         kinds.push(0);
     }
     Some(kinds)
+}
+
+/// What a rule's label key becomes.
+#[derive(Debug, PartialEq, Eq)]
+enum LabelKey {
+    /// Published as written.
+    AsIs,
+    /// One of the labels rollstat's families set themselves
+    /// ([`RESERVED_LABELS`](crate::names::RESERVED_LABELS)): published
+    /// under this name (`tag_` before it), as a tag of that name is.
+    Renamed(String),
+    /// `__*`: Prometheus' own.
+    Reserved,
+    /// Not a label name statsd_exporter takes.
+    Invalid,
+}
+
+/// What becomes of a rule's label key `k`. A `metric` label beside
+/// rollstat's own `metric` (or `le` on a histogram, `quantile` on a
+/// summary) would name a label twice, and Prometheus would drop the whole
+/// scrape: such a key takes the `tag_` prefix a tag of that name takes,
+/// on every family, so one label keeps one name.
+fn label_key(k: &str) -> LabelKey {
+    if !is_exporter_label_name(k) {
+        LabelKey::Invalid
+    } else if k.starts_with("__") {
+        LabelKey::Reserved
+    } else if crate::names::RESERVED_LABELS.contains(&k) {
+        LabelKey::Renamed(format!("tag_{k}"))
+    } else {
+        LabelKey::AsIs
+    }
+}
+
+/// The warning for a label key published under another name.
+fn renamed_note(line: usize, key: &str, from: &str, to: &str) -> String {
+    format!("line {line}: `{key}`: `{from}` is a label rollstat sets itself ({}): published as `{to}` on every family, as a tag named `{from}` is", crate::names::RESERVED_LABELS.join(", "))
 }
 
 /// statsd_exporter's `labelNameRE`: `^[a-zA-Z_][a-zA-Z0-9_]+$`.

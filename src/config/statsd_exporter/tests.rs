@@ -481,3 +481,29 @@ fn keys_older_exporters_read_are_read_as_they_did() {
     let (keys, _) = problems("mappings:\n- match: a.*\n  name: a\n  observer_type: histogram\n  buckets: [1]\n  histogram_options:\n    buckets: [2]\n");
     assert_eq!(keys, [(5, "mappings[0].buckets".to_string())]);
 }
+
+#[test]
+fn labels_named_like_rollstats_own_take_the_tag_prefix_and_dunder_ones_are_refused() {
+    assert_eq!(label_key("metric"), LabelKey::Renamed("tag_metric".into()));
+    assert_eq!(label_key("le"), LabelKey::Renamed("tag_le".into()));
+    assert_eq!(
+        label_key("quantile"),
+        LabelKey::Renamed("tag_quantile".into())
+    );
+    assert_eq!(label_key("window"), LabelKey::Renamed("tag_window".into()));
+    assert_eq!(label_key("__name__"), LabelKey::Reserved);
+    assert_eq!(label_key("q"), LabelKey::Invalid);
+    assert_eq!(label_key("metrics"), LabelKey::AsIs);
+    let r = parse("mappings:\n- match: a.*\n  name: a\n  labels:\n    metric: \"$1\"\n").unwrap();
+    assert_eq!(
+        r.rules[0].labels,
+        vec![("tag_metric".into(), "${1}".into())]
+    );
+    assert!(
+        r.warnings[0].starts_with("line 5: `mappings[0].labels.metric`"),
+        "{:?}",
+        r.warnings
+    );
+    let (keys, _) = problems("mappings:\n- match: a.*\n  name: a\n  labels:\n    __x: \"$1\"\n");
+    assert_eq!(keys, vec![(5, "mappings[0].labels.__x".to_string())]);
+}

@@ -1,0 +1,172 @@
+//! statsd_exporter mapping files that real shops have, read as they are:
+//! labels named like rollstat's own, invalid Go regexes, durations the
+//! TOML form must keep exactly, and TTLs shorter than a window. Each test
+//! runs the real binary (daemon, check-config, convert-mapping).
+
+use std::process::Command;
+use std::time::Duration;
+
+use crate::support::{run, wait_until, Daemon, Prometheus, TempDir, TEST_CONFIG};
+
+fn rollstat() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_rollstat"))
+}
+
+/// `rollstat ARGS...`: its exit code, stdout and stderr.
+fn rollstat_run(args: &[&std::ffi::OsStr]) -> (Option<i32>, String, String) {
+    let out = run(rollstat().args(args), b"", Duration::from_secs(20));
+    (out.status.code(), out.stdout, out.stderr)
+}
+
+/// A config.toml in `dir` loading `mapping` (written as mapping.yml).
+fn config_with_mapping(dir: &TempDir, mapping: &str) -> (std::path::PathBuf, String) {
+    let file = dir.path().join("mapping.yml");
+    std::fs::write(&file, mapping).unwrap();
+    let cfg = format!(
+        "{TEST_CONFIG}\n[statsd_exporter]\nmapping_file = \"{}\"\n",
+        file.display()
+    );
+    (file, cfg)
+}
+
+/// Labels named like the ones rollstat's windowed families, histograms and
+/// summaries set themselves.
+const RESERVED_LABELS: &str = r#"mappings:
+- match: app.*.requests
+  name: app_requests_total
+  labels:
+    metric: "$1"
+    window: "w"
+- match: lat.*
+  observer_type: histogram
+  histogram_options:
+    buckets: [0.1, 1]
+  name: lat_seconds
+  labels:
+    le: "$1"
+- match: sum.*
+  name: sum_seconds
+  labels:
+    quantile: "$1"
+"#;
+
+#[test]
+fn mapping_labels_named_like_rollstats_own_are_renamed_and_the_target_stays_up() {
+    let dir = TempDir::new("se-reserved");
+    let (file, cfg) = config_with_mapping(&dir, RESERVED_LABELS);
+    let cfg_path = dir.path().join("config.toml");
+    std::fs::write(&cfg_path, &cfg).unwrap();
+    let d = Daemon::start_with(&cfg);
+    d.send_udp(b"app.login.requests:3|c\nlat.fast:200|ms\nsum.x:100|ms\n");
+    d.wait_lines("udp", 3.0, Duration::from_secs(10));
+    let s = d.scrape();
+    assert_eq!(s.duplicates(), Vec::<String>::new());
+    assert_eq!(
+        s.must(
+            "app_requests_total",
+            &[("tag_metric", "login"), ("tag_window", "w")]
+        ),
+        3.0
+    );
+    assert_eq!(
+        s.must(
+            "rollstat_window_samples",
+            &[
+                ("metric", "app_requests_total"),
+                ("window", "5s"),
+                ("tag_metric", "login"),
+                ("tag_window", "w")
+            ]
+        ),
+        1.0
+    );
+    assert_eq!(
+        s.must("lat_seconds_bucket", &[("tag_le", "fast"), ("le", "1")]),
+        1.0
+    );
+    assert_eq!(s.must("sum_seconds_count", &[("tag_quantile", "x")]), 1.0);
+
+    // A real Prometheus takes the target (it drops a scrape with a label
+    // name twice) and stores the renamed labels.
+    let prom = Prometheus::start(d.http);
+    let got = wait_until(
+        Duration::from_secs(20),
+        "the target up, with the series",
+        || {
+            let t = prom.target()?;
+            if t["health"] != "up" {
+                return Err(format!("target: {t}"));
+            }
+            let v = prom.query(r#"app_requests_total{tag_metric="login"}"#)?;
+            let b = prom.query(r#"lat_seconds_bucket{tag_le="fast",le="1"}"#)?;
+            let q = prom.query(r#"sum_seconds_count{tag_quantile="x"}"#)?;
+            match (v.as_slice(), b.as_slice(), q.as_slice()) {
+                ([v], [b], [q]) => Ok((*v, *b, *q)),
+                _ => Err(format!("not yet: {v:?} {b:?} {q:?}")),
+            }
+        },
+    );
+    assert_eq!(got, (3.0, 1.0, 1.0));
+
+    // check-config accepts the file and says what becomes of each label.
+    let (code, stdout, stderr) = rollstat_run(&["check-config".as_ref(), cfg_path.as_os_str()]);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    let f = file.display().to_string();
+    for (line, key) in [(5, "metric"), (6, "window"), (13, "le"), (17, "quantile")] {
+        let want = format!("{f}: line {line}: `mappings[");
+        assert!(
+            stderr.contains(&want) && stderr.contains(&format!("published as `tag_{key}`")),
+            "{want} ... tag_{key} in\n{stderr}"
+        );
+    }
+
+    // convert-mapping prints TOML that check-config accepts and that maps
+    // the same way.
+    let (code, toml, stderr) = rollstat_run(&["convert-mapping".as_ref(), file.as_os_str()]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(toml.contains("tag_metric = \"${1}\""), "{toml}");
+    let conv_path = dir.path().join("converted.toml");
+    let conv = format!("{TEST_CONFIG}\n{toml}");
+    std::fs::write(&conv_path, &conv).unwrap();
+    let (code, stdout, stderr) = rollstat_run(&["check-config".as_ref(), conv_path.as_os_str()]);
+    assert_eq!(code, Some(0), "{stdout}{stderr}\n{toml}");
+    let c = Daemon::start_with(&conv);
+    c.send_udp(b"app.login.requests:3|c\nlat.fast:200|ms\nsum.x:100|ms\n");
+    c.wait_lines("udp", 3.0, Duration::from_secs(10));
+    let cs = c.scrape();
+    assert_eq!(
+        cs.must(
+            "app_requests_total",
+            &[("tag_metric", "login"), ("tag_window", "w")]
+        ),
+        3.0
+    );
+    assert_eq!(
+        cs.must("lat_seconds_bucket", &[("tag_le", "fast"), ("le", "1")]),
+        1.0
+    );
+}
+
+#[test]
+fn a_mapping_label_prometheus_reserves_is_refused_with_the_files_line() {
+    let dir = TempDir::new("se-dunder");
+    let (file, cfg) = config_with_mapping(
+        &dir,
+        "mappings:\n- match: a.*\n  name: a\n  labels:\n    __name__: \"$1\"\n",
+    );
+    let cfg_path = dir.path().join("config.toml");
+    std::fs::write(&cfg_path, &cfg).unwrap();
+    let (code, stdout, stderr) = rollstat_run(&["check-config".as_ref(), cfg_path.as_os_str()]);
+    assert_eq!(code, Some(2), "{stdout}{stderr}");
+    let want = format!(
+        "{}:5: `mappings[0].labels.__name__`: label names starting with `__`",
+        file.display()
+    );
+    assert!(stderr.contains(&want), "{want} in\n{stderr}");
+    let (code, toml, stderr) = rollstat_run(&["convert-mapping".as_ref(), file.as_os_str()]);
+    assert_eq!(code, Some(2), "{toml}{stderr}");
+    assert!(
+        stderr.contains(&format!("{}:5:", file.display())),
+        "{stderr}"
+    );
+}
