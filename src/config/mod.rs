@@ -9,6 +9,7 @@
 
 mod access;
 pub mod exposure;
+mod go_regex;
 mod go_template;
 mod reader;
 mod redis;

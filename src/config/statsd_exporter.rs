@@ -34,8 +34,8 @@ use std::time::Duration;
 
 use saphyr::{MarkedYaml, Scalar, YamlData};
 
-use super::go_template;
 use super::yaml::{go_duration, load_document, type_name, Reader, YamlProblem};
+use super::{go_regex, go_template};
 use super::{Action, KindSet, Mapping, SummarySpec};
 use crate::mapping::{Glob, Matcher, NameRegex, Template};
 use crate::parse::MetricKind;
@@ -416,11 +416,12 @@ fn read_rule(
     }
     let key = format!("{path}.match");
     let (pattern, spec, name_tpl, labels) = if regex {
-        let translated = go_template::unanchored(&m);
+        let go = go_pattern(r, &m, mline, &key)?;
+        let translated = go_template::unanchored(&go);
         let re = match NameRegex::new(&translated) {
             Ok(re) => re,
             Err(e) => {
-                r.at(mline, &key, format!("invalid regex: {e}"));
+                r.at(mline, &key, format!("invalid regex `{m}`: {e}"));
                 return None;
             }
         };
@@ -511,6 +512,30 @@ fn read_rule(
         notes,
     };
     Some(((rule, spec), regex))
+}
+
+/// The rule's regex `m` as Go's RE2 reads it, in the `regex` crate's
+/// syntax ([`go_regex`]), checked on its own before it is anchored: a
+/// problem (at `line`, quoting the user's text) if either engine refuses
+/// it. Without this `api)|(.*` became `.*?(api)|(.*).*`, a catch-all.
+fn go_pattern(r: &mut Reader, m: &str, line: usize, key: &str) -> Option<String> {
+    let checked = go_regex::translate(m).and_then(|go| match regex::Regex::new(&go) {
+        Ok(_) => Ok(go),
+        // The crate's message on the user's own text where it reads it,
+        // else on what Go's syntax became.
+        Err(e) => Err(regex::Regex::new(m).err().unwrap_or(e).to_string()),
+    });
+    match checked {
+        Ok(go) => Some(go),
+        Err(e) => {
+            r.at(
+                line,
+                key,
+                format!("invalid regex `{m}` (Go's RE2 syntax, as statsd_exporter reads it): {e}"),
+            );
+            None
+        }
+    }
 }
 
 /// The summary of a rule whose options are `own` (unset fields from

@@ -170,3 +170,43 @@ fn a_mapping_label_prometheus_reserves_is_refused_with_the_files_line() {
         "{stderr}"
     );
 }
+
+#[test]
+fn an_invalid_go_regex_is_refused_at_its_line_not_made_a_catch_all() {
+    let dir = TempDir::new("se-regex");
+    let (file, cfg) = config_with_mapping(
+        &dir,
+        "mappings:\n- match: 'api)|(.*'\n  match_type: regex\n  name: everything_total\n",
+    );
+    let cfg_path = dir.path().join("config.toml");
+    std::fs::write(&cfg_path, &cfg).unwrap();
+    let (code, stdout, stderr) = rollstat_run(&["check-config".as_ref(), cfg_path.as_os_str()]);
+    assert_eq!(code, Some(2), "{stdout}{stderr}");
+    let want = format!(
+        "{}:2: `mappings[0].match`: invalid regex `api)|(.*`",
+        file.display()
+    );
+    assert!(stderr.contains(&want), "{want} in\n{stderr}");
+    // The error shows the user's text, not the anchored `.*?(...).*`.
+    assert!(!stderr.contains(".*?("), "{stderr}");
+    let (code, toml, stderr) = rollstat_run(&["convert-mapping".as_ref(), file.as_os_str()]);
+    assert_eq!(code, Some(2), "{toml}{stderr}");
+    assert!(
+        stderr.contains(&format!("{}:2:", file.display())),
+        "{stderr}"
+    );
+
+    // A valid one reads as Go reads it: `\d` is ASCII, `[a&&b]` three
+    // characters, and it still matches anywhere in the name.
+    std::fs::write(
+        &file,
+        "mappings:\n- match: 'app\\.(\\d+)\\.[a&&b]+'\n  match_type: regex\n  name: app_total\n  labels:\n    id: \"$1\"\n",
+    )
+    .unwrap();
+    let d = Daemon::start_with(&cfg);
+    d.send_udp("x.app.42.a&b:1|c\napp.\u{663}.a:1|c\nunrelated.metric:1|c\n".as_bytes());
+    let s = d.wait_lines("udp", 3.0, Duration::from_secs(10));
+    assert_eq!(s.must("app_total", &[("id", "42")]), 1.0);
+    assert_eq!(s.must("unrelated_metric_total", &[]), 1.0);
+    assert_eq!(s.value("app_total", &[("id", "\u{663}")]), None);
+}
