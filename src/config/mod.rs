@@ -443,6 +443,9 @@ pub struct Mapping {
 pub struct SummarySpec {
     /// The published quantiles, each in (0, 1).
     pub quantiles: Vec<f64>,
+    /// `max_age` as written (the window's length is this split into whole
+    /// nanosecond buckets, which may round it down).
+    pub max_age: Duration,
     /// The window the quantiles are read over.
     pub window: WindowSpec,
 }
@@ -464,9 +467,30 @@ impl SummarySpec {
     pub fn new(quantiles: Vec<f64>, max_age: Duration, age_buckets: usize) -> Result<Self, String> {
         let interval = max_age / u32::try_from(age_buckets.max(1)).map_err(|e| e.to_string())?;
         let window = WindowSpec::new(age_buckets, interval).map_err(|e| e.to_string())?;
-        Ok(SummarySpec { quantiles, window })
+        if max_age > MAX_SUMMARY_AGE {
+            return Err(format!(
+                "max_age {}s is more than {}s (100 years)",
+                max_age.as_secs(),
+                MAX_SUMMARY_AGE.as_secs()
+            ));
+        }
+        if max_age.subsec_nanos() % 1_000_000 != 0 {
+            return Err(format!(
+                "max_age {max_age:?} is not a whole number of milliseconds"
+            ));
+        }
+        Ok(SummarySpec {
+            quantiles,
+            max_age,
+            window,
+        })
     }
 }
+
+/// The longest summary `max_age` either form of a mapping takes (100
+/// years): the same bound for a statsd_exporter file's `max_age` and
+/// config.toml's `summary_max_age_secs` / `summary_max_age_ms`.
+pub const MAX_SUMMARY_AGE: Duration = Duration::from_secs(100 * 365 * 86_400);
 
 /// All the problems found in a config file.
 #[derive(Debug, Clone)]
@@ -558,6 +582,7 @@ const MAPPING_KEYS: &[&str] = &[
     "observer",
     "summary_quantiles",
     "summary_max_age_secs",
+    "summary_max_age_ms",
     "summary_age_buckets",
     "native_histogram_bucket_factor",
     "native_histogram_max_buckets",
@@ -1311,7 +1336,22 @@ fn read_summary(
 ) -> Option<std::sync::Arc<SummarySpec>> {
     let observer = t.string(p, "observer");
     let quantiles = t.floats(p, "summary_quantiles");
-    let max_age = t.int(p, "summary_max_age_secs", 1, 7 * 86_400);
+    let max_secs = MAX_SUMMARY_AGE.as_secs();
+    let max_age = match (
+        t.int(p, "summary_max_age_secs", 1, max_secs),
+        t.int(p, "summary_max_age_ms", 1, max_secs * 1000),
+    ) {
+        (Some(_), Some(_)) => {
+            p.at(
+                t.start(),
+                &t.key_path("summary_max_age_ms"),
+                "set summary_max_age_secs or summary_max_age_ms, not both",
+            );
+            return None;
+        }
+        (Some(s), None) => Some(Duration::from_secs(s)),
+        (None, ms) => ms.map(Duration::from_millis),
+    };
     let age_buckets = t.int(p, "summary_age_buckets", 1, 1000);
     let summary = match &observer {
         None => false,
@@ -1330,6 +1370,7 @@ fn read_summary(
         if let Some(off) = [
             "summary_quantiles",
             "summary_max_age_secs",
+            "summary_max_age_ms",
             "summary_age_buckets",
         ]
         .iter()
@@ -1359,7 +1400,7 @@ fn read_summary(
             qs.into_iter().map(|(q, _)| q).collect()
         }
     };
-    let age = max_age.map_or(d.window.length(), Duration::from_secs);
+    let age = max_age.unwrap_or(d.max_age);
     let buckets = age_buckets.map_or(d.window.size(), |b| b as usize);
     match SummarySpec::new(qs, age, buckets) {
         Ok(s) => Some(std::sync::Arc::new(s)),

@@ -554,10 +554,7 @@ fn summary_spec(
         .quantiles
         .or_else(|| defaults.quantiles.clone())
         .unwrap_or_else(|| d.quantiles.clone());
-    let max_age = own
-        .max_age
-        .or(defaults.max_age)
-        .unwrap_or(d.window.length());
+    let max_age = own.max_age.or(defaults.max_age).unwrap_or(d.max_age);
     let age_buckets = own
         .age_buckets
         .or(defaults.age_buckets)
@@ -589,6 +586,13 @@ fn read_summary_options(r: &mut Reader, node: &MarkedYaml<'_>, path: &str) -> Su
             }
             "max_age" => {
                 o.max_age = read_ttl(r, v, &key).filter(|d| !d.is_zero());
+                // config.toml's summary_max_age_secs / _ms take the same.
+                if let Some(age) = o.max_age {
+                    if age > super::MAX_SUMMARY_AGE || age.subsec_nanos() % 1_000_000 != 0 {
+                        r.at(line, &key, format!("{age:?}: a summary's max_age is whole milliseconds, at most {}h (100 years), as config.toml's summary_max_age_secs takes", super::MAX_SUMMARY_AGE.as_secs() / 3600));
+                        o.max_age = None;
+                    }
+                }
             }
             "age_buckets" | "buf_cap" => match &v.data {
                 YamlData::Value(Scalar::Integer(n)) if *n >= 0 && *n <= 1000 => {
@@ -1037,12 +1041,14 @@ impl Rule {
                 .map(|v| toml::Value::Float(*v).to_string())
                 .collect();
             let _ = writeln!(out, "summary_quantiles = [{}]", qs.join(", "));
-            let age = sm.window.length();
-            let _ = writeln!(
-                out,
-                "summary_max_age_secs = {}",
-                age.as_secs() + u64::from(age.subsec_nanos() > 0)
-            );
+            // Exactly as written: whole seconds, else milliseconds (a
+            // summary's age is whole milliseconds, `SummarySpec::new`).
+            let age = sm.max_age;
+            if age.subsec_nanos() == 0 {
+                let _ = writeln!(out, "summary_max_age_secs = {}", age.as_secs());
+            } else {
+                let _ = writeln!(out, "summary_max_age_ms = {}", age.as_millis());
+            }
             let _ = writeln!(out, "summary_age_buckets = {}", sm.window.size());
         }
         if let Some(b) = &self.buckets {

@@ -210,3 +210,73 @@ fn an_invalid_go_regex_is_refused_at_its_line_not_made_a_catch_all() {
     assert_eq!(s.must("unrelated_metric_total", &[]), 1.0);
     assert_eq!(s.value("app_total", &[("id", "\u{663}")]), None);
 }
+
+/// `convert-mapping FILE`, then check-config on TEST_CONFIG with its rules:
+/// the TOML and check-config's exit code and output.
+fn convert_and_check(dir: &TempDir, file: &std::path::Path) -> (String, Option<i32>, String) {
+    let (code, toml, stderr) = rollstat_run(&["convert-mapping".as_ref(), file.as_os_str()]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let conv = dir.path().join("converted.toml");
+    std::fs::write(&conv, format!("{TEST_CONFIG}\n{toml}")).unwrap();
+    let (code, stdout, stderr) = rollstat_run(&["check-config".as_ref(), conv.as_os_str()]);
+    (toml, code, format!("{stdout}{stderr}"))
+}
+
+#[test]
+fn convert_mapping_keeps_summary_ages_exactly_and_accepts_what_the_file_accepts() {
+    let dir = TempDir::new("se-ages");
+    let (file, cfg) = config_with_mapping(
+        &dir,
+        "mappings:\n- match: a.*\n  name: a\n  summary_options:\n    max_age: 1500ms\n    age_buckets: 3\n- match: b.*\n  name: b\n  summary_options:\n    max_age: 100000h\n",
+    );
+    let cfg_path = dir.path().join("config.toml");
+    std::fs::write(&cfg_path, &cfg).unwrap();
+    let (code, stdout, stderr) = rollstat_run(&["check-config".as_ref(), cfg_path.as_os_str()]);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    let (toml, code, out) = convert_and_check(&dir, &file);
+    assert!(toml.contains("summary_max_age_ms = 1500\n"), "{toml}");
+    assert!(
+        toml.contains("summary_max_age_secs = 360000000\n"),
+        "{toml}"
+    );
+    assert_eq!(code, Some(0), "{out}\n{toml}");
+
+    // The 1.5 s summary, through both: its quantile is gone 1.5 s after the
+    // last sample in both daemons (3 buckets of 500 ms).
+    for config in [cfg.clone(), format!("{TEST_CONFIG}\n{toml}")] {
+        let d = Daemon::start_with(&config);
+        d.send_udp(b"a.x:100|ms");
+        let s = d.wait_lines("udp", 1.0, Duration::from_secs(10));
+        assert_eq!(s.must("a", &[("quantile", "0.5")]).round(), 0.0);
+        assert_eq!(s.must("a_count", &[]), 1.0);
+        d.wait_scrape(Duration::from_secs(5), "the quantile aged out", |s| {
+            s.value("a", &[("quantile", "0.5")]).is_none()
+        });
+    }
+}
+
+#[test]
+fn a_summary_age_both_forms_refuse_is_refused_by_both() {
+    let dir = TempDir::new("se-ages-bad");
+    let (file, cfg) = config_with_mapping(
+        &dir,
+        "mappings:\n- match: a.*\n  name: a\n  summary_options:\n    max_age: 1000000h\n",
+    );
+    let cfg_path = dir.path().join("config.toml");
+    std::fs::write(&cfg_path, &cfg).unwrap();
+    let (code, stdout, stderr) = rollstat_run(&["check-config".as_ref(), cfg_path.as_os_str()]);
+    assert_eq!(code, Some(2), "{stdout}{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{}:5: `mappings[0].summary_options.max_age`",
+            file.display()
+        )),
+        "{stderr}"
+    );
+    let toml = format!("{TEST_CONFIG}\n[[mappings]]\nmatch = \"a.*\"\nobserver = \"summary\"\nsummary_max_age_secs = 3600000000\n");
+    let conv = dir.path().join("native.toml");
+    std::fs::write(&conv, toml).unwrap();
+    let (code, stdout, stderr) = rollstat_run(&["check-config".as_ref(), conv.as_os_str()]);
+    assert_eq!(code, Some(2), "{stdout}{stderr}");
+    assert!(stderr.contains("summary_max_age_secs"), "{stderr}");
+}
