@@ -76,6 +76,34 @@ pub struct Config {
     pub relays: Vec<RelayDef>,
 }
 
+impl Config {
+    /// A `[[mappings]]` rule's `ttl_secs` shorter than one of its windows:
+    /// accepted, its series living until that window has drained (the
+    /// mapping file's rules say so in their own warnings, with the file's
+    /// line).
+    #[must_use]
+    pub fn ttl_warnings(&self) -> Vec<String> {
+        let own = self.mappings.len() - self.statsd_exporter.as_ref().map_or(0, |f| f.rules);
+        self.mappings[..own]
+            .iter()
+            .enumerate()
+            .filter_map(|(i, m)| {
+                let ids = m
+                    .windows
+                    .clone()
+                    .unwrap_or_else(|| (0..self.windows.len()).collect());
+                let note = ttl_note(m.ttl?, ids.iter().map(|&w| &self.windows[w]))?;
+                Some(format!(
+                    "[[mappings]] #{} (match `{}`): ttl_secs = {}",
+                    i + 1,
+                    m.pattern.as_str(),
+                    note
+                ))
+            })
+            .collect()
+    }
+}
+
 /// `[statsd_exporter] mapping_file`, as read.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StatsdExporterFile {
@@ -1252,18 +1280,11 @@ fn read_mapping(
         );
     }
     let honor_labels = t.bool(p, "honor_labels").unwrap_or(false);
-    let ttl_off = t.raw("ttl_secs").map(|v| v.span().start);
+    // A TTL shorter than a window is a warning (`Config::ttl_warnings`):
+    // the series lives until its longest window has drained.
     let ttl = t
         .int(p, "ttl_secs", 0, 10 * 365 * 86_400)
         .map(Duration::from_secs);
-    if let (Some(ttl), Some(off)) = (ttl, ttl_off) {
-        let ids = windows_sel
-            .clone()
-            .unwrap_or_else(|| (0..windows.len()).collect());
-        if let Some(msg) = ttl_problem(ttl, ids.iter().map(|&i| &windows[i])) {
-            p.at(off, &t.key_path("ttl_secs"), msg);
-        }
-    }
     let histogram_buckets = t.floats(p, "histogram_buckets").and_then(|bs| {
         let vals: Vec<f64> = bs.iter().map(|(b, _)| *b).collect();
         if vals.is_empty() || vals.windows(2).any(|w| w[0] >= w[1]) {
@@ -1450,18 +1471,18 @@ pub(super) fn read_matcher(
 
 /// Why a series' own `ttl` cannot go with its windows: it would expire
 /// while a window still holds its samples. Zero (never expire) always can.
-fn ttl_problem<'w>(
+pub(crate) fn ttl_note<'w>(
     ttl: Duration,
     windows: impl Iterator<Item = &'w NamedWindow>,
 ) -> Option<String> {
     let longest = windows.max_by_key(|w| w.spec.length())?;
     (!ttl.is_zero() && ttl < longest.spec.length()).then(|| {
         format!(
-            "{}s is shorter than window `{}` ({}s): a series would expire while the window still holds its samples; give at least {}s, or 0 (never expire)",
+            "{}s is shorter than window `{}` ({}s): its series expire when they have been idle that long, once the window has drained, not after {}s (every family, cumulative and windowed, goes together)",
             ttl.as_secs_f64(),
             longest.name,
             longest.spec.length().as_secs_f64(),
-            longest.spec.length().as_secs_f64().ceil(),
+            ttl.as_secs_f64(),
         )
     })
 }
@@ -1479,19 +1500,22 @@ fn read_exporter_file(
     let (path, rules) =
         yaml::read_named_file(t, p, "mapping_file", |text, _| statsd_exporter::parse(text))?;
     let mut ok = true;
+    let mut rules = rules;
+    let mut notes = Vec::new();
     for r in &rules.rules {
-        let problem = match r.to_mapping() {
-            Err(e) => Some(("name, labels", e)),
-            Ok(_) => r
-                .ttl
-                .and_then(|ttl| ttl_problem(ttl, windows.iter()))
-                .map(|m| ("ttl", m)),
-        };
-        if let Some((what, msg)) = problem {
-            p.at(off, &key, format!("{path}:{}: `{what}`: {msg}", r.line));
+        if let Err(e) = r.to_mapping() {
+            p.at(off, &key, format!("{path}:{}: `name, labels`: {e}", r.line));
             ok = false;
         }
+        let note = r.ttl.and_then(|ttl| ttl_note(ttl, windows.iter()));
+        if let (Some(n), Some((line, k))) = (note, &r.ttl_at) {
+            let n = format!("line {line}: `{k}`: {n}");
+            if !notes.contains(&n) {
+                notes.push(n);
+            }
+        }
     }
+    rules.warnings.extend(notes);
     ok.then_some((PathBuf::from(path), rules))
 }
 

@@ -69,6 +69,8 @@ pub struct Rule {
     pub honor_labels: bool,
     /// `ttl` (of the rule, else of `defaults`); `Some(ZERO)`: never.
     pub ttl: Option<Duration>,
+    /// Where that `ttl` is written: its line and key.
+    pub ttl_at: Option<(usize, String)>,
     /// `histogram_options.buckets` (of the rule, else of `defaults`).
     pub buckets: Option<Vec<f64>>,
     /// A histogram's native histogram, as statsd_exporter gives it one
@@ -143,6 +145,7 @@ struct Defaults {
     regex: bool,
     unordered: bool,
     ttl: Option<Duration>,
+    ttl_at: Option<(usize, String)>,
     buckets: Option<Vec<f64>>,
     native_factor: Option<f64>,
     native_max: Option<u32>,
@@ -211,7 +214,10 @@ fn read_defaults(r: &mut Reader, node: &MarkedYaml<'_>) -> Defaults {
         match k.as_str() {
             "match_type" => d.regex = read_match_type(r, v, &key),
             "glob_disable_ordering" => d.unordered = r.bool(v, &key).unwrap_or(false),
-            "ttl" => d.ttl = read_ttl(r, v, &key),
+            "ttl" => {
+                d.ttl = read_ttl(r, v, &key);
+                d.ttl_at = Some((line, key.clone()));
+            }
             "observer_type" => d.histogram = read_observer(r, v, &key),
             "histogram_options" => {
                 let h = read_histogram(r, v, &key);
@@ -297,6 +303,7 @@ fn read_rule(
     let mut drop = false;
     let mut kinds = None;
     let mut ttl = d.ttl;
+    let mut ttl_at = d.ttl_at.clone();
     let mut buckets = None;
     let (mut native_factor, mut native_max) = (None, None);
     let mut observer = None;
@@ -357,6 +364,7 @@ fn read_rule(
                 if let Some(t) = read_ttl(r, v, &key) {
                     if !t.is_zero() {
                         ttl = Some(t);
+                        ttl_at = Some((kline, key.clone()));
                     }
                 }
             }
@@ -499,6 +507,7 @@ fn read_rule(
         labels: labels.into_iter().map(|(k, v, _)| (k, v)).collect(),
         honor_labels,
         ttl,
+        ttl_at,
         buckets: if histogram {
             buckets.or_else(|| d.buckets.clone())
         } else {
@@ -636,6 +645,7 @@ fn unmapped_rule(r: &mut Reader, d: &Defaults) -> Option<Rule> {
         labels: Vec::new(),
         honor_labels: false,
         ttl: d.ttl,
+        ttl_at: d.ttl_at.clone(),
         buckets,
         native,
         scale: None,

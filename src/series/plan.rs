@@ -191,15 +191,19 @@ impl Plan {
         });
         labels.sort();
         let native = self.native_spec(kind, rule);
+        let window_ids = rule
+            .and_then(|m| m.windows.clone())
+            .unwrap_or_else(|| self.default_windows.clone());
+        let ttl = rule
+            .and_then(|m| m.ttl)
+            .map(|t| self.ttl_over(t, &window_ids));
         Some(Resolved {
             metric,
             prom_name,
             labels,
-            window_ids: rule
-                .and_then(|m| m.windows.clone())
-                .unwrap_or_else(|| self.default_windows.clone()),
+            window_ids,
             shared: rule.is_some_and(|m| m.shared),
-            ttl: rule.and_then(|m| m.ttl),
+            ttl,
             histogram_buckets: rule.and_then(|m| m.histogram_buckets.clone()),
             scale: rule.and_then(|m| m.scale).unwrap_or(1.0),
             help: rule.and_then(|m| m.help.clone()),
@@ -210,6 +214,18 @@ impl Plan {
             sent_label_names,
             native,
         })
+    }
+
+    /// A rule's expiry `ttl` for a series on windows `ids`: never shorter
+    /// than the longest of them (a series lives until its windows have
+    /// drained, so every family goes together); zero stays never.
+    fn ttl_over(&self, ttl: Duration, ids: &[usize]) -> Duration {
+        if ttl.is_zero() {
+            return ttl;
+        }
+        ids.iter()
+            .map(|&i| self.windows[i].spec.length())
+            .fold(ttl, Duration::max)
     }
 
     /// The native histogram of a series of `kind` matched by `rule`: the

@@ -280,3 +280,54 @@ fn a_summary_age_both_forms_refuse_is_refused_by_both() {
     assert_eq!(code, Some(2), "{stdout}{stderr}");
     assert!(stderr.contains("summary_max_age_secs"), "{stderr}");
 }
+
+#[test]
+fn a_ttl_shorter_than_a_window_is_accepted_and_the_series_lives_until_the_window_drains() {
+    let dir = TempDir::new("se-ttl");
+    let (file, cfg) = config_with_mapping(
+        &dir,
+        "mappings:\n- match: short.*\n  name: short_total\n  ttl: 1s\n",
+    );
+    let cfg_path = dir.path().join("config.toml");
+    std::fs::write(&cfg_path, &cfg).unwrap();
+    let (code, stdout, stderr) = rollstat_run(&["check-config".as_ref(), cfg_path.as_os_str()]);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    let want = format!(
+        "{}: line 4: `mappings[0].ttl`: 1s is shorter than window `5s`",
+        file.display()
+    );
+    assert!(stderr.contains(&want), "{want} in\n{stderr}");
+
+    // The converted rule keeps the 1 s and is accepted the same way.
+    let (toml, code, out) = convert_and_check(&dir, &file);
+    assert!(toml.contains("ttl_secs = 1\n"), "{toml}");
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains("ttl_secs = 1s is shorter than window `5s`"),
+        "{out}"
+    );
+
+    // Every family of the series stays until the 5 s window has drained
+    // (then the sweeper, every 250 ms, removes it), not 1 s.
+    let d = Daemon::start_with(&cfg);
+    d.send_udp(b"short.a:2|c");
+    let sent = std::time::Instant::now();
+    let s = d.wait_lines("udp", 1.0, Duration::from_secs(10));
+    assert_eq!(s.must("short_total", &[]), 2.0);
+    let s = d.wait_scrape(Duration::from_secs(15), "the series to expire", |s| {
+        s.value("rollstat_series_expired_total", &[]) == Some(1.0)
+    });
+    let after = sent.elapsed();
+    assert!(
+        after >= Duration::from_millis(4900),
+        "expired after {after:?}"
+    );
+    assert_eq!(s.value("short_total", &[]), None);
+    assert_eq!(
+        s.value(
+            "rollstat_window_samples",
+            &[("metric", "short_total"), ("window", "5s")]
+        ),
+        None
+    );
+}

@@ -437,19 +437,33 @@ fn native_histograms_are_given_as_statsd_exporter_gives_them() {
 }
 
 #[test]
-fn a_ttl_shorter_than_a_window_is_refused_at_the_files_line() {
+fn a_ttl_shorter_than_a_window_is_a_warning_at_the_files_line() {
     let f = Temp::new("ttl", "mappings:\n- match: a.*\n  name: a\n  ttl: 5s\n");
-    let err = Config::parse(&format!(
+    let cfg = Config::parse(&format!(
         "[[windows]]\nname = \"1m\"\nbuckets = 60\ninterval_ms = 1000\n[series]\nttl_secs = 600\n[statsd_exporter]\nmapping_file = \"{}\"\n",
         f.0.display()
     ))
-    .unwrap_err()
-    .to_string();
+    .expect("accepted");
+    let w = &cfg.statsd_exporter.as_ref().unwrap().warnings;
     assert!(
-        err.contains(":2: `ttl`: 5s is shorter than window `1m`"),
-        "{err}"
+        w.iter()
+            .any(|w| w.starts_with("line 4: `mappings[0].ttl`: 5s is shorter than window `1m`")),
+        "{w:?}"
     );
-    assert!(err.contains("statsd_exporter.mapping_file"), "{err}");
+    // The rule keeps the TTL as written; the registry's plan lengthens it.
+    assert_eq!(cfg.mappings[0].ttl, Some(Duration::from_secs(5)));
+    assert!(
+        cfg.ttl_warnings().is_empty(),
+        "the file's own warning says it"
+    );
+    let native = Config::parse(
+        "[[windows]]\nname = \"1m\"\nbuckets = 60\ninterval_ms = 1000\n[[mappings]]\nmatch = \"a.*\"\nttl_secs = 5\n",
+    )
+    .expect("accepted");
+    assert_eq!(
+        native.ttl_warnings(),
+        vec!["[[mappings]] #1 (match `a.*`): ttl_secs = 5s is shorter than window `1m` (60s): its series expire when they have been idle that long, once the window has drained, not after 5s (every family, cumulative and windowed, goes together)".to_string()]
+    );
 }
 
 #[test]
