@@ -77,6 +77,16 @@ pub struct Config {
 }
 
 impl Config {
+    /// statsd_exporter's compatibility mode: a statsd_exporter mapping file
+    /// or its names (`cumulative_names = "statsd_exporter"`). Lines are then
+    /// read as statsd_exporter reads them where rollstat's own rule differs:
+    /// a tag without a value is left out, and a name with a lone SignalFx
+    /// bracket is the whole name.
+    #[must_use]
+    pub fn exporter_compatible(&self) -> bool {
+        self.exporter_names || self.statsd_exporter.is_some()
+    }
+
     /// A `[[mappings]]` rule's `ttl_secs` shorter than one of its windows:
     /// accepted, its series living until that window has drained (the
     /// mapping file's rules say so in their own warnings, with the file's

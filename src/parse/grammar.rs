@@ -35,6 +35,13 @@ use super::{
 pub struct ParseOptions {
     /// The tag syntaxes read (default: all).
     pub tag_styles: TagStyles,
+    /// statsd_exporter's compatibility mode, where rollstat's own reading
+    /// of a malformed name differs: a name with one SignalFx bracket and
+    /// not the other (`[k=v,k2=v2name`, `k=v]name`) is the whole text, no
+    /// name tags read; a name tag without `=` (`foo.[tag1]test`,
+    /// `foo,tag1`) is a tag without a value (which that mode leaves out,
+    /// `series::Valueless::Drop`). Off: both are `malformed_tag`.
+    pub statsd_exporter: bool,
 }
 
 impl ParseOptions {
@@ -42,6 +49,14 @@ impl ParseOptions {
     #[must_use]
     pub const fn tag_styles(mut self, styles: TagStyles) -> ParseOptions {
         self.tag_styles = styles;
+        self
+    }
+
+    /// These options with [`statsd_exporter`](Self::statsd_exporter)'s
+    /// mode `on`.
+    #[must_use]
+    pub const fn statsd_exporter(mut self, on: bool) -> ParseOptions {
+        self.statsd_exporter = on;
         self
     }
 }
@@ -208,7 +223,7 @@ fn parse_trimmed(line: &[u8], opts: ParseOptions) -> Result<Line<'_>, ParseError
         return Ok(Line::Skipped(skip));
     }
     let line = std::str::from_utf8(line).map_err(|_| ParseError::InvalidUtf8)?;
-    parse_sample(line, opts.tag_styles).map(Line::Sample)
+    parse_sample(line, opts).map(Line::Sample)
 }
 
 /// [`parse_trimmed`] for a line already known to be text.
@@ -217,7 +232,13 @@ fn parse_text(line: &str, opts: ParseOptions) -> Result<Line<'_>, ParseError> {
     if let Some(skip) = skipped(line.as_bytes()) {
         return Ok(Line::Skipped(skip));
     }
-    parse_sample(line, opts.tag_styles).map(Line::Sample)
+    parse_sample(line, opts).map(Line::Sample)
+}
+
+/// Whether `name` has a SignalFx `[` and no `]`, or a `]` and no `[`, with
+/// SignalFx on: statsd_exporter then reads no name tags at all.
+fn lone_bracket(name: &str, styles: TagStyles) -> bool {
+    styles.contains(TagStyles::SIGNALFX) && name.contains('[') != name.contains(']')
 }
 
 /// An event or a service check, recognised by its prefix.
@@ -298,16 +319,17 @@ struct Head<'a> {
 }
 
 #[inline]
-fn parse_sample(line: &str, styles: TagStyles) -> Result<Sample<'_>, ParseError> {
-    match parse_plain(line, styles) {
+fn parse_sample(line: &str, opts: ParseOptions) -> Result<Sample<'_>, ParseError> {
+    match parse_plain(line, opts.tag_styles) {
         Some(r) => r,
-        None => parse_general(line, styles),
+        None => parse_general(line, opts),
     }
 }
 
 /// Any line, every fault in its order.
 #[inline(never)]
-fn parse_general(line: &str, styles: TagStyles) -> Result<Sample<'_>, ParseError> {
+fn parse_general(line: &str, opts: ParseOptions) -> Result<Sample<'_>, ParseError> {
+    let styles = opts.tag_styles;
     let (head, fields) = match split2(line, b'|') {
         Some((h, f)) => (h, Some(f)),
         None => (line, None),
@@ -320,7 +342,9 @@ fn parse_general(line: &str, styles: TagStyles) -> Result<Sample<'_>, ParseError
     }
     let kind = MetricKind::from_type(type_field.as_bytes()).ok_or(ParseError::UnknownType)?;
 
-    let (name, name_tags) = if styles.contains(NAME_STYLES) {
+    let (name, name_tags) = if opts.statsd_exporter && lone_bracket(name_part, styles) {
+        (name_part, "")
+    } else if styles.contains(NAME_STYLES) {
         split_name(name_part)?
     } else {
         split_name_with(name_part, styles)?
@@ -334,7 +358,7 @@ fn parse_general(line: &str, styles: TagStyles) -> Result<Sample<'_>, ParseError
     if has_control(name) {
         return Err(ParseError::InvalidName);
     }
-    let n_tags = check_tags(name_tags, b'=', true, 0)?;
+    let n_tags = check_tags(name_tags, b'=', !opts.statsd_exporter, 0)?;
 
     // Values.
     let mut first = 0.0;
@@ -1110,7 +1134,8 @@ mod tests {
                     for tail in tails {
                         let line = format!("{name}:{value}|{ty}{tail}");
                         for st in styles {
-                            let general = parse_general(&line, st);
+                            let general =
+                                parse_general(&line, ParseOptions::default().tag_styles(st));
                             if let Some(p) = parse_plain(&line, st) {
                                 plain += 1;
                                 assert_eq!(p, general, "{line:?} {st:?}");
@@ -1148,5 +1173,66 @@ mod tests {
             .map(parse_line)
             .collect();
         assert_eq!(parse_datagram(valid).collect::<Vec<_>>(), each);
+    }
+
+    /// A line's name and tags, as read.
+    type Read = (String, Vec<(String, String)>);
+
+    #[test]
+    fn statsd_exporters_mode_reads_lone_brackets_and_tags_without_equals_as_it_does() {
+        let ex = ParseOptions::default().statsd_exporter(true);
+        let one = |line: &str, opts: ParseOptions| -> Result<Read, &'static str> {
+            let mut room = String::new();
+            let mut lines = parse_datagram_with(line.as_bytes(), opts);
+            match lines.next_with_room(&mut room) {
+                Some(Ok(Line::Sample(s))) => Ok((
+                    s.name.to_string(),
+                    s.tags()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                )),
+                Some(Err(e)) => Err(e.reason()),
+                _ => Err("none"),
+            }
+        };
+        let tags = |t: &[(&str, &str)]| -> Vec<(String, String)> {
+            t.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        assert_eq!(
+            one("[tag1=bar,tag2=bazfoo.test:100|c", ex),
+            Ok(("[tag1=bar,tag2=bazfoo.test".into(), vec![]))
+        );
+        assert_eq!(
+            one("tag1=bar,tag2=baz]foo.test:100|c", ex),
+            Ok(("tag1=bar,tag2=baz]foo.test".into(), vec![]))
+        );
+        // A tag without `=` is a tag without a value (the registry leaves
+        // it out in this mode); a DogStatsD tag keeps its rules.
+        assert_eq!(
+            one("foo.[tag1,k=v]test:1|c|#bare", ex),
+            Ok((
+                "foo.test".into(),
+                tags(&[("tag1", ""), ("k", "v"), ("bare", "")])
+            ))
+        );
+        assert_eq!(
+            one("foo,t1:1|c", ex),
+            Ok(("foo".into(), tags(&[("t1", "")])))
+        );
+        // Both brackets: read as always.
+        assert_eq!(
+            one("[k=v]foo:1|c", ex),
+            Ok(("foo".into(), tags(&[("k", "v")])))
+        );
+        // rollstat's own rule.
+        let own = ParseOptions::default();
+        assert_eq!(
+            one("[tag1=bar,tag2=bazfoo.test:100|c", own),
+            Err("malformed_tag")
+        );
+        assert_eq!(one("foo.[tag1,tag2]test:100|c", own), Err("malformed_tag"));
+        assert_eq!(one("foo,t1:1|c", own), Err("malformed_tag"));
     }
 }

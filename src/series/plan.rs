@@ -35,6 +35,9 @@ pub struct Plan {
     /// label names escaped as statsd_exporter escapes them, counters not
     /// ending in `_total` published as they are.
     pub(super) exporter_names: bool,
+    /// What a tag without a value becomes: statsd_exporter's rule (left
+    /// out) under a statsd_exporter mapping file or its names, else `true`.
+    pub(super) valueless: super::key::Valueless,
     /// `[series] native_histogram_*`.
     pub(super) native: crate::config::NativeHistograms,
     /// `[series] name_escaping = "as_asked"`.
@@ -362,6 +365,11 @@ impl Plan {
             max_series_per_metric: cfg.series.max_series_per_metric,
             max_label_bytes: cfg.series.max_label_bytes,
             exporter_names: cfg.exporter_names,
+            valueless: if cfg.exporter_compatible() {
+                super::key::Valueless::Drop
+            } else {
+                super::key::Valueless::True
+            },
             native: cfg.series.native_histograms,
             names_as_asked: cfg.series.names_as_asked,
         }

@@ -4,14 +4,14 @@
 
 use std::collections::{HashMap, HashSet};
 use std::hash::BuildHasher;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use hashbrown::HashTable;
 use parking_lot::{Mutex, RwLock};
 
 use super::identity::{fleet_hash, SeriesMeta};
-use super::key::{self, KeyBuf, StoredKey};
+use super::key::{self, KeyBuf, StoredKey, Valueless};
 use super::plan::Plan;
 use super::state::{Folded, SeriesState};
 use crate::clock::Timestamp;
@@ -161,6 +161,9 @@ pub struct RegistryCounters {
     /// Tags left out of a new series' labels because another tag of the same
     /// line sanitised to the same label name.
     pub tags_dropped: AtomicU64,
+    /// Tags without a value left out of lines under statsd_exporter's rule
+    /// (a mapping file or its names), as statsd_exporter leaves them out.
+    pub valueless_tags: AtomicU64,
     /// Entries re-planned by reloads, by [`Replanned`](super::Replanned) in `ALL_OUTCOMES`
     /// order.
     pub replanned: [AtomicU64; 3],
@@ -172,6 +175,11 @@ pub struct Registry {
     pub(super) hasher: foldhash::fast::RandomState,
     pub(super) catalog: Mutex<Catalog>,
     pub(super) plan: RwLock<Arc<Plan>>,
+    /// The first plan's [`Valueless`] rule (`true`: drop), read by every
+    /// line's key without the plan's lock. Decided at start, as the parser's
+    /// statsd_exporter mode is (`ParseOptions::statsd_exporter`): the two
+    /// read a line alike until a restart.
+    drop_valueless: AtomicBool,
     /// One replan at a time.
     pub(super) replanning: Mutex<()>,
     pub(super) len: AtomicUsize,
@@ -187,6 +195,7 @@ impl Registry {
     pub fn new(plan: Plan, shards: usize) -> Registry {
         let n = shards.max(1).next_power_of_two();
         Registry {
+            drop_valueless: AtomicBool::new(plan.valueless == Valueless::Drop),
             shards: (0..n).map(|_| Mutex::new(HashTable::new())).collect(),
             hasher: foldhash::fast::RandomState::default(),
             catalog: Mutex::new(Catalog::default()),
@@ -208,6 +217,15 @@ impl Registry {
     /// until [`replan`](Self::replan) applies it to them.
     pub fn set_plan(&self, plan: Plan) {
         *self.plan.write() = Arc::new(plan);
+    }
+
+    /// What a tag without a value becomes in this registry.
+    fn valueless(&self) -> Valueless {
+        if self.drop_valueless.load(Ordering::Relaxed) {
+            Valueless::Drop
+        } else {
+            Valueless::True
+        }
     }
 
     /// Number of series.
@@ -237,7 +255,13 @@ impl Registry {
         now: Timestamp,
         buf: &mut KeyBuf,
     ) -> Result<Applied, Refusal> {
-        let key = buf.build(s);
+        buf.build(s, self.valueless());
+        if buf.valueless > 0 {
+            self.counters
+                .valueless_tags
+                .fetch_add(buf.valueless as u64, Ordering::Relaxed);
+        }
+        let key = &buf.bytes;
         let hash = self.hasher.hash_one(key);
         // hashbrown indexes slots with the low bits and tags them with the top
         // 7: take the shard from bits in between so both stay uniform.
@@ -318,7 +342,7 @@ impl Registry {
             n += 1;
         }
         let mut tags_dropped = 0;
-        let tags = key::sorted_unique(&mut tags[..n]);
+        let (tags, _) = key::sorted_unique(&mut tags[..n], self.valueless());
         let resolved = plan.resolve(s.name, s.kind, tags, &mut tags_dropped);
         let Some(r) = resolved else {
             return Ok(None);
