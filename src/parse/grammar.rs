@@ -271,7 +271,7 @@ const PLAIN_NAME: [bool; 256] = {
 /// with a fault before its fields, so faults keep their order. The result
 /// is the one [`parse_general`] gives.
 #[inline]
-fn parse_plain(line: &str, styles: TagStyles) -> Option<Result<Sample<'_>, ParseError>> {
+fn parse_plain(line: &str, opts: ParseOptions) -> Option<Result<Sample<'_>, ParseError>> {
     let b = line.as_bytes();
     let colon = b.iter().position(|&c| !PLAIN_NAME[usize::from(c)])?;
     if colon == 0 || colon > MAX_NAME_LEN || b[colon] != b':' {
@@ -303,7 +303,7 @@ fn parse_plain(line: &str, styles: TagStyles) -> Option<Result<Sample<'_>, Parse
         name_tags: "",
         n_tags: 0,
     };
-    Some(finish(head, fields, styles))
+    Some(finish(head, fields, opts))
 }
 
 /// What a line says before its optional fields.
@@ -320,7 +320,11 @@ struct Head<'a> {
 
 #[inline]
 fn parse_sample(line: &str, opts: ParseOptions) -> Result<Sample<'_>, ParseError> {
-    match parse_plain(line, opts.tag_styles) {
+    // An empty last field (`foo:1|c|`), which the field reader cannot see.
+    if opts.statsd_exporter && line.ends_with('|') {
+        return Err(ParseError::MalformedField);
+    }
+    match parse_plain(line, opts) {
         Some(r) => r,
         None => parse_general(line, opts),
     }
@@ -403,6 +407,9 @@ fn parse_general(line: &str, opts: ParseOptions) -> Result<Sample<'_>, ParseErro
         }
     }
 
+    if opts.statsd_exporter && kind == MetricKind::Counter && n_values > 1 {
+        return Err(ParseError::PackedCounter);
+    }
     let head = Head {
         name,
         kind,
@@ -413,20 +420,35 @@ fn parse_general(line: &str, opts: ParseOptions) -> Result<Sample<'_>, ParseErro
         name_tags,
         n_tags,
     };
-    finish(head, fields, styles)
+    finish(head, fields, opts)
 }
 
 /// Reads the optional fields after the type and builds the sample.
 #[inline]
-fn finish<'a>(h: Head<'a>, fields: &'a str, styles: TagStyles) -> Result<Sample<'a>, ParseError> {
+fn finish<'a>(h: Head<'a>, fields: &'a str, opts: ParseOptions) -> Result<Sample<'a>, ParseError> {
+    let styles = opts.tag_styles;
     // Optional fields, any order.
     let mut sample_rate = None;
     let mut dog_tags = None;
     let mut timestamp = None;
+    let mut container = "";
     let mut rest = fields;
     while !rest.is_empty() {
         let (f, more) = split_or_all(rest, b'|');
         rest = more;
+        if opts.statsd_exporter {
+            match exporter_field(f, &mut container)? {
+                Field::Rate(r) => {
+                    if sample_rate.is_some() {
+                        return Err(ParseError::DuplicateField);
+                    }
+                    sample_rate = Some(r);
+                    continue;
+                }
+                Field::Done => continue,
+                Field::Other => {}
+            }
+        }
         match f.as_bytes().first() {
             Some(b'@') => {
                 if sample_rate.is_some() {
@@ -453,7 +475,19 @@ fn finish<'a>(h: Head<'a>, fields: &'a str, styles: TagStyles) -> Result<Sample<
         }
     }
     let dog_tags = dog_tags.unwrap_or("");
-    let n_tags = check_tags(dog_tags, b':', false, h.n_tags)?;
+    if opts.statsd_exporter && h.n_tags > 0 && !dog_tags.is_empty() {
+        return Err(ParseError::MixedTagStyles);
+    }
+    let mut n_tags = check_tags(dog_tags, b':', false, h.n_tags)?;
+    if !container.is_empty() {
+        n_tags += 1;
+        if n_tags > crate::parse::MAX_TAGS {
+            return Err(ParseError::TooManyTags);
+        }
+        if container.len() > crate::parse::MAX_TAG_VALUE_LEN {
+            return Err(ParseError::TagTooLong);
+        }
+    }
 
     let sample_rate = sample_rate.unwrap_or(1.0);
     let weight = match h.kind {
@@ -472,8 +506,47 @@ fn finish<'a>(h: Head<'a>, fields: &'a str, styles: TagStyles) -> Result<Sample<
         n_values: h.n_values,
         name_tags: h.name_tags,
         dog_tags,
+        container,
         n_tags,
     })
+}
+
+/// A field after the type as statsd_exporter's mode reads it (where it
+/// differs from rollstat's own reading).
+enum Field {
+    /// `@r`: the rate, or 1 where statsd_exporter counts an unreadable or
+    /// zero rate and applies the line at 1.
+    Rate(f64),
+    /// Read already: `|c:id`, or `|T...`, which statsd_exporter drops
+    /// unread.
+    Done,
+    /// Read as rollstat reads it (`|#...`).
+    Other,
+}
+
+/// One field under statsd_exporter's rules (`pkg/line`): `@`, `#`, `c:`
+/// (the container id, into `container`) and `T`; anything else, an empty
+/// field or a `c` without an id refuses the line.
+fn exporter_field<'a>(f: &'a str, container: &mut &'a str) -> Result<Field, ParseError> {
+    match f.as_bytes().first() {
+        Some(b'@') => Ok(Field::Rate(match parse_rate(&f[1..]) {
+            Ok(r) => r,
+            Err(_) if f[1..].parse::<f64>().is_ok_and(|r| r != 0.0) => {
+                return Err(ParseError::InvalidSampleRate);
+            }
+            Err(_) => 1.0,
+        })),
+        Some(b'#') => Ok(Field::Other),
+        Some(b'T') => Ok(Field::Done),
+        Some(b'c') => match f.strip_prefix("c:") {
+            Some(id) if !id.is_empty() => {
+                *container = id;
+                Ok(Field::Done)
+            }
+            _ => Err(ParseError::MalformedField),
+        },
+        _ => Err(ParseError::MalformedField),
+    }
 }
 
 #[inline]
@@ -1136,7 +1209,9 @@ mod tests {
                         for st in styles {
                             let general =
                                 parse_general(&line, ParseOptions::default().tag_styles(st));
-                            if let Some(p) = parse_plain(&line, st) {
+                            if let Some(p) =
+                                parse_plain(&line, ParseOptions::default().tag_styles(st))
+                            {
                                 plain += 1;
                                 assert_eq!(p, general, "{line:?} {st:?}");
                             }
@@ -1181,6 +1256,7 @@ mod tests {
     #[test]
     fn statsd_exporters_mode_reads_lone_brackets_and_tags_without_equals_as_it_does() {
         let ex = ParseOptions::default().statsd_exporter(true);
+        let own = ParseOptions::default();
         let one = |line: &str, opts: ParseOptions| -> Result<Read, &'static str> {
             let mut room = String::new();
             let mut lines = parse_datagram_with(line.as_bytes(), opts);
@@ -1211,12 +1287,25 @@ mod tests {
         // A tag without `=` is a tag without a value (the registry leaves
         // it out in this mode); a DogStatsD tag keeps its rules.
         assert_eq!(
-            one("foo.[tag1,k=v]test:1|c|#bare", ex),
-            Ok((
-                "foo.test".into(),
-                tags(&[("tag1", ""), ("k", "v"), ("bare", "")])
-            ))
+            one("foo.[tag1,k=v]test:1|c", ex),
+            Ok(("foo.test".into(), tags(&[("tag1", ""), ("k", "v")])))
         );
+        // Name tags and DogStatsD tags together: refused, as statsd_exporter
+        // refuses mixed styles; packed counters and unknown fields too; a
+        // container id is the tag `container_id`; an unreadable rate is 1.
+        assert_eq!(one("foo,a=b:1|c|#c:d", ex), Err("mixed_tag_styles"));
+        assert_eq!(one("foo:1:2|c", ex), Err("packed_counter"));
+        assert_eq!(one("foo:1|c|", ex), Err("malformed_field"));
+        assert_eq!(one("foo:1|c|x:y", ex), Err("malformed_field"));
+        assert_eq!(one("foo:1|c|c", ex), Err("malformed_field"));
+        assert_eq!(
+            one("foo:1|c|#a:b|c:ctr|Tnope", ex),
+            Ok(("foo".into(), tags(&[("a", "b"), ("container_id", "ctr")])))
+        );
+        assert_eq!(one("foo:1|c|@2", ex), Err("invalid_sample_rate"));
+        assert_eq!(one("foo:1|c|@bar", ex), one("foo:1|c", ex));
+        assert_eq!(one("foo:1:2|c", own), Ok(("foo".into(), vec![])));
+        assert_eq!(one("foo:1|c|x:y", own), Ok(("foo".into(), vec![])));
         assert_eq!(
             one("foo,t1:1|c", ex),
             Ok(("foo".into(), tags(&[("t1", "")])))
@@ -1227,7 +1316,6 @@ mod tests {
             Ok(("foo".into(), tags(&[("k", "v")])))
         );
         // rollstat's own rule.
-        let own = ParseOptions::default();
         assert_eq!(
             one("[tag1=bar,tag2=bazfoo.test:100|c", own),
             Err("malformed_tag")

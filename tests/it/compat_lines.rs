@@ -117,3 +117,32 @@ fn a_lone_signalfx_bracket_is_name_text_in_statsd_exporters_mode_and_refused_oth
     });
     assert_eq!(s.value("_tag1_bar_tag2_bazfoo_test", &[]), None);
 }
+
+#[test]
+fn statsd_exporters_mode_reads_container_ids_packed_counters_and_odd_fields_as_the_exporter() {
+    let d = Daemon::start_with(&format!(
+        "{TEST_CONFIG}\n[statsd_exporter]\ncumulative_names = \"statsd_exporter\"\n"
+    ));
+    // Applied: a container id becomes `container_id`, an unreadable or zero
+    // rate is 1, a malformed `|T` is dropped unread.
+    d.send_udp(b"ctr:100|c|#tag1:value|c:container123\nrate:1|c|@bar\nrate:2|c|@0\nts:3|c|#tag:val|Tnot-a-ts\n");
+    // Refused, as statsd_exporter refuses them.
+    d.send_udp(b"mixed#tag1=foo:100|c|#tag2:baz\npacked:0.5:120|c\nempty:1|c|\nextra:1|c|#a:b|c:x|extra:component\n");
+    let s = d.wait_scrape(Duration::from_secs(10), "eight lines read", |s| {
+        s.value("rollstat_ingest_lines_total", &[("transport", "udp")]) == Some(4.0)
+            && s.sum("rollstat_ingest_rejected_lines_total") == 4.0
+    });
+    assert_eq!(
+        s.must(
+            "ctr",
+            &[("container_id", "container123"), ("tag1", "value")]
+        ),
+        100.0
+    );
+    assert_eq!(s.must("rate", &[]), 3.0);
+    assert_eq!(s.must("ts", &[("tag", "val")]), 3.0);
+    let reason = |r: &str| s.value("rollstat_ingest_rejected_lines_total", &[("reason", r)]);
+    assert_eq!(reason("mixed_tag_styles"), Some(1.0));
+    assert_eq!(reason("packed_counter"), Some(1.0));
+    assert_eq!(reason("malformed_field"), Some(2.0));
+}

@@ -14,11 +14,12 @@
 //! sample rate is one value with `times: n`; a counter's value is already
 //! divided by its rate. Timer values are in seconds. Label keys are as
 //! statsd_exporter escapes them; rollstat's are compared after its own
-//! `label_name`. rollstat reads them in statsd_exporter's mode (a daemon
-//! with a statsd_exporter mapping file or `cumulative_names =
-//! "statsd_exporter"`): a valueless tag left out, a lone SignalFx bracket
-//! name text. Without that mode a valueless tag is `true` and a lone `[`
-//! or a name tag without `=` is `malformed_tag` (the README says so).
+//! `label_name`, with a valueless tag published as `true`.
+//!
+//! The `rollstat` column is rollstat's own rule. In statsd_exporter's mode
+//! (a daemon with a statsd_exporter mapping file or `cumulative_names =
+//! "statsd_exporter"`) every case reads as statsd_exporter reads it; the
+//! harness checks that too.
 
 /// What a line does to the metrics.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -95,6 +96,8 @@ const AGG: &[f64] = &[0.5, 120.0, 3000.0, 10.0, 20000.0, 0.01];
 const MIXED: &str = "rollstat merges name tags and |# tags (name tags first, a repeated key keeps its first value) where statsd_exporter drops the line";
 const COUNTER_PACK: &str = "rollstat accepts DogStatsD value packing on counters too (the values add up); statsd_exporter allows it on ms/h/d only";
 const CONTAINER: &str = "rollstat ignores |c: container ids (no container_id label: one series per container would multiply cardinality)";
+const BARE: &str = "rollstat publishes a valueless tag with the value `true` (as Telegraf) where statsd_exporter drops it";
+const NAME_TAG_KV: &str = "rollstat refuses a line whose name tag has no `=` (malformed_tag) rather than publish it without its tags";
 const FIELDS: &str = "rollstat ignores unknown and empty `|` fields so that newer clients keep working; statsd_exporter drops the line";
 const TS: &str = "rollstat parses |T and refuses one that is not whole Unix seconds (malformed_timestamp); statsd_exporter drops |T unread";
 
@@ -116,15 +119,15 @@ pub const CASES: &[Case] = &[
     Case { name: "SignalFx tag extension, tags at end of name", line: b"foo.test[tag1=bar,tag2=baz]:100|c", exporter: ev("c", "foo.test", &[100.0], T12), rollstat: Same },
     Case { name: "SignalFx tag extension, tags at beginning of name", line: b"[tag1=bar,tag2=baz]foo.test:100|c", exporter: ev("c", "foo.test", &[100.0], T12), rollstat: Same },
     Case { name: "SignalFx tag extension, no tags", line: b"foo.[]test:100|c", exporter: ev("c", "foo.test", &[100.0], &[]), rollstat: Same },
-    Case { name: "SignalFx tag extension, non-kv tags", line: b"foo.[tag1,tag2]test:100|c", exporter: ev("c", "foo.test", &[100.0], &[]), rollstat: Same },
-    Case { name: "SignalFx tag extension, missing closing bracket", line: b"[tag1=bar,tag2=bazfoo.test:100|c", exporter: ev("c", "[tag1=bar,tag2=bazfoo.test", &[100.0], &[]), rollstat: Same },
-    Case { name: "SignalFx tag extension, missing opening bracket", line: b"tag1=bar,tag2=baz]foo.test:100|c", exporter: ev("c", "tag1=bar,tag2=baz]foo.test", &[100.0], &[]), rollstat: Same },
+    Case { name: "SignalFx tag extension, non-kv tags", line: b"foo.[tag1,tag2]test:100|c", exporter: ev("c", "foo.test", &[100.0], &[]), rollstat: Differs(Refused("malformed_tag"), NAME_TAG_KV) },
+    Case { name: "SignalFx tag extension, missing closing bracket", line: b"[tag1=bar,tag2=bazfoo.test:100|c", exporter: ev("c", "[tag1=bar,tag2=bazfoo.test", &[100.0], &[]), rollstat: Differs(Refused("malformed_tag"), "rollstat refuses a `[` never closed rather than publish the tags as part of the name") },
+    Case { name: "SignalFx tag extension, missing opening bracket", line: b"tag1=bar,tag2=baz]foo.test:100|c", exporter: ev("c", "tag1=bar,tag2=baz]foo.test", &[100.0], &[]), rollstat: Differs(ev("c", "tag1=bar", &[100.0], &[("tag2", "baz]foo.test")]), "a stray `]` does not stop rollstat reading the InfluxDB tags after the first `,`; statsd_exporter reads no tags then (both guess at a malformed line)") },
     Case { name: "influxdb tag extension with tag keys unsupported by prometheus", line: b"foo,09digits=0,tag.with.dots=1:100|c", exporter: ev("c", "foo", &[100.0], &[("_09digits", "0"), ("tag_with_dots", "1")]), rollstat: Same },
     Case { name: "datadog tag extension", line: b"foo:100|c|#tag1:bar,tag2:baz", exporter: ev("c", "foo", &[100.0], T12), rollstat: Same },
     Case { name: "datadog tag extension with # in all keys (as sent by datadog php client)", line: b"foo:100|c|#tag1:bar,#tag2:baz", exporter: ev("c", "foo", &[100.0], T12), rollstat: Same },
     Case { name: "datadog tag extension with tag keys unsupported by prometheus", line: b"foo:100|c|#09digits:0,tag.with.dots:1", exporter: ev("c", "foo", &[100.0], &[("_09digits", "0"), ("tag_with_dots", "1")]), rollstat: Same },
-    Case { name: "datadog tag extension with valueless tags: ignored", line: b"foo:100|c|#tag_without_a_value", exporter: ev("c", "foo", &[100.0], &[]), rollstat: Same },
-    Case { name: "datadog tag extension with valueless tags (edge case)", line: b"foo:100|c|#tag_without_a_value,tag:value", exporter: ev("c", "foo", &[100.0], &[("tag", "value")]), rollstat: Same },
+    Case { name: "datadog tag extension with valueless tags: ignored", line: b"foo:100|c|#tag_without_a_value", exporter: ev("c", "foo", &[100.0], &[]), rollstat: Differs(ev("c", "foo", &[100.0], &[("tag_without_a_value", "true")]), BARE) },
+    Case { name: "datadog tag extension with valueless tags (edge case)", line: b"foo:100|c|#tag_without_a_value,tag:value", exporter: ev("c", "foo", &[100.0], &[("tag", "value")]), rollstat: Differs(ev("c", "foo", &[100.0], &[("tag", "value"), ("tag_without_a_value", "true")]), BARE) },
     Case { name: "datadog tag extension with empty tags (edge case)", line: b"foo:100|c|#tag:value,,", exporter: ev("c", "foo", &[100.0], &[("tag", "value")]), rollstat: Same },
     Case { name: "datadog tag extension with sampling", line: b"foo:100|c|@0.1|#tag1:bar,#tag2:baz", exporter: ev("c", "foo", &[1000.0], T12), rollstat: Same },
     Case { name: "librato/dogstatsd mixed tag styles without sampling", line: b"foo#tag1=foo,tag3=bing:100|c|#tag1:bar,#tag2:baz", exporter: Refused("mixed_tagging_styles"), rollstat: Differs(ev("c", "foo", &[100.0], &[("tag1", "foo"), ("tag2", "baz"), ("tag3", "bing")]), MIXED) },
