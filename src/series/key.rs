@@ -52,7 +52,21 @@ impl KeyBuf {
         }
         self.valueless = dropped;
     }
+
+    /// Appends `kind` to the key built last: the key of the same name and
+    /// tags as another statsd type, for a name whose types the mapping
+    /// rules publish under different names (`test.foo.x` counters as
+    /// `test_foo_sum`, gauges as `test_foo_current`). The marker's key
+    /// starts with a NUL, which no tag key holds (the parser refuses
+    /// control characters), so it never meets a real tag.
+    pub(crate) fn push_kind(&mut self, kind: crate::parse::MetricKind) {
+        push_part(&mut self.bytes, KIND_MARKER);
+        push_part(&mut self.bytes, kind.statsd_type());
+    }
 }
+
+/// The tag key of [`KeyBuf::push_kind`]'s marker.
+const KIND_MARKER: &str = "\0kind";
 
 /// A raw key as an entry keeps it: in the entry itself when it is at most
 /// [`INLINE_KEY`] bytes (a tagless name up to 28 bytes, a short name with a
@@ -185,7 +199,10 @@ pub fn decode(key: &[u8]) -> Option<(&str, Vec<(&str, &str)>)> {
     while !rest.is_empty() {
         let k = take_part(&mut rest)?;
         let v = take_part(&mut rest)?;
-        tags.push((k, v));
+        // The type marker ([`KeyBuf::push_kind`]) is not a tag.
+        if k != KIND_MARKER {
+            tags.push((k, v));
+        }
     }
     Some((name, tags))
 }

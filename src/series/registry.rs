@@ -219,6 +219,18 @@ impl Registry {
         *self.plan.write() = Arc::new(plan);
     }
 
+    /// Whether the key in `buf` with `kind` appended holds a series (the
+    /// key is left as it was).
+    fn typed_exists(&self, buf: &mut KeyBuf, kind: MetricKind) -> bool {
+        let len = buf.bytes.len();
+        buf.push_kind(kind);
+        let hash = self.hasher.hash_one(&buf.bytes);
+        let shard = &self.shards[(hash >> SHARD_SHIFT) as usize & (self.shards.len() - 1)];
+        let found = shard.lock().find(hash, |e| *e.key == *buf.bytes).is_some();
+        buf.bytes.truncate(len);
+        found
+    }
+
     /// What a tag without a value becomes in this registry.
     fn valueless(&self) -> Valueless {
         if self.drop_valueless.load(Ordering::Relaxed) {
@@ -261,23 +273,55 @@ impl Registry {
                 .valueless_tags
                 .fetch_add(buf.valueless as u64, Ordering::Relaxed);
         }
-        let key = &buf.bytes;
-        let hash = self.hasher.hash_one(key);
-        // hashbrown indexes slots with the low bits and tags them with the top
-        // 7: take the shard from bits in between so both stay uniform.
-        let shard = &self.shards[(hash >> SHARD_SHIFT) as usize & (self.shards.len() - 1)];
-        let mut map = shard.lock();
-        if let Some(e) = map.find_mut(hash, |e| *e.key == *key) {
-            if e.meta.kind != s.kind {
-                return Err(self.refuse(Refusal::TypeConflict));
+        // The name and tags' key; a line of another type than the series
+        // found there tries the key with its type (`KeyBuf::push_kind`):
+        // where the rules give the two types different names, each is a
+        // series of its own, and where they do not the birth below refuses
+        // it as `type_conflict` on the names it would expose.
+        let mut typed = false;
+        let (hash, mut map) = loop {
+            let key = &buf.bytes;
+            let hash = self.hasher.hash_one(key);
+            // hashbrown indexes slots with the low bits and tags them with
+            // the top 7: take the shard from bits in between so both stay
+            // uniform.
+            let shard = &self.shards[(hash >> SHARD_SHIFT) as usize & (self.shards.len() - 1)];
+            let mut map = shard.lock();
+            match map.find_mut(hash, |e| *e.key == *key) {
+                Some(e) if e.meta.kind == s.kind => {
+                    let folded = e
+                        .state
+                        .apply(s, &e.meta.histogram_buckets, e.meta.scale, now)
+                        .map_err(|_| self.refuse(Refusal::Overflow))?;
+                    e.last_seen = now;
+                    return Ok(self.stored(folded));
+                }
+                Some(_) if !typed => drop(map),
+                Some(_) => return Err(self.refuse(Refusal::TypeConflict)),
+                None if typed => break (hash, map),
+                // A new series: unless its name and tags already hold one
+                // of this type under the typed key (looked up with this
+                // shard unlocked: it may be the same shard).
+                None => {
+                    drop(map);
+                    if !self.typed_exists(buf, s.kind) {
+                        // Locked again; a line of another thread may have
+                        // made the series meanwhile: looked up again.
+                        let shard =
+                            &self.shards[(hash >> SHARD_SHIFT) as usize & (self.shards.len() - 1)];
+                        let map = shard.lock();
+                        if map.find(hash, |e| *e.key == *buf.bytes).is_none() {
+                            break (hash, map);
+                        }
+                        drop(map);
+                        continue;
+                    }
+                }
             }
-            let folded = e
-                .state
-                .apply(s, &e.meta.histogram_buckets, e.meta.scale, now)
-                .map_err(|_| self.refuse(Refusal::Overflow))?;
-            e.last_seen = now;
-            return Ok(self.stored(folded));
-        }
+            buf.push_kind(s.kind);
+            typed = true;
+        };
+        let key = &buf.bytes;
         let plan = self.plan();
         let Some((meta, window_ids, native)) = self.birth(s, &plan, now)? else {
             return Ok(Applied::DroppedByMapping);

@@ -331,3 +331,43 @@ fn a_ttl_shorter_than_a_window_is_accepted_and_the_series_lives_until_the_window
         None
     );
 }
+
+#[test]
+fn one_statsd_name_mapped_by_type_to_two_families_publishes_both() {
+    let dir = TempDir::new("se-split");
+    let (_file, cfg) = config_with_mapping(
+        &dir,
+        "mappings:\n- match: test.foo.*\n  name: test_foo_sum\n  match_metric_type: counter\n  labels:\n    part: $1\n- match: test.foo.*\n  name: test_foo_current\n  match_metric_type: gauge\n  labels:\n    part: $1\n",
+    );
+    let d = Daemon::start_with(&cfg);
+    // Gauge first once, counter first once: both orders.
+    d.send_udp(b"test.foo.test:5|g\ntest.foo.test:1|c\ntest.foo.test:2|c\ntest.foo.other:1|c\ntest.foo.other:7|g\n");
+    // One name unmapped as two types: still refused, its windowed families
+    // would have one `metric` label for both.
+    d.send_udp(b"plain:1|c\nplain:1|g\n");
+    let s = d.wait_scrape(Duration::from_secs(10), "the seven lines read", |s| {
+        s.value("rollstat_ingest_lines_total", &[("transport", "udp")]) == Some(6.0)
+            && s.value(
+                "rollstat_series_refused_total",
+                &[("reason", "type_conflict")],
+            ) == Some(1.0)
+    });
+    assert_eq!(s.duplicates(), Vec::<String>::new());
+    assert_eq!(s.must("test_foo_sum_total", &[("part", "test")]), 3.0);
+    assert_eq!(s.must("test_foo_sum_total", &[("part", "other")]), 1.0);
+    assert_eq!(s.must("test_foo_current", &[("part", "test")]), 5.0);
+    assert_eq!(s.must("test_foo_current", &[("part", "other")]), 7.0);
+    assert_eq!(s.value("plain_total", &[]), Some(1.0));
+    assert_eq!(s.value("plain", &[]), None);
+    // The windowed families keep the two apart by their `metric` label.
+    for m in ["test_foo_sum", "test_foo_current"] {
+        assert!(
+            s.value(
+                "rollstat_window_samples",
+                &[("metric", m), ("window", "5s"), ("part", "test")]
+            )
+            .is_some(),
+            "{m}"
+        );
+    }
+}
