@@ -3,7 +3,9 @@
 //! datagram (`Lines::next_with_room`). Each case states what statsd_exporter
 //! produces and either that rollstat does the same or what rollstat does
 //! instead and why (the table is `tests/reference/statsd_exporter_lines.rs`;
-//! the README's "statsd input" section lists the differing rows).
+//! the README's "statsd input" section lists the differing rows). In
+//! statsd_exporter's mode (`ParseOptions::statsd_exporter`, a daemon with a
+//! mapping file) every case reads as statsd_exporter reads it.
 
 #[path = "reference/statsd_exporter_lines.rs"]
 mod reference;
@@ -25,8 +27,10 @@ enum Got {
     },
 }
 
-fn rollstat(line: &[u8]) -> Got {
-    let opts = ParseOptions::default().tag_styles(TagStyles::ALL);
+fn rollstat(line: &[u8], exporter_mode: bool) -> Got {
+    let opts = ParseOptions::default()
+        .tag_styles(TagStyles::ALL)
+        .statsd_exporter(exporter_mode);
     let mut room = String::new();
     let mut lines = parse_datagram_with(line, opts);
     let got = match lines.next_with_room(&mut room) {
@@ -49,10 +53,14 @@ fn rollstat(line: &[u8]) -> Got {
                 let v = s.values().map(|v| s.kind.to_base_units(v)).collect();
                 (v, s.weight())
             };
-            // As published: keys sanitised, a valueless tag is `true`, a
-            // repeated key keeps its first value, order does not matter.
+            // As published: keys sanitised, a valueless tag is `true` (left
+            // out in statsd_exporter's mode), a repeated key keeps its
+            // first value, order does not matter.
             let mut labels: Vec<(String, String)> = Vec::new();
             for (k, v) in s.tags() {
+                if exporter_mode && v.is_empty() {
+                    continue;
+                }
                 let k = label_name(k);
                 if labels.iter().all(|(have, _)| *have != k) {
                     let v = if v.is_empty() { "true" } else { v };
@@ -125,7 +133,7 @@ fn statsd_exporters_parser_cases_read_as_the_table_says() {
         rollstat: stand,
     } in CASES
     {
-        let got = rollstat(line);
+        let got = rollstat(line, false);
         let ok = match stand {
             Rollstat::Same => {
                 same += 1;
@@ -164,6 +172,24 @@ fn statsd_exporters_parser_cases_read_as_the_table_says() {
     );
 }
 
+#[test]
+fn in_statsd_exporters_mode_every_parser_case_reads_as_statsd_exporter_reads_it() {
+    let differ: Vec<String> = CASES
+        .iter()
+        .filter(|c| !matches(&rollstat(c.line, true), &c.exporter, false))
+        .map(|c| {
+            format!(
+                "{} ({}): got {:?}, want {:?}",
+                c.name,
+                String::from_utf8_lossy(c.line),
+                rollstat(c.line, true),
+                c.exporter
+            )
+        })
+        .collect();
+    assert!(differ.is_empty(), "{}", differ.join("\n"));
+}
+
 /// The two client forms issue #19 names, spelled out.
 #[test]
 fn the_php_clients_hashed_keys_and_signalfx_tags_mid_name_read_as_statsd_exporter_reads_them() {
@@ -174,6 +200,10 @@ fn the_php_clients_hashed_keys_and_signalfx_tags_mid_name_read_as_statsd_exporte
     ] {
         let c = find(line);
         assert!(matches!(c.rollstat, Rollstat::Same), "{}", c.name);
-        assert!(matches(&rollstat(line), &c.exporter, true), "{}", c.name);
+        assert!(
+            matches(&rollstat(line, false), &c.exporter, true),
+            "{}",
+            c.name
+        );
     }
 }

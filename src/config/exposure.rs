@@ -42,6 +42,7 @@ pub fn warnings(cfg: &Config) -> Vec<String> {
             ));
         }
     }
+    out.extend(cfg.ttl_warnings());
     out
 }
 

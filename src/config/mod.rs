@@ -10,6 +10,7 @@
 mod access;
 pub mod exposure;
 pub mod file;
+mod go_regex;
 mod go_template;
 mod reader;
 mod redis;
@@ -75,6 +76,44 @@ pub struct Config {
     pub exporter_names: bool,
     /// Other statsd servers accepted lines are copied to (`[[relay]]`).
     pub relays: Vec<RelayDef>,
+}
+
+impl Config {
+    /// statsd_exporter's compatibility mode: a statsd_exporter mapping file
+    /// or its names (`cumulative_names = "statsd_exporter"`). Lines are then
+    /// read as statsd_exporter reads them where rollstat's own rule differs:
+    /// a tag without a value is left out, and a name with a lone SignalFx
+    /// bracket is the whole name.
+    #[must_use]
+    pub fn exporter_compatible(&self) -> bool {
+        self.exporter_names || self.statsd_exporter.is_some()
+    }
+
+    /// A `[[mappings]]` rule's `ttl_secs` shorter than one of its windows:
+    /// accepted, its series living until that window has drained (the
+    /// mapping file's rules say so in their own warnings, with the file's
+    /// line).
+    #[must_use]
+    pub fn ttl_warnings(&self) -> Vec<String> {
+        let own = self.mappings.len() - self.statsd_exporter.as_ref().map_or(0, |f| f.rules);
+        self.mappings[..own]
+            .iter()
+            .enumerate()
+            .filter_map(|(i, m)| {
+                let ids = m
+                    .windows
+                    .clone()
+                    .unwrap_or_else(|| (0..self.windows.len()).collect());
+                let note = ttl_note(m.ttl?, ids.iter().map(|&w| &self.windows[w]))?;
+                Some(format!(
+                    "[[mappings]] #{} (match `{}`): ttl_secs = {}",
+                    i + 1,
+                    m.pattern.as_str(),
+                    note
+                ))
+            })
+            .collect()
+    }
 }
 
 /// `[statsd_exporter] mapping_file`, as read.
@@ -449,6 +488,9 @@ pub struct Mapping {
 pub struct SummarySpec {
     /// The published quantiles, each in (0, 1).
     pub quantiles: Vec<f64>,
+    /// `max_age` as written (the window's length is this split into whole
+    /// nanosecond buckets, which may round it down).
+    pub max_age: Duration,
     /// The window the quantiles are read over.
     pub window: WindowSpec,
 }
@@ -470,9 +512,30 @@ impl SummarySpec {
     pub fn new(quantiles: Vec<f64>, max_age: Duration, age_buckets: usize) -> Result<Self, String> {
         let interval = max_age / u32::try_from(age_buckets.max(1)).map_err(|e| e.to_string())?;
         let window = WindowSpec::new(age_buckets, interval).map_err(|e| e.to_string())?;
-        Ok(SummarySpec { quantiles, window })
+        if max_age > MAX_SUMMARY_AGE {
+            return Err(format!(
+                "max_age {}s is more than {}s (100 years)",
+                max_age.as_secs(),
+                MAX_SUMMARY_AGE.as_secs()
+            ));
+        }
+        if max_age.subsec_nanos() % 1_000_000 != 0 {
+            return Err(format!(
+                "max_age {max_age:?} is not a whole number of milliseconds"
+            ));
+        }
+        Ok(SummarySpec {
+            quantiles,
+            max_age,
+            window,
+        })
     }
 }
+
+/// The longest summary `max_age` either form of a mapping takes (100
+/// years): the same bound for a statsd_exporter file's `max_age` and
+/// config.toml's `summary_max_age_secs` / `summary_max_age_ms`.
+pub const MAX_SUMMARY_AGE: Duration = Duration::from_secs(100 * 365 * 86_400);
 
 /// All the problems found in a config file.
 #[derive(Debug, Clone)]
@@ -579,6 +642,7 @@ const MAPPING_KEYS: &[&str] = &[
     "observer",
     "summary_quantiles",
     "summary_max_age_secs",
+    "summary_max_age_ms",
     "summary_age_buckets",
     "native_histogram_bucket_factor",
     "native_histogram_max_buckets",
@@ -1271,18 +1335,11 @@ fn read_mapping(
         );
     }
     let honor_labels = t.bool(p, "honor_labels").unwrap_or(false);
-    let ttl_off = t.raw("ttl_secs").map(|v| v.span().start);
+    // A TTL shorter than a window is a warning (`Config::ttl_warnings`):
+    // the series lives until its longest window has drained.
     let ttl = t
         .int(p, "ttl_secs", 0, 10 * 365 * 86_400)
         .map(Duration::from_secs);
-    if let (Some(ttl), Some(off)) = (ttl, ttl_off) {
-        let ids = windows_sel
-            .clone()
-            .unwrap_or_else(|| (0..windows.len()).collect());
-        if let Some(msg) = ttl_problem(ttl, ids.iter().map(|&i| &windows[i])) {
-            p.at(off, &t.key_path("ttl_secs"), msg);
-        }
-    }
     let histogram_buckets = t.floats(p, "histogram_buckets").and_then(|bs| {
         let vals: Vec<f64> = bs.iter().map(|(b, _)| *b).collect();
         if vals.is_empty() || vals.windows(2).any(|w| w[0] >= w[1]) {
@@ -1355,7 +1412,22 @@ fn read_summary(
 ) -> Option<std::sync::Arc<SummarySpec>> {
     let observer = t.string(p, "observer");
     let quantiles = t.floats(p, "summary_quantiles");
-    let max_age = t.int(p, "summary_max_age_secs", 1, 7 * 86_400);
+    let max_secs = MAX_SUMMARY_AGE.as_secs();
+    let max_age = match (
+        t.int(p, "summary_max_age_secs", 1, max_secs),
+        t.int(p, "summary_max_age_ms", 1, max_secs * 1000),
+    ) {
+        (Some(_), Some(_)) => {
+            p.at(
+                t.start(),
+                &t.key_path("summary_max_age_ms"),
+                "set summary_max_age_secs or summary_max_age_ms, not both",
+            );
+            return None;
+        }
+        (Some(s), None) => Some(Duration::from_secs(s)),
+        (None, ms) => ms.map(Duration::from_millis),
+    };
     let age_buckets = t.int(p, "summary_age_buckets", 1, 1000);
     let summary = match &observer {
         None => false,
@@ -1374,6 +1446,7 @@ fn read_summary(
         if let Some(off) = [
             "summary_quantiles",
             "summary_max_age_secs",
+            "summary_max_age_ms",
             "summary_age_buckets",
         ]
         .iter()
@@ -1403,7 +1476,7 @@ fn read_summary(
             qs.into_iter().map(|(q, _)| q).collect()
         }
     };
-    let age = max_age.map_or(d.window.length(), Duration::from_secs);
+    let age = max_age.unwrap_or(d.max_age);
     let buckets = age_buckets.map_or(d.window.size(), |b| b as usize);
     match SummarySpec::new(qs, age, buckets) {
         Ok(s) => Some(std::sync::Arc::new(s)),
@@ -1453,18 +1526,18 @@ pub(super) fn read_matcher(
 
 /// Why a series' own `ttl` cannot go with its windows: it would expire
 /// while a window still holds its samples. Zero (never expire) always can.
-fn ttl_problem<'w>(
+pub(crate) fn ttl_note<'w>(
     ttl: Duration,
     windows: impl Iterator<Item = &'w NamedWindow>,
 ) -> Option<String> {
     let longest = windows.max_by_key(|w| w.spec.length())?;
     (!ttl.is_zero() && ttl < longest.spec.length()).then(|| {
         format!(
-            "{}s is shorter than window `{}` ({}s): a series would expire while the window still holds its samples; give at least {}s, or 0 (never expire)",
+            "{}s is shorter than window `{}` ({}s): its series expire when they have been idle that long, once the window has drained, not after {}s (every family, cumulative and windowed, goes together)",
             ttl.as_secs_f64(),
             longest.name,
             longest.spec.length().as_secs_f64(),
-            longest.spec.length().as_secs_f64().ceil(),
+            ttl.as_secs_f64(),
         )
     })
 }
@@ -1482,19 +1555,22 @@ fn read_exporter_file(
     let (path, rules) =
         yaml::read_named_file(t, p, "mapping_file", |text, _| statsd_exporter::parse(text))?;
     let mut ok = true;
+    let mut rules = rules;
+    let mut notes = Vec::new();
     for r in &rules.rules {
-        let problem = match r.to_mapping() {
-            Err(e) => Some(("name, labels", e)),
-            Ok(_) => r
-                .ttl
-                .and_then(|ttl| ttl_problem(ttl, windows.iter()))
-                .map(|m| ("ttl", m)),
-        };
-        if let Some((what, msg)) = problem {
-            p.at(off, &key, format!("{path}:{}: `{what}`: {msg}", r.line));
+        if let Err(e) = r.to_mapping() {
+            p.at(off, &key, format!("{path}:{}: `name, labels`: {e}", r.line));
             ok = false;
         }
+        let note = r.ttl.and_then(|ttl| ttl_note(ttl, windows.iter()));
+        if let (Some(n), Some((line, k))) = (note, &r.ttl_at) {
+            let n = format!("line {line}: `{k}`: {n}");
+            if !notes.contains(&n) {
+                notes.push(n);
+            }
+        }
     }
+    rules.warnings.extend(notes);
     ok.then_some((PathBuf::from(path), rules))
 }
 

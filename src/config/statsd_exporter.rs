@@ -34,8 +34,8 @@ use std::time::Duration;
 
 use saphyr::{MarkedYaml, Scalar, YamlData};
 
-use super::go_template;
 use super::yaml::{go_duration, load_document, type_name, Reader, YamlProblem};
+use super::{go_regex, go_template};
 use super::{Action, KindSet, Mapping, SummarySpec};
 use crate::mapping::{Glob, Matcher, NameRegex, Template};
 use crate::parse::MetricKind;
@@ -69,6 +69,8 @@ pub struct Rule {
     pub honor_labels: bool,
     /// `ttl` (of the rule, else of `defaults`); `Some(ZERO)`: never.
     pub ttl: Option<Duration>,
+    /// Where that `ttl` is written: its line and key.
+    pub ttl_at: Option<(usize, String)>,
     /// `histogram_options.buckets` (of the rule, else of `defaults`).
     pub buckets: Option<Vec<f64>>,
     /// A histogram's native histogram, as statsd_exporter gives it one
@@ -86,6 +88,9 @@ pub struct Rule {
     /// gives them the defaults' observer type, ttl and buckets): `**`, no
     /// rename.
     pub unmapped: bool,
+    /// What rollstat does differently with this rule (each naming the
+    /// file's line): warnings, not problems.
+    pub notes: Vec<String>,
 }
 
 /// A rule's pattern, in rollstat's syntax.
@@ -140,6 +145,7 @@ struct Defaults {
     regex: bool,
     unordered: bool,
     ttl: Option<Duration>,
+    ttl_at: Option<(usize, String)>,
     buckets: Option<Vec<f64>>,
     native_factor: Option<f64>,
     native_max: Option<u32>,
@@ -186,7 +192,7 @@ pub fn parse(text: &str) -> Result<ExporterRules, Vec<YamlProblem>> {
         r.problems.sort_by_key(|p| p.line);
         return Err(r.problems);
     }
-    let mut warnings = Vec::new();
+    let mut warnings: Vec<String> = rules.iter().flat_map(|r| r.notes.clone()).collect();
     if let Some(rule) = unmapped_rule(&mut r, &defaults) {
         rules.push(rule);
     }
@@ -208,7 +214,10 @@ fn read_defaults(r: &mut Reader, node: &MarkedYaml<'_>) -> Defaults {
         match k.as_str() {
             "match_type" => d.regex = read_match_type(r, v, &key),
             "glob_disable_ordering" => d.unordered = r.bool(v, &key).unwrap_or(false),
-            "ttl" => d.ttl = read_ttl(r, v, &key),
+            "ttl" => {
+                d.ttl = read_ttl(r, v, &key);
+                d.ttl_at = Some((line, key.clone()));
+            }
             "observer_type" => d.histogram = read_observer(r, v, &key),
             "histogram_options" => {
                 let h = read_histogram(r, v, &key);
@@ -294,6 +303,7 @@ fn read_rule(
     let mut drop = false;
     let mut kinds = None;
     let mut ttl = d.ttl;
+    let mut ttl_at = d.ttl_at.clone();
     let mut buckets = None;
     let (mut native_factor, mut native_max) = (None, None);
     let mut observer = None;
@@ -303,6 +313,7 @@ fn read_rule(
     let mut summary_line = None;
     let mut scale = None;
     let mut help = None;
+    let mut notes = Vec::new();
     for (k, kline, v) in r.entries(node, path) {
         let key = format!("{path}.{k}");
         match k.as_str() {
@@ -313,10 +324,14 @@ fn read_rule(
                 for (lk, lline, lv) in r.entries(v, &key) {
                     let lkey = format!("{key}.{lk}");
                     if let Some(val) = r.scalar_text(lv, &lkey) {
-                        if !is_exporter_label_name(&lk) {
-                            r.at(lline, &lkey, "invalid label key: statsd_exporter takes [a-zA-Z_][a-zA-Z0-9_]+ (two characters or more)");
-                        } else {
-                            labels.push((lk, val, lline));
+                        match label_key(&lk) {
+                            LabelKey::Invalid => r.at(lline, &lkey, "invalid label key: statsd_exporter takes [a-zA-Z_][a-zA-Z0-9_]+ (two characters or more)"),
+                            LabelKey::Reserved => r.at(lline, &lkey, "label names starting with `__` are reserved for Prometheus' own use (statsd_exporter's client library refuses them too, so the rule could never publish a series); pick another name"),
+                            LabelKey::Renamed(to) => {
+                                notes.push(renamed_note(lline, &lkey, &lk, &to));
+                                labels.push((to, val, lline));
+                            }
+                            LabelKey::AsIs => labels.push((lk, val, lline)),
                         }
                     }
                 }
@@ -349,6 +364,7 @@ fn read_rule(
                 if let Some(t) = read_ttl(r, v, &key) {
                     if !t.is_zero() {
                         ttl = Some(t);
+                        ttl_at = Some((kline, key.clone()));
                     }
                 }
             }
@@ -408,11 +424,12 @@ fn read_rule(
     }
     let key = format!("{path}.match");
     let (pattern, spec, name_tpl, labels) = if regex {
-        let translated = go_template::unanchored(&m);
+        let go = go_pattern(r, &m, mline, &key)?;
+        let translated = go_template::unanchored(&go);
         let re = match NameRegex::new(&translated) {
             Ok(re) => re,
             Err(e) => {
-                r.at(mline, &key, format!("invalid regex: {e}"));
+                r.at(mline, &key, format!("invalid regex `{m}`: {e}"));
                 return None;
             }
         };
@@ -490,6 +507,7 @@ fn read_rule(
         labels: labels.into_iter().map(|(k, v, _)| (k, v)).collect(),
         honor_labels,
         ttl,
+        ttl_at,
         buckets: if histogram {
             buckets.or_else(|| d.buckets.clone())
         } else {
@@ -500,8 +518,33 @@ fn read_rule(
         help: help.filter(|h| !h.is_empty()),
         summary,
         unmapped: false,
+        notes,
     };
     Some(((rule, spec), regex))
+}
+
+/// The rule's regex `m` as Go's RE2 reads it, in the `regex` crate's
+/// syntax ([`go_regex`]), checked on its own before it is anchored: a
+/// problem (at `line`, quoting the user's text) if either engine refuses
+/// it. Without this `api)|(.*` became `.*?(api)|(.*).*`, a catch-all.
+fn go_pattern(r: &mut Reader, m: &str, line: usize, key: &str) -> Option<String> {
+    let checked = go_regex::translate(m).and_then(|go| match regex::Regex::new(&go) {
+        Ok(_) => Ok(go),
+        // The crate's message on the user's own text where it reads it,
+        // else on what Go's syntax became.
+        Err(e) => Err(regex::Regex::new(m).err().unwrap_or(e).to_string()),
+    });
+    match checked {
+        Ok(go) => Some(go),
+        Err(e) => {
+            r.at(
+                line,
+                key,
+                format!("invalid regex `{m}` (Go's RE2 syntax, as statsd_exporter reads it): {e}"),
+            );
+            None
+        }
+    }
 }
 
 /// The summary of a rule whose options are `own` (unset fields from
@@ -520,10 +563,7 @@ fn summary_spec(
         .quantiles
         .or_else(|| defaults.quantiles.clone())
         .unwrap_or_else(|| d.quantiles.clone());
-    let max_age = own
-        .max_age
-        .or(defaults.max_age)
-        .unwrap_or(d.window.length());
+    let max_age = own.max_age.or(defaults.max_age).unwrap_or(d.max_age);
     let age_buckets = own
         .age_buckets
         .or(defaults.age_buckets)
@@ -555,6 +595,13 @@ fn read_summary_options(r: &mut Reader, node: &MarkedYaml<'_>, path: &str) -> Su
             }
             "max_age" => {
                 o.max_age = read_ttl(r, v, &key).filter(|d| !d.is_zero());
+                // config.toml's summary_max_age_secs / _ms take the same.
+                if let Some(age) = o.max_age {
+                    if age > super::MAX_SUMMARY_AGE || age.subsec_nanos() % 1_000_000 != 0 {
+                        r.at(line, &key, format!("{age:?}: a summary's max_age is whole milliseconds, at most {}h (100 years), as config.toml's summary_max_age_secs takes", super::MAX_SUMMARY_AGE.as_secs() / 3600));
+                        o.max_age = None;
+                    }
+                }
             }
             "age_buckets" | "buf_cap" => match &v.data {
                 YamlData::Value(Scalar::Integer(n)) if *n >= 0 && *n <= 1000 => {
@@ -598,12 +645,14 @@ fn unmapped_rule(r: &mut Reader, d: &Defaults) -> Option<Rule> {
         labels: Vec::new(),
         honor_labels: false,
         ttl: d.ttl,
+        ttl_at: d.ttl_at.clone(),
         buckets,
         native,
         scale: None,
         help: None,
         summary,
         unmapped: true,
+        notes: Vec::new(),
     })
 }
 
@@ -828,6 +877,43 @@ fn exporter_glob(m: &str) -> Option<Vec<u8>> {
     Some(kinds)
 }
 
+/// What a rule's label key becomes.
+#[derive(Debug, PartialEq, Eq)]
+enum LabelKey {
+    /// Published as written.
+    AsIs,
+    /// One of the labels rollstat's families set themselves
+    /// ([`RESERVED_LABELS`](crate::names::RESERVED_LABELS)): published
+    /// under this name (`tag_` before it), as a tag of that name is.
+    Renamed(String),
+    /// `__*`: Prometheus' own.
+    Reserved,
+    /// Not a label name statsd_exporter takes.
+    Invalid,
+}
+
+/// What becomes of a rule's label key `k`. A `metric` label beside
+/// rollstat's own `metric` (or `le` on a histogram, `quantile` on a
+/// summary) would name a label twice, and Prometheus would drop the whole
+/// scrape: such a key takes the `tag_` prefix a tag of that name takes,
+/// on every family, so one label keeps one name.
+fn label_key(k: &str) -> LabelKey {
+    if !is_exporter_label_name(k) {
+        LabelKey::Invalid
+    } else if k.starts_with("__") {
+        LabelKey::Reserved
+    } else if crate::names::RESERVED_LABELS.contains(&k) {
+        LabelKey::Renamed(format!("tag_{k}"))
+    } else {
+        LabelKey::AsIs
+    }
+}
+
+/// The warning for a label key published under another name.
+fn renamed_note(line: usize, key: &str, from: &str, to: &str) -> String {
+    format!("line {line}: `{key}`: `{from}` is a label rollstat sets itself ({}): published as `{to}` on every family, as a tag named `{from}` is", crate::names::RESERVED_LABELS.join(", "))
+}
+
 /// statsd_exporter's `labelNameRE`: `^[a-zA-Z_][a-zA-Z0-9_]+$`.
 fn is_exporter_label_name(s: &str) -> bool {
     s.len() >= 2 && crate::names::is_valid_label_name(s)
@@ -965,12 +1051,14 @@ impl Rule {
                 .map(|v| toml::Value::Float(*v).to_string())
                 .collect();
             let _ = writeln!(out, "summary_quantiles = [{}]", qs.join(", "));
-            let age = sm.window.length();
-            let _ = writeln!(
-                out,
-                "summary_max_age_secs = {}",
-                age.as_secs() + u64::from(age.subsec_nanos() > 0)
-            );
+            // Exactly as written: whole seconds, else milliseconds (a
+            // summary's age is whole milliseconds, `SummarySpec::new`).
+            let age = sm.max_age;
+            if age.subsec_nanos() == 0 {
+                let _ = writeln!(out, "summary_max_age_secs = {}", age.as_secs());
+            } else {
+                let _ = writeln!(out, "summary_max_age_ms = {}", age.as_millis());
+            }
             let _ = writeln!(out, "summary_age_buckets = {}", sm.window.size());
         }
         if let Some(b) = &self.buckets {

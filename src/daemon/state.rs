@@ -167,7 +167,12 @@ impl State {
                 clock.clone(),
                 services.clone(),
             )
-            .with_parse_options(ParseOptions::default().tag_styles(config.ingest.tag_styles))
+            .with_parse_options(
+                ParseOptions::default()
+                    .tag_styles(config.ingest.tag_styles)
+                    // statsd_exporter's compatibility mode, read at start.
+                    .statsd_exporter(config.exporter_compatible()),
+            )
             .with_relays(relays.clone()),
         );
         let access = Arc::new(AccessHandle::new(

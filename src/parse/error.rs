@@ -79,12 +79,23 @@ pub enum ParseError {
     /// A field that may appear once (`|@`, `|#`, `|T`) appears twice.
     #[error("duplicate `|@`, `|#` or `|T` field")]
     DuplicateField,
+    /// statsd_exporter's mode: name tags (`name,k=v`, `name#k=v`,
+    /// `name[k=v]`) and DogStatsD tags (`|#k:v`) on one line.
+    #[error("name tags and `|#` tags on one line (statsd_exporter's mode refuses mixed tag styles, as statsd_exporter does)")]
+    MixedTagStyles,
+    /// statsd_exporter's mode: several values on a counter line.
+    #[error("several values on a counter line (statsd_exporter's mode refuses DogStatsD value packing for counters, as statsd_exporter does)")]
+    PackedCounter,
+    /// statsd_exporter's mode: an empty, unknown or malformed field after
+    /// the type (`foo:1|c|`, `|c` without an id, `|extra:x`).
+    #[error("an empty, unknown or malformed `|` field (statsd_exporter's mode reads only `|@`, `|#`, `|c:` and `|T`, as statsd_exporter does)")]
+    MalformedField,
 }
 
 impl ParseError {
     /// Every rejection reason label, in declaration order. Register one
     /// counter per entry at startup so all series exist from the first scrape.
-    pub const ALL_REASONS: [&'static str; 18] = [
+    pub const ALL_REASONS: [&'static str; 21] = [
         "malformed_line",
         "invalid_utf8",
         "empty_name",
@@ -103,6 +114,9 @@ impl ParseError {
         "too_many_tags",
         "malformed_timestamp",
         "duplicate_field",
+        "mixed_tag_styles",
+        "packed_counter",
+        "malformed_field",
     ];
 
     /// The stable snake_case label for a rejection counter. Labels never
@@ -128,6 +142,9 @@ impl ParseError {
             ParseError::TooManyTags => "too_many_tags",
             ParseError::MalformedTimestamp => "malformed_timestamp",
             ParseError::DuplicateField => "duplicate_field",
+            ParseError::MixedTagStyles => "mixed_tag_styles",
+            ParseError::PackedCounter => "packed_counter",
+            ParseError::MalformedField => "malformed_field",
         }
     }
 }
@@ -175,7 +192,7 @@ impl JsonSampleError {
 mod tests {
     use super::*;
 
-    const ALL: [ParseError; 18] = [
+    const ALL: [ParseError; 21] = [
         ParseError::MalformedLine,
         ParseError::InvalidUtf8,
         ParseError::EmptyName,
@@ -194,6 +211,9 @@ mod tests {
         ParseError::TooManyTags,
         ParseError::MalformedTimestamp,
         ParseError::DuplicateField,
+        ParseError::MixedTagStyles,
+        ParseError::PackedCounter,
+        ParseError::MalformedField,
     ];
 
     #[test]

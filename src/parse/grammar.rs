@@ -35,6 +35,13 @@ use super::{
 pub struct ParseOptions {
     /// The tag syntaxes read (default: all).
     pub tag_styles: TagStyles,
+    /// statsd_exporter's compatibility mode, where rollstat's own reading
+    /// of a malformed name differs: a name with one SignalFx bracket and
+    /// not the other (`[k=v,k2=v2name`, `k=v]name`) is the whole text, no
+    /// name tags read; a name tag without `=` (`foo.[tag1]test`,
+    /// `foo,tag1`) is a tag without a value (which that mode leaves out,
+    /// `series::Valueless::Drop`). Off: both are `malformed_tag`.
+    pub statsd_exporter: bool,
 }
 
 impl ParseOptions {
@@ -42,6 +49,14 @@ impl ParseOptions {
     #[must_use]
     pub const fn tag_styles(mut self, styles: TagStyles) -> ParseOptions {
         self.tag_styles = styles;
+        self
+    }
+
+    /// These options with [`statsd_exporter`](Self::statsd_exporter)'s
+    /// mode `on`.
+    #[must_use]
+    pub const fn statsd_exporter(mut self, on: bool) -> ParseOptions {
+        self.statsd_exporter = on;
         self
     }
 }
@@ -208,7 +223,7 @@ fn parse_trimmed(line: &[u8], opts: ParseOptions) -> Result<Line<'_>, ParseError
         return Ok(Line::Skipped(skip));
     }
     let line = std::str::from_utf8(line).map_err(|_| ParseError::InvalidUtf8)?;
-    parse_sample(line, opts.tag_styles).map(Line::Sample)
+    parse_sample(line, opts).map(Line::Sample)
 }
 
 /// [`parse_trimmed`] for a line already known to be text.
@@ -217,7 +232,13 @@ fn parse_text(line: &str, opts: ParseOptions) -> Result<Line<'_>, ParseError> {
     if let Some(skip) = skipped(line.as_bytes()) {
         return Ok(Line::Skipped(skip));
     }
-    parse_sample(line, opts.tag_styles).map(Line::Sample)
+    parse_sample(line, opts).map(Line::Sample)
+}
+
+/// Whether `name` has a SignalFx `[` and no `]`, or a `]` and no `[`, with
+/// SignalFx on: statsd_exporter then reads no name tags at all.
+fn lone_bracket(name: &str, styles: TagStyles) -> bool {
+    styles.contains(TagStyles::SIGNALFX) && name.contains('[') != name.contains(']')
 }
 
 /// An event or a service check, recognised by its prefix.
@@ -250,7 +271,7 @@ const PLAIN_NAME: [bool; 256] = {
 /// with a fault before its fields, so faults keep their order. The result
 /// is the one [`parse_general`] gives.
 #[inline]
-fn parse_plain(line: &str, styles: TagStyles) -> Option<Result<Sample<'_>, ParseError>> {
+fn parse_plain(line: &str, opts: ParseOptions) -> Option<Result<Sample<'_>, ParseError>> {
     let b = line.as_bytes();
     let colon = b.iter().position(|&c| !PLAIN_NAME[usize::from(c)])?;
     if colon == 0 || colon > MAX_NAME_LEN || b[colon] != b':' {
@@ -282,7 +303,7 @@ fn parse_plain(line: &str, styles: TagStyles) -> Option<Result<Sample<'_>, Parse
         name_tags: "",
         n_tags: 0,
     };
-    Some(finish(head, fields, styles))
+    Some(finish(head, fields, opts))
 }
 
 /// What a line says before its optional fields.
@@ -298,16 +319,21 @@ struct Head<'a> {
 }
 
 #[inline]
-fn parse_sample(line: &str, styles: TagStyles) -> Result<Sample<'_>, ParseError> {
-    match parse_plain(line, styles) {
+fn parse_sample(line: &str, opts: ParseOptions) -> Result<Sample<'_>, ParseError> {
+    // An empty last field (`foo:1|c|`), which the field reader cannot see.
+    if opts.statsd_exporter && line.ends_with('|') {
+        return Err(ParseError::MalformedField);
+    }
+    match parse_plain(line, opts) {
         Some(r) => r,
-        None => parse_general(line, styles),
+        None => parse_general(line, opts),
     }
 }
 
 /// Any line, every fault in its order.
 #[inline(never)]
-fn parse_general(line: &str, styles: TagStyles) -> Result<Sample<'_>, ParseError> {
+fn parse_general(line: &str, opts: ParseOptions) -> Result<Sample<'_>, ParseError> {
+    let styles = opts.tag_styles;
     let (head, fields) = match split2(line, b'|') {
         Some((h, f)) => (h, Some(f)),
         None => (line, None),
@@ -320,7 +346,9 @@ fn parse_general(line: &str, styles: TagStyles) -> Result<Sample<'_>, ParseError
     }
     let kind = MetricKind::from_type(type_field.as_bytes()).ok_or(ParseError::UnknownType)?;
 
-    let (name, name_tags) = if styles.contains(NAME_STYLES) {
+    let (name, name_tags) = if opts.statsd_exporter && lone_bracket(name_part, styles) {
+        (name_part, "")
+    } else if styles.contains(NAME_STYLES) {
         split_name(name_part)?
     } else {
         split_name_with(name_part, styles)?
@@ -334,7 +362,7 @@ fn parse_general(line: &str, styles: TagStyles) -> Result<Sample<'_>, ParseError
     if has_control(name) {
         return Err(ParseError::InvalidName);
     }
-    let n_tags = check_tags(name_tags, b'=', true, 0)?;
+    let n_tags = check_tags(name_tags, b'=', !opts.statsd_exporter, 0)?;
 
     // Values.
     let mut first = 0.0;
@@ -379,6 +407,9 @@ fn parse_general(line: &str, styles: TagStyles) -> Result<Sample<'_>, ParseError
         }
     }
 
+    if opts.statsd_exporter && kind == MetricKind::Counter && n_values > 1 {
+        return Err(ParseError::PackedCounter);
+    }
     let head = Head {
         name,
         kind,
@@ -389,20 +420,35 @@ fn parse_general(line: &str, styles: TagStyles) -> Result<Sample<'_>, ParseError
         name_tags,
         n_tags,
     };
-    finish(head, fields, styles)
+    finish(head, fields, opts)
 }
 
 /// Reads the optional fields after the type and builds the sample.
 #[inline]
-fn finish<'a>(h: Head<'a>, fields: &'a str, styles: TagStyles) -> Result<Sample<'a>, ParseError> {
+fn finish<'a>(h: Head<'a>, fields: &'a str, opts: ParseOptions) -> Result<Sample<'a>, ParseError> {
+    let styles = opts.tag_styles;
     // Optional fields, any order.
     let mut sample_rate = None;
     let mut dog_tags = None;
     let mut timestamp = None;
+    let mut container = "";
     let mut rest = fields;
     while !rest.is_empty() {
         let (f, more) = split_or_all(rest, b'|');
         rest = more;
+        if opts.statsd_exporter {
+            match exporter_field(f, &mut container)? {
+                Field::Rate(r) => {
+                    if sample_rate.is_some() {
+                        return Err(ParseError::DuplicateField);
+                    }
+                    sample_rate = Some(r);
+                    continue;
+                }
+                Field::Done => continue,
+                Field::Other => {}
+            }
+        }
         match f.as_bytes().first() {
             Some(b'@') => {
                 if sample_rate.is_some() {
@@ -429,7 +475,19 @@ fn finish<'a>(h: Head<'a>, fields: &'a str, styles: TagStyles) -> Result<Sample<
         }
     }
     let dog_tags = dog_tags.unwrap_or("");
-    let n_tags = check_tags(dog_tags, b':', false, h.n_tags)?;
+    if opts.statsd_exporter && h.n_tags > 0 && !dog_tags.is_empty() {
+        return Err(ParseError::MixedTagStyles);
+    }
+    let mut n_tags = check_tags(dog_tags, b':', false, h.n_tags)?;
+    if !container.is_empty() {
+        n_tags += 1;
+        if n_tags > crate::parse::MAX_TAGS {
+            return Err(ParseError::TooManyTags);
+        }
+        if container.len() > crate::parse::MAX_TAG_VALUE_LEN {
+            return Err(ParseError::TagTooLong);
+        }
+    }
 
     let sample_rate = sample_rate.unwrap_or(1.0);
     let weight = match h.kind {
@@ -448,8 +506,47 @@ fn finish<'a>(h: Head<'a>, fields: &'a str, styles: TagStyles) -> Result<Sample<
         n_values: h.n_values,
         name_tags: h.name_tags,
         dog_tags,
+        container,
         n_tags,
     })
+}
+
+/// A field after the type as statsd_exporter's mode reads it (where it
+/// differs from rollstat's own reading).
+enum Field {
+    /// `@r`: the rate, or 1 where statsd_exporter counts an unreadable or
+    /// zero rate and applies the line at 1.
+    Rate(f64),
+    /// Read already: `|c:id`, or `|T...`, which statsd_exporter drops
+    /// unread.
+    Done,
+    /// Read as rollstat reads it (`|#...`).
+    Other,
+}
+
+/// One field under statsd_exporter's rules (`pkg/line`): `@`, `#`, `c:`
+/// (the container id, into `container`) and `T`; anything else, an empty
+/// field or a `c` without an id refuses the line.
+fn exporter_field<'a>(f: &'a str, container: &mut &'a str) -> Result<Field, ParseError> {
+    match f.as_bytes().first() {
+        Some(b'@') => Ok(Field::Rate(match parse_rate(&f[1..]) {
+            Ok(r) => r,
+            Err(_) if f[1..].parse::<f64>().is_ok_and(|r| r != 0.0) => {
+                return Err(ParseError::InvalidSampleRate);
+            }
+            Err(_) => 1.0,
+        })),
+        Some(b'#') => Ok(Field::Other),
+        Some(b'T') => Ok(Field::Done),
+        Some(b'c') => match f.strip_prefix("c:") {
+            Some(id) if !id.is_empty() => {
+                *container = id;
+                Ok(Field::Done)
+            }
+            _ => Err(ParseError::MalformedField),
+        },
+        _ => Err(ParseError::MalformedField),
+    }
 }
 
 #[inline]
@@ -1110,8 +1207,11 @@ mod tests {
                     for tail in tails {
                         let line = format!("{name}:{value}|{ty}{tail}");
                         for st in styles {
-                            let general = parse_general(&line, st);
-                            if let Some(p) = parse_plain(&line, st) {
+                            let general =
+                                parse_general(&line, ParseOptions::default().tag_styles(st));
+                            if let Some(p) =
+                                parse_plain(&line, ParseOptions::default().tag_styles(st))
+                            {
                                 plain += 1;
                                 assert_eq!(p, general, "{line:?} {st:?}");
                             }
@@ -1148,5 +1248,79 @@ mod tests {
             .map(parse_line)
             .collect();
         assert_eq!(parse_datagram(valid).collect::<Vec<_>>(), each);
+    }
+
+    /// A line's name and tags, as read.
+    type Read = (String, Vec<(String, String)>);
+
+    #[test]
+    fn statsd_exporters_mode_reads_lone_brackets_and_tags_without_equals_as_it_does() {
+        let ex = ParseOptions::default().statsd_exporter(true);
+        let own = ParseOptions::default();
+        let one = |line: &str, opts: ParseOptions| -> Result<Read, &'static str> {
+            let mut room = String::new();
+            let mut lines = parse_datagram_with(line.as_bytes(), opts);
+            match lines.next_with_room(&mut room) {
+                Some(Ok(Line::Sample(s))) => Ok((
+                    s.name.to_string(),
+                    s.tags()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                )),
+                Some(Err(e)) => Err(e.reason()),
+                _ => Err("none"),
+            }
+        };
+        let tags = |t: &[(&str, &str)]| -> Vec<(String, String)> {
+            t.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        assert_eq!(
+            one("[tag1=bar,tag2=bazfoo.test:100|c", ex),
+            Ok(("[tag1=bar,tag2=bazfoo.test".into(), vec![]))
+        );
+        assert_eq!(
+            one("tag1=bar,tag2=baz]foo.test:100|c", ex),
+            Ok(("tag1=bar,tag2=baz]foo.test".into(), vec![]))
+        );
+        // A tag without `=` is a tag without a value (the registry leaves
+        // it out in this mode); a DogStatsD tag keeps its rules.
+        assert_eq!(
+            one("foo.[tag1,k=v]test:1|c", ex),
+            Ok(("foo.test".into(), tags(&[("tag1", ""), ("k", "v")])))
+        );
+        // Name tags and DogStatsD tags together: refused, as statsd_exporter
+        // refuses mixed styles; packed counters and unknown fields too; a
+        // container id is the tag `container_id`; an unreadable rate is 1.
+        assert_eq!(one("foo,a=b:1|c|#c:d", ex), Err("mixed_tag_styles"));
+        assert_eq!(one("foo:1:2|c", ex), Err("packed_counter"));
+        assert_eq!(one("foo:1|c|", ex), Err("malformed_field"));
+        assert_eq!(one("foo:1|c|x:y", ex), Err("malformed_field"));
+        assert_eq!(one("foo:1|c|c", ex), Err("malformed_field"));
+        assert_eq!(
+            one("foo:1|c|#a:b|c:ctr|Tnope", ex),
+            Ok(("foo".into(), tags(&[("a", "b"), ("container_id", "ctr")])))
+        );
+        assert_eq!(one("foo:1|c|@2", ex), Err("invalid_sample_rate"));
+        assert_eq!(one("foo:1|c|@bar", ex), one("foo:1|c", ex));
+        assert_eq!(one("foo:1:2|c", own), Ok(("foo".into(), vec![])));
+        assert_eq!(one("foo:1|c|x:y", own), Ok(("foo".into(), vec![])));
+        assert_eq!(
+            one("foo,t1:1|c", ex),
+            Ok(("foo".into(), tags(&[("t1", "")])))
+        );
+        // Both brackets: read as always.
+        assert_eq!(
+            one("[k=v]foo:1|c", ex),
+            Ok(("foo".into(), tags(&[("k", "v")])))
+        );
+        // rollstat's own rule.
+        assert_eq!(
+            one("[tag1=bar,tag2=bazfoo.test:100|c", own),
+            Err("malformed_tag")
+        );
+        assert_eq!(one("foo.[tag1,tag2]test:100|c", own), Err("malformed_tag"));
+        assert_eq!(one("foo,t1:1|c", own), Err("malformed_tag"));
     }
 }

@@ -97,6 +97,14 @@
 //!   (`malformed_timestamp` if not digits); container id `|c:..`, `|e:..`,
 //!   `|card:..` and any unknown field are ignored, so new client versions do not
 //!   break ingestion. A repeated `|@`, `|#` or `|T` is `duplicate_field`.
+//! * **statsd_exporter's mode** ([`ParseOptions::statsd_exporter`], a daemon
+//!   with a statsd_exporter mapping file or its names) reads what statsd_exporter
+//!   reads differently its way: `|c:id` is the tag `container_id`; name tags with
+//!   `|#` tags are `mixed_tag_styles`; a counter with packed values is
+//!   `packed_counter`; an empty, unknown or id-less `|c` field is
+//!   `malformed_field`; an unreadable or zero rate is 1; a malformed `|T` is
+//!   dropped; a lone SignalFx bracket is name text; a name tag without `=` is a
+//!   tag without a value.
 //! * **Events** `_e{..}` and **service checks** `_sc|..` are recognised by their
 //!   prefix and yielded as [`Line::Skipped`] without further validation.
 //! * **Names**: any UTF-8 except control characters (dots, dashes, slashes,

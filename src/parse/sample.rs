@@ -172,6 +172,9 @@ pub struct Sample<'a> {
     pub(super) n_values: usize,
     pub(super) name_tags: &'a str,
     pub(super) dog_tags: &'a str,
+    /// A DogStatsD container id (`|c:...`) read as the tag `container_id`
+    /// (statsd_exporter's mode only; otherwise empty and ignored).
+    pub(super) container: &'a str,
     pub(super) n_tags: usize,
 }
 
@@ -242,6 +245,7 @@ impl<'a> Sample<'a> {
         Tags {
             name: self.name_tags,
             dog: self.dog_tags,
+            container: self.container,
             remaining: self.n_tags,
         }
     }
@@ -307,6 +311,7 @@ impl std::iter::FusedIterator for Values<'_> {}
 pub struct Tags<'a> {
     name: &'a str,
     dog: &'a str,
+    container: &'a str,
     remaining: usize,
 }
 
@@ -319,6 +324,9 @@ impl<'a> Iterator for Tags<'a> {
                 (&mut self.name, b'=')
             } else if !self.dog.is_empty() {
                 (&mut self.dog, b':')
+            } else if !self.container.is_empty() {
+                self.remaining = self.remaining.saturating_sub(1);
+                return Some((CONTAINER_TAG, std::mem::take(&mut self.container)));
             } else {
                 return None;
             };
@@ -343,6 +351,10 @@ impl<'a> Iterator for Tags<'a> {
         (self.remaining, Some(self.remaining))
     }
 }
+
+/// The tag a container id (`|c:...`) is read as in statsd_exporter's mode,
+/// as statsd_exporter labels it.
+pub const CONTAINER_TAG: &str = "container_id";
 
 impl ExactSizeIterator for Tags<'_> {}
 impl std::iter::FusedIterator for Tags<'_> {}

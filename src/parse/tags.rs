@@ -197,8 +197,9 @@ pub(super) fn dog_entry(entry: &str) -> &str {
 }
 
 /// Validates a `,`-separated tag list; returns the running tag count.
-/// `need_sep`: name-embedded tags must be `k=v`; DogStatsD tags may be bare
-/// and lose one leading `#` ([`dog_entry`]).
+/// `need_sep`: every tag must be `k=v` (name-embedded tags, but in
+/// statsd_exporter's mode); DogStatsD tags (`sep` `:`) may be bare and lose
+/// one leading `#` ([`dog_entry`]).
 pub(super) fn check_tags(
     list: &str,
     sep: u8,
@@ -212,7 +213,8 @@ pub(super) fn check_tags(
     while !rest.is_empty() {
         let (entry, more) = split_or_all(rest, b',');
         rest = more;
-        let entry = if need_sep { entry } else { dog_entry(entry) };
+        // Only a DogStatsD key may carry a leading `#`.
+        let entry = if sep == b':' { dog_entry(entry) } else { entry };
         if entry.is_empty() {
             continue;
         }

@@ -15,37 +15,58 @@ use crate::parse::{Sample, MAX_TAGS};
 #[derive(Default)]
 pub struct KeyBuf {
     pub(crate) bytes: Vec<u8>,
+    /// Valueless tags the last [`build`](Self::build) left out.
+    pub(crate) valueless: usize,
 }
 
 impl KeyBuf {
-    /// Writes the raw key of `sample` into the buffer and returns it.
-    pub fn build(&mut self, sample: &Sample<'_>) -> &[u8] {
+    /// Writes the raw key of `sample` into the buffer and returns it; under
+    /// [`Valueless::Drop`] tags without a value are left out (counted in
+    /// `valueless`).
+    pub fn build(&mut self, sample: &Sample<'_>, valueless: Valueless) -> &[u8] {
         self.bytes.clear();
+        self.valueless = 0;
         push_part(&mut self.bytes, sample.name);
         // Size the scratch array by the tag count: filling a 64-slot array
         // for every line (2 KiB of stores) cost more than the rest of the
         // key; most lines carry none or a few tags.
         match sample.tags().len() {
             0 => {}
-            1..=SMALL_TAGS => self.push_tags::<SMALL_TAGS>(sample),
-            _ => self.push_tags::<MAX_TAGS>(sample),
+            1..=SMALL_TAGS => self.push_tags::<SMALL_TAGS>(sample, valueless),
+            _ => self.push_tags::<MAX_TAGS>(sample, valueless),
         }
         &self.bytes
     }
 
-    fn push_tags<const N: usize>(&mut self, sample: &Sample<'_>) {
+    fn push_tags<const N: usize>(&mut self, sample: &Sample<'_>, valueless: Valueless) {
         let mut tags: [(&str, &str); N] = [("", ""); N];
         let mut n = 0;
         for t in sample.tags().take(N) {
             tags[n] = t;
             n += 1;
         }
-        for (k, v) in sorted_unique(&mut tags[..n]) {
+        let (kept, dropped) = sorted_unique(&mut tags[..n], valueless);
+        for (k, v) in kept {
             push_part(&mut self.bytes, k);
             push_part(&mut self.bytes, v);
         }
+        self.valueless = dropped;
+    }
+
+    /// Appends `kind` to the key built last: the key of the same name and
+    /// tags as another statsd type, for a name whose types the mapping
+    /// rules publish under different names (`test.foo.x` counters as
+    /// `test_foo_sum`, gauges as `test_foo_current`). The marker's key
+    /// starts with a NUL, which no tag key holds (the parser refuses
+    /// control characters), so it never meets a real tag.
+    pub(crate) fn push_kind(&mut self, kind: crate::parse::MetricKind) {
+        push_part(&mut self.bytes, KIND_MARKER);
+        push_part(&mut self.bytes, kind.statsd_type());
     }
 }
+
+/// The tag key of [`KeyBuf::push_kind`]'s marker.
+const KIND_MARKER: &str = "\0kind";
 
 /// A raw key as an entry keeps it: in the entry itself when it is at most
 /// [`INLINE_KEY`] bytes (a tagless name up to 28 bytes, a short name with a
@@ -106,11 +127,44 @@ const SMALL_TAGS: usize = 8;
 /// Prometheus can tell apart, as Telegraf's statsd input does.
 pub const BARE_TAG_VALUE: &str = "true";
 
-/// Gives valueless tags [`BARE_TAG_VALUE`], sorts tags by key (stable, so the
-/// first value of a repeated key in line order comes first) and drops
-/// repeated keys. Returns the kept prefix. So `|#canary`, `|#canary:` and
-/// `|#canary:true` are one series.
-pub fn sorted_unique<'s, 'a>(tags: &'s mut [(&'a str, &'a str)]) -> &'s [(&'a str, &'a str)] {
+/// What a tag without a value (`|#canary`, `|#canary:`, `name,canary=:`)
+/// becomes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Valueless {
+    /// rollstat's rule: the value [`BARE_TAG_VALUE`].
+    #[default]
+    True,
+    /// statsd_exporter's: the tag is left out (a statsd_exporter mapping
+    /// file or `cumulative_names = "statsd_exporter"`).
+    Drop,
+}
+
+/// Gives valueless tags [`BARE_TAG_VALUE`] (or, under [`Valueless::Drop`],
+/// leaves them out), sorts tags by key (stable, so the first value of a
+/// repeated key in line order comes first) and drops repeated keys. Returns
+/// the kept prefix and how many valueless tags were left out. So
+/// `|#canary`, `|#canary:` and `|#canary:true` are one series (or, under
+/// `Drop`, the first two are the series without `canary`).
+pub fn sorted_unique<'s, 'a>(
+    tags: &'s mut [(&'a str, &'a str)],
+    valueless: Valueless,
+) -> (&'s [(&'a str, &'a str)], usize) {
+    let mut n = tags.len();
+    let mut dropped = 0;
+    if valueless == Valueless::Drop {
+        // Keep the tags with values, in line order, at the front.
+        let mut w = 0;
+        for r in 0..n {
+            if tags[r].1.is_empty() {
+                dropped += 1;
+            } else {
+                tags[w] = tags[r];
+                w += 1;
+            }
+        }
+        n = w;
+    }
+    let tags = &mut tags[..n];
     for t in tags.iter_mut() {
         if t.1.is_empty() {
             t.1 = BARE_TAG_VALUE;
@@ -131,7 +185,7 @@ pub fn sorted_unique<'s, 'a>(tags: &'s mut [(&'a str, &'a str)]) -> &'s [(&'a st
             kept += 1;
         }
     }
-    &tags[..kept]
+    (&tags[..kept], dropped)
 }
 
 /// The name and tags (sorted by key, unique) of a raw key written by
@@ -145,7 +199,10 @@ pub fn decode(key: &[u8]) -> Option<(&str, Vec<(&str, &str)>)> {
     while !rest.is_empty() {
         let k = take_part(&mut rest)?;
         let v = take_part(&mut rest)?;
-        tags.push((k, v));
+        // The type marker ([`KeyBuf::push_kind`]) is not a tag.
+        if k != KIND_MARKER {
+            tags.push((k, v));
+        }
     }
     Some((name, tags))
 }
@@ -173,7 +230,7 @@ mod tests {
         let Ok(Line::Sample(s)) = parse_line(line.as_bytes()) else {
             panic!("{line}")
         };
-        KeyBuf::default().build(&s).to_vec()
+        KeyBuf::default().build(&s, Valueless::True).to_vec()
     }
 
     #[test]

@@ -35,6 +35,9 @@ pub struct Plan {
     /// label names escaped as statsd_exporter escapes them, counters not
     /// ending in `_total` published as they are.
     pub(super) exporter_names: bool,
+    /// What a tag without a value becomes: statsd_exporter's rule (left
+    /// out) under a statsd_exporter mapping file or its names, else `true`.
+    pub(super) valueless: super::key::Valueless,
     /// `[series] native_histogram_*`.
     pub(super) native: crate::config::NativeHistograms,
     /// `[series] name_escaping = "as_asked"`.
@@ -191,15 +194,19 @@ impl Plan {
         });
         labels.sort();
         let native = self.native_spec(kind, rule);
+        let window_ids = rule
+            .and_then(|m| m.windows.clone())
+            .unwrap_or_else(|| self.default_windows.clone());
+        let ttl = rule
+            .and_then(|m| m.ttl)
+            .map(|t| self.ttl_over(t, &window_ids));
         Some(Resolved {
             metric,
             prom_name,
             labels,
-            window_ids: rule
-                .and_then(|m| m.windows.clone())
-                .unwrap_or_else(|| self.default_windows.clone()),
+            window_ids,
             shared: rule.is_some_and(|m| m.shared),
-            ttl: rule.and_then(|m| m.ttl),
+            ttl,
             histogram_buckets: rule.and_then(|m| m.histogram_buckets.clone()),
             scale: rule.and_then(|m| m.scale).unwrap_or(1.0),
             help: rule.and_then(|m| m.help.clone()),
@@ -210,6 +217,18 @@ impl Plan {
             sent_label_names,
             native,
         })
+    }
+
+    /// A rule's expiry `ttl` for a series on windows `ids`: never shorter
+    /// than the longest of them (a series lives until its windows have
+    /// drained, so every family goes together); zero stays never.
+    fn ttl_over(&self, ttl: Duration, ids: &[usize]) -> Duration {
+        if ttl.is_zero() {
+            return ttl;
+        }
+        ids.iter()
+            .map(|&i| self.windows[i].spec.length())
+            .fold(ttl, Duration::max)
     }
 
     /// The native histogram of a series of `kind` matched by `rule`: the
@@ -346,6 +365,11 @@ impl Plan {
             max_series_per_metric: cfg.series.max_series_per_metric,
             max_label_bytes: cfg.series.max_label_bytes,
             exporter_names: cfg.exporter_names,
+            valueless: if cfg.exporter_compatible() {
+                super::key::Valueless::Drop
+            } else {
+                super::key::Valueless::True
+            },
             native: cfg.series.native_histograms,
             names_as_asked: cfg.series.names_as_asked,
         }

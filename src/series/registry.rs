@@ -4,14 +4,14 @@
 
 use std::collections::{HashMap, HashSet};
 use std::hash::BuildHasher;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use hashbrown::HashTable;
 use parking_lot::{Mutex, RwLock};
 
 use super::identity::{fleet_hash, SeriesMeta};
-use super::key::{self, KeyBuf, StoredKey};
+use super::key::{self, KeyBuf, StoredKey, Valueless};
 use super::plan::Plan;
 use super::state::{Folded, SeriesState};
 use crate::clock::Timestamp;
@@ -161,6 +161,9 @@ pub struct RegistryCounters {
     /// Tags left out of a new series' labels because another tag of the same
     /// line sanitised to the same label name.
     pub tags_dropped: AtomicU64,
+    /// Tags without a value left out of lines under statsd_exporter's rule
+    /// (a mapping file or its names), as statsd_exporter leaves them out.
+    pub valueless_tags: AtomicU64,
     /// Entries re-planned by reloads, by [`Replanned`](super::Replanned) in `ALL_OUTCOMES`
     /// order.
     pub replanned: [AtomicU64; 3],
@@ -172,6 +175,11 @@ pub struct Registry {
     pub(super) hasher: foldhash::fast::RandomState,
     pub(super) catalog: Mutex<Catalog>,
     pub(super) plan: RwLock<Arc<Plan>>,
+    /// The first plan's [`Valueless`] rule (`true`: drop), read by every
+    /// line's key without the plan's lock. Decided at start, as the parser's
+    /// statsd_exporter mode is (`ParseOptions::statsd_exporter`): the two
+    /// read a line alike until a restart.
+    drop_valueless: AtomicBool,
     /// One replan at a time.
     pub(super) replanning: Mutex<()>,
     pub(super) len: AtomicUsize,
@@ -187,6 +195,7 @@ impl Registry {
     pub fn new(plan: Plan, shards: usize) -> Registry {
         let n = shards.max(1).next_power_of_two();
         Registry {
+            drop_valueless: AtomicBool::new(plan.valueless == Valueless::Drop),
             shards: (0..n).map(|_| Mutex::new(HashTable::new())).collect(),
             hasher: foldhash::fast::RandomState::default(),
             catalog: Mutex::new(Catalog::default()),
@@ -208,6 +217,27 @@ impl Registry {
     /// until [`replan`](Self::replan) applies it to them.
     pub fn set_plan(&self, plan: Plan) {
         *self.plan.write() = Arc::new(plan);
+    }
+
+    /// Whether the key in `buf` with `kind` appended holds a series (the
+    /// key is left as it was).
+    fn typed_exists(&self, buf: &mut KeyBuf, kind: MetricKind) -> bool {
+        let len = buf.bytes.len();
+        buf.push_kind(kind);
+        let hash = self.hasher.hash_one(&buf.bytes);
+        let shard = &self.shards[(hash >> SHARD_SHIFT) as usize & (self.shards.len() - 1)];
+        let found = shard.lock().find(hash, |e| *e.key == *buf.bytes).is_some();
+        buf.bytes.truncate(len);
+        found
+    }
+
+    /// What a tag without a value becomes in this registry.
+    fn valueless(&self) -> Valueless {
+        if self.drop_valueless.load(Ordering::Relaxed) {
+            Valueless::Drop
+        } else {
+            Valueless::True
+        }
     }
 
     /// Number of series.
@@ -237,23 +267,61 @@ impl Registry {
         now: Timestamp,
         buf: &mut KeyBuf,
     ) -> Result<Applied, Refusal> {
-        let key = buf.build(s);
-        let hash = self.hasher.hash_one(key);
-        // hashbrown indexes slots with the low bits and tags them with the top
-        // 7: take the shard from bits in between so both stay uniform.
-        let shard = &self.shards[(hash >> SHARD_SHIFT) as usize & (self.shards.len() - 1)];
-        let mut map = shard.lock();
-        if let Some(e) = map.find_mut(hash, |e| *e.key == *key) {
-            if e.meta.kind != s.kind {
-                return Err(self.refuse(Refusal::TypeConflict));
-            }
-            let folded = e
-                .state
-                .apply(s, &e.meta.histogram_buckets, e.meta.scale, now)
-                .map_err(|_| self.refuse(Refusal::Overflow))?;
-            e.last_seen = now;
-            return Ok(self.stored(folded));
+        buf.build(s, self.valueless());
+        if buf.valueless > 0 {
+            self.counters
+                .valueless_tags
+                .fetch_add(buf.valueless as u64, Ordering::Relaxed);
         }
+        // The name and tags' key; a line of another type than the series
+        // found there tries the key with its type (`KeyBuf::push_kind`):
+        // where the rules give the two types different names, each is a
+        // series of its own, and where they do not the birth below refuses
+        // it as `type_conflict` on the names it would expose.
+        let mut typed = false;
+        let (hash, mut map) = loop {
+            let key = &buf.bytes;
+            let hash = self.hasher.hash_one(key);
+            // hashbrown indexes slots with the low bits and tags them with
+            // the top 7: take the shard from bits in between so both stay
+            // uniform.
+            let shard = &self.shards[(hash >> SHARD_SHIFT) as usize & (self.shards.len() - 1)];
+            let mut map = shard.lock();
+            match map.find_mut(hash, |e| *e.key == *key) {
+                Some(e) if e.meta.kind == s.kind => {
+                    let folded = e
+                        .state
+                        .apply(s, &e.meta.histogram_buckets, e.meta.scale, now)
+                        .map_err(|_| self.refuse(Refusal::Overflow))?;
+                    e.last_seen = now;
+                    return Ok(self.stored(folded));
+                }
+                Some(_) if !typed => drop(map),
+                Some(_) => return Err(self.refuse(Refusal::TypeConflict)),
+                None if typed => break (hash, map),
+                // A new series: unless its name and tags already hold one
+                // of this type under the typed key (looked up with this
+                // shard unlocked: it may be the same shard).
+                None => {
+                    drop(map);
+                    if !self.typed_exists(buf, s.kind) {
+                        // Locked again; a line of another thread may have
+                        // made the series meanwhile: looked up again.
+                        let shard =
+                            &self.shards[(hash >> SHARD_SHIFT) as usize & (self.shards.len() - 1)];
+                        let map = shard.lock();
+                        if map.find(hash, |e| *e.key == *buf.bytes).is_none() {
+                            break (hash, map);
+                        }
+                        drop(map);
+                        continue;
+                    }
+                }
+            }
+            buf.push_kind(s.kind);
+            typed = true;
+        };
+        let key = &buf.bytes;
         let plan = self.plan();
         let Some((meta, window_ids, native)) = self.birth(s, &plan, now)? else {
             return Ok(Applied::DroppedByMapping);
@@ -318,7 +386,7 @@ impl Registry {
             n += 1;
         }
         let mut tags_dropped = 0;
-        let tags = key::sorted_unique(&mut tags[..n]);
+        let (tags, _) = key::sorted_unique(&mut tags[..n], self.valueless());
         let resolved = plan.resolve(s.name, s.kind, tags, &mut tags_dropped);
         let Some(r) = resolved else {
             return Ok(None);

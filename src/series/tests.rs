@@ -1098,3 +1098,52 @@ fn a_reload_that_publishes_tag_keys_otherwise_makes_the_series_anew() {
     );
     assert_eq!(report.removed, 1, "{report:?}");
 }
+
+#[test]
+fn a_rule_ttl_shorter_than_its_windows_lasts_until_they_have_drained() {
+    // Windows of 10 s and 1 m; a rule's 5 s TTL becomes 1 m, or 10 s for
+    // a rule on the 10 s window only.
+    let r = registry(&format!(
+        "{TWO_WINDOWS}[series]\nttl_secs = 600\n[[mappings]]\nmatch = \"short.*\"\nttl_secs = 5\n[[mappings]]\nmatch = \"quick.*\"\nttl_secs = 5\nwindows = [\"10s\"]\n"
+    ));
+    feed(&r, T0, "short.a:1|c\nquick.a:1|c");
+    let left = |r: &Registry| {
+        let mut v = Vec::new();
+        r.visit(|m, _| v.push(m.metric.clone()));
+        v.sort();
+        v
+    };
+    r.sweep(T0 + Duration::from_secs(9));
+    assert_eq!(left(&r), ["quick.a", "short.a"]);
+    r.sweep(T0 + Duration::from_secs(10));
+    assert_eq!(left(&r), ["short.a"]);
+    r.sweep(T0 + Duration::from_secs(59));
+    assert_eq!(left(&r), ["short.a"]);
+    r.sweep(T0 + Duration::from_secs(60));
+    assert!(left(&r).is_empty());
+}
+
+#[test]
+fn one_name_mapped_by_type_to_two_families_keeps_both_and_a_plain_one_conflicts() {
+    let r = registry(&format!(
+        "{TWO_WINDOWS}[[mappings]]\nmatch = \"t.*\"\nmatch_type = \"counter\"\nrename = \"t_sum\"\n[[mappings]]\nmatch = \"t.*\"\nmatch_type = \"gauge\"\nrename = \"t_current\"\n"
+    ));
+    let out = feed(
+        &r,
+        T0,
+        "t.a:1|c\nt.a:5|g\nt.a:2|c\nt.a:6|g\nplain:1|c\nplain:1|g",
+    );
+    assert_eq!(out[..5], [STORED, STORED, STORED, STORED, STORED]);
+    assert_eq!(out[5], CONFLICT);
+    assert_eq!(r.len(), 3);
+    // The gauge expired and back: it finds no series of its own, the
+    // counter's still there; made anew under the plain key.
+    r.sweep(T0 + Duration::from_secs(3600));
+    let out = feed(
+        &r,
+        T0 + Duration::from_secs(3601),
+        "t.a:1|g\nt.a:1|c\nt.a:1|g",
+    );
+    assert_eq!(out, [STORED, STORED, STORED]);
+    assert_eq!(r.len(), 2);
+}

@@ -15,6 +15,11 @@
 //! divided by its rate. Timer values are in seconds. Label keys are as
 //! statsd_exporter escapes them; rollstat's are compared after its own
 //! `label_name`, with a valueless tag published as `true`.
+//!
+//! The `rollstat` column is rollstat's own rule. In statsd_exporter's mode
+//! (a daemon with a statsd_exporter mapping file or `cumulative_names =
+//! "statsd_exporter"`) every case reads as statsd_exporter reads it; the
+//! harness checks that too.
 
 /// What a line does to the metrics.
 #[derive(Clone, Copy, Debug, PartialEq)]

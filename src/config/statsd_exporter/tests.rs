@@ -437,19 +437,33 @@ fn native_histograms_are_given_as_statsd_exporter_gives_them() {
 }
 
 #[test]
-fn a_ttl_shorter_than_a_window_is_refused_at_the_files_line() {
+fn a_ttl_shorter_than_a_window_is_a_warning_at_the_files_line() {
     let f = Temp::new("ttl", "mappings:\n- match: a.*\n  name: a\n  ttl: 5s\n");
-    let err = Config::parse(&format!(
+    let cfg = Config::parse(&format!(
         "[[windows]]\nname = \"1m\"\nbuckets = 60\ninterval_ms = 1000\n[series]\nttl_secs = 600\n[statsd_exporter]\nmapping_file = \"{}\"\n",
         f.0.display()
     ))
-    .unwrap_err()
-    .to_string();
+    .expect("accepted");
+    let w = &cfg.statsd_exporter.as_ref().unwrap().warnings;
     assert!(
-        err.contains(":2: `ttl`: 5s is shorter than window `1m`"),
-        "{err}"
+        w.iter()
+            .any(|w| w.starts_with("line 4: `mappings[0].ttl`: 5s is shorter than window `1m`")),
+        "{w:?}"
     );
-    assert!(err.contains("statsd_exporter.mapping_file"), "{err}");
+    // The rule keeps the TTL as written; the registry's plan lengthens it.
+    assert_eq!(cfg.mappings[0].ttl, Some(Duration::from_secs(5)));
+    assert!(
+        cfg.ttl_warnings().is_empty(),
+        "the file's own warning says it"
+    );
+    let native = Config::parse(
+        "[[windows]]\nname = \"1m\"\nbuckets = 60\ninterval_ms = 1000\n[[mappings]]\nmatch = \"a.*\"\nttl_secs = 5\n",
+    )
+    .expect("accepted");
+    assert_eq!(
+        native.ttl_warnings(),
+        vec!["[[mappings]] #1 (match `a.*`): ttl_secs = 5s is shorter than window `1m` (60s): its series expire when they have been idle that long, once the window has drained, not after 5s (every family, cumulative and windowed, goes together)".to_string()]
+    );
 }
 
 #[test]
@@ -480,4 +494,30 @@ fn keys_older_exporters_read_are_read_as_they_did() {
     // Both spellings at once were statsd_exporter's error too.
     let (keys, _) = problems("mappings:\n- match: a.*\n  name: a\n  observer_type: histogram\n  buckets: [1]\n  histogram_options:\n    buckets: [2]\n");
     assert_eq!(keys, [(5, "mappings[0].buckets".to_string())]);
+}
+
+#[test]
+fn labels_named_like_rollstats_own_take_the_tag_prefix_and_dunder_ones_are_refused() {
+    assert_eq!(label_key("metric"), LabelKey::Renamed("tag_metric".into()));
+    assert_eq!(label_key("le"), LabelKey::Renamed("tag_le".into()));
+    assert_eq!(
+        label_key("quantile"),
+        LabelKey::Renamed("tag_quantile".into())
+    );
+    assert_eq!(label_key("window"), LabelKey::Renamed("tag_window".into()));
+    assert_eq!(label_key("__name__"), LabelKey::Reserved);
+    assert_eq!(label_key("q"), LabelKey::Invalid);
+    assert_eq!(label_key("metrics"), LabelKey::AsIs);
+    let r = parse("mappings:\n- match: a.*\n  name: a\n  labels:\n    metric: \"$1\"\n").unwrap();
+    assert_eq!(
+        r.rules[0].labels,
+        vec![("tag_metric".into(), "${1}".into())]
+    );
+    assert!(
+        r.warnings[0].starts_with("line 5: `mappings[0].labels.metric`"),
+        "{:?}",
+        r.warnings
+    );
+    let (keys, _) = problems("mappings:\n- match: a.*\n  name: a\n  labels:\n    __x: \"$1\"\n");
+    assert_eq!(keys, vec![(5, "mappings[0].labels.__x".to_string())]);
 }
