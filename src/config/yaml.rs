@@ -91,13 +91,16 @@ pub(super) fn load_document<'i>(
             budget::Refusal::Syntax { .. } => "(syntax)",
             _ => "(file)",
         };
-        r.refused(refusal.line(), key, refusal.message(), refusal.reason());
+        // An error at the end of the text is numbered one past its last
+        // line by the parser; the operator's editor has no such line.
+        let line = refusal.line().min(last_line(text));
+        r.refused(line, key, refusal.message(), refusal.reason());
         return Err(());
     }
     let docs = match MarkedYaml::load_from_str(text) {
         Ok(docs) => docs,
         Err(e) => {
-            r.at(e.marker().line(), "(syntax)", e.info());
+            r.at(e.marker().line().min(last_line(text)), "(syntax)", e.info());
             return Err(());
         }
     };
@@ -109,6 +112,13 @@ pub(super) fn load_document<'i>(
         );
     }
     Ok(docs.into_iter().next())
+}
+
+/// The number of the last line of `text` as YAML numbers lines (a lone
+/// `\r` breaks a line too).
+fn last_line(text: &str) -> usize {
+    let crlf = text.matches("\r\n").count();
+    text.matches(['\n', '\r']).count() - crlf + 1
 }
 
 /// Collects the problems of one YAML file while its nodes are read.
@@ -312,6 +322,25 @@ mod tests {
         assert_eq!(d("0s"), Some((false, 0)));
         for bad in ["", "1", "h", "1d", "1.2.3s", ".s", "1h-2m"] {
             assert_eq!(d(bad), None, "{bad}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod end_of_text {
+    use super::*;
+
+    #[test]
+    fn a_syntax_error_at_the_end_points_at_the_last_line() {
+        for (text, last) in [
+            ("[", 1),
+            ("a: 1\n[", 2),
+            ("a: 1\r[", 2),
+            ("a: 1\r\nb: [", 2),
+        ] {
+            let mut r = Reader::default();
+            assert!(load_document(&mut r, text, "a file").is_err(), "{text:?}");
+            assert_eq!(r.problems[0].line, last, "{text:?}: {:?}", r.problems);
         }
     }
 }
