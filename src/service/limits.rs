@@ -361,12 +361,17 @@ impl NamedLimit {
             Err(e) => {
                 // Sent, then no answer in time: Redis may still record it.
                 let applied = e.may_have_applied();
+                let refused = e.is_refusal();
                 let v = on_store_error(self.def.on_store_error, e, self.limits(), n, || {
                     self.local.acquire(key, n, now)
                 });
                 if mirror && n > 0 && matches!(v.result, Ok(d) if d.allowed) {
                     if applied {
                         self.writeback_metric(shared, "unanswered", 1);
+                    } else if refused {
+                        // Redis refused this key (or any write): writing the
+                        // admission back would be refused too.
+                        self.writeback_metric(shared, "rejected", 1);
                     } else if !self.writeback.push(key, n, now) {
                         self.writeback_metric(shared, "overflow", 1);
                     }

@@ -1,0 +1,127 @@
+//! One bad Redis key fails that key only. A key of the wrong type
+//! (`SET 'rollstat:{shared:b}:10s' hello`) makes the limit script answer
+//! `WRONGTYPE` for that key: its decisions go to its `on_store_error`,
+//! counted as `rollstat_store_refused_total{op="limit",reason="wrong_type"}`,
+//! while every other key stays decided by Redis and `/-/ready` stays 200.
+//! (The store used to be marked down by that one error: 22% of the good
+//! keys' decisions came back `source: local` and `/-/ready` flapped 503.)
+
+use std::time::Duration;
+
+use crate::exactness::{source, Http};
+use crate::redis::config;
+use crate::redis_server::Redis;
+use crate::support::Daemon;
+
+/// A shared limit `shared` of 1,000 per 10 s (never binding here).
+fn shared_limit(redis: &Redis, policy: &str) -> String {
+    config(
+        &format!("{}\ntimeout_ms = 500", redis.section()),
+        &format!(
+            r#"
+[[limits]]
+name = "shared"
+shared = true
+on_store_error = "{policy}"
+rules = [{{ max = 1000, window_ms = 10000 }}]
+"#
+        ),
+    )
+}
+
+#[test]
+fn a_key_of_the_wrong_type_fails_that_key_only() {
+    let Some(redis) = Redis::start() else { return };
+    assert_eq!(
+        redis.cli_command(&["SET", "rollstat:{shared:b}:10s", "hello"]),
+        "OK"
+    );
+    let d = Daemon::start_with(&shared_limit(&redis, "deny"));
+    let mut c = Http::connect(d.http);
+    let (mut bad, mut good, mut not_ready) = (Vec::new(), Vec::new(), Vec::new());
+    // 200 rounds (about 50/s on each side): the poisoned key, a good key,
+    // the readiness probe.
+    for i in 0..200 {
+        let (code, _, body) = c.call("POST", "/api/v1/limits/shared/acquire?key=b", "");
+        bad.push((code, body));
+        let key = format!("g{}", i % 7);
+        let (code, _, body) = c.call(
+            "POST",
+            &format!("/api/v1/limits/shared/acquire?key={key}"),
+            "",
+        );
+        if code != 200 || source(&body) != "redis" {
+            good.push((i, code, body));
+        }
+        let (code, _, body) = c.call("GET", "/-/ready", "");
+        if code != 200 {
+            not_ready.push((i, body));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(
+        good.is_empty(),
+        "{} of 200 good keys' decisions not shared; first: {:?}",
+        good.len(),
+        good.first()
+    );
+    assert!(
+        not_ready.is_empty(),
+        "/-/ready not 200 in {} of 200 rounds; first: {:?}",
+        not_ready.len(),
+        not_ready.first()
+    );
+    // The poisoned key fails closed (its policy), saying why.
+    for (code, body) in &bad {
+        assert_eq!(*code, 503, "{body}");
+        assert_eq!(source(body), "fallback", "{body}");
+        assert!(body.contains("reason: wrong_type"), "{body}");
+    }
+    let refused = d
+        .metric("rollstat_store_refused_total{op=\"limit\",reason=\"wrong_type\"}")
+        .unwrap_or(0.0);
+    assert_eq!(refused, 200.0);
+    assert_eq!(d.metric("rollstat_store_up "), Some(1.0));
+    assert_eq!(
+        d.metric("rollstat_store_errors_total{op=\"limit\"}")
+            .unwrap_or(0.0),
+        0.0
+    );
+    println!("200 decisions on a WRONGTYPE key refused (503, wrong_type); 200 good keys' decisions all shared; /-/ready 200 in 200 of 200");
+}
+
+#[test]
+fn under_local_a_key_of_the_wrong_type_is_decided_locally_and_not_written_back() {
+    let Some(redis) = Redis::start() else { return };
+    assert_eq!(
+        redis.cli_command(&["SET", "rollstat:{shared:b}:10s", "hello"]),
+        "OK"
+    );
+    let d = Daemon::start_with(&shared_limit(&redis, "local"));
+    let mut c = Http::connect(d.http);
+    for i in 0..50 {
+        let (code, _, body) = c.call("POST", "/api/v1/limits/shared/acquire?key=b", "");
+        assert_eq!((code, source(&body)), (200, "local"), "{body}");
+        assert!(body.contains("reason: wrong_type"), "{body}");
+        let (code, _, body) = c.call(
+            "POST",
+            &format!("/api/v1/limits/shared/acquire?key=g{i}"),
+            "",
+        );
+        assert_eq!((code, source(&body)), (200, "redis"), "round {i}: {body}");
+    }
+    // Nothing is written back for a key Redis refused: it would be refused
+    // again (or land in a late set no decision can merge).
+    let rejected = d
+        .metric("rollstat_store_writeback_total{result=\"rejected\"}")
+        .unwrap_or(0.0);
+    assert_eq!(rejected, 50.0);
+    assert_eq!(
+        d.metric("rollstat_store_writeback_total{result=\"written\"}"),
+        Some(0.0)
+    );
+    assert_eq!(
+        redis.cli_command(&["EXISTS", "rollstat:{shared:b}:10s:late"]),
+        "0"
+    );
+}
