@@ -125,3 +125,113 @@ fn under_local_a_key_of_the_wrong_type_is_decided_locally_and_not_written_back()
         "0"
     );
 }
+
+/// Fills `redis` (started with a small `--maxmemory` and `noeviction`)
+/// until it refuses writes; returns its `used_memory`.
+fn fill_to_maxmemory(redis: &Redis) -> u64 {
+    for i in 0..400 {
+        let script = format!(
+            "for i=1,500 do redis.call('SET', 'fill:{i}:'..i, string.rep('x', 100)) end return 1"
+        );
+        if redis.cli_command(&["EVAL", &script, "0"]).contains("OOM") {
+            return used_memory(redis);
+        }
+    }
+    panic!("redis-server never reached its maxmemory");
+}
+
+fn used_memory(redis: &Redis) -> u64 {
+    let info = redis.cli_command(&["INFO", "memory"]);
+    info.lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("used_memory in INFO memory")
+}
+
+#[test]
+fn at_maxmemory_writes_are_refused_up_front_and_the_fleet_view_is_left_out() {
+    let Some(_) = Redis::start() else { return };
+    let redis = Redis::start_with(
+        crate::support::free_port(),
+        ["--maxmemory", "3mb", "--maxmemory-policy", "noeviction"]
+            .map(String::from)
+            .to_vec(),
+    );
+    let cfg = config(
+        &format!(
+            "{}\ntimeout_ms = 500\nsync_interval_ms = 100",
+            redis.section()
+        ),
+        r#"
+[[limits]]
+name = "shared"
+shared = true
+on_store_error = "deny"
+rules = [{ max = 1000, window_ms = 10000 }]
+
+[[windows]]
+name = "w"
+buckets = 30
+interval_ms = 1000
+
+[[mappings]]
+match = "api.requests"
+shared = true
+"#,
+    );
+    let d = Daemon::start_with(&cfg);
+    crate::redis::send_counts(&d, 100);
+    crate::support::wait_true(Duration::from_secs(5), "the fleet view of 100", || {
+        d.metric(crate::redis::FLEET) == Some(100.0)
+    });
+    let full = fill_to_maxmemory(&redis);
+    crate::redis::send_counts(&d, 50);
+    // The next sync pushes the 50 and is refused.
+    let window_oom = "rollstat_store_refused_total{op=\"windows\",reason=\"oom\"}";
+    crate::support::wait_true(Duration::from_secs(5), "a window sync refused", || {
+        d.metric(window_oom).unwrap_or(0.0) >= 1.0
+    });
+    let mut c = Http::connect(d.http);
+    let mut shown = Vec::new();
+    // 100 new keys, each refused before anything of it is written; the fleet
+    // view never shown meanwhile (it misses this instance's 50).
+    for i in 0..100 {
+        let (code, _, body) = c.call(
+            "POST",
+            &format!("/api/v1/limits/shared/acquire?key=new{i}"),
+            "",
+        );
+        assert_eq!((code, source(&body)), (503, "fallback"), "key {i}: {body}");
+        assert!(body.contains("reason: oom"), "{body}");
+        if let Some(v) = d.metric(crate::redis::FLEET) {
+            shown.push(v);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(
+        shown.is_empty(),
+        "the fleet view was shown {} times while Redis refused its pushes: {:?}",
+        shown.len(),
+        &shown[..shown.len().min(5)]
+    );
+    assert_eq!(d.metric(crate::redis::LOCAL), Some(150.0));
+    let after = used_memory(&redis);
+    let keys = redis.cli_command(&["--raw", "KEYS", "rollstat:{shared*"]);
+    assert_eq!(keys, "", "keys written past maxmemory");
+    assert!(
+        d.metric("rollstat_store_refused_total{op=\"limit\",reason=\"oom\"}")
+            .unwrap_or(0.0)
+            >= 100.0
+    );
+    assert!(
+        d.metric("rollstat_store_refused_total{op=\"windows\",reason=\"oom\"}")
+            .unwrap_or(0.0)
+            >= 1.0
+    );
+    let log = d.log();
+    let logged = log.matches("is at maxmemory and refuses writes").count();
+    assert_eq!(logged, 1, "{log}");
+    println!(
+        "at maxmemory: 100 new keys refused (oom), no limit key written, used_memory {full} -> {after}; fleet view left out; logged once"
+    );
+}

@@ -196,7 +196,11 @@ impl RedisStore {
             // redactor has taken credentials out of it.
             let error = err.detail();
             let reason = err.reason();
-            let hint = self.hint(reason);
+            let hint = if error.contains("Error compiling script") {
+                "rollstat's scripts declare that they write (a `#!lua` first line), so that Redis refuses them up front at maxmemory: this needs Redis 7.0 or later".to_string()
+            } else {
+                self.hint(reason)
+            };
             tracing::warn!(op = op.as_str(), reason, error = %Escaped::with_cap(error.as_bytes(), 1000), hint, "{}", op.consequence());
         }
         Err(err)
