@@ -124,6 +124,17 @@ impl Local {
         }
     }
 
+    /// Whether the shared store may be asked about `key`: it is held here,
+    /// or a new key fits under `max_keys` (see
+    /// `KeyedLimiter::room_for_new_key`).
+    fn room_for(&self, key: &str, now: Timestamp) -> Result<(), AcquireError> {
+        match self {
+            Local::Exact(m) if !m.0.contains(key) => m.0.room_for_new_key(now),
+            Local::Approximate(m) if !m.0.contains(key) => m.0.room_for_new_key(now),
+            _ => Ok(()),
+        }
+    }
+
     /// Mirrors an admission the shared store made (see
     /// `LimitState::record`).
     fn record(&self, key: &str, n: u32, now: Timestamp) {
@@ -333,6 +344,15 @@ impl NamedLimit {
                 };
             }
         }
+        // Each instance puts at most `max_keys` keys in the shared store:
+        // the keys its own limiter holds (every admission is recorded there).
+        if let Err(e) = self.local.room_for(key, now) {
+            return Verdict {
+                result: Err(e),
+                source: Source::Local,
+                store_error: None,
+            };
+        }
         let pending = if mirror && self.writeback.is_pending() {
             self.flush_writeback(shared, now).await.err()
         } else {
@@ -344,7 +364,7 @@ impl NamedLimit {
         };
         match r {
             Ok(d) => {
-                if mirror && d.allowed {
+                if d.allowed {
                     self.local.record(key, n, now);
                 }
                 Verdict {

@@ -235,3 +235,43 @@ shared = true
         "at maxmemory: 100 new keys refused (oom), no limit key written, used_memory {full} -> {after}; fleet view left out; logged once"
     );
 }
+
+#[test]
+fn a_shared_limit_puts_at_most_max_keys_keys_in_redis() {
+    let Some(redis) = Redis::start() else { return };
+    let cfg = config(
+        &format!("{}\ntimeout_ms = 500", redis.section()),
+        r#"
+[[limits]]
+name = "capped"
+shared = true
+max_keys = 5
+rules = [{ max = 1000, window_ms = 10000 }]
+"#,
+    );
+    let d = Daemon::start_with(&cfg);
+    let mut c = Http::connect(d.http);
+    for i in 0..5 {
+        let (code, _, body) = c.call(
+            "POST",
+            &format!("/api/v1/limits/capped/acquire?key=k{i}"),
+            "",
+        );
+        assert_eq!((code, source(&body)), (200, "redis"), "{body}");
+    }
+    for i in 5..50 {
+        let (code, _, body) = c.call(
+            "POST",
+            &format!("/api/v1/limits/capped/acquire?key=k{i}"),
+            "",
+        );
+        assert_eq!(code, 503, "{body}");
+        assert!(body.contains("max_keys"), "{body}");
+    }
+    // The keys held go on.
+    let (code, _, body) = c.call("POST", "/api/v1/limits/capped/acquire?key=k0", "");
+    assert_eq!((code, source(&body)), (200, "redis"), "{body}");
+    let keys = redis.cli_command(&["--raw", "KEYS", "rollstat:{capped:*"]);
+    assert_eq!(keys.lines().count(), 5, "{keys}");
+    println!("max_keys = 5 on a shared limit: 45 new keys refused (503), 5 keys in Redis");
+}
