@@ -231,6 +231,26 @@ shared = true
     let log = d.log();
     let logged = log.matches("is at maxmemory and refuses writes").count();
     assert_eq!(logged, 1, "{log}");
+    // Redis accepts writes again: the fleet totals lack this instance's
+    // refused 50 until their bucket leaves the 30 s window, so the view
+    // stays out rather than show 100 against a local 150.
+    assert_eq!(
+        redis.cli_command(&["CONFIG", "SET", "maxmemory", "0"]),
+        "OK"
+    );
+    crate::support::wait_true(Duration::from_secs(5), "writes accepted again", || {
+        d.log().contains("accepts writes again")
+    });
+    for _ in 0..20 {
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(
+            d.metric(crate::redis::FLEET),
+            None,
+            "a fleet view lacking 50"
+        );
+    }
+    let (code, _, body) = c.call("POST", "/api/v1/limits/shared/acquire?key=later", "");
+    assert_eq!((code, source(&body)), (200, "redis"), "{body}");
     println!(
         "at maxmemory: 100 new keys refused (oom), no limit key written, used_memory {full} -> {after}; fleet view left out; logged once"
     );
