@@ -64,7 +64,9 @@
 //! (one per bucket): differences whose bucket left the local window before
 //! they could be sent (`expired`) or while still in doubt (`unconfirmed`; so
 //! are the batches of a window whose syncs time out more than 32 times in a
-//! row), and those of a window Redis answered an error for (`rejected`). A
+//! row), and those of a window Redis answered an error for (`rejected`;
+//! such a window's fleet totals lack them, so it is left out of the view
+//! until their buckets have left it, one window length). A
 //! fleet view older than three sync intervals plus the sync deadline is
 //! not published: the local families go on, the fleet
 //! families pause, and `rollstat_store_op_up{op="windows"}` says why.
@@ -186,6 +188,10 @@ struct Tracked {
     in_doubt: Vec<SeqDeltas>,
     /// With nothing to write, it is not read before this time (Unix nanos).
     next_read: u64,
+    /// Redis refused deltas of this window (e.g. at maxmemory): its fleet
+    /// totals lack them, so they are left out of the view until this time
+    /// (Unix nanos), when those buckets have left the window.
+    lost_until: u64,
     seen: u64,
 }
 
@@ -203,6 +209,7 @@ impl Tracked {
             slots: HashMap::new(),
             in_doubt: Vec::new(),
             next_read: 0,
+            lost_until: 0,
             seen: generation,
         }
     }
@@ -607,6 +614,8 @@ impl FleetWindows {
         // the chunks not yet started once the store is marked down).
         let mut read = Vec::new();
         let mut unread = Vec::new();
+        // Windows whose refused deltas are still inside them.
+        let mut incomplete = std::collections::HashSet::new();
         let mut failed = false;
         let chunks = batch.into_chunks(CHUNK_WINDOWS, CHUNK_DELTAS, store.is_cluster());
         let in_flight = if store.is_cluster() { IN_FLIGHT } else { 1 };
@@ -647,12 +656,25 @@ impl FleetWindows {
                         Fate::Rejected => report.rejected += w.deltas(),
                         Fate::InDoubt | Fate::NotSent => {}
                     }
+                    if let Some(t) = st.keys.get_mut(&w.read.key) {
+                        if *fate == Fate::Rejected && w.deltas() > 0 {
+                            t.lost_until = now
+                                .as_nanos()
+                                .saturating_add(t.length_ms.saturating_mul(1_000_000));
+                        }
+                        if t.lost_until > now.as_nanos() {
+                            incomplete.insert(w.read.key.clone());
+                        }
+                    }
                 }
             }
             match outcome {
                 SyncOutcome::Done(results) => {
                     for (w, r) in chunk.windows().iter().zip(results) {
                         match r {
+                            WindowResult::Totals(_) if incomplete.contains(&w.read.key) => {
+                                unread.push(w.read.key.clone());
+                            }
                             WindowResult::Totals(t) => read.push((w.read.key.clone(), t)),
                             WindowResult::Rejected
                             | WindowResult::Unread

@@ -652,6 +652,34 @@ impl<A: LimitState> KeyedLimiter<A> {
         slot.state.check(n, now).ok()
     }
 
+    /// Whether a new key may be taken on at `now` under
+    /// [`OverflowPolicy::RejectNewKeys`]: [`AcquireError::TooManyKeys`] (counted
+    /// as a rejected new key) while `max_keys` keys with history in their
+    /// window are held, idle ones swept first. Creates nothing; always `Ok`
+    /// under [`OverflowPolicy::EvictLeastRecent`]. A shared limit asks this
+    /// before it sends a key it does not hold to the shared store, so that
+    /// each instance puts at most `max_keys` keys there.
+    pub fn room_for_new_key(&self, now: Timestamp) -> Result<(), AcquireError> {
+        let full = || self.keys.load(Ordering::SeqCst) >= self.max_keys;
+        if self.overflow == OverflowPolicy::EvictLeastRecent || !full() {
+            return Ok(());
+        }
+        if now.as_nanos() >= self.idle_not_before.load(Ordering::SeqCst) {
+            self.sweep_all(now, true);
+            if !full() {
+                return Ok(());
+            }
+        }
+        self.rejected_new_keys.fetch_add(1, Ordering::Relaxed);
+        let first_idle = Timestamp::from_nanos(self.idle_not_before.load(Ordering::SeqCst));
+        Err(AcquireError::TooManyKeys {
+            max_keys: self.max_keys,
+            retry_after: first_idle
+                .saturating_duration_since(now)
+                .max(Duration::from_nanos(1)),
+        })
+    }
+
     /// At the cap: frees and reserves one place for a new key of hash
     /// `hash`, or fails under `RejectNewKeys`. Holds no shard lock on entry.
     fn make_room(&self, hash: u64, now: Timestamp) -> Result<(), AcquireError> {
@@ -964,6 +992,25 @@ mod tests {
         assert!(!k.contains("c"));
         assert_eq!(k.stats().rejected_new_keys, 1);
         assert!(k.acquire("c", 1, T0 + S).unwrap().allowed);
+    }
+
+    #[test]
+    fn room_for_a_new_key_is_asked_without_creating_it() {
+        let k: KeyedLimiter<SlidingLog> = limiter(2, OverflowPolicy::RejectNewKeys);
+        assert_eq!(k.room_for_new_key(T0), Ok(()));
+        assert!(k.record("a", 1, T0));
+        assert!(k.record("b", 1, T0 + S / 2));
+        assert!(matches!(
+            k.room_for_new_key(T0 + S / 4),
+            Err(AcquireError::TooManyKeys { max_keys: 2, .. })
+        ));
+        assert_eq!(k.len(), 2);
+        // "a" idle at T0 + 1 s: swept, room again, nothing created.
+        assert_eq!(k.room_for_new_key(T0 + S), Ok(()));
+        assert_eq!(k.len(), 1);
+        let e: KeyedLimiter<SlidingLog> = limiter(1, OverflowPolicy::EvictLeastRecent);
+        assert!(e.record("a", 1, T0));
+        assert_eq!(e.room_for_new_key(T0), Ok(()));
     }
 
     #[test]

@@ -124,6 +124,17 @@ impl Local {
         }
     }
 
+    /// Whether the shared store may be asked about `key`: it is held here,
+    /// or a new key fits under `max_keys` (see
+    /// `KeyedLimiter::room_for_new_key`).
+    fn room_for(&self, key: &str, now: Timestamp) -> Result<(), AcquireError> {
+        match self {
+            Local::Exact(m) if !m.0.contains(key) => m.0.room_for_new_key(now),
+            Local::Approximate(m) if !m.0.contains(key) => m.0.room_for_new_key(now),
+            _ => Ok(()),
+        }
+    }
+
     /// Mirrors an admission the shared store made (see
     /// `LimitState::record`).
     fn record(&self, key: &str, n: u32, now: Timestamp) {
@@ -333,6 +344,15 @@ impl NamedLimit {
                 };
             }
         }
+        // Each instance puts at most `max_keys` keys in the shared store:
+        // the keys its own limiter holds (every admission is recorded there).
+        if let Err(e) = self.local.room_for(key, now) {
+            return Verdict {
+                result: Err(e),
+                source: Source::Local,
+                store_error: None,
+            };
+        }
         let pending = if mirror && self.writeback.is_pending() {
             self.flush_writeback(shared, now).await.err()
         } else {
@@ -344,7 +364,7 @@ impl NamedLimit {
         };
         match r {
             Ok(d) => {
-                if mirror && d.allowed {
+                if d.allowed {
                     self.local.record(key, n, now);
                 }
                 Verdict {
@@ -361,12 +381,17 @@ impl NamedLimit {
             Err(e) => {
                 // Sent, then no answer in time: Redis may still record it.
                 let applied = e.may_have_applied();
+                let refused = e.is_refusal();
                 let v = on_store_error(self.def.on_store_error, e, self.limits(), n, || {
                     self.local.acquire(key, n, now)
                 });
                 if mirror && n > 0 && matches!(v.result, Ok(d) if d.allowed) {
                     if applied {
                         self.writeback_metric(shared, "unanswered", 1);
+                    } else if refused {
+                        // Redis refused this key (or any write): writing the
+                        // admission back would be refused too.
+                        self.writeback_metric(shared, "rejected", 1);
                     } else if !self.writeback.push(key, n, now) {
                         self.writeback_metric(shared, "overflow", 1);
                     }

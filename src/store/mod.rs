@@ -133,6 +133,17 @@ pub enum StoreError {
         /// The client's text, redacted (for logs).
         detail: String,
     },
+    /// Redis answered an error for this call's keys or writes, not for the
+    /// store: a key of another type (`wrong_type`), a script error on what
+    /// a key holds (`script`), or writes refused at `maxmemory` (`oom`). The
+    /// store stays up for every other key; nothing was recorded.
+    #[error("the shared store refused this key (reason: {reason})")]
+    Refused {
+        /// `wrong_type`, `script` or `oom`.
+        reason: &'static str,
+        /// Redis's text, redacted (for logs).
+        detail: String,
+    },
     /// A limit script answered something else than the numbers it returns
     /// (another program's script under the same SHA, or a server bug).
     #[error("the shared store is unavailable (reason: bad_reply)")]
@@ -194,8 +205,17 @@ impl StoreError {
         !matches!(self, StoreError::Acquire(_))
     }
 
+    /// Whether Redis answered and refused this call's keys or writes
+    /// ([`StoreError::Refused`]): nothing was recorded, and writing the
+    /// call's admission back would be refused as well.
+    #[must_use]
+    pub fn is_refusal(&self) -> bool {
+        matches!(self, StoreError::Refused { .. })
+    }
+
     /// A stable word for what went wrong: `down`, `timeout`, `auth`,
-    /// `denied`, `connection`, `error`, `bad_reply`, `rounding`; `request`
+    /// `denied`, `connection`, `error`, `bad_reply`, `rounding`; for a key
+    /// Redis refused, `wrong_type`, `script`, `oom`; `request`
     /// for a request no store could admit.
     #[must_use]
     pub fn reason(&self) -> &'static str {
@@ -203,7 +223,7 @@ impl StoreError {
             StoreError::Acquire(_) => "request",
             StoreError::Down { .. } => "down",
             StoreError::Timeout(_) | StoreError::Unanswered(_) => "timeout",
-            StoreError::Redis { reason, .. } => reason,
+            StoreError::Redis { reason, .. } | StoreError::Refused { reason, .. } => reason,
             StoreError::BadReply { .. } => "bad_reply",
             StoreError::Rounding(_) => "rounding",
         }
@@ -217,7 +237,9 @@ impl StoreError {
             StoreError::Down { detail, .. } => {
                 format!("down, backing off; last failure: {detail}")
             }
-            StoreError::Redis { reason, detail } => format!("{reason}: {detail}"),
+            StoreError::Redis { reason, detail } | StoreError::Refused { reason, detail } => {
+                format!("{reason}: {detail}")
+            }
             StoreError::BadReply {
                 script,
                 got,

@@ -67,6 +67,8 @@ mod redis;
 mod redis_access;
 // Issue #17: one acquire of weight 1,000,000 on a shared exact limit is one member and a fast script.
 mod redis_heavy;
+// Issue #32: one Redis key of the wrong type fails that key only; Redis at maxmemory refuses writes up front.
+mod redis_isolation;
 // Issue #17: the shared exact log (weighted members, late write-backs, old members) against the in-memory log and a brute-force count, by proptest.
 mod redis_log_model;
 // Issue #17 (b): max_shared_series and max_shared_label_bytes keep series local, counted.

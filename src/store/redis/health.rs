@@ -15,6 +15,11 @@
 //! [`StoreError::Down`] (counted in `rollstat_store_skipped_total{op}`), and
 //! one probe is let through after a backoff that doubles from 100 ms to 2 s.
 //! The first success marks it up again. An error Redis answers for one
+//! limit call's keys (`WRONGTYPE`, a script error on what a key holds, `OOM`:
+//! see [`key_refusal`]) is not a failure of the store either: the call
+//! fails with [`StoreError::Refused`], counted in
+//! `rollstat_store_refused_total{op,reason}`, and the operation stays up for
+//! every other key. An error Redis answers for one
 //! window of a sync (e.g. `WRONGTYPE`) is not a failure of the store: that
 //! window is skipped ([`WindowResult::Rejected`](super::WindowResult::Rejected)). The connection manager (single server) reconnects by itself; a
 //! cluster connection is (re)built on the next allowed call. What a limit
@@ -149,17 +154,18 @@ impl RedisStore {
         let err = match r {
             Ok(Ok(v)) => {
                 self.metrics.calls.with_label_values(&[label]).inc();
-                h.backoff
-                    .store(duration_nanos(BACKOFF_MIN), Ordering::Release);
-                let was_down = !h.up.swap(true, Ordering::AcqRel);
-                self.publish_health(op, true);
-                if was_down {
-                    tracing::info!(
-                        op = op.as_str(),
-                        "The shared store (Redis) answers again; sharing resumes."
-                    );
-                }
+                self.answered(op);
                 return Ok(v);
+            }
+            // Redis answered, for this call's keys only: the store is up.
+            Ok(Err(e)) if key_refusal(&e).is_some() => {
+                let reason = key_refusal(&e).unwrap_or("script");
+                self.answered(op);
+                self.note_refusal(op, reason);
+                return Err(StoreError::Refused {
+                    reason,
+                    detail: self.redactor.text(&e.to_string()),
+                });
             }
             Ok(Err(e)) => StoreError::Redis {
                 reason: failure_reason(&e),
@@ -190,10 +196,56 @@ impl RedisStore {
             // redactor has taken credentials out of it.
             let error = err.detail();
             let reason = err.reason();
-            let hint = self.hint(reason);
+            let hint = if error.contains("Error compiling script") {
+                "rollstat's scripts declare that they write (a `#!lua` first line), so that Redis refuses them up front at maxmemory: this needs Redis 7.0 or later".to_string()
+            } else {
+                self.hint(reason)
+            };
             tracing::warn!(op = op.as_str(), reason, error = %Escaped::with_cap(error.as_bytes(), 1000), hint, "{}", op.consequence());
         }
         Err(err)
+    }
+
+    /// Marks `op` up after Redis answered (a success, or a refusal of one
+    /// call's keys).
+    fn answered(&self, op: Op) {
+        let h = &self.health[op.index()];
+        h.backoff
+            .store(duration_nanos(BACKOFF_MIN), Ordering::Release);
+        let was_down = !h.up.swap(true, Ordering::AcqRel);
+        self.publish_health(op, true);
+        if was_down {
+            tracing::info!(
+                op = op.as_str(),
+                "The shared store (Redis) answers again; sharing resumes."
+            );
+        }
+    }
+
+    /// Counts a call of `op` whose keys Redis refused
+    /// (`rollstat_store_refused_total{op,reason}`); the first `oom` since
+    /// Redis last accepted a write is logged.
+    pub(super) fn note_refusal(&self, op: Op, reason: &'static str) {
+        self.metrics
+            .refused
+            .with_label_values(&[op.as_str(), reason])
+            .inc();
+        if reason == "oom" && !self.oom.swap(true, Ordering::AcqRel) {
+            tracing::warn!(
+                op = op.as_str(),
+                reason,
+                hint = "raise the server's maxmemory, or give it an eviction policy (every rollstat key has a TTL: volatile-ttl or volatile-lru evict them first)",
+                "The shared store (Redis) is at maxmemory and refuses writes: shared limits answer as their on_store_error says and shared windows leave the fleet view out until it accepts writes again (rollstat_store_refused_total{{reason=\"oom\"}})."
+            );
+        }
+    }
+
+    /// Notes that Redis ran a script that writes: an `oom` refusal is logged
+    /// again the next time.
+    pub(super) fn note_written(&self) {
+        if self.oom.swap(false, Ordering::AcqRel) {
+            tracing::info!("The shared store (Redis) accepts writes again.");
+        }
     }
 
     /// What the operator may check for a failure of `reason`.
@@ -211,6 +263,27 @@ impl RedisStore {
             "connection" => format!("check that {} is reachable", self.cfg.target.describe()),
             _ => String::new(),
         }
+    }
+}
+
+/// The reason of an error Redis answered for one call's keys or writes,
+/// not for the store (`None`: a failure of the store): `wrong_type` (a key
+/// of another type), `oom` (writes refused at `maxmemory`), `script` (the
+/// script failed on what a key holds: Redis names the script's line). A
+/// script Redis cannot compile, an ACL refusal and a busy or loading
+/// server are failures of the store.
+pub(super) fn key_refusal(e: &RedisError) -> Option<&'static str> {
+    refusal_reason(e.code(), &e.to_string())
+}
+
+/// [`key_refusal`] of an error of code `code` and text `text`.
+pub(super) fn refusal_reason(code: Option<&str>, text: &str) -> Option<&'static str> {
+    match code {
+        Some("WRONGTYPE") => Some("wrong_type"),
+        Some("OOM") => Some("oom"),
+        Some("NOPERM" | "NOSCRIPT" | "BUSY" | "LOADING" | "READONLY" | "MASTERDOWN") => None,
+        _ => (text.contains("@user_script:") && !text.contains("Error compiling"))
+            .then_some("script"),
     }
 }
 
@@ -245,5 +318,23 @@ mod tests {
         assert_eq!(failure_reason(&late), "timeout");
         let other = RedisError::from((ErrorKind::Client, "no Redis connection"));
         assert_eq!(failure_reason(&other), "error");
+    }
+
+    #[test]
+    fn errors_of_one_key_are_refusals_not_store_failures() {
+        let server = |code: &str, text: &str| refusal_reason(Some(code), text);
+        let wrong = server("WRONGTYPE", "Operation against a key holding the wrong kind of value script: 09, on @user_script:202.");
+        assert_eq!(wrong, Some("wrong_type"));
+        let oom = server("OOM", "command not allowed when used memory > 'maxmemory'.");
+        assert_eq!(oom, Some("oom"));
+        let lua = server("ERR", "user_script:1: attempt to perform arithmetic on a nil value script: 18, on @user_script:1.");
+        assert_eq!(lua, Some("script"));
+        let compile = server("ERR", "Error compiling script (new function): user_script:1: unexpected symbol near '#' on @user_script:1");
+        assert_eq!(compile, None);
+        let acl = server("NOPERM", "this user has no permissions to access one of the keys used as arguments script: 1, on @user_script:1.");
+        assert_eq!(acl, None);
+        assert_eq!(server("BUSY", "Redis is busy running a script"), None);
+        let io = RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+        assert_eq!(key_refusal(&io), None);
     }
 }

@@ -124,6 +124,7 @@ impl RedisStore {
                 } if sent.load(Ordering::Relaxed) => StoreError::Unanswered(self.cfg.timeout),
                 e => e,
             })?;
+        self.note_written();
         if v.len() != expect {
             return Err(StoreError::BadReply {
                 script: what,

@@ -14,6 +14,10 @@ pub struct StoreMetrics {
     pub op_up: IntGaugeVec,
     /// `rollstat_store_errors_total{op}`: failed or timed-out calls.
     pub errors: IntCounterVec,
+    /// `rollstat_store_refused_total{op,reason}`: calls (limit decisions)
+    /// or windows of a sync that Redis answered an error for their keys,
+    /// the store staying up: `wrong_type`, `script`, `oom`.
+    pub refused: IntCounterVec,
     /// `rollstat_store_skipped_total{op}`: calls not sent while backing off.
     pub skipped: IntCounterVec,
     /// `rollstat_store_calls_total{op}`: successful calls.
@@ -67,6 +71,13 @@ impl StoreMetrics {
                     "Calls to the shared store that failed or timed out, by operation",
                 ),
                 op,
+            )?,
+            refused: IntCounterVec::new(
+                Opts::new(
+                    "rollstat_store_refused_total",
+                    "Limit calls and window syncs Redis refused for their keys (the store staying up), by operation and reason: wrong_type (a key of another type), script (the script failed on what a key holds), oom (writes refused at maxmemory)",
+                ),
+                &["op", "reason"],
             )?,
             skipped: IntCounterVec::new(
                 Opts::new(
@@ -122,6 +133,11 @@ impl StoreMetrics {
         for op in [Op::Limit, Op::Windows] {
             m.op_up.with_label_values(&[op.as_str()]).set(1);
         }
+        for op in [Op::Limit, Op::Windows] {
+            for r in ["wrong_type", "script", "oom"] {
+                m.refused.with_label_values(&[op.as_str(), r]);
+            }
+        }
         for r in ["expired", "unconfirmed", "rejected"] {
             m.unshared.with_label_values(&[r]);
         }
@@ -143,6 +159,7 @@ impl StoreMetrics {
         r.register(Box::new(self.up.clone()))?;
         r.register(Box::new(self.op_up.clone()))?;
         r.register(Box::new(self.errors.clone()))?;
+        r.register(Box::new(self.refused.clone()))?;
         r.register(Box::new(self.skipped.clone()))?;
         r.register(Box::new(self.calls.clone()))?;
         r.register(Box::new(self.script_loads.clone()))?;

@@ -111,6 +111,8 @@ pub struct RedisStore {
     redactor: Redactor,
     instance: String,
     seq: AtomicU64,
+    /// Whether Redis last refused a write for `maxmemory` (logged once).
+    oom: AtomicBool,
     log_script: Script,
     counter_script: Script,
     window_script: Script,
@@ -169,6 +171,7 @@ impl RedisStore {
             redactor,
             instance,
             seq: AtomicU64::new(0),
+            oom: AtomicBool::new(false),
             log_script: Script::new(SLIDING_LOG_LUA),
             counter_script: Script::new(SLIDING_COUNTER_LUA),
             window_script: Script::new(WINDOW_SYNC_LUA),

@@ -1,3 +1,4 @@
+#!lua
 -- rollstat: the approximate sliding counter, shared through Redis.
 --
 -- Per rule i, two integer counters of admitted weight on the epoch-aligned

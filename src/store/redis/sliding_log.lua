@@ -1,3 +1,4 @@
+#!lua
 -- rollstat: the exact sliding log, shared through Redis.
 --
 -- KEYS: per rule i, the rule's log KEYS[2i-1] and its late set KEYS[2i].

@@ -103,9 +103,15 @@ impl RedisStore {
             RedisResult::Ok(
                 v.into_iter()
                     .map(|x| {
-                        if matches!(x, Value::ServerError(_)) {
+                        if let Value::ServerError(e) = &x {
+                            let text = e.details().unwrap_or("");
+                            let reason = super::health::refusal_reason(Some(e.code()), text);
+                            if let Some(reason) = reason {
+                                self.note_refusal(Op::Windows, reason);
+                            }
                             return WindowResult::Rejected;
                         }
+                        self.note_written();
                         match redis::from_redis_value::<Vec<String>>(x) {
                             Ok(fields) => WindowResult::Read(fields),
                             Err(_) => WindowResult::Unread,

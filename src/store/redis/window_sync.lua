@@ -1,3 +1,4 @@
+#!lua
 -- rollstat: apply one instance's deltas to one shared rolling window, at
 -- most once, then read and trim the window, atomically.
 --
