@@ -9,10 +9,19 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use crate::support::{run, wait_true, Daemon, TempDir, TEST_CONFIG};
+use crate::support::{run, wait_true, Daemon, Output, TempDir, TEST_CONFIG};
 
 fn rollstat() -> Command {
     Command::new(env!("CARGO_BIN_EXE_rollstat"))
+}
+
+/// `rollstat check-config FILE`, within 30 s.
+fn check_config(file: &Path) -> Output {
+    run(
+        rollstat().arg("check-config").arg(file),
+        b"",
+        Duration::from_secs(30),
+    )
 }
 
 const MAPPING: &str =
@@ -130,11 +139,7 @@ fn check_config_and_a_start_refuse_twenty_thousand_levels_with_the_line() {
         ),
     )
     .unwrap();
-    let out = run(
-        rollstat().arg("check-config").arg(&cfg),
-        b"",
-        Duration::from_secs(30),
-    );
+    let out = check_config(&cfg);
     assert_eq!(out.status.code(), Some(2), "{}{}", out.stdout, out.stderr);
     for want in [
         format!(
@@ -180,11 +185,7 @@ fn config_toml_nested_thousands_deep_is_refused_with_its_line() {
         ),
     )
     .unwrap();
-    let out = run(
-        rollstat().arg("check-config").arg(&cfg),
-        b"",
-        Duration::from_secs(30),
-    );
+    let out = check_config(&cfg);
     assert_eq!(out.status.code(), Some(2), "{}{}", out.stdout, out.stderr);
     assert!(out.stderr.contains("nest too deeply"), "{}", out.stderr);
 }
@@ -256,11 +257,7 @@ fn files_above_the_cap_are_refused_by_check_config() {
         format!("[statsd_exporter]\nmapping_file = \"{}\"\n", map.display()),
     )
     .unwrap();
-    let out = run(
-        rollstat().arg("check-config").arg(&cfg),
-        b"",
-        Duration::from_secs(30),
-    );
+    let out = check_config(&cfg);
     assert_eq!(out.status.code(), Some(2), "{}", out.stderr);
     assert!(
         out.stderr
@@ -271,11 +268,7 @@ fn files_above_the_cap_are_refused_by_check_config() {
     // config.toml itself too.
     let f = std::fs::File::create(&cfg).unwrap();
     f.set_len(16 * 1024 * 1024 + 1).unwrap();
-    let out = run(
-        rollstat().arg("check-config").arg(&cfg),
-        b"",
-        Duration::from_secs(30),
-    );
+    let out = check_config(&cfg);
     assert_eq!(out.status.code(), Some(2), "{}", out.stderr);
     assert!(out.stderr.contains("above the cap"), "{}", out.stderr);
 }

@@ -32,7 +32,7 @@ pub use daemon::Daemon;
 pub use http::{http, try_http};
 pub use load::{Load, LOAD_METRICS};
 pub use poll::{assert_close, wait_for, wait_true, wait_until, wait_until_every};
-pub use process::{free_port, missing, python, repo, require_tool, run, Proc, TempDir};
+pub use process::{free_port, missing, python, repo, require_tool, run, Output, Proc, TempDir};
 pub use prometheus::Prometheus;
 pub use proto::{decode_families, PROTO_ACCEPT};
 pub use rollstat_testkit::scrape::{sample_value, Scrape};
