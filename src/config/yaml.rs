@@ -85,22 +85,20 @@ pub(super) fn load_document<'i>(
     text: &'i str,
     what: &str,
 ) -> Result<Option<MarkedYaml<'i>>, ()> {
+    r.last_line = last_line(text);
     // Depth and aliases are bounded before saphyr builds a tree.
     if let Err(refusal) = budget::check(text) {
         let key = match refusal {
             budget::Refusal::Syntax { .. } => "(syntax)",
             _ => "(file)",
         };
-        // An error at the end of the text is numbered one past its last
-        // line by the parser; the operator's editor has no such line.
-        let line = refusal.line().min(last_line(text));
-        r.refused(line, key, refusal.message(), refusal.reason());
+        r.refused(refusal.line(), key, refusal.message(), refusal.reason());
         return Err(());
     }
     let docs = match MarkedYaml::load_from_str(text) {
         Ok(docs) => docs,
         Err(e) => {
-            r.at(e.marker().line().min(last_line(text)), "(syntax)", e.info());
+            r.at(e.marker().line(), "(syntax)", e.info());
             return Err(());
         }
     };
@@ -125,10 +123,19 @@ fn last_line(text: &str) -> usize {
 #[derive(Default)]
 pub(super) struct Reader {
     pub(super) problems: Vec<YamlProblem>,
+    /// The text's last line once [`load_document`] has seen it (0: not
+    /// yet): the parser numbers what sits at the very end one line past
+    /// it, and no problem may name a line the operator's editor lacks.
+    last_line: usize,
 }
 
 impl Reader {
     pub(super) fn at(&mut self, line: usize, key: &str, message: impl Into<String>) {
+        let line = if self.last_line > 0 {
+            line.min(self.last_line)
+        } else {
+            line
+        };
         self.problems.push(YamlProblem {
             line,
             key: key.to_string(),
@@ -342,5 +349,9 @@ mod end_of_text {
             assert!(load_document(&mut r, text, "a file").is_err(), "{text:?}");
             assert_eq!(r.problems[0].line, last, "{text:?}: {:?}", r.problems);
         }
+        // A null key at the very end: the reader's own problem, not the
+        // parser's, is held to the last line too.
+        let problems = super::super::statsd_exporter::parse("\n ? ").unwrap_err();
+        assert!(problems.iter().all(|p| p.line <= 2), "{problems:?}");
     }
 }
