@@ -670,14 +670,20 @@ impl<A: LimitState> KeyedLimiter<A> {
                 return Ok(());
             }
         }
+        Err(self.refuse_new_key(now))
+    }
+
+    /// A new key refused at the cap, counted; it may retry when the first
+    /// key becomes idle.
+    fn refuse_new_key(&self, now: Timestamp) -> AcquireError {
         self.rejected_new_keys.fetch_add(1, Ordering::Relaxed);
         let first_idle = Timestamp::from_nanos(self.idle_not_before.load(Ordering::SeqCst));
-        Err(AcquireError::TooManyKeys {
+        AcquireError::TooManyKeys {
             max_keys: self.max_keys,
             retry_after: first_idle
                 .saturating_duration_since(now)
                 .max(Duration::from_nanos(1)),
-        })
+        }
     }
 
     /// At the cap: frees and reserves one place for a new key of hash
@@ -708,14 +714,7 @@ impl<A: LimitState> KeyedLimiter<A> {
                 return Ok(());
             }
         }
-        self.rejected_new_keys.fetch_add(1, Ordering::Relaxed);
-        let first_idle = Timestamp::from_nanos(self.idle_not_before.load(Ordering::SeqCst));
-        Err(AcquireError::TooManyKeys {
-            max_keys: self.max_keys,
-            retry_after: first_idle
-                .saturating_duration_since(now)
-                .max(Duration::from_nanos(1)),
-        })
+        Err(self.refuse_new_key(now))
     }
 
     /// Drops every idle key in every shard (one shard locked at a time);

@@ -274,7 +274,7 @@ pub fn registry_budget(cfg: &Config, machine: Option<u64>) -> Option<(u64, &'sta
         None => machine.map(|t| {
             (
                 t / 2,
-                "half of this machine's memory, as series.max_memory_bytes is not set",
+                "half of the machine's memory, as series.max_memory_bytes is not set",
             )
         }),
     }
