@@ -67,13 +67,6 @@ impl Needs {
     }
 }
 
-/// The descriptors `cfg` may need at once:
-/// `ingest.tcp_max_connections + http.max_connections + udp_readers + 64`.
-#[must_use]
-pub fn descriptors_needed(cfg: &Config) -> u64 {
-    Needs::of(cfg).total()
-}
-
 /// The soft and hard `RLIMIT_NOFILE` ([`RLIM_INFINITY`] for "unlimited").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
@@ -272,18 +265,18 @@ mod tests {
     #[test]
     fn the_default_config_needs_both_caps_the_udp_readers_and_a_reserve() {
         let cfg = Config::parse("").unwrap();
-        assert_eq!(descriptors_needed(&cfg), 1024 + 1024 + 2 + 64);
+        assert_eq!(Needs::of(&cfg).total(), 1024 + 1024 + 2 + 64);
         let cfg = Config::parse(
             "[listen]\nstatsd_tcp = \"\"\nstatsd_udp = \"\"\n\n[ingest]\ntcp_max_connections = 5000\n\n\
              [http]\nmax_connections = 10\n",
         )
         .unwrap();
-        assert_eq!(descriptors_needed(&cfg), 10 + 64, "TCP and UDP off");
+        assert_eq!(Needs::of(&cfg).total(), 10 + 64, "TCP and UDP off");
         let cfg = Config::parse(
             "[ingest]\ntcp_max_connections = 5000\nudp_readers = 8\n\n[http]\nmax_connections = 10\n",
         )
         .unwrap();
-        assert_eq!(descriptors_needed(&cfg), 5000 + 10 + 8 + 64);
+        assert_eq!(Needs::of(&cfg).total(), 5000 + 10 + 8 + 64);
     }
 
     #[test]

@@ -53,8 +53,7 @@
 //! integers; [`NativeHistogram::integer_counts`] makes them (see there) so
 //! that `zero_count + Σ buckets` is exactly the series' sample count, which
 //! Prometheus requires when the sum is not NaN (`model/histogram`
-//! `Histogram.Validate`). [`NativeHistogram::float_counts`] gives the sums
-//! unrounded, for the protobuf's float-histogram fields.
+//! `Histogram.Validate`).
 //!
 //! # Bucket limit
 //!
@@ -71,8 +70,8 @@
 //! neither). Because the number of populated buckets only grows with more
 //! values and only shrinks with a lower schema, the schema reached is the
 //! highest one, up to the starting schema, at which all values so far fit
-//! (or [`MIN_SCHEMA`]), whatever their order — so
-//! [`NativeHistogram::merge_from`] agrees with observing everything in one.
+//! (or [`MIN_SCHEMA`]), whatever their order — so merging two histograms
+//! (a test's `merge_from`) agrees with observing everything in one.
 //!
 //! # Memory
 //!
@@ -259,17 +258,6 @@ pub struct IntegerCounts {
     pub positive: Vec<(i32, u64)>,
 }
 
-/// Weighted counts, from [`NativeHistogram::float_counts`].
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct FloatCounts {
-    /// The zero bucket's sum of weights.
-    pub zero: f64,
-    /// `(index, sum of weights)` of negative buckets, ascending index.
-    pub negative: Vec<(i32, f64)>,
-    /// `(index, sum of weights)` of positive buckets, ascending index.
-    pub positive: Vec<(i32, f64)>,
-}
-
 impl NativeHistogram {
     /// An empty histogram at `schema` (clamped to
     /// [`MIN_SCHEMA`]`..=`[`MAX_SCHEMA`]) keeping at most `max_buckets`
@@ -320,6 +308,7 @@ impl NativeHistogram {
     }
 
     /// Populated buckets, negative and positive (not the zero bucket).
+    #[cfg(test)]
     #[must_use]
     pub fn populated_buckets(&self) -> usize {
         self.buckets.len()
@@ -351,8 +340,9 @@ impl NativeHistogram {
     /// integer count can go down by one between two snapshots while its
     /// weighted count grows (its neighbour took the rounding), which
     /// Prometheus reads as a counter reset of a cumulative histogram. Integer
-    /// weights (sample rates 1, 0.5, 0.25, 0.1, 0.01, …) never do that;
-    /// [`float_counts`](Self::float_counts) never rounds.
+    /// weights (sample rates 1, 0.5, 0.25, 0.1, 0.01, …) never do that,
+    /// and a series gives its histogram whole weights only (carrying the
+    /// rounding to the next value) for that reason.
     #[must_use]
     pub fn integer_counts(&self, total: u64) -> IntegerCounts {
         let mut running = 0.0;
@@ -392,26 +382,12 @@ impl NativeHistogram {
         }
     }
 
-    /// The weighted counts as they are, for a float histogram on the wire
-    /// (see [`spans_and_counts`]): the zero bucket's sum of weights and each
-    /// populated bucket's `(index, sum of weights)`, all > 0, by ascending
-    /// index. Allocates the two vectors.
-    #[must_use]
-    pub fn float_counts(&self) -> FloatCounts {
-        let split = self.buckets.partition_point(|b| !b.positive);
-        let pairs = |bs: &[Bucket]| bs.iter().map(|b| (b.index, b.count)).collect();
-        FloatCounts {
-            zero: self.zero,
-            negative: pairs(&self.buckets[..split]),
-            positive: pairs(&self.buckets[split..]),
-        }
-    }
-
     /// Adds `other`'s counts: both are brought to the lower of the two
     /// schemas, then the bucket limit applies as for observations. The
     /// result is the histogram that observing both histograms' values in one
     /// would give (up to the order in which weights were added). Keeps this
     /// histogram's limit.
+    #[cfg(test)]
     pub fn merge_from(&mut self, other: &NativeHistogram) {
         while self.schema > other.schema {
             self.halve();
@@ -534,19 +510,6 @@ pub fn spans_and_deltas(buckets: &[(i32, u64)]) -> (Vec<(i32, u32)>, Vec<i64>) {
         previous = count;
     });
     (spans, deltas)
-}
-
-/// The float form of [`spans_and_deltas`], for the protobuf fields
-/// `positive_span`/`positive_count` and `negative_span`/`negative_count`
-/// (absolute counts, no deltas): the same spans, and one count per bucket
-/// in them (0.0 for a bridged bucket). With `sample_count_float` and
-/// `zero_count_float` these carry fractional weights to Prometheus as a
-/// float histogram, without rounding.
-#[must_use]
-pub fn spans_and_counts(buckets: &[(i32, f64)]) -> (Vec<(i32, u32)>, Vec<f64>) {
-    let mut counts = Vec::with_capacity(buckets.len());
-    let spans = spans(buckets, 0.0, |count| counts.push(count));
-    (spans, counts)
 }
 
 /// The spans of `buckets` (see [`spans_and_deltas`]), handing `emit` each
@@ -1062,9 +1025,9 @@ mod tests {
         assert_eq!(h.integer_counts(1).positive, vec![(1, 1)]);
         h.observe(1.0, 0.2);
         assert_eq!(h.integer_counts(1).positive, vec![(0, 1)]);
-        assert_eq!(
-            h.float_counts().positive,
-            vec![(0, 0.6000000000000001), (1, 0.4)]
+        assert!(
+            (h.total_weight() - 1.0).abs() < 1e-12,
+            "the weights only grow"
         );
     }
 
@@ -1160,27 +1123,6 @@ mod tests {
         assert_eq!(decode(&s, &d), big.to_vec());
     }
 
-    #[test]
-    fn float_counts_and_their_spans() {
-        let mut h = NativeHistogram::new(0, 160);
-        for (v, w) in [(0.0, 0.5), (-3.0, 3.25), (1.0, 10.0 / 3.0), (5.0, 1.5)] {
-            h.observe(v, w);
-        }
-        let c = h.float_counts();
-        assert_eq!(c.zero, 0.5);
-        assert_eq!(c.negative, vec![(2, 3.25)]);
-        assert_eq!(c.positive, vec![(0, 10.0 / 3.0), (3, 1.5)]);
-        assert_eq!(
-            spans_and_counts(&c.positive),
-            (vec![(0, 4)], vec![10.0 / 3.0, 0.0, 0.0, 1.5])
-        );
-        assert_eq!(
-            spans_and_counts(&[(-9, 1.0), (-5, 2.0)]),
-            (vec![(-9, 1), (3, 1)], vec![1.0, 2.0])
-        );
-        assert_eq!(spans_and_counts(&[]), (vec![], vec![]));
-    }
-
     proptest! {
         #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
 
@@ -1204,12 +1146,6 @@ mod tests {
                 for (i, n) in &from {
                     prop_assert_eq!(back.get(i), Some(n));
                 }
-                // The float form has the same spans and the decoded counts.
-                let floats: Vec<(i32, f64)> = buckets.iter().map(|&(i, n)| (i, n as f64)).collect();
-                let (fspans, fcounts) = spans_and_counts(&floats);
-                prop_assert_eq!(&fspans, &spans);
-                let dcounts: Vec<f64> = decoded.iter().map(|d| d.1 as f64).collect();
-                prop_assert_eq!(fcounts, dcounts);
             }
         }
     }

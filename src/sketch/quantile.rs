@@ -165,6 +165,7 @@ impl QuantileSketch {
 
     /// Whether a sketch has been built (more than [`FEW`](Self::FEW)
     /// distinct values were added).
+    #[cfg(test)]
     #[must_use]
     pub fn is_full(&self) -> bool {
         matches!(self.repr, Repr::Full(_))

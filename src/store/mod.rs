@@ -198,13 +198,6 @@ impl StoreError {
         matches!(self, StoreError::Unanswered(_))
     }
 
-    /// Whether this is a failure of the store (as opposed to a request that
-    /// no store could admit).
-    #[must_use]
-    pub fn is_store_failure(&self) -> bool {
-        !matches!(self, StoreError::Acquire(_))
-    }
-
     /// Whether Redis answered and refused this call's keys or writes
     /// ([`StoreError::Refused`]): nothing was recorded, and writing the
     /// call's admission back would be refused as well.
