@@ -133,3 +133,77 @@ fn an_empty_stream_answers_nothing_and_reset_forgets() {
         assert_eq!((s.count(), s.quantile(0.5)), (0, None));
     });
 }
+
+/// Feeds `values` in batches into a stream kept at the smallest error
+/// `targets` ask (as a summary keeps its streams).
+fn targeted_of(values: &[(f64, u64)], targets: &[(f64, f64)], batch: usize) -> RankStream {
+    let epsilon = targets.iter().map(|t| t.1).reduce(f64::min).unwrap_or(0.0);
+    let mut s = RankStream::new(epsilon);
+    for chunk in values.chunks(batch.max(1)) {
+        let mut sorted = chunk.to_vec();
+        sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
+        s.merge_sorted(&sorted, true);
+    }
+    s
+}
+
+/// Each target's answer is within its own error of its rank.
+fn assert_targets(values: &[(f64, u64)], s: &RankStream, targets: &[(f64, f64)]) {
+    let n: u64 = values.iter().map(|(_, w)| w).sum();
+    for &(q, e) in targets {
+        let got = s.quantile(q).expect("values were given");
+        let (lo, hi) = ranks_of(values, got);
+        let (target, slack) = (q * n as f64, e * n as f64 + 1.0);
+        assert!(
+            lo <= target + slack && hi >= target - slack,
+            "target {q} ± {e}: {got} holds ranks {lo}..={hi} of {n}, want {target} ± {slack} ({} tuples)",
+            s.tuples.len()
+        );
+    }
+}
+
+/// statsd_exporter's default objectives.
+const EXPORTER: [(f64, f64); 3] = [(0.5, 0.05), (0.9, 0.01), (0.99, 0.001)];
+
+fn order(values: &mut [(f64, u64)], how: u8) {
+    match how % 3 {
+        0 => {}
+        1 => values.sort_by(|a, b| a.0.total_cmp(&b.0)),
+        _ => values.sort_by(|a, b| b.0.total_cmp(&a.0)),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn each_target_is_within_its_own_error(
+        values in prop::collection::vec((0u32..5_000, 1u64..4), 1..4_000),
+        targets in prop::collection::vec((1u32..100, prop::sample::select(vec![0.0, 0.001, 0.01, 0.05, 0.1])), 1..4),
+        batch in 1usize..700,
+        how in 0u8..3,
+    ) {
+        let mut values: Vec<(f64, u64)> = values.into_iter().map(|(v, w)| (f64::from(v), w)).collect();
+        order(&mut values, how);
+        let targets: Vec<(f64, f64)> = targets.into_iter().map(|(q, e)| (f64::from(q) / 100.0, e)).collect();
+        let (_, ()) = scoped(None, || {
+            let s = targeted_of(&values, &targets, batch);
+            assert_targets(&values, &s, &targets);
+            assert_targets(&values, &s, &targets);
+        });
+    }
+
+    #[test]
+    fn the_exporters_objectives_hold_with_heavy_sample_rates(
+        values in prop::collection::vec((0u32..200, prop::sample::select(vec![1u64, 1, 1, 10, 100, 1_000, 10_000])), 1..2_000),
+        batch in 1usize..600,
+        how in 0u8..3,
+    ) {
+        let mut values: Vec<(f64, u64)> = values.into_iter().map(|(v, w)| (f64::from(v), w)).collect();
+        order(&mut values, how);
+        let (_, ()) = scoped(None, || {
+            let s = targeted_of(&values, &EXPORTER, batch);
+            assert_targets(&values, &s, &EXPORTER);
+        });
+    }
+}
