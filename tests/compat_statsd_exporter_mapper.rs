@@ -38,10 +38,16 @@ use rollstat::parse::{parse_datagram_with, Line, MetricKind, ParseOptions};
 use rollstat::series::{Applied, KeyBuf, Plan, Registry, SeriesMeta};
 use rollstat_testkit::TempDir;
 
-/// A config with one short window loading the mapping file `path`.
-fn config_text(path: &std::path::Path) -> String {
+/// The table's windows: one of 1 s, shorter than any rule's ttl.
+const SHORT_WINDOW: &str = "[[windows]]\nname = \"1s\"\nbuckets = 1\ninterval_ms = 1000\n";
+
+/// The windows of the sample config.toml (10 s and 1 m).
+const SAMPLE_WINDOWS: &str = include_str!("common/two_windows.toml");
+
+/// A config with `windows` loading the mapping file `path`.
+fn config_text(windows: &str, path: &std::path::Path) -> String {
     format!(
-        "[[windows]]\nname = \"1s\"\nbuckets = 1\ninterval_ms = 1000\n\n[statsd_exporter]\nmapping_file = {}\n",
+        "{windows}\n[statsd_exporter]\nmapping_file = {}\n",
         toml_string(&path.display().to_string())
     )
 }
@@ -315,12 +321,18 @@ fn check(l: &mut Loaded, c: &Check, now: Timestamp, tally: &mut Tally) -> Result
     Ok(())
 }
 
-/// What in scenario `s` differs from statsd_exporter (`None`: same).
+/// What in scenario `s` differs from statsd_exporter (`None`: same), on the
+/// table's window.
 fn run(s: &Scenario, tally: &mut Tally) -> Option<String> {
+    run_on(SHORT_WINDOW, s, tally)
+}
+
+/// What in scenario `s` differs from statsd_exporter on `windows`.
+fn run_on(windows: &str, s: &Scenario, tally: &mut Tally) -> Option<String> {
     let dir = TempDir::new("compat-mapper");
     let file = dir.path().join("mapping.yml");
     std::fs::write(&file, s.config).unwrap();
-    let cfg = match (Config::parse(&config_text(&file)), s.config_bad) {
+    let cfg = match (Config::parse(&config_text(windows, &file)), s.config_bad) {
         (Err(e), true) => {
             tally.compared("refused");
             let text = e.to_string();
@@ -467,4 +479,63 @@ fn a_row_marked_differing_fails_when_rollstat_agrees_or_differs_otherwise() {
     );
     let err = judge(&wrong("labels"), &mut Tally::default()).unwrap_err();
     assert!(err.contains("differs otherwise than documented"), "{err}");
+}
+
+/// The table runs on one 1 s window. On longer windows (the sample
+/// config's 10 s and 1 m) a rule's ttl shorter than the longest window is
+/// raised to it (a series lives until its windows have drained, and all
+/// its families go together; check-config warns): the two scenarios whose
+/// ttl is under a minute then differ by that, and nothing else does.
+#[test]
+fn on_the_sample_configs_windows_only_a_ttl_under_a_minute_differs_and_lasts_the_minute() {
+    let differ: Vec<(&str, String)> = SCENARIOS
+        .iter()
+        .filter_map(|s| run_on(SAMPLE_WINDOWS, s, &mut Tally::default()).map(|d| (s.name, d)))
+        .collect();
+    assert_eq!(
+        differ,
+        [
+            (
+                "Config that has a ttl",
+                "web.localhost:1|c: ttl: Some(60s), want 10s".to_string()
+            ),
+            (
+                "Config that override a default ttl",
+                "web.localhost:1|c: ttl: Some(60s), want 5s".to_string()
+            ),
+        ]
+    );
+}
+
+/// Beyond the Go test: the two names it writes for lines no rule takes
+/// (and never reads) are what statsd_exporter publishes for them, its
+/// escaped statsd name; rollstat's family name for them is the same.
+#[test]
+fn the_names_the_go_test_writes_for_unmapped_lines_are_rollstats_family_names() {
+    let mut seen = 0;
+    for s in SCENARIOS {
+        let dir = TempDir::new("compat-mapper-unmapped");
+        let file = dir.path().join("mapping.yml");
+        std::fs::write(&file, s.config).unwrap();
+        let Ok(cfg) = Config::parse(&config_text(SHORT_WINDOW, &file)) else {
+            continue;
+        };
+        let mut l = Loaded::new(cfg);
+        for (i, c) in s.checks.iter().enumerate() {
+            let t = line_type(c);
+            let unmapped = l
+                .rule(c.statsd_metric, kind_of(t))
+                .is_none_or(|m| m.rename.is_none());
+            let got = l.ingest(
+                &format!("{}:1|{t}", c.statsd_metric),
+                Timestamp::from_secs(i as u64 + 1),
+            );
+            let (true, Some(want), Got::Series(m)) = (unmapped, c.name, got) else {
+                continue;
+            };
+            assert_eq!(&*m.prom_name, want, "{}: {}", s.name, c.statsd_metric);
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, 2, "test.1.2 and test.web-server.foo.bar");
 }
