@@ -23,7 +23,7 @@
 //! | `observer_type: histogram`, `histogram_options.buckets` | a Prometheus histogram with these bounds (default: `[series] histogram_buckets`) |
 //! | `scale` | every value multiplied by it (after a timer's milliseconds become seconds), above 0 |
 //! | `help` | the HELP text of the series' cumulative family |
-//! | `observer_type: summary` or unset (statsd_exporter's default), `summary_options` | a Prometheus summary: quantiles over `max_age` in `age_buckets` (a DDSketch per bucket, 1% relative error whatever `error` says; `buf_cap` read, no effect) |
+//! | `observer_type: summary` or unset (statsd_exporter's default), `summary_options` | a Prometheus summary kept as the Go client keeps it: `age_buckets` streams over `max_age`, each quantile within its objective's rank `error` (an objective without one is exact), values merged in batches of `buf_cap` (a scrape sees them all) |
 //! | `defaults` for unmapped names | a last rule `**` with the defaults' observer type, `ttl` and buckets, as statsd_exporter gives them to names no rule maps |
 //! | `timer_type`, top-level `buckets` and `quantiles`, `match_metric_type: timer` (statsd_exporter until 0.29) | read as `observer_type`, `histogram_options.buckets`, `summary_options.quantiles`, `observer` |
 //! | `histogram_options.native_histogram_bucket_factor`, `native_histogram_max_buckets` | as statsd_exporter: every histogram has a native histogram, served over protobuf beside the classic buckets, with the rule's factor and limit where above 0, else `defaults`' where above 0, else 1.1 and 256; a factor of 1 or less: none; a limit above 32768 is 32768, rollstat's most |
@@ -158,9 +158,11 @@ struct Defaults {
 /// `defaults`, then to statsd_exporter's own defaults).
 #[derive(Clone, Default)]
 struct SummaryOptions {
-    quantiles: Option<Vec<f64>>,
+    /// `(quantile, error)` objectives.
+    quantiles: Option<Vec<(f64, f64)>>,
     max_age: Option<Duration>,
     age_buckets: Option<usize>,
+    buf_cap: Option<usize>,
 }
 
 /// Reads the text of a statsd_exporter mapping file: every problem found,
@@ -192,16 +194,13 @@ pub fn parse(text: &str) -> Result<ExporterRules, Vec<YamlProblem>> {
         r.problems.sort_by_key(|p| p.line);
         return Err(r.problems);
     }
-    let mut warnings: Vec<String> = rules.iter().flat_map(|r| r.notes.clone()).collect();
+    let warnings: Vec<String> = rules.iter().flat_map(|r| r.notes.clone()).collect();
     if let Some(rule) = unmapped_rule(&mut r, &defaults) {
         rules.push(rule);
     }
     if !r.problems.is_empty() {
         r.problems.sort_by_key(|p| p.line);
         return Err(r.problems);
-    }
-    if rules.iter().any(|r| r.summary.is_some()) {
-        warnings.push("summaries: rollstat's quantiles are within 1% of the true value (a DDSketch), whatever `error` a quantile objective asks (statsd_exporter's is a rank error); `buf_cap` has no effect".to_string());
     }
     Ok(ExporterRules { rules, warnings })
 }
@@ -562,19 +561,26 @@ fn summary_spec(
     let quantiles = own
         .quantiles
         .or_else(|| defaults.quantiles.clone())
-        .unwrap_or_else(|| d.quantiles.clone());
+        .unwrap_or_else(|| {
+            d.quantiles
+                .iter()
+                .copied()
+                .zip(d.errors.iter().copied())
+                .collect()
+        });
     let max_age = own.max_age.or(defaults.max_age).unwrap_or(d.max_age);
     let age_buckets = own
         .age_buckets
         .or(defaults.age_buckets)
         .unwrap_or(d.window.size());
-    match SummarySpec::new(quantiles, max_age, age_buckets) {
+    let buf_cap = own.buf_cap.or(defaults.buf_cap).unwrap_or(d.buf_cap);
+    match SummarySpec::new(&quantiles, max_age, age_buckets, buf_cap) {
         Ok(s) => Some(s),
         Err(e) => {
             r.at(
                 line,
                 &format!("{path}.summary_options"),
-                format!("max_age / age_buckets: {e}"),
+                format!("summary options: {e}"),
             );
             None
         }
@@ -582,7 +588,7 @@ fn summary_spec(
 }
 
 /// `summary_options`: `quantiles` (`- quantile: 0.5` with an `error`),
-/// `max_age` (a Go duration), `age_buckets`, `buf_cap` (read, no effect).
+/// `max_age` (a Go duration), `age_buckets`, `buf_cap` (0: the default).
 fn read_summary_options(r: &mut Reader, node: &MarkedYaml<'_>, path: &str) -> SummaryOptions {
     let mut o = SummaryOptions::default();
     for (k, line, v) in r.entries(node, path) {
@@ -603,21 +609,31 @@ fn read_summary_options(r: &mut Reader, node: &MarkedYaml<'_>, path: &str) -> Su
                     }
                 }
             }
-            "age_buckets" | "buf_cap" => match &v.data {
-                YamlData::Value(Scalar::Integer(n)) if *n >= 0 && *n <= 1000 => {
-                    if k == "age_buckets" && *n > 0 {
-                        o.age_buckets = Some(*n as usize);
+            "age_buckets" | "buf_cap" => {
+                let most = if k == "age_buckets" {
+                    1000
+                } else {
+                    super::MAX_SUMMARY_BUF_CAP as i64
+                };
+                match &v.data {
+                    YamlData::Value(Scalar::Integer(n)) if *n >= 0 && *n <= most => {
+                        let n = Some(*n as usize).filter(|&n| n > 0);
+                        if k == "age_buckets" {
+                            o.age_buckets = n;
+                        } else {
+                            o.buf_cap = n;
+                        }
                     }
-                }
-                _ => r.at(
-                    line,
-                    &key,
-                    format!(
-                        "expected a whole number from 0 to 1000, found {}",
-                        type_name(v)
+                    _ => r.at(
+                        line,
+                        &key,
+                        format!(
+                            "expected a whole number from 0 to {most}, found {}",
+                            type_name(v)
+                        ),
                     ),
-                ),
-            },
+                }
+            }
             _ => r.unknown(line, &key, SUMMARY_KEYS),
         }
     }
@@ -785,7 +801,7 @@ fn read_histogram(r: &mut Reader, node: &MarkedYaml<'_>, path: &str) -> Histogra
 /// A list of `- quantile: 0.5` (with an `error`, read and checked):
 /// `None` when it is empty (statsd_exporter takes the defaults' then) or
 /// has problems (recorded).
-fn read_quantiles(r: &mut Reader, v: &MarkedYaml<'_>, key: &str) -> Option<Vec<f64>> {
+fn read_quantiles(r: &mut Reader, v: &MarkedYaml<'_>, key: &str) -> Option<Vec<(f64, f64)>> {
     let line = v.span.start.line();
     let YamlData::Sequence(items) = &v.data else {
         r.at(
@@ -801,6 +817,9 @@ fn read_quantiles(r: &mut Reader, v: &MarkedYaml<'_>, key: &str) -> Option<Vec<f
     let mut qs = Vec::new();
     for (i, item) in items.iter().enumerate() {
         let ikey = format!("{key}[{i}]");
+        // An objective without `error` asks for none (Go's zero value):
+        // an exact stream.
+        let (mut quantile, mut error) = (None, 0.0);
         for (ik, iline, iv) in r.entries(item, &ikey) {
             let number = match &iv.data {
                 YamlData::Value(Scalar::Integer(n)) => Some(*n as f64),
@@ -808,16 +827,19 @@ fn read_quantiles(r: &mut Reader, v: &MarkedYaml<'_>, key: &str) -> Option<Vec<f
                 _ => None,
             };
             match (ik.as_str(), number) {
-                ("quantile", Some(q)) if q > 0.0 && q < 1.0 => qs.push(q),
+                ("quantile", Some(q)) if q > 0.0 && q < 1.0 => quantile = Some(q),
                 ("quantile", _) => r.at(
                     iline,
                     &format!("{ikey}.quantile"),
                     "a number strictly between 0 and 1",
                 ),
-                ("error", Some(e)) if (0.0..1.0).contains(&e) => {}
+                ("error", Some(e)) if (0.0..1.0).contains(&e) => error = e,
                 ("error", _) => r.at(iline, &format!("{ikey}.error"), "a number in [0, 1)"),
                 _ => r.unknown(iline, &format!("{ikey}.{ik}"), &["quantile", "error"]),
             }
+        }
+        if let Some(q) = quantile {
+            qs.push((q, error));
         }
     }
     (!qs.is_empty()).then_some(qs)
@@ -1051,6 +1073,12 @@ impl Rule {
                 .map(|v| toml::Value::Float(*v).to_string())
                 .collect();
             let _ = writeln!(out, "summary_quantiles = [{}]", qs.join(", "));
+            let errors: Vec<String> = sm
+                .errors
+                .iter()
+                .map(|v| toml::Value::Float(*v).to_string())
+                .collect();
+            let _ = writeln!(out, "summary_errors = [{}]", errors.join(", "));
             // Exactly as written: whole seconds, else milliseconds (a
             // summary's age is whole milliseconds, `SummarySpec::new`).
             let age = sm.max_age;
@@ -1060,6 +1088,7 @@ impl Rule {
                 let _ = writeln!(out, "summary_max_age_ms = {}", age.as_millis());
             }
             let _ = writeln!(out, "summary_age_buckets = {}", sm.window.size());
+            let _ = writeln!(out, "summary_buf_cap = {}", sm.buf_cap);
         }
         if let Some(b) = &self.buckets {
             let vals: Vec<String> = b

@@ -766,3 +766,42 @@ fn name_escaping_is_as_asked_or_underscores() {
         &["\"as_asked\"", "\"underscores\""],
     );
 }
+
+#[test]
+fn a_summary_rule_takes_one_rank_error_per_quantile_and_a_batch_size() {
+    let rule = |extra: &str| {
+        format!("[[mappings]]\nmatch = \"t.*\"\nobserver = \"summary\"\nsummary_quantiles = [0.5, 0.75]\n{extra}")
+    };
+    let cfg = Config::parse(&rule(
+        "summary_errors = [0.05, 0.0]\nsummary_buf_cap = 20\n",
+    ))
+    .unwrap();
+    let s = cfg.mappings[0].summary.as_deref().unwrap();
+    assert_eq!(
+        (s.errors.as_slice(), s.buf_cap),
+        ([0.05, 0.0].as_slice(), 20)
+    );
+    assert_eq!(s.epsilon(), 0.0, "the smallest error rules the streams");
+    // Without summary_errors: statsd_exporter's error for its quantiles
+    // (0.5: 0.05), 0.001 for the others; buf_cap the Go client's 500.
+    let cfg = Config::parse(&rule("")).unwrap();
+    let s = cfg.mappings[0].summary.as_deref().unwrap();
+    assert_eq!(
+        (s.errors.as_slice(), s.buf_cap),
+        ([0.05, 0.001].as_slice(), 500)
+    );
+    let msg = problem(&rule("summary_errors = [0.01]\n"));
+    assert!(
+        msg.contains("mappings[0].summary_errors") && msg.contains("1 errors for 2 quantiles"),
+        "{msg}"
+    );
+    let msg = problem(&rule("summary_errors = [0.01, 1.5]\n"));
+    assert!(msg.contains("1.5 is not a rank error"), "{msg}");
+    let msg = problem(&rule("summary_buf_cap = 100001\n"));
+    assert!(msg.contains("summary_buf_cap"), "{msg}");
+}
+
+/// The text of the problems `src` is refused with.
+fn problem(src: &str) -> String {
+    Config::parse(src).unwrap_err().to_string()
+}

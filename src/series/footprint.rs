@@ -35,8 +35,10 @@ use super::SeriesMeta;
 use crate::clock::Timestamp;
 use crate::config::Config;
 use crate::parse::{MetricKind, MAX_NAME_LEN, MAX_TAGS};
+use crate::sketch::rank::{self, RankStream};
 use crate::sketch::{sparse, DistinctCounter, QuantileSketch, SparseDDSketch};
 use crate::window::bucket::{Distinct, Distribution, Summary, Tally};
+use crate::window::summary::AgedSummary;
 use crate::window::{Layout, Ring};
 
 /// The statsd types by what their series hold.
@@ -124,15 +126,13 @@ impl Footprint {
             .iter()
             .filter_map(|m| m.histogram_buckets.as_ref().map(|b| b.len()))
             .fold(cfg.series.histogram_buckets.len(), usize::max);
-        let summary_buckets = cfg
+        let summary_heap = cfg
             .mappings
             .iter()
             .filter_map(|m| m.summary.as_ref())
-            .map(|s| s.window.size() as u64)
+            .map(summary_heap)
             .max();
-        let summary = summary_buckets.map_or(0, |n| {
-            size_of::<Ring<Distribution>>() as u64 + n * dist_bucket
-        });
+        let summary = summary_heap.map_or(0, |h| size_of::<AgedSummary>() as u64 + h);
         // A native histogram's buckets (16 bytes each, at most one over the
         // limit before its resolution halves), at the largest limit any
         // series with one can have.
@@ -167,7 +167,7 @@ impl Footprint {
                 0,
                 0,
                 buckets * set_heap(),
-                (buckets + summary_buckets.unwrap_or(0)) * dist_heap,
+                buckets * dist_heap + summary_heap.unwrap_or(0),
             ],
             max_memory: cfg.series.max_memory_bytes,
         }
@@ -314,6 +314,14 @@ pub fn bytes(n: u64) -> String {
     } else {
         format!("{x:.0} {}", units[u])
     }
+}
+
+/// A summary's streams and batch at the size the streams' space bound
+/// gives ([`rank::nominal_heap_bytes`]).
+fn summary_heap(spec: &std::sync::Arc<crate::config::SummarySpec>) -> u64 {
+    let streams = spec.window.size() as u64;
+    streams * (size_of::<RankStream>() as u64 + rank::nominal_heap_bytes(spec.epsilon()))
+        + spec.buf_cap as u64 * rank::PENDING_BYTES
 }
 
 #[cfg(test)]

@@ -333,7 +333,7 @@ impl Registry {
             now,
         );
         if let Some(spec) = &meta.summary {
-            state.start_summary(spec.window, now);
+            state.start_summary(spec, now);
         }
         if let Some(spec) = native {
             state.start_native(spec);

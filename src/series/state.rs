@@ -11,7 +11,8 @@ use crate::stats::{Totals, WindowStats};
 use crate::window::bucket::{
     Bucket, Distinct, Distribution, Observation, Summary, Tally, UnitTally,
 };
-use crate::window::{Layout, RollingWindow, Windows};
+use crate::window::summary::AgedSummary;
+use crate::window::{Layout, Windows};
 
 /// Per-type state of a series. Its windows share one ring per bucket
 /// interval ([`Windows`]); each type's bucket holds what its families read:
@@ -165,7 +166,7 @@ pub struct CumulativeHistogram {
     pub saw_negative: bool,
     /// A summary's window: the values of its last `max_age`, for its
     /// quantiles (`None` unless the series is published as a summary).
-    pub summary: Option<RollingWindow<Distribution>>,
+    pub summary: Option<Box<AgedSummary>>,
     /// The same observations in a native (exponential) histogram, served
     /// beside the classic buckets over protobuf (`None` unless its plan
     /// gives it one; boxed, so that a series without one pays 8 bytes).
@@ -230,12 +231,18 @@ impl CumulativeHistogram {
 }
 
 impl SeriesState {
-    /// Publishes the series as a summary whose quantiles are read over
-    /// `window` (epoch-aligned, from now; empty). Only timers, histograms
-    /// and distributions have one; others are left alone.
-    pub fn start_summary(&mut self, window: crate::window::WindowSpec, now: Timestamp) {
+    /// Publishes the series as a summary of `spec` (empty, its streams
+    /// starting now). Only timers, histograms and distributions have one;
+    /// others are left alone.
+    pub fn start_summary(&mut self, spec: &crate::config::SummarySpec, now: Timestamp) {
         if let SeriesState::Distribution { histogram, .. } = self {
-            histogram.summary = Some(RollingWindow::epoch_aligned(window, now));
+            histogram.summary = Some(Box::new(AgedSummary::new(
+                spec.epsilon(),
+                spec.window.size(),
+                spec.window.interval(),
+                spec.buf_cap,
+                now,
+            )));
         }
     }
 
@@ -266,12 +273,7 @@ impl SeriesState {
         let SeriesState::Distribution { histogram, .. } = self else {
             return None;
         };
-        let d = histogram.summary.as_ref()?.reduce(now);
-        Some(
-            qs.iter()
-                .filter_map(|&q| Some((q, d.quantile(q)?)))
-                .collect(),
-        )
+        Some(histogram.summary.as_ref()?.quantiles(qs, now))
     }
 
     /// Moves the windows to `layout` (a reload changed them), keeping
@@ -418,7 +420,8 @@ impl SeriesState {
                     histogram.observe(bounds, v, weight);
                     windows.add(Observation { value: v, weight }, now);
                     if let Some(w) = &mut histogram.summary {
-                        w.add(Observation { value: v, weight }, now);
+                        // Whole counts, as the quantile sketches keep them.
+                        w.observe(v, weight.round().max(1.0) as u64, now);
                     }
                 }
                 Ok(Folded::Stored)

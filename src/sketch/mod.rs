@@ -16,6 +16,7 @@ pub mod budget;
 mod distinct;
 pub mod native;
 mod quantile;
+pub mod rank;
 pub mod sparse;
 
 pub use distinct::{hash_member, DistinctCounter};

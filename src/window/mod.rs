@@ -56,6 +56,7 @@
 pub mod bucket;
 pub mod grid;
 pub mod ring;
+pub mod summary;
 
 use std::fmt;
 use std::time::Duration;

@@ -61,6 +61,8 @@ mod native_histograms;
 mod prometheus;
 // Issue #19: statsd_exporter mapping files as they are, convert-mapping, check-config, reload.
 mod statsd_exporter;
+// statsd_exporter's summaries: each quantile within its objective's rank error, batches seen at a scrape.
+mod summaries;
 // statsd_exporter mapping files as shops have them: labels named like rollstat's own, invalid regexes, exact durations, short TTLs.
 mod statsd_exporter_files;
 // Limits and windows shared through real redis-server processes and a cluster: Lua vs memory, two daemons, faults.

@@ -312,7 +312,11 @@ fn summaries_are_the_default_observer_with_statsd_exporters_options() {
     // Unmapped names: a summary too, and the defaults' ttl.
     let u = r.rules.last().unwrap();
     assert!(u.unmapped && u.summary.is_some() && u.ttl == Some(Duration::from_secs(1800)));
-    assert!(r.warnings[0].contains("buf_cap"), "{:?}", r.warnings);
+    // Each quantile keeps its rank error; buf_cap is kept.
+    assert_eq!(a.errors, [0.05, 0.01, 0.001]);
+    assert_eq!((b.errors.as_slice(), b.buf_cap), ([0.01].as_slice(), 500));
+    assert_eq!(a.buf_cap, 500, "the Go client's default");
+    assert!(r.warnings.is_empty(), "{:?}", r.warnings);
     // convert-mapping writes them as [[mappings]] keys that read back alike.
     let toml = r.to_toml(std::path::Path::new("m.yml"));
     let cfg = Config::parse(&toml).unwrap_or_else(|e| panic!("{e}\n{toml}"));
