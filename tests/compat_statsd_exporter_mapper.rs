@@ -33,7 +33,7 @@ use std::sync::Arc;
 
 use reference::{Check, GoAction, GoTest, Rollstat, Scenario, SCENARIOS};
 use rollstat::clock::Timestamp;
-use rollstat::config::{Action, Config, Mapping, SummarySpec};
+use rollstat::config::{Action, Config, Mapping};
 use rollstat::parse::{parse_datagram_with, Line, MetricKind, ParseOptions};
 use rollstat::series::{Applied, KeyBuf, Plan, Registry, SeriesMeta};
 use rollstat_testkit::TempDir;
@@ -162,31 +162,15 @@ fn normalised<'a>(labels: impl Iterator<Item = (&'a str, &'a str)>) -> Vec<(Stri
     v
 }
 
-/// The per-quantile errors and buffer size of a summary, once
-/// `SummarySpec` has them.
-// TODO(SummarySpec errors, buf_cap): the lead is adding `errors` (one per
-// quantile) and `buf_cap` to `SummarySpec`; until that lands this returns
-// `None` and the `Error` / `bufCap` comparisons are counted as deferred.
-// Then: `Some((spec.errors.clone(), spec.buf_cap))`.
-fn summary_extras(_spec: &SummarySpec) -> Option<(Vec<f64>, usize)> {
-    None
-}
-
-/// Comparisons made and deferred (see [`summary_extras`]), by what they
-/// compare.
+/// Comparisons made, by what they compare.
 #[derive(Default, Debug)]
 struct Tally {
     compared: BTreeMap<&'static str, usize>,
-    deferred: BTreeMap<&'static str, usize>,
 }
 
 impl Tally {
     fn compared(&mut self, what: &'static str) {
         *self.compared.entry(what).or_default() += 1;
-    }
-
-    fn deferred(&mut self, what: &'static str) {
-        *self.deferred.entry(what).or_default() += 1;
     }
 }
 
@@ -261,7 +245,6 @@ fn check(l: &mut Loaded, c: &Check, now: Timestamp, tally: &mut Tally) -> Result
         )?;
     }
     let summary = meta.as_ref().and_then(|m| m.summary.clone());
-    let mut deferred = Vec::new();
     if let Some(want) = c.quantiles {
         let have = summary.as_ref().map(|s| s.quantiles.clone());
         let qs: Vec<f64> = want.iter().map(|q| q.0).collect();
@@ -270,15 +253,13 @@ fn check(l: &mut Loaded, c: &Check, now: Timestamp, tally: &mut Tally) -> Result
             have.as_ref() == Some(&qs),
             format!("{have:?}, want {qs:?}"),
         )?;
+        let have = summary.as_ref().map(|s| s.errors.clone());
         let errors: Vec<f64> = want.iter().map(|q| q.1).collect();
-        match summary.as_deref().and_then(summary_extras) {
-            None => deferred.push("quantile errors"),
-            Some((have, _)) => compare(
-                "quantile errors",
-                have == errors,
-                format!("{have:?}, want {errors:?}"),
-            )?,
-        }
+        compare(
+            "quantile errors",
+            have.as_ref() == Some(&errors),
+            format!("{have:?}, want {errors:?}"),
+        )?;
     }
     if let Some(want) = c.max_age {
         let have = summary.as_ref().map(|s| s.max_age);
@@ -297,14 +278,12 @@ fn check(l: &mut Loaded, c: &Check, now: Timestamp, tally: &mut Tally) -> Result
         )?;
     }
     if let Some(want) = c.buf_cap {
-        match summary.as_deref().and_then(summary_extras) {
-            None => deferred.push("bufCap"),
-            Some((_, have)) => compare(
-                "bufCap",
-                have == want as usize,
-                format!("{have}, want {want}"),
-            )?,
-        }
+        let have = summary.as_ref().map(|s| s.buf_cap);
+        compare(
+            "bufCap",
+            have == Some(want as usize),
+            format!("{have:?}, want {want}"),
+        )?;
     }
     if present {
         // A drop rule's scale is the rule's; a series' is its own.
@@ -314,9 +293,6 @@ fn check(l: &mut Loaded, c: &Check, now: Timestamp, tally: &mut Tally) -> Result
         };
         let want = c.scale.unwrap_or(1.0);
         compare("scale", have == want, format!("{have}, want {want}"))?;
-    }
-    for d in deferred {
-        tally.deferred(d);
     }
     Ok(())
 }
@@ -435,10 +411,29 @@ fn statsd_exporters_mapper_scenarios_map_as_the_table_says() {
     let checks: usize = SCENARIOS.iter().map(|s| s.checks.len()).sum();
     assert_eq!(checks, 70, "mapping checks (66 + TestMultipleMatches' 4)");
     assert_eq!((same, differs), (61, 0), "scenarios the same / differing");
-    eprintln!(
-        "compared: {:?}\ndeferred: {:?}",
-        tally.compared, tally.deferred
-    );
+    // What was compared, by field: every check the Go loop makes.
+    let want: BTreeMap<&str, usize> = [
+        ("loaded", 50),
+        ("refused", 11),
+        ("action", 4),
+        ("notPresent", 1),
+        ("name", 59),
+        ("labels", 66),
+        ("ttl", 3),
+        ("metricType", 2),
+        ("buckets", 6),
+        ("quantiles", 13),
+        ("quantile errors", 13),
+        ("maxAge", 10),
+        ("ageBuckets", 10),
+        ("bufCap", 10),
+        ("scale", 62),
+        ("later round", 36),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(tally.compared, want);
+    assert_eq!(want.values().sum::<usize>(), 356);
 }
 
 /// The table stays true both ways: a row marked as differing fails once
@@ -538,4 +533,29 @@ fn the_names_the_go_test_writes_for_unmapped_lines_are_rollstats_family_names() 
         }
     }
     assert_eq!(seen, 2, "test.1.2 and test.web-server.foo.bar");
+}
+
+/// Beyond the Go test, which reads a summary's `max_age`, `age_buckets`
+/// and `buf_cap` only where the file sets them: where it sets none,
+/// statsd_exporter leaves them 0 and client_golang takes `DefMaxAge` (10
+/// minutes), `DefAgeBuckets` (5) and `DefBufCap` (500); so does rollstat.
+#[test]
+fn a_summary_the_file_gives_no_options_gets_the_go_clients_defaults() {
+    let s = SCENARIOS
+        .iter()
+        .find(|s| s.name == "Config with good observertype and no defaults")
+        .unwrap();
+    let dir = TempDir::new("compat-mapper-defaults");
+    let file = dir.path().join("mapping.yml");
+    std::fs::write(&file, s.config).unwrap();
+    let mut l = Loaded::new(Config::parse(&config_text(SHORT_WINDOW, &file)).unwrap());
+    let Got::Series(m) = l.ingest("test1.*.*:1|h", Timestamp::from_secs(1)) else {
+        panic!("no series");
+    };
+    let spec = m.summary.as_ref().expect("a summary");
+    assert_eq!(
+        (spec.max_age, spec.window.size(), spec.buf_cap),
+        (std::time::Duration::from_secs(600), 5, 500)
+    );
+    assert_eq!(spec.errors, [0.05, 0.01, 0.001]);
 }

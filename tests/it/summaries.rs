@@ -48,7 +48,9 @@ fn each_quantile_is_within_its_objectives_rank_error_and_an_exact_one_is_exact()
     ));
     // 6,000 timer values in a scrambled order, then 200 sent at @0.1 (each
     // counted 10 times, as statsd_exporter counts them).
-    let mut sent: Vec<(u64, u64)> = (0..6_000u64).map(|i| ((i * 2_371) % 6_000 + 1, 1)).collect();
+    let mut sent: Vec<(u64, u64)> = (0..6_000u64)
+        .map(|i| ((i * 2_371) % 6_000 + 1, 1))
+        .collect();
     sent.extend((0..200u64).map(|i| (6_500 + i * 3, 10)));
     let lines: Vec<String> = sent
         .iter()
@@ -70,7 +72,10 @@ fn each_quantile_is_within_its_objectives_rank_error_and_an_exact_one_is_exact()
             &[("route", "users"), ("quantile", &q.to_string())],
         );
         let ms = (v * 1_000.0).round() as u64;
-        assert!(sent.iter().any(|(x, _)| *x == ms), "q {q}: {v} s was never sent");
+        assert!(
+            sent.iter().any(|(x, _)| *x == ms),
+            "q {q}: {v} s was never sent"
+        );
         let (lo, hi) = ranks_of(&sent, ms);
         let (target, slack) = (q * n as f64, error * n as f64 + 1.0);
         assert!(
@@ -78,7 +83,10 @@ fn each_quantile_is_within_its_objectives_rank_error_and_an_exact_one_is_exact()
             "q {q}: {ms} ms holds ranks {lo}..={hi} of {n}; the objective asks {target} ± {slack}"
         );
     }
-    assert_eq!(s.must("api_latency_seconds_count", &[("route", "users")]), n as f64);
+    assert_eq!(
+        s.must("api_latency_seconds_count", &[("route", "users")]),
+        n as f64
+    );
     // No error asked: the exact median; 3 values in a batch of 100,000
     // are all seen at the scrape.
     assert_eq!(s.must("exact_seconds", &[("quantile", "0.5")]), 0.002);
