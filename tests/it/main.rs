@@ -25,6 +25,8 @@ mod redis_server;
 mod access;
 // Real statsd clients (Python statsd, datadog, Node hot-shots) end to end.
 mod clients;
+// statsd_exporter's own mapper scenarios: check-config loads every file as statsd_exporter does; one scenario's lines on /metrics.
+mod compat_mappings;
 // Issue #19: client tag forms (PHP `|#k:v,#k2:v2`, SignalFx mid-name) get statsd_exporter's labels on /metrics.
 mod compat_lines;
 // Files a config names, hostile or careless: deep nesting, alias bombs, FIFOs, huge files; refused, counted, the old config kept.
