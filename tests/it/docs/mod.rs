@@ -6,6 +6,7 @@
 //! * `snippets`: every TOML snippet passes `rollstat check-config`; every
 //!   shell snippet marked `<!-- runnable -->` runs against a real daemon;
 //!   the README's test command is the one `.ci/run` runs.
+//! * `routes`: docs/http-api.md lists every route the router serves.
 //! * `config_reference`: docs/configuration.md lists exactly the keys the
 //!   config reader accepts.
 //! * `self_metrics`: docs/operations.md lists every self-metric family with
@@ -14,5 +15,6 @@
 mod config_reference;
 mod links;
 mod markdown;
+mod routes;
 mod self_metrics;
 mod snippets;

@@ -11,7 +11,8 @@
 //! documented family that scrape cannot show (counted only after a Redis
 //! call succeeds, or at stop) must be named in the code instead: a
 //! `"rollstat_..."` literal outside test code, and every such literal must
-//! have a row.
+//! have a row. The HTTP API page's error table names exactly the
+//! refusal reasons on /metrics.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -59,6 +60,7 @@ fn operations_lists_every_self_metric() {
             bad.push(format!("`{name}` is named in src/ but has no row"));
         }
     }
+    bad.extend(refusal_reasons(&r.text()));
     assert!(
         scraped.len() > 50,
         "only {} families scraped",
@@ -66,7 +68,7 @@ fn operations_lists_every_self_metric() {
     );
     assert!(
         bad.is_empty(),
-        "{PAGE} and the daemon disagree:\n{}",
+        "the docs and the daemon disagree:\n{}",
         bad.join("\n")
     );
 }
@@ -177,4 +179,39 @@ fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
             out.push(p);
         }
     }
+}
+
+/// docs/http-api.md's error table names exactly the reasons of
+/// `rollstat_http_requests_refused_total` (all present at 0).
+fn refusal_reasons(scrape: &str) -> Vec<String> {
+    const FAMILY: &str = "rollstat_http_requests_refused_total{reason=\"";
+    let served: BTreeSet<String> = scrape
+        .lines()
+        .filter_map(|l| l.strip_prefix(FAMILY)?.split('"').next())
+        .map(str::to_string)
+        .collect();
+    let page = Page::read("docs/http-api.md");
+    let documented: BTreeSet<String> = page
+        .text
+        .lines()
+        .skip_while(|l| !l.starts_with("| status | reason |"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .filter_map(|l| ticked(&cells(l)[1]).first().cloned())
+        .collect();
+    let mut bad = Vec::new();
+    for r in served.difference(&documented) {
+        bad.push(format!(
+            "docs/http-api.md: refusal reason `{r}` is on /metrics but not in the error table"
+        ));
+    }
+    for r in documented.difference(&served) {
+        bad.push(format!(
+            "docs/http-api.md: refusal reason `{r}` is in the error table but not on /metrics"
+        ));
+    }
+    if served.is_empty() {
+        bad.push("no rollstat_http_requests_refused_total on /metrics".into());
+    }
+    bad
 }
