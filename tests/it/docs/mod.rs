@@ -18,3 +18,4 @@ mod markdown;
 mod routes;
 mod self_metrics;
 mod snippets;
+mod source;

@@ -1,12 +1,12 @@
 //! docs/http-api.md's route table names every path the HTTP router
 //! serves, and nothing else: the paths of the `.route("...")` calls in
-//! src/http/ and the live page's (src/expose/page.rs), outside test code,
-//! against the paths in the table's first column.
+//! src/ (the router's and the live page's), outside test code, against the
+//! paths in the table's first column.
 
 use std::collections::BTreeSet;
 
 use super::markdown::{cells, prose, ticked, Page};
-use crate::support::repo;
+use super::source::code_outside_tests;
 
 const PAGE: &str = "docs/http-api.md";
 
@@ -27,21 +27,12 @@ fn http_api_lists_every_route() {
     );
 }
 
-/// The first argument of every `.route(` call, outside test code.
+/// The first argument of every `.route(` call in src/, outside test code.
 fn routed_paths() -> BTreeSet<String> {
-    let mut files: Vec<_> = std::fs::read_dir(repo().join("src/http"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "rs"))
-        .collect();
-    files.push(repo().join("src/expose/page.rs"));
     let mut out = BTreeSet::new();
-    for f in files.iter().filter(|f| !f.ends_with("tests.rs")) {
-        let text = std::fs::read_to_string(f).unwrap();
-        let code = text.split("#[cfg(test)]").next().unwrap();
+    for (_, code) in code_outside_tests() {
         for call in code.split(".route(").skip(1) {
-            let arg = call.trim_start();
-            if let Some(rest) = arg.strip_prefix('"') {
+            if let Some(rest) = call.trim_start().strip_prefix('"') {
                 out.insert(rest[..rest.find('"').unwrap()].to_string());
             }
         }

@@ -15,10 +15,10 @@
 //! refusal reasons on /metrics.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 
 use super::markdown::{cells, ticked, Page};
-use crate::support::{free_port, repo, sample_config_on_port_0, Daemon};
+use super::source::code_outside_tests;
+use crate::support::{free_port, sample_config_on_port_0, Daemon};
 
 const PAGE: &str = "docs/operations.md";
 
@@ -142,19 +142,11 @@ fn documented() -> Families {
     out
 }
 
-/// Every `"rollstat_..."` family name literal in src/ outside test code
-/// (files named tests.rs, and what follows a file's `#[cfg(test)]`), but
-/// the series families (`rollstat_window_*`, `rollstat_fleet_window_*`).
+/// Every `"rollstat_..."` family name literal in src/ outside test code,
+/// but the series families (`rollstat_window_*`, `rollstat_fleet_window_*`).
 fn declared_in_code() -> BTreeSet<String> {
-    let mut files = Vec::new();
-    rust_files(&repo().join("src"), &mut files);
     let mut out = BTreeSet::new();
-    for f in files {
-        if f.file_name().is_some_and(|n| n == "tests.rs") {
-            continue;
-        }
-        let text = std::fs::read_to_string(&f).unwrap();
-        let code = text.split("#[cfg(test)]").next().unwrap();
+    for (_, code) in code_outside_tests() {
         for piece in code.split("\"rollstat_").skip(1) {
             let name: String = piece
                 .chars()
@@ -168,17 +160,6 @@ fn declared_in_code() -> BTreeSet<String> {
         }
     }
     out
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
 }
 
 /// docs/http-api.md's error table names exactly the reasons of
