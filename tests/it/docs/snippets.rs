@@ -19,7 +19,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use super::markdown::{blocks, pages, Block, Page};
-use crate::support::{repo, run, sample_config_on_port_0, Daemon, TempDir};
+use crate::support::{repo, require_tool, run, sample_config_on_port_0, Daemon, TempDir};
 
 const MISSING_FILE: &str = "No such file or directory";
 
@@ -81,6 +81,9 @@ fn check_toml(dir: &Path, b: &Block, invalid: bool) -> Result<(), String> {
 
 #[test]
 fn runnable_shell_snippets_run() {
+    // What the snippets use, besides bash (which runs them).
+    require_tool("curl");
+    require_tool("bash");
     let mut ran = 0;
     for page in pages() {
         let runnable: Vec<Block> = blocks(&page.text)
