@@ -1,5 +1,5 @@
 # syntax=docker/dockerfile:1
-# rollstat in a container (README, "In a container"):
+# rollstat in a container (docs/operations.md, "In a container"):
 #   docker build -t rollstat .
 #   docker run -d --name rollstat -p 8125:8125/udp -p 8125:8125/tcp -p 9102:9102 rollstat
 # The image's config is the sample config.toml with every listener on

@@ -77,7 +77,7 @@
 //! * [`error`]: an error shown with its chain of causes, one per line.
 //!
 //! The layers, and a test that keeps every import pointing down them, are
-//! in the README's "Architecture" section and `tests/layering.rs`.
+//! in `docs/architecture.md` and `tests/layering.rs`.
 //!
 //! ## Quick example
 //!
@@ -143,7 +143,7 @@ pub mod window;
 
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
 
-/// The README's Rust examples, compiled and run by `cargo test`.
+/// The Rust examples of `docs/library.md`, compiled and run by `cargo test`.
 #[cfg(doctest)]
-#[doc = include_str!("../README.md")]
-pub struct ReadmeDoctests;
+#[doc = include_str!("../docs/library.md")]
+pub struct LibraryDoctests;

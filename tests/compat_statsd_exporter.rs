@@ -3,7 +3,7 @@
 //! datagram (`Lines::next_with_room`). Each case states what statsd_exporter
 //! produces and either that rollstat does the same or what rollstat does
 //! instead and why (the table is `tests/reference/statsd_exporter_lines.rs`;
-//! the README's "statsd input" section lists the differing rows). In
+//! docs/statsd-input.md lists the differing rows). In
 //! statsd_exporter's mode (`ParseOptions::statsd_exporter`, a daemon with a
 //! mapping file) every case reads as statsd_exporter reads it.
 

@@ -235,7 +235,7 @@ fn every_module_of_src_has_a_floor() {
     }
     assert!(
         missing.is_empty(),
-        "give these modules a floor in tests/layering.rs (and the README's architecture): {missing:?}"
+        "give these modules a floor in tests/layering.rs (and docs/architecture.md): {missing:?}"
     );
 }
 

@@ -1,5 +1,5 @@
 //! The process from outside: config checking, signals, reloads, and the
-//! README's "done means" check on the sample config's shape.
+//! the getting-started page's check on the sample config's shape.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -253,7 +253,7 @@ fn the_readme_check_works_on_the_sample_config() {
         ],
     );
     // One increment over the time the window has been watched: 10 s once
-    // the daemon has been up that long (0.1/s, the README's figure), the
+    // the daemon has been up that long (0.1/s), the
     // time it has been up until then (here between 1 s and `up_at_most`).
     assert!(
         rate >= 1.0 / up_at_most.min(10.0) - 1e-9 && rate <= 1.0 + 1e-9,

@@ -33,6 +33,8 @@ mod compat_lines;
 mod config_files;
 // The registry's memory budget: spread timer values coarsened and counted, the sketches within their limit.
 mod memory_budget;
+// The docs: links, TOML and shell snippets, the config reference and the self-metrics list, against the real binary.
+mod docs;
 // The Grafana dashboards: generated, importable, every query checked by promtool and a real Prometheus.
 mod dashboards;
 // What /metrics and the JSON API publish: promtool, duplicates, OpenMetrics, gzip.

@@ -70,7 +70,7 @@ fn the_live_page_draws_real_data_in_headless_chromium_without_console_errors() {
 
     // Charts draw real data: every canvas of the timer (rate, average,
     // quantiles) has at least 8 points, and the breaker and limit show up.
-    // For the README's picture, wait for half a minute of history.
+    // For the picture in docs/dashboards.md, wait for half a minute of history.
     let refresh_docs = std::env::var_os("ROLLSTAT_UPDATE_SCREENSHOT").is_some();
     let min_points = if refresh_docs { 30 } else { 8 };
     let points = wait_until_every(
