@@ -724,6 +724,8 @@ const REDIS_KEYS: &[&str] = &[
     "ca_file",
     "client_cert_file",
     "client_key_file",
+    "max_shared_series",
+    "max_shared_label_bytes",
 ];
 
 /// Prometheus' default histogram buckets (seconds).
@@ -1459,8 +1461,13 @@ fn read_summary(
     t: &mut Table<'_, '_>,
     p: &mut Problems<'_>,
 ) -> Option<std::sync::Arc<SummarySpec>> {
+    // Every key is read before any problem returns, so that none of them
+    // is then reported as unknown.
     let observer = t.string(p, "observer");
     let quantiles = t.floats(p, "summary_quantiles");
+    let errors = t.floats(p, "summary_errors");
+    let buf_cap = t.int(p, "summary_buf_cap", 0, MAX_SUMMARY_BUF_CAP as u64);
+    let age_buckets = t.int(p, "summary_age_buckets", 1, 1000);
     let max_secs = MAX_SUMMARY_AGE.as_secs();
     let max_age = match (
         t.int(p, "summary_max_age_secs", 1, max_secs),
@@ -1477,7 +1484,6 @@ fn read_summary(
         (Some(s), None) => Some(Duration::from_secs(s)),
         (None, ms) => ms.map(Duration::from_millis),
     };
-    let age_buckets = t.int(p, "summary_age_buckets", 1, 1000);
     let summary = match &observer {
         None => false,
         Some((o, _)) if o == "histogram" => false,
@@ -1512,8 +1518,6 @@ fn read_summary(
         return None;
     }
     let d = SummarySpec::exporter_default();
-    let errors = t.floats(p, "summary_errors");
-    let buf_cap = t.int(p, "summary_buf_cap", 0, MAX_SUMMARY_BUF_CAP as u64);
     let qs: Vec<f64> = match quantiles {
         None => d.quantiles.clone(),
         Some(qs) => {

@@ -309,7 +309,9 @@ impl<'t, 'i> Table<'t, 'i> {
     pub fn finish(self, p: &mut Problems<'_>, known: &[&str]) {
         for (k, _) in self.table.iter() {
             let key = k.get_ref().as_ref();
-            if !self.used.contains(key) {
+            // A known key left unread: a problem earlier in the table
+            // stopped the reading (and is reported), not an unknown key.
+            if !self.used.contains(key) && !known.contains(&key) {
                 let hint = if known.is_empty() {
                     String::new()
                 } else {

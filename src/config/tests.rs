@@ -805,3 +805,20 @@ fn a_summary_rule_takes_one_rank_error_per_quantile_and_a_batch_size() {
 fn problem(src: &str) -> String {
     Config::parse(src).unwrap_err().to_string()
 }
+
+#[test]
+fn a_problem_early_in_a_table_does_not_make_its_later_keys_unknown() {
+    // Both max ages: one problem, and summary_age_buckets is not "unknown".
+    let msg = problem("[[mappings]]\nmatch = \"t.*\"\nobserver = \"summary\"\nsummary_max_age_secs = 60\nsummary_max_age_ms = 60000\nsummary_age_buckets = 3\n");
+    assert!(msg.contains("not both"), "{msg}");
+    assert!(!msg.contains("unknown key"), "{msg}");
+    // A bad relay address: `name` is not "unknown".
+    let msg = problem("[[relay]]\naddress = \"no port\"\nname = \"r\"\n");
+    assert!(!msg.contains("unknown key"), "{msg}");
+    // [redis]'s hint lists every key it takes.
+    let msg = problem("[redis]\nurl = \"redis://127.0.0.1:6379\"\ncolour = 1\n");
+    assert!(
+        msg.contains("max_shared_series") && msg.contains("max_shared_label_bytes"),
+        "{msg}"
+    );
+}
