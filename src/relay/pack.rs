@@ -223,7 +223,7 @@ pub fn line_around<'a>(buf: &'a [u8], part: &[u8]) -> Option<&'a [u8]> {
     }
     // Plain loops: a name starts its line (but for a SignalFx `[tags]`
     // prefix or blanks) and what follows it is short; memchr's set-up
-    // costs more than these few bytes (measured: PERF.md, issue #19).
+    // costs more than these few bytes (measured: docs/performance.md).
     let start = buf[..off]
         .iter()
         .rposition(|&b| b == b'\n')

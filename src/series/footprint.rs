@@ -25,7 +25,7 @@
 //!
 //! Typical series cost far less: a sketch holds a bin per 2 % step between
 //! the distinct values it saw (no more bins than values), a set only its
-//! distinct members; PERF.md has the measured figures for config.toml.
+//! distinct members; docs/performance.md has the measured figures for config.toml.
 
 use std::mem::size_of;
 

@@ -6,7 +6,7 @@
 //! time over the range between the lowest and highest bin, so a window
 //! bucket holding a few timer samples between 1 ms and 500 ms held ~2 KiB,
 //! and a busy config.toml timer series (70 buckets) ~145 KiB. Sparse pairs
-//! cost 16 bytes per bin actually used. Measured in PERF.md (issue #13).
+//! cost 16 bytes per bin actually used (measured: docs/performance.md).
 //!
 //! What stays the same, checked by a property test against the crate
 //! (`quantile.rs`): a value's bin (`Config::key`), a bin's value

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::support::{run, Daemon, TempDir, TEST_CONFIG};
 
-const MAPPING: &str = r#"# A statsd_exporter mapping file, with the README's own examples.
+const MAPPING: &str = r#"# A statsd_exporter mapping file, with the docs' own examples (docs/statsd-exporter.md).
 defaults:
   observer_type: histogram
   ttl: 1h
