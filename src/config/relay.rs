@@ -171,7 +171,7 @@ pub(super) fn read_relay(
     let flush_interval = t
         .int(p, "flush_interval_ms", 1, 60_000)
         .map_or(DEFAULT_RELAY_FLUSH, Duration::from_millis);
-    let filter = super::read_matcher(t, p).ok().flatten();
+    let filter = super::mappings::read_matcher(t, p).ok().flatten();
     let after_mapping = t.bool(p, "after_mapping").unwrap_or(false);
     let (address, off) = address?;
     let (name, name_off) = match t.string(p, "name") {

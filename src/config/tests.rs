@@ -1,6 +1,7 @@
 use std::time::Duration;
 
 use super::*;
+use crate::mapping::Matcher;
 use crate::parse::TagStyles;
 
 /// Parses `src`, which must fail with exactly the problems `want` (line, key)

@@ -30,7 +30,7 @@ pub use self::secret::{Password, Secret};
 use self::tls::Holds;
 pub use self::tls::{ClientIdentity, PemFile, RedisTls};
 use super::reader::{Problems, Table};
-use super::valid_label_value;
+use super::windows::valid_label_value;
 
 /// Which Redis to use.
 #[derive(Clone, PartialEq, Eq)]
@@ -440,3 +440,21 @@ fn read_tls(
 
 #[cfg(test)]
 mod tests;
+
+pub(super) const KEYS: &[&str] = &[
+    "url",
+    "cluster_nodes",
+    "timeout_ms",
+    "sync_interval_ms",
+    "sync_timeout_ms",
+    "final_sync_timeout_ms",
+    "key_prefix",
+    "username",
+    "password_file",
+    "password_env",
+    "ca_file",
+    "client_cert_file",
+    "client_key_file",
+    "max_shared_series",
+    "max_shared_label_bytes",
+];
