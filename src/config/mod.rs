@@ -8,11 +8,10 @@
 //! documents every key, and a test loads it.
 
 mod access;
+mod compat;
 mod exporter_file;
 pub mod exposure;
 pub mod file;
-mod go_regex;
-mod go_template;
 mod http;
 mod ingest;
 mod listen;
@@ -24,12 +23,9 @@ pub mod relay_loop;
 mod series;
 mod signals;
 mod sources;
-pub mod statsd_exporter;
 mod summary;
 mod tls;
-pub mod web;
 mod windows;
-mod yaml;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -47,6 +43,9 @@ pub use signals::{
 };
 pub use sources::{AllowedSources, SourceNet, SourceNetError};
 pub use tls::{ClientAuth, TlsConfig, TlsVersion};
+
+use compat::yaml;
+pub use compat::{statsd_exporter, web};
 
 pub use exporter_file::StatsdExporterFile;
 pub use http::HttpLimits;

@@ -36,7 +36,7 @@ use saphyr::{MarkedYaml, Scalar, YamlData};
 
 use super::yaml::{go_duration, load_document, type_name, Reader, YamlProblem};
 use super::{go_regex, go_template};
-use super::{Action, KindSet, Mapping, SummarySpec};
+use crate::config::{Action, KindSet, Mapping, SummarySpec};
 use crate::mapping::{Glob, Matcher, NameRegex, Template};
 use crate::parse::MetricKind;
 
@@ -603,8 +603,8 @@ fn read_summary_options(r: &mut Reader, node: &MarkedYaml<'_>, path: &str) -> Su
                 o.max_age = read_ttl(r, v, &key).filter(|d| !d.is_zero());
                 // config.toml's summary_max_age_secs / _ms take the same.
                 if let Some(age) = o.max_age {
-                    if age > super::MAX_SUMMARY_AGE || age.subsec_nanos() % 1_000_000 != 0 {
-                        r.at(line, &key, format!("{age:?}: a summary's max_age is whole milliseconds, at most {}h (100 years), as config.toml's summary_max_age_secs takes", super::MAX_SUMMARY_AGE.as_secs() / 3600));
+                    if age > crate::config::MAX_SUMMARY_AGE || age.subsec_nanos() % 1_000_000 != 0 {
+                        r.at(line, &key, format!("{age:?}: a summary's max_age is whole milliseconds, at most {}h (100 years), as config.toml's summary_max_age_secs takes", crate::config::MAX_SUMMARY_AGE.as_secs() / 3600));
                         o.max_age = None;
                     }
                 }
@@ -613,7 +613,7 @@ fn read_summary_options(r: &mut Reader, node: &MarkedYaml<'_>, path: &str) -> Su
                 let most = if k == "age_buckets" {
                     1000
                 } else {
-                    super::MAX_SUMMARY_BUF_CAP as i64
+                    crate::config::MAX_SUMMARY_BUF_CAP as i64
                 };
                 match &v.data {
                     YamlData::Value(Scalar::Integer(n)) if *n >= 0 && *n <= most => {
@@ -750,7 +750,7 @@ fn native(factor: Option<f64>, max: Option<u32>, d: &Defaults) -> (f64, u32) {
         } else {
             factor.min(65_536.0)
         },
-        max.min(super::MAX_NATIVE_BUCKETS as u32),
+        max.min(crate::config::MAX_NATIVE_BUCKETS as u32),
     )
 }
 

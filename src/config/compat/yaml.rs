@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use saphyr::{LoadableYamlNode, MarkedYaml, Scalar, YamlData};
 
-use super::reader::{Problems, Table};
+use crate::config::reader::{Problems, Table};
 
 pub mod budget;
 
@@ -37,7 +37,7 @@ pub struct YamlProblem {
 /// parses its text with `parse` (given the text and the path): `None` when
 /// the key is unset or `""`, or when the file cannot be read or has
 /// problems, each recorded at the key as `path:line: \`yaml key\`: why`.
-pub(super) fn read_named_file<T>(
+pub(in crate::config) fn read_named_file<T>(
     t: &mut Table<'_, '_>,
     p: &mut Problems<'_>,
     key: &str,
@@ -48,7 +48,7 @@ pub(super) fn read_named_file<T>(
         return None;
     }
     let key = t.key_path(key);
-    let text = match super::file::read_text(std::path::Path::new(&path)) {
+    let text = match crate::config::file::read_text(std::path::Path::new(&path)) {
         Ok(text) => text,
         Err(e) => {
             p.refused(
@@ -80,7 +80,7 @@ pub(super) fn read_named_file<T>(
 /// The one YAML document of `text`, read with its lines: `Err` (recorded
 /// in `r`) on a syntax error; a second document is a problem too (`what`
 /// names the file's kind in its message); `None` for an empty file.
-pub(super) fn load_document<'i>(
+pub(in crate::config) fn load_document<'i>(
     r: &mut Reader,
     text: &'i str,
     what: &str,
@@ -121,8 +121,8 @@ fn last_line(text: &str) -> usize {
 
 /// Collects the problems of one YAML file while its nodes are read.
 #[derive(Default)]
-pub(super) struct Reader {
-    pub(super) problems: Vec<YamlProblem>,
+pub(in crate::config) struct Reader {
+    pub(in crate::config) problems: Vec<YamlProblem>,
     /// The text's last line once [`load_document`] has seen it (0: not
     /// yet): the parser numbers what sits at the very end one line past
     /// it, and no problem may name a line the operator's editor lacks.
@@ -130,7 +130,7 @@ pub(super) struct Reader {
 }
 
 impl Reader {
-    pub(super) fn at(&mut self, line: usize, key: &str, message: impl Into<String>) {
+    pub(in crate::config) fn at(&mut self, line: usize, key: &str, message: impl Into<String>) {
         let line = if self.last_line > 0 {
             line.min(self.last_line)
         } else {
@@ -146,7 +146,7 @@ impl Reader {
 
     /// A problem that refuses the whole file before it is read into a
     /// tree, under a stable `reason`.
-    pub(super) fn refused(
+    pub(in crate::config) fn refused(
         &mut self,
         line: usize,
         key: &str,
@@ -159,7 +159,7 @@ impl Reader {
         }
     }
 
-    pub(super) fn unknown(&mut self, line: usize, key: &str, known: &[&str]) {
+    pub(in crate::config) fn unknown(&mut self, line: usize, key: &str, known: &[&str]) {
         self.at(
             line,
             key,
@@ -169,7 +169,7 @@ impl Reader {
 
     /// The (key, key's line, value) entries of a mapping; a null node (a
     /// key with nothing under it) has none, as in exporter-toolkit.
-    pub(super) fn entries<'a, 'i>(
+    pub(in crate::config) fn entries<'a, 'i>(
         &mut self,
         node: &'a MarkedYaml<'i>,
         path: &str,
@@ -206,7 +206,7 @@ impl Reader {
         }
     }
 
-    pub(super) fn string(&mut self, v: &MarkedYaml<'_>, key: &str) -> Option<String> {
+    pub(in crate::config) fn string(&mut self, v: &MarkedYaml<'_>, key: &str) -> Option<String> {
         match &v.data {
             YamlData::Value(Scalar::String(s)) => Some(s.to_string()),
             _ => {
@@ -222,7 +222,11 @@ impl Reader {
 
     /// A string, or an integer or boolean as written (YAML leaves `1`
     /// unquoted; Go reads it into a string field as "1").
-    pub(super) fn scalar_text(&mut self, v: &MarkedYaml<'_>, key: &str) -> Option<String> {
+    pub(in crate::config) fn scalar_text(
+        &mut self,
+        v: &MarkedYaml<'_>,
+        key: &str,
+    ) -> Option<String> {
         match &v.data {
             YamlData::Value(Scalar::Integer(n)) => Some(n.to_string()),
             YamlData::Value(Scalar::Boolean(b)) => Some(b.to_string()),
@@ -231,7 +235,7 @@ impl Reader {
         }
     }
 
-    pub(super) fn bool(&mut self, v: &MarkedYaml<'_>, key: &str) -> Option<bool> {
+    pub(in crate::config) fn bool(&mut self, v: &MarkedYaml<'_>, key: &str) -> Option<bool> {
         match &v.data {
             YamlData::Value(Scalar::Boolean(b)) => Some(*b),
             _ => {
@@ -246,7 +250,7 @@ impl Reader {
     }
 }
 
-pub(super) fn type_name(v: &MarkedYaml<'_>) -> String {
+pub(in crate::config) fn type_name(v: &MarkedYaml<'_>) -> String {
     match &v.data {
         YamlData::Value(Scalar::String(s)) if s.chars().count() <= 40 => {
             format!("the string `{s}`")
@@ -265,7 +269,7 @@ pub(super) fn type_name(v: &MarkedYaml<'_>) -> String {
 /// A Go duration string (`time.ParseDuration`: `300ms`, `1.5h`, `2h45m`,
 /// `-1m`, `0`; units ns, us, µs, ms, s, m, h): whether it is negative, and
 /// its length (saturating). `None` if Go would refuse it.
-pub(super) fn go_duration(s: &str) -> Option<(bool, Duration)> {
+pub(in crate::config) fn go_duration(s: &str) -> Option<(bool, Duration)> {
     let negative = s.starts_with('-');
     let s = s.strip_prefix(['+', '-']).unwrap_or(s);
     if s == "0" {

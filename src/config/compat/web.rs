@@ -42,9 +42,9 @@ use saphyr::{MarkedYaml, Scalar, YamlData};
 
 use super::yaml::{load_document, read_named_file, type_name, Reader, YamlProblem};
 
-use super::reader::{Problems, Table};
-use super::{ClientAuth, TlsConfig, TlsVersion};
 use crate::access::Credentials;
+use crate::config::reader::{Problems, Table};
+use crate::config::{ClientAuth, TlsConfig, TlsVersion};
 
 /// What a web config file says, validated.
 #[derive(Clone, PartialEq, Eq)]
@@ -117,7 +117,10 @@ pub type WebProblem = YamlProblem;
 
 /// Reads `web_config_file` from the `[http]` table, and the file it names.
 /// `None` when unset (or `""`) or when the file has problems (recorded).
-pub(super) fn read_web_config(t: &mut Table<'_, '_>, p: &mut Problems<'_>) -> Option<WebConfig> {
+pub(in crate::config) fn read_web_config(
+    t: &mut Table<'_, '_>,
+    p: &mut Problems<'_>,
+) -> Option<WebConfig> {
     read_named_file(t, p, "web_config_file", |text, path| {
         parse(text, Path::new(path))
     })
@@ -536,7 +539,7 @@ enum Pem {
 /// (never the file's content).
 fn check_pem(path: &Path, kind: Pem) -> Result<(), String> {
     let shown = path.display();
-    let bytes = super::file::read_bytes(path).map_err(|e| {
+    let bytes = crate::config::file::read_bytes(path).map_err(|e| {
         format!("cannot read `{shown}`: {e}; the daemon reads it at start and at every reload")
     })?;
     let text = String::from_utf8_lossy(&bytes);
