@@ -284,6 +284,231 @@ fn read_rules(r: &mut Reader, node: &MarkedYaml<'_>, d: &Defaults) -> Vec<Rule> 
         .collect()
 }
 
+/// A rule's keys as written, before they are checked together.
+#[derive(Default)]
+struct Written {
+    matched: Option<(String, usize)>,
+    regex: bool,
+    name: Option<(String, usize)>,
+    /// `(key, template as written, line)`.
+    labels: Vec<(String, String, usize)>,
+    honor_labels: bool,
+    drop: bool,
+    kinds: Option<KindSet>,
+    ttl: Option<Duration>,
+    ttl_at: Option<(usize, String)>,
+    buckets: Option<Vec<f64>>,
+    native_factor: Option<f64>,
+    native_max: Option<u32>,
+    observer: Option<bool>,
+    legacy_observer: Option<bool>,
+    legacy_buckets: Option<(Vec<f64>, usize)>,
+    legacy_quantiles: Option<(Vec<(f64, f64)>, usize)>,
+    summary_options: Option<SummaryOptions>,
+    histogram_line: Option<usize>,
+    summary_line: Option<usize>,
+    scale: Option<f64>,
+    help: Option<String>,
+    notes: Vec<String>,
+}
+
+impl Written {
+    /// Reads key `k` (at `kline`, path `key`) of a rule.
+    fn read(&mut self, r: &mut Reader, k: &str, kline: usize, v: &MarkedYaml<'_>, key: String) {
+        match k {
+            "match" => self.matched = r.scalar_text(v, &key).map(|s| (s, kline)),
+            "match_type" => self.regex = read_match_type(r, v, &key),
+            "name" => self.name = r.scalar_text(v, &key).map(|s| (s, kline)),
+            "labels" => self.read_labels(r, v, &key),
+            "honor_labels" => self.honor_labels = r.bool(v, &key).unwrap_or(false),
+            "action" => self.drop = read_action(r, v, kline, &key),
+            "match_metric_type" => self.kinds = read_metric_type(r, v, kline, &key),
+            "ttl" => {
+                // A rule's 0 means "the default's" in statsd_exporter.
+                if let Some(t) = read_ttl(r, v, &key).filter(|t| !t.is_zero()) {
+                    self.ttl = Some(t);
+                    self.ttl_at = Some((kline, key));
+                }
+            }
+            "observer_type" => self.observer = read_observer(r, v, &key),
+            // statsd_exporter until 0.29: `timer_type` (observer_type wins),
+            // and `buckets` / `quantiles` outside their *_options (an error
+            // beside the same key inside them).
+            "timer_type" => self.legacy_observer = read_observer(r, v, &key),
+            "buckets" => self.legacy_buckets = read_bounds(r, v, &key).map(|b| (b, kline)),
+            "quantiles" => {
+                self.legacy_quantiles = read_quantiles(r, v, &key).map(|q| (q, kline));
+            }
+            "histogram_options" => {
+                self.histogram_line = Some(kline);
+                let h = read_histogram(r, v, &key);
+                (self.buckets, self.native_factor, self.native_max) =
+                    (h.buckets, h.native_factor, h.native_max);
+            }
+            "summary_options" => {
+                self.summary_line = Some(kline);
+                self.summary_options = Some(read_summary_options(r, v, &key));
+            }
+            "scale" => self.scale = read_scale(r, v, kline, &key),
+            "help" => {
+                self.help = r.scalar_text(v, &key);
+                if self
+                    .help
+                    .as_ref()
+                    .is_some_and(|h| h.contains('\n') || h.len() > 1024)
+                {
+                    r.at(kline, &key, "one line of at most 1024 bytes");
+                }
+            }
+            _ => r.unknown(kline, &key, RULE_KEYS),
+        }
+    }
+
+    /// `labels`: each key checked (invalid, reserved, renamed, as is).
+    fn read_labels(&mut self, r: &mut Reader, v: &MarkedYaml<'_>, key: &str) {
+        for (lk, lline, lv) in r.entries(v, key) {
+            let lkey = format!("{key}.{lk}");
+            let Some(val) = r.scalar_text(lv, &lkey) else {
+                continue;
+            };
+            match label_key(&lk) {
+                LabelKey::Invalid => r.at(lline, &lkey, "invalid label key: statsd_exporter takes [a-zA-Z_][a-zA-Z0-9_]+ (two characters or more)"),
+                LabelKey::Reserved => r.at(lline, &lkey, "label names starting with `__` are reserved for Prometheus' own use (statsd_exporter's client library refuses them too, so the rule could never publish a series); pick another name"),
+                LabelKey::Renamed(to) => {
+                    self.notes.push(renamed_note(lline, &lkey, &lk, &to));
+                    self.labels.push((to, val, lline));
+                }
+                LabelKey::AsIs => self.labels.push((lk, val, lline)),
+            }
+        }
+    }
+
+    /// The deprecated `buckets` and `quantiles` where the new keys are not
+    /// set (both set: statsd_exporter's error).
+    fn take_legacy(&mut self, r: &mut Reader, path: &str) {
+        if let Some((b, l)) = self.legacy_buckets.take() {
+            if self.buckets.is_some() {
+                r.at(
+                    l,
+                    &format!("{path}.buckets"),
+                    "cannot use buckets in both the top level and histogram_options at the same time",
+                );
+            }
+            self.buckets = Some(b);
+        }
+        if let Some((q, l)) = self.legacy_quantiles.take() {
+            let opts = self
+                .summary_options
+                .get_or_insert_with(SummaryOptions::default);
+            if opts.quantiles.is_some() {
+                r.at(
+                    l,
+                    &format!("{path}.quantiles"),
+                    "cannot use quantiles in both the top level and summary_options at the same time",
+                );
+            }
+            opts.quantiles = Some(q);
+        }
+    }
+}
+
+/// `action`: `true` for drop.
+fn read_action(r: &mut Reader, v: &MarkedYaml<'_>, line: usize, key: &str) -> bool {
+    match r.string(v, key).as_deref() {
+        Some("drop") => true,
+        Some("map" | "") | None => false,
+        Some(other) => {
+            r.at(
+                line,
+                key,
+                format!("invalid action type \"{other}\"; use map (the default) or drop"),
+            );
+            false
+        }
+    }
+}
+
+/// `match_metric_type`: counter, gauge, or observer (`timer` until 0.29).
+fn read_metric_type(r: &mut Reader, v: &MarkedYaml<'_>, line: usize, key: &str) -> Option<KindSet> {
+    match r.string(v, key).as_deref() {
+        Some("counter") => Some(KindSet::one(MetricKind::Counter)),
+        Some("gauge") => Some(KindSet::one(MetricKind::Gauge)),
+        Some("observer" | "timer") => Some(KindSet::OBSERVER),
+        Some(other) => {
+            r.at(line, key, format!("invalid metric type '{other}'; use counter, gauge or observer (timers, histograms, distributions)"));
+            None
+        }
+        None => None,
+    }
+}
+
+/// `scale`: a number above 0.
+fn read_scale(r: &mut Reader, v: &MarkedYaml<'_>, line: usize, key: &str) -> Option<f64> {
+    let scale = match &v.data {
+        YamlData::Value(Scalar::Integer(n)) => Some(*n as f64),
+        YamlData::Value(Scalar::FloatingPoint(f)) => Some(f.into_inner()),
+        _ => None,
+    }
+    .filter(|f| f.is_finite() && *f > 0.0);
+    if scale.is_none() {
+        r.at(
+            line,
+            key,
+            format!(
+                "expected a number above 0 (e.g. 0.001: milliseconds to seconds), found {}",
+                type_name(v)
+            ),
+        );
+    }
+    scale
+}
+
+/// A rule's pattern in rollstat's terms, its glob's specificity key, and
+/// its name and labels as rollstat templates.
+type Compiled = (Pattern, Vec<u8>, String, Vec<(String, String, usize)>);
+
+/// Compiles the rule's `match` (`m`, at `mline`) and translates its name
+/// and label templates to the pattern's captures.
+fn compile_pattern(
+    r: &mut Reader,
+    w: &Written,
+    m: &str,
+    mline: usize,
+    key: &str,
+    name: &str,
+) -> Option<Compiled> {
+    let labels = w.labels.clone();
+    if w.regex {
+        let go = go_pattern(r, m, mline, key)?;
+        let translated = go_template::unanchored(&go);
+        let re = match NameRegex::new(&translated) {
+            Ok(re) => re,
+            Err(e) => {
+                r.at(mline, key, format!("invalid regex `{m}`: {e}"));
+                return None;
+            }
+        };
+        let groups = re.captures() - 1;
+        let tpl = |s: &str| go_template::from_regex(s, groups, |n| re.group_index(n));
+        let labels = labels
+            .into_iter()
+            .map(|(k, v, l)| (k, tpl(&v), l))
+            .collect();
+        return Some((Pattern::Regex(translated), Vec::new(), tpl(name), labels));
+    }
+    let Some(spec) = exporter_glob(m) else {
+        r.at(mline, key, format!("invalid match: {m}: statsd_exporter's globs are dot-separated parts, each `*` or a name part ([a-zA-Z_][a-zA-Z0-9_-]*, later parts may start with a digit)"));
+        return None;
+    };
+    let wildcards = spec.iter().filter(|&&w| w == 1).count();
+    let tpl = |s: &str| go_template::from_glob(s, wildcards);
+    let labels = labels
+        .into_iter()
+        .map(|(k, v, l)| (k, tpl(&v), l))
+        .collect();
+    Some((Pattern::Glob(m.to_string()), spec, tpl(name), labels))
+}
+
 /// One rule: with, for a glob, its specificity key (per part: literal 0,
 /// `*` 1); whether it is a regex.
 fn read_rule(
@@ -294,119 +519,17 @@ fn read_rule(
     d: &Defaults,
 ) -> Option<((Rule, Vec<u8>), bool)> {
     let before = r.problems.len();
-    let mut matched = None;
-    let mut regex = d.regex;
-    let mut name = None;
-    let mut labels = Vec::new();
-    let mut honor_labels = false;
-    let mut drop = false;
-    let mut kinds = None;
-    let mut ttl = d.ttl;
-    let mut ttl_at = d.ttl_at.clone();
-    let mut buckets = None;
-    let (mut native_factor, mut native_max) = (None, None);
-    let mut observer = None;
-    let (mut legacy_observer, mut legacy_buckets, mut legacy_quantiles) = (None, None, None);
-    let mut summary_options = None;
-    let mut histogram_line = None;
-    let mut summary_line = None;
-    let mut scale = None;
-    let mut help = None;
-    let mut notes = Vec::new();
+    let mut w = Written {
+        regex: d.regex,
+        ttl: d.ttl,
+        ttl_at: d.ttl_at.clone(),
+        ..Written::default()
+    };
     for (k, kline, v) in r.entries(node, path) {
         let key = format!("{path}.{k}");
-        match k.as_str() {
-            "match" => matched = r.scalar_text(v, &key).map(|s| (s, kline)),
-            "match_type" => regex = read_match_type(r, v, &key),
-            "name" => name = r.scalar_text(v, &key).map(|s| (s, kline)),
-            "labels" => {
-                for (lk, lline, lv) in r.entries(v, &key) {
-                    let lkey = format!("{key}.{lk}");
-                    if let Some(val) = r.scalar_text(lv, &lkey) {
-                        match label_key(&lk) {
-                            LabelKey::Invalid => r.at(lline, &lkey, "invalid label key: statsd_exporter takes [a-zA-Z_][a-zA-Z0-9_]+ (two characters or more)"),
-                            LabelKey::Reserved => r.at(lline, &lkey, "label names starting with `__` are reserved for Prometheus' own use (statsd_exporter's client library refuses them too, so the rule could never publish a series); pick another name"),
-                            LabelKey::Renamed(to) => {
-                                notes.push(renamed_note(lline, &lkey, &lk, &to));
-                                labels.push((to, val, lline));
-                            }
-                            LabelKey::AsIs => labels.push((lk, val, lline)),
-                        }
-                    }
-                }
-            }
-            "honor_labels" => honor_labels = r.bool(v, &key).unwrap_or(false),
-            "action" => match r.string(v, &key).as_deref() {
-                Some("drop") => drop = true,
-                Some("map" | "") | None => {}
-                Some(other) => r.at(
-                    kline,
-                    &key,
-                    format!("invalid action type \"{other}\"; use map (the default) or drop"),
-                ),
-            },
-            "match_metric_type" => {
-                kinds = match r.string(v, &key).as_deref() {
-                    Some("counter") => Some(KindSet::one(MetricKind::Counter)),
-                    Some("gauge") => Some(KindSet::one(MetricKind::Gauge)),
-                    // `timer`: statsd_exporter's word until 0.29.
-                    Some("observer" | "timer") => Some(KindSet::OBSERVER),
-                    Some(other) => {
-                        r.at(kline, &key, format!("invalid metric type '{other}'; use counter, gauge or observer (timers, histograms, distributions)"));
-                        None
-                    }
-                    None => None,
-                }
-            }
-            "ttl" => {
-                // A rule's 0 means "the default's" in statsd_exporter.
-                if let Some(t) = read_ttl(r, v, &key) {
-                    if !t.is_zero() {
-                        ttl = Some(t);
-                        ttl_at = Some((kline, key.clone()));
-                    }
-                }
-            }
-            "observer_type" => observer = read_observer(r, v, &key),
-            // statsd_exporter until 0.29: `timer_type` (observer_type wins),
-            // and `buckets` / `quantiles` outside their *_options (an error
-            // beside the same key inside them).
-            "timer_type" => legacy_observer = read_observer(r, v, &key),
-            "buckets" => legacy_buckets = read_bounds(r, v, &key).map(|b| (b, kline)),
-            "quantiles" => legacy_quantiles = read_quantiles(r, v, &key).map(|q| (q, kline)),
-            "histogram_options" => {
-                histogram_line = Some(kline);
-                let h = read_histogram(r, v, &key);
-                (buckets, native_factor, native_max) = (h.buckets, h.native_factor, h.native_max);
-            }
-            "summary_options" => {
-                summary_line = Some(kline);
-                summary_options = Some(read_summary_options(r, v, &key));
-            }
-            "scale" => {
-                scale = match &v.data {
-                    YamlData::Value(Scalar::Integer(n)) => Some(*n as f64),
-                    YamlData::Value(Scalar::FloatingPoint(f)) => Some(f.into_inner()),
-                    _ => None,
-                }
-                .filter(|f| f.is_finite() && *f > 0.0);
-                if scale.is_none() {
-                    r.at(kline, &key, format!("expected a number above 0 (e.g. 0.001: milliseconds to seconds), found {}", type_name(v)));
-                }
-            }
-            "help" => {
-                help = r.scalar_text(v, &key);
-                if help
-                    .as_ref()
-                    .is_some_and(|h| h.contains('\n') || h.len() > 1024)
-                {
-                    r.at(kline, &key, "one line of at most 1024 bytes");
-                }
-            }
-            _ => r.unknown(kline, &key, RULE_KEYS),
-        }
+        w.read(r, &k, kline, v, key);
     }
-    let Some((name, name_line)) = name.filter(|(n, _)| !n.is_empty()) else {
+    let Some((name, name_line)) = w.name.clone().filter(|(n, _)| !n.is_empty()) else {
         r.at(
             line,
             &format!("{path}.name"),
@@ -414,7 +537,7 @@ fn read_rule(
         );
         return None;
     };
-    let Some((m, mline)) = matched else {
+    let Some((m, mline)) = w.matched.clone() else {
         r.at(line, &format!("{path}.match"), "every rule needs `match`");
         return None;
     };
@@ -422,36 +545,7 @@ fn read_rule(
         return None;
     }
     let key = format!("{path}.match");
-    let (pattern, spec, name_tpl, labels) = if regex {
-        let go = go_pattern(r, &m, mline, &key)?;
-        let translated = go_template::unanchored(&go);
-        let re = match NameRegex::new(&translated) {
-            Ok(re) => re,
-            Err(e) => {
-                r.at(mline, &key, format!("invalid regex `{m}`: {e}"));
-                return None;
-            }
-        };
-        let groups = re.captures() - 1;
-        let tpl = |s: &str| go_template::from_regex(s, groups, |n| re.group_index(n));
-        let labels: Vec<(String, String, usize)> = labels
-            .into_iter()
-            .map(|(k, v, l)| (k, tpl(&v), l))
-            .collect();
-        (Pattern::Regex(translated), Vec::new(), tpl(&name), labels)
-    } else {
-        let Some(spec) = exporter_glob(&m) else {
-            r.at(mline, &key, format!("invalid match: {m}: statsd_exporter's globs are dot-separated parts, each `*` or a name part ([a-zA-Z_][a-zA-Z0-9_-]*, later parts may start with a digit)"));
-            return None;
-        };
-        let wildcards = spec.iter().filter(|&&w| w == 1).count();
-        let tpl = |s: &str| go_template::from_glob(s, wildcards);
-        let labels: Vec<(String, String, usize)> = labels
-            .into_iter()
-            .map(|(k, v, l)| (k, tpl(&v), l))
-            .collect();
-        (Pattern::Glob(m.clone()), spec, tpl(&name), labels)
-    };
+    let (pattern, spec, name_tpl, labels) = compile_pattern(r, &w, &m, mline, &key, &name)?;
     if !is_exporter_metric_name(&name) {
         r.at(
             name_line,
@@ -460,39 +554,21 @@ fn read_rule(
         );
         return None;
     }
-    // The deprecated keys, where the new ones are not set.
-    let observer = observer.or(legacy_observer);
-    if let Some((b, l)) = legacy_buckets {
-        if buckets.is_some() {
-            r.at(
-                l,
-                &format!("{path}.buckets"),
-                "cannot use buckets in both the top level and histogram_options at the same time",
-            );
-        }
-        buckets = Some(b);
-    }
-    if let Some((q, l)) = legacy_quantiles {
-        let opts: &mut SummaryOptions = summary_options.get_or_insert_with(SummaryOptions::default);
-        if opts.quantiles.is_some() {
-            r.at(
-                l,
-                &format!("{path}.quantiles"),
-                "cannot use quantiles in both the top level and summary_options at the same time",
-            );
-        }
-        opts.quantiles = Some(q);
-    }
+    w.take_legacy(r, path);
     // statsd_exporter: the rule's observer type, else the defaults', else
     // a summary; options of the other kind are an error.
-    let histogram = observer.or(d.histogram).unwrap_or(false);
-    match (histogram, summary_line, histogram_line) {
+    let histogram = w
+        .observer
+        .or(w.legacy_observer)
+        .or(d.histogram)
+        .unwrap_or(false);
+    match (histogram, w.summary_line, w.histogram_line) {
         (true, Some(l), _) => r.at(l, &format!("{path}.summary_options"), "cannot use histogram observer and summary options at the same time"),
         (false, _, Some(l)) => r.at(l, &format!("{path}.histogram_options"), "cannot use summary observer and histogram options at the same time (statsd_exporter's default observer_type is summary: set observer_type: histogram)"),
         _ => {}
     }
     let summary = (!histogram)
-        .then(|| summary_spec(r, line, path, summary_options.as_ref(), &d.summary))
+        .then(|| summary_spec(r, line, path, w.summary_options.as_ref(), &d.summary))
         .flatten();
     if r.problems.len() > before {
         return None;
@@ -500,26 +576,26 @@ fn read_rule(
     let rule = Rule {
         line,
         pattern,
-        kinds,
-        drop,
+        kinds: w.kinds,
+        drop: w.drop,
         name: name_tpl,
         labels: labels.into_iter().map(|(k, v, _)| (k, v)).collect(),
-        honor_labels,
-        ttl,
-        ttl_at,
+        honor_labels: w.honor_labels,
+        ttl: w.ttl,
+        ttl_at: w.ttl_at,
         buckets: if histogram {
-            buckets.or_else(|| d.buckets.clone())
+            w.buckets.or_else(|| d.buckets.clone())
         } else {
             None
         },
-        native: histogram.then(|| native(native_factor, native_max, d)),
-        scale,
-        help: help.filter(|h| !h.is_empty()),
+        native: histogram.then(|| native(w.native_factor, w.native_max, d)),
+        scale: w.scale,
+        help: w.help.filter(|h| !h.is_empty()),
         summary,
         unmapped: false,
-        notes,
+        notes: w.notes,
     };
-    Some(((rule, spec), regex))
+    Some(((rule, spec), w.regex))
 }
 
 /// The rule's regex `m` as Go's RE2 reads it, in the `regex` crate's
