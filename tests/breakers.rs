@@ -314,7 +314,7 @@ proptest! {
 }
 
 /// Counts from small to `u64::MAX`, with the daemon's cap per report in
-/// between (issue #13: huge batches must saturate, never wrap or panic).
+/// between (huge batches must saturate, never wrap or panic).
 fn count() -> impl Strategy<Value = u64> {
     prop_oneof![
         2 => 1..1000u64,

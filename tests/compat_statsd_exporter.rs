@@ -190,7 +190,7 @@ fn in_statsd_exporters_mode_every_parser_case_reads_as_statsd_exporter_reads_it(
     assert!(differ.is_empty(), "{}", differ.join("\n"));
 }
 
-/// The two client forms issue #19 names, spelled out.
+/// The two client forms real clients send, spelled out.
 #[test]
 fn the_php_clients_hashed_keys_and_signalfx_tags_mid_name_read_as_statsd_exporter_reads_them() {
     let find = |line: &[u8]| CASES.iter().find(|c| c.line == line).unwrap();

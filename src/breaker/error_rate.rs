@@ -926,7 +926,7 @@ mod tests {
 
     #[test]
     fn huge_counts_saturate_in_the_window_and_the_trials() {
-        // Issue #13: u64::MAX batches in every bucket, a trip and trials on
+        // u64::MAX batches in every bucket, a trip and trials on
         // top: counts saturate, nothing wraps or panics, verdicts still come.
         let mut b = breaker(config());
         let last = T0 + ms(9000);

@@ -705,7 +705,7 @@ mod tests {
 
     #[test]
     fn huge_counts_saturate_across_buckets_and_the_ratios_stay_finite() {
-        // Issue #13: two u64::MAX batches in two buckets overflowed the
+        // Two u64::MAX batches in two buckets overflowed the
         // window sums (a panic in debug builds, a wrap in release).
         let mut b = breaker();
         let last = T0 + ms(250 * 39);

@@ -207,7 +207,7 @@ struct Door {
 /// ([`access::guard`]), then the body ([`body::guard`]), then the handler.
 /// Access first, so a refused request's body is never read; one layer, not
 /// two, because each layer costs every request a boxed future and a clone
-/// of the routes (PERF.md, #15).
+/// of the routes (docs/performance.md).
 async fn door(
     State(d): State<Door>,
     req: axum::extract::Request,

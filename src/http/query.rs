@@ -5,7 +5,7 @@
 //! The usual reader (`form_urlencoded`, behind axum's `Query`) is lossy: it
 //! leaves a bad escape as it is and turns bytes that are not UTF-8 into
 //! U+FFFD, so `key=user%FF` and `key=user%FE` both read as `user\u{FFFD}`
-//! and would share one rate-limit key (issue #17). Here they are errors.
+//! and would share one rate-limit key. Here they are errors.
 //! As in HTML forms, `+` is a space (`%2B` is a plus sign).
 
 /// Why a query string cannot be read.
@@ -122,7 +122,7 @@ mod tests {
         assert_eq!(one("key=%e9%80%81").unwrap().1, "送");
     }
 
-    /// Issue #17: `user%FF` and `user%FE` both read as `user\u{FFFD}`.
+    /// `user%FF` and `user%FE` both read as `user\u{FFFD}`.
     #[test]
     fn escapes_that_decode_to_invalid_utf8_are_errors_not_replacement_characters() {
         for raw in ["key=user%FF", "key=user%FE", "key=%C3", "key=%ED%A0%80"] {

@@ -1087,7 +1087,7 @@ mod tests {
         );
     }
 
-    /// Issue #17: the cap was split over 16 shards, so with `max_keys = 16`
+    /// The cap was split over 16 shards, so with `max_keys = 16`
     /// a new key was refused as soon as its own shard held one key (6 of 16
     /// refused, 10 tracked). Each limiter here has a new random hasher.
     #[test]
@@ -1125,7 +1125,7 @@ mod tests {
         .unwrap()
     }
 
-    /// Issue #17: by default, new keys evicted an active key, whose limit
+    /// By default, new keys evicted an active key, whose limit
     /// was reset inside its window.
     #[test]
     fn by_default_no_new_key_evicts_a_key_with_history_in_its_window() {

@@ -370,7 +370,7 @@ async fn a_failed_store_is_answered_by_each_limits_policy_and_counted() {
     };
     // allowed, denied, error, fallback_allowed, fallback_denied: a `local`
     // fallback is a decision of this instance's limiter; `deny` and `allow`
-    // answers are counted apart, not as quota decisions (issue #17).
+    // answers are counted apart, not as quota decisions.
     assert_eq!(counts("local"), [1, 1, 0, 0, 0]);
     assert_eq!(counts("deny"), [0, 0, 0, 0, 1]);
     assert_eq!(counts("allow"), [0, 0, 0, 1, 0]);

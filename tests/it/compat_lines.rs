@@ -1,4 +1,4 @@
-//! Issue #19: the tag forms real clients send reach /metrics with the labels
+//! The tag forms real clients send reach /metrics with the labels
 //! statsd_exporter gives them, through the real daemon on the sample config
 //! (every tag style on). The parser-level table of statsd_exporter's cases
 //! is `tests/compat_statsd_exporter.rs`.

@@ -1,4 +1,4 @@
-//! Issue #20: every format `/metrics` negotiates, read back by an
+//! Every format `/metrics` negotiates, read back by an
 //! independent parser. About twenty statsd lines cover every statsd type,
 //! dotted names, dotted and dashed tag keys (`http.method`), label values
 //! with a quote and a backslash, a name starting with a digit, sample rates

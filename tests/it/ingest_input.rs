@@ -1,4 +1,4 @@
-//! Issue #13, "bad input costs only itself": a JSON ingest body is read
+//! A JSON ingest body is read
 //! sample by sample, media types are matched exactly and without case, and
 //! bad lines reach the log escaped.
 

@@ -370,7 +370,7 @@ fn a_second_sigterm_during_the_graceful_stop_exits_at_once() {
     drop(stuck);
 }
 
-/// Issue #16 (supervision and health): `/-/healthy` and `/-/ready` beside
+/// `/-/healthy` and `/-/ready` beside
 /// `/healthz`, open whatever the route groups; `process_*` metrics; the
 /// task panic counter at zero; readiness follows the shared store.
 #[test]

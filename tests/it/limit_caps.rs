@@ -1,4 +1,4 @@
-//! Issue #17 through the real binary: the limits' caps, inputs and
+//! The limits' caps, inputs and
 //! fallbacks say and count what really happened.
 //!
 //! * `max_keys = 16` admits exactly 16 distinct keys (the old code split the

@@ -21,13 +21,13 @@ mod exactness;
 // redis-server processes and a 3-node cluster on loopback (for `redis`).
 mod redis_server;
 
-// Issue #15: route groups, credentials, Host and Origin rules on the real binary.
+// Route groups, credentials, Host and Origin rules on the real binary.
 mod access;
 // Real statsd clients (Python statsd, datadog, Node hot-shots) end to end.
 mod clients;
 // statsd_exporter's own mapper scenarios: check-config loads every file as statsd_exporter does; one scenario's lines on /metrics.
 mod compat_mappings;
-// Issue #19: client tag forms (PHP `|#k:v,#k2:v2`, SignalFx mid-name) get statsd_exporter's labels on /metrics.
+// Client tag forms (PHP `|#k:v,#k2:v2`, SignalFx mid-name) get statsd_exporter's labels on /metrics.
 mod compat_lines;
 // Files a config names, hostile or careless: deep nesting, alias bombs, FIFOs, huge files; refused, counted, the old config kept.
 mod config_files;
@@ -39,29 +39,29 @@ mod docs;
 mod dashboards;
 // What /metrics and the JSON API publish: promtool, duplicates, OpenMetrics, gzip.
 mod exposition;
-// Issue #20: every negotiated format (text 0.0.4/1.0.0, OpenMetrics, protobuf) and escaping read back by an independent parser.
+// Every negotiated format (text 0.0.4/1.0.0, OpenMetrics, protobuf) and escaping read back by an independent parser.
 mod formats;
 // Malformed datagrams, HTTP bodies and TCP lines: counted, never costing good lines.
 mod hostile;
-// Issue #13 "bad input costs only itself": JSON ingest sample by sample, media types, escaped logs.
+// Bad input costs only itself: JSON ingest sample by sample, media types, escaped logs.
 mod ingest_input;
 // HTTP deadlines and caps, body rules, linear globs, paginated registry reads.
 mod http_limits;
 // Process lifecycle: check-config, SIGTERM, reloads, the sample config.
 mod lifecycle;
-// Issue #17: the key cap is global and evicts no active key; strict percent-decoding and JSON errors; true fallback answers and counts; [redis] at check-config and reload.
+// The key cap is global and evicts no active key; strict percent-decoding and JSON errors; true fallback answers and counts; [redis] at check-config and reload.
 mod limit_caps;
 // The live page at / in headless Chromium: real data, no console errors, a screenshot.
 mod page;
-// Issue #19, operations: --version and rollstat_build_info, JSON logs, completions and the man page.
+// Operations: --version and rollstat_build_info, JSON logs, completions and the man page.
 mod ops;
 // Absurd outcome counts (statsd 1e300, outcomes above the cap): capped, refused, counted; the ticker lives on.
 mod overflow;
-// Issue #20: native histograms over protobuf, read by a real Prometheus with native histograms on.
+// Native histograms over protobuf, read by a real Prometheus with native histograms on.
 mod native_histograms;
 // A real Prometheus scraping the daemon.
 mod prometheus;
-// Issue #19: statsd_exporter mapping files as they are, convert-mapping, check-config, reload.
+// statsd_exporter mapping files as they are, convert-mapping, check-config, reload.
 mod statsd_exporter;
 // statsd_exporter's summaries: each quantile within its objective's rank error, batches seen at a scrape.
 mod summaries;
@@ -71,40 +71,40 @@ mod statsd_exporter_files;
 mod redis;
 // Redis as production runs it: requirepass, an ACL user, TLS (rcgen certificates); credentials never shown.
 mod redis_access;
-// Issue #17: one acquire of weight 1,000,000 on a shared exact limit is one member and a fast script.
+// One acquire of weight 1,000,000 on a shared exact limit is one member and a fast script.
 mod redis_heavy;
-// Issue #32: one Redis key of the wrong type fails that key only; Redis at maxmemory refuses writes up front.
+// One Redis key of the wrong type fails that key only; Redis at maxmemory refuses writes up front.
 mod redis_isolation;
-// Issue #17: the shared exact log (weighted members, late write-backs, old members) against the in-memory log and a brute-force count, by proptest.
+// The shared exact log (weighted members, late write-backs, old members) against the in-memory log and a brute-force count, by proptest.
 mod redis_log_model;
-// Issue #17 (b): max_shared_series and max_shared_label_bytes keep series local, counted.
+// max_shared_series and max_shared_label_bytes keep series local, counted.
 mod redis_caps;
-// Issue #17: many shared series on a cluster, one pipeline per slot, beside a fail-closed limit.
+// Many shared series on a cluster, one pipeline per slot, beside a fail-closed limit.
 mod redis_cluster_scale;
-// Issue #16: failover without double admission (two daemons, Redis killed and restarted), per-operation store health, the final sync at stop.
+// Failover without double admission (two daemons, Redis killed and restarted), per-operation store health, the final sync at stop.
 mod redis_failover;
-// Issue #17: a window sync that timed out is sent again under its sequence number, applied once.
+// A window sync that timed out is sent again under its sequence number, applied once.
 mod redis_retry;
-// Issue #17 (c): two shapes of one window name on one Redis never trim each other.
+// Two shapes of one window name on one Redis never trim each other.
 mod redis_shapes;
-// Issue #19: [[relay]] to a second rollstat over UDP and TCP, filtered, and to destinations that are down.
+// [[relay]] to a second rollstat over UDP and TCP, filtered, and to destinations that are down.
 mod relay;
 // Series bounds from outside: cap, type conflicts, expiry.
 mod registry;
-// Issue #16, reload keeps state: limits and breakers edited at a SIGHUP.
+// Reload keeps state: limits and breakers edited at a SIGHUP.
 mod reload;
 // Breakers and rate limits over HTTP and statsd: exactness, trials, recovery.
 mod signals;
-// Issue #15: the Unix socket's mode, group and life; allowed_sources on UDP and TCP.
+// The Unix socket's mode, group and life; allowed_sources on UDP and TCP.
 mod sockets;
 mod stop;
-// Issue #19, service packaging: systemd's READY/RELOADING/STOPPING on NOTIFY_SOCKET, `rollstat probe`.
+// Service packaging: systemd's READY/RELOADING/STOPPING on NOTIFY_SOCKET, `rollstat probe`.
 mod systemd;
 // statsd TCP idle timeout and connection cap; the open-file limit at start and in check-config.
 mod tcp_limits;
 // HTTPS with certificates made in the test: serving, plain HTTP refused, stalled handshakes, client certificates, reloads, Prometheus over TLS.
 mod tls;
-// Issue #13: every number served is true as Prometheus reads it; memory bounded in bytes.
+// Every number served is true as Prometheus reads it; memory bounded in bytes.
 mod truth;
 // The same lines over UDP, TCP, Unix datagrams and HTTP.
 mod transports;

@@ -1,4 +1,4 @@
-//! Issue #20: native histograms as a real Prometheus reads them. The
+//! Native histograms as a real Prometheus reads them. The
 //! daemon runs the shipped `config.toml` (listeners on port 0, one mapping
 //! rule added that turns native histograms off for `nh.classic`); a
 //! Prometheus 2.42 started with `--enable-feature=native-histograms` asks

@@ -1,4 +1,4 @@
-//! Issue #19, operations: `--version` and `rollstat_build_info` name the
+//! Operations: `--version` and `rollstat_build_info` name the
 //! build, `--log-format json` makes every stderr line one JSON object,
 //! completions and the man page come out of the clap definitions.
 

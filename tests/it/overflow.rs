@@ -1,4 +1,4 @@
-//! Counts that cannot overflow (issue #13, part 3), through the real binary.
+//! Counts that cannot overflow, through the real binary.
 //!
 //! Before the fix, `checkout.failures:1e300|c` became `u64::MAX` failures:
 //! the next failures line overflowed the feed's carried debt and panicked

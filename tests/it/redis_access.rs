@@ -1,4 +1,4 @@
-//! Redis as production runs it (issue #15): a password, an ACL user, TLS;
+//! Redis as production runs it: a password, an ACL user, TLS;
 //! against real `redis-server` processes started on free loopback ports
 //! ([`crate::redis_server`]).
 //!

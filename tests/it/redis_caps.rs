@@ -1,4 +1,4 @@
-//! Issue #17 (b): the cost of shared windows is bounded. Series of a shared
+//! The cost of shared windows is bounded. Series of a shared
 //! rule beyond `redis.max_shared_series`, or whose name and labels exceed
 //! `redis.max_shared_label_bytes`, stay local, counted by
 //! `rollstat_fleet_unshared_series{reason}`.

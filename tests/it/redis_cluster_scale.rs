@@ -1,4 +1,4 @@
-//! Issue #17 (a): many shared series on a Redis Cluster.
+//! Many shared series on a Redis Cluster.
 //!
 //! A sync used to put every shared window into one pipeline; on a cluster
 //! the client refuses a pipeline that spans slots (`CrossSlot`), so two

@@ -1,4 +1,4 @@
-//! Issue #16 item 3 (and the Redis half of item 2) against real
+//! Failover against real
 //! `redis-server` processes:
 //!
 //! * failover without double admission: two daemons share a limit of 20 per

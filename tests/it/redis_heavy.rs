@@ -1,4 +1,4 @@
-//! Issue #17 against the real binary: one `acquire?n=1000000` on a shared
+//! One `acquire?n=1000000` on a shared
 //! exact limit of 1,000,000 per 60 s and per hour. The old script added one
 //! sorted-set member per unit: one script call of 5.6 s (every other client
 //! got BUSY) and 270 MB. Now one member per request, whatever its weight.

@@ -1,4 +1,4 @@
-//! Issue #17: the shared exact log (one member per request, carrying its
+//! The shared exact log (one member per request, carrying its
 //! weight and a running total) decides exactly like the in-memory log, on
 //! random sequences found by proptest against a real `redis-server`:
 //!

@@ -1,4 +1,4 @@
-//! Issue #17: a window sync whose answer never came is sent again, not
+//! A window sync whose answer never came is sent again, not
 //! lost and not counted twice.
 //!
 //! `CLIENT PAUSE` holds the daemon's sync on the server past

@@ -1,4 +1,4 @@
-//! Issue #17 (c): two shapes of one window name on one Redis.
+//! Two shapes of one window name on one Redis.
 //!
 //! Slots are bucket start / interval, and the keys used to name the window
 //! but not its shape: during a rolling config change, an instance with 10 x

@@ -1,4 +1,4 @@
-//! Issue #19, `[[relay]]`: two real daemons, the first relaying to the
+//! `[[relay]]`: two real daemons, the first relaying to the
 //! second over UDP and over TCP. Every line the first accepts reaches the
 //! second as sent (tags and sample rates included), counted the same on
 //! both; a filter forwards only matching names; a destination that is down

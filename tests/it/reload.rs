@@ -1,4 +1,4 @@
-//! Issue #16, "Reload keeps state": what a SIGHUP keeps when it edits a
+//! What a SIGHUP keeps when it edits a
 //! limit or a breaker, through the real binary. Windows are 60 s long, so
 //! the tests never race the clock (the daemon runs real time).
 //!

@@ -1,4 +1,4 @@
-//! Issue #15, the statsd listeners' access control from outside: the Unix
+//! The statsd listeners' access control from outside: the Unix
 //! socket's file (mode, group, a stale one replaced, a regular file never
 //! touched, removed at SIGTERM) and `[ingest] allowed_sources` on UDP and TCP
 //! (senders bound to 127.0.0.2: Linux loopback answers on all of

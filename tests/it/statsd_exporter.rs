@@ -1,4 +1,4 @@
-//! Issue #19: a statsd_exporter shop's mapping file, as it is. The same
+//! A statsd_exporter shop's mapping file, as it is. The same
 //! statsd lines go to a daemon that reads the YAML file and to one that
 //! reads what `rollstat convert-mapping` made of it; both publish the
 //! series statsd_exporter documents for them, sample for sample. Then

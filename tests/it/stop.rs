@@ -1,4 +1,4 @@
-//! Issue #16, "stop drains everything" and supervision, on the real binary:
+//! "Stop drains everything" and supervision, on the real binary:
 //! the Unix socket drained at SIGTERM, the drain's deadline under a UDP
 //! flood, a background task and a reader that panic (the fault hook
 //! `ROLLSTAT_TEST_FAULTS`), and `/-/ready` when a reader is gone.

@@ -1,4 +1,4 @@
-//! Issue #19, service packaging: the real binary under systemd's readiness
+//! Service packaging: the real binary under systemd's readiness
 //! protocol and the container health probe.
 //!
 //! * `NOTIFY_SOCKET` pointing at a datagram socket the test binds: `READY=1`

@@ -1,4 +1,4 @@
-//! Issue #13: every number rollstat serves is true as Prometheus reads it,
+//! Every number rollstat serves is true as Prometheus reads it,
 //! and memory is bounded in bytes. A `_total` never goes down while its
 //! series lives (negative increments stay in the windows), a bare tag is a
 //! label with value "true" and never a second spelling of a series, a sum
