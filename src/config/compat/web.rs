@@ -233,156 +233,219 @@ const HEADERS: &[(&str, &[&str])] = &[
     ("Content-Security-Policy", &[]),
 ];
 
-fn read_tls(r: &mut Reader, node: &MarkedYaml<'_>, line: usize, dir: &Path) -> Option<WebTls> {
-    let mut cert_file = None;
-    let mut key_file = None;
-    let mut client_ca_file = None;
-    let mut auth = None;
-    let mut min = None;
-    let mut max = None;
-    let mut others = Vec::new();
-    let mut ok = true;
-    for (k, kline, v) in r.entries(node, "tls_server_config") {
+/// `tls_server_config`'s keys as written, before they are checked
+/// together; `ok` turns false at the first problem.
+struct TlsWritten {
+    cert_file: Option<(String, usize)>,
+    key_file: Option<(String, usize)>,
+    client_ca_file: Option<(String, usize)>,
+    auth: Option<(String, usize)>,
+    min: Option<(WebTlsVersion, usize)>,
+    max: Option<(WebTlsVersion, usize)>,
+    /// Keys set that do not turn TLS on by themselves.
+    others: Vec<String>,
+    ok: bool,
+}
+
+impl TlsWritten {
+    fn read(&mut self, r: &mut Reader, k: &str, kline: usize, v: &MarkedYaml<'_>) {
         let key = format!("tls_server_config.{k}");
-        match k.as_str() {
+        match k {
             "cert_file" | "key_file" | "client_ca_file" | "client_auth_type" => {
                 let Some(s) = r.string(v, &key) else {
-                    ok = false;
-                    continue;
+                    self.ok = false;
+                    return;
                 };
-                let slot = match k.as_str() {
-                    "cert_file" => &mut cert_file,
-                    "key_file" => &mut key_file,
-                    "client_ca_file" => &mut client_ca_file,
+                let slot = match k {
+                    "cert_file" => &mut self.cert_file,
+                    "key_file" => &mut self.key_file,
+                    "client_ca_file" => &mut self.client_ca_file,
                     // Blank is exporter-toolkit's NoClientCert, and unset.
-                    _ if s.is_empty() => continue,
-                    _ => &mut auth,
+                    _ if s.is_empty() => return,
+                    _ => &mut self.auth,
                 };
                 *slot = Some((s, kline));
             }
             "min_version" | "max_version" => {
-                let version = r.string(v, &key).and_then(|s| match s.as_str() {
-                    "TLS12" => Some(WebTlsVersion::Tls12),
-                    "TLS13" => Some(WebTlsVersion::Tls13),
-                    "TLS10" | "TLS11" => {
-                        r.at(kline, &key, format!("`{s}` is not offered: rollstat's TLS (rustls) speaks TLS 1.2 and 1.3 only; use \"TLS12\" or \"TLS13\""));
-                        None
-                    }
-                    _ => {
-                        r.at(kline, &key, format!("unknown TLS version `{s}`; use \"TLS12\" or \"TLS13\""));
-                        None
-                    }
-                });
-                ok &= version.is_some();
+                let version = read_version(r, v, kline, &key);
+                self.ok &= version.is_some();
+                let version = version.map(|v| (v, kline));
                 if k == "min_version" {
-                    min = version.map(|v| (v, kline));
+                    self.min = version;
                 } else {
-                    max = version.map(|v| (v, kline));
+                    self.max = version;
                 }
-                others.push(k);
+                self.others.push(k.to_string());
             }
             "prefer_server_cipher_suites" => {
                 // Go has ignored it since 1.17; so does rollstat.
-                ok &= r.bool(v, &key).is_some();
-                others.push(k);
-            }
-            "cert" | "key" | "client_ca" => {
-                r.at(kline, &key, format!("inline PEM is not read: put it in a file and name the file in `{k}_file` (a key then stays out of this file, and a reload re-reads it)"));
-                ok = false;
-            }
-            "cipher_suites" | "curve_preferences" => {
-                r.at(kline, &key, format!("not configurable: rollstat's TLS (rustls) offers a fixed set of forward-secret suites and curves (TLS 1.3's; for TLS 1.2 only ECDHE with AES-GCM or ChaCha20-Poly1305; curves X25519, P-256, P-384); remove `{k}`, or set min_version: TLS13 to allow TLS 1.3 only"));
-                ok = false;
-            }
-            "client_allowed_sans" => {
-                r.at(kline, &key, "client certificates' SANs are not checked: every certificate signed by `client_ca_file` is accepted; remove this key and use a CA that signs only the clients you allow");
-                ok = false;
+                self.ok &= r.bool(v, &key).is_some();
+                self.others.push(k.to_string());
             }
             _ => {
-                r.unknown(kline, &key, TLS_KEYS);
-                ok = false;
+                refuse_tls_key(r, k, kline, &key);
+                self.ok = false;
             }
         }
     }
-    // exporter-toolkit turns TLS on when any of these is set.
-    if cert_file.is_none() && key_file.is_none() && client_ca_file.is_none() && auth.is_none() {
-        if ok && !others.is_empty() {
-            r.at(line, "tls_server_config", format!("sets {} but no cert_file and key_file: exporter-toolkit would serve plain HTTP; name the certificate and key, or remove tls_server_config", others.join(", ")));
-        }
-        return None;
-    }
-    let mut file = |r: &mut Reader, v: Option<(String, usize)>, key: &str, kind: Pem| {
+
+    /// A PEM file the config names (`v`), resolved from `dir` and checked.
+    fn pem(
+        &mut self,
+        r: &mut Reader,
+        v: Option<(String, usize)>,
+        key: &str,
+        kind: Pem,
+        dir: &Path,
+    ) -> Option<PathBuf> {
         let (s, kline) = v?;
         let key = format!("tls_server_config.{key}");
         if s.is_empty() {
             r.at(kline, &key, "is empty; name a file");
-            ok = false;
+            self.ok = false;
             return None;
         }
         let path = resolve(dir, &s);
         if let Err(why) = check_pem(&path, kind) {
             r.at(kline, &key, why);
-            ok = false;
+            self.ok = false;
             return None;
         }
         Some(path)
+    }
+
+    /// `client_auth_type`, and whether it goes with `client_ca_file`.
+    fn client_auth(
+        &mut self,
+        r: &mut Reader,
+        line: usize,
+        ca_line: Option<usize>,
+    ) -> WebClientAuth {
+        let auth = match self.auth.take() {
+            None => WebClientAuth::NoClientCert,
+            Some((s, kline)) => match client_auth_of(&s) {
+                Ok(a) => a,
+                Err(why) => {
+                    r.at(kline, "tls_server_config.client_auth_type", why);
+                    self.ok = false;
+                    WebClientAuth::NoClientCert
+                }
+            },
+        };
+        if !self.ok {
+            return auth;
+        }
+        match (auth, ca_line) {
+            (WebClientAuth::NoClientCert, Some(l)) => {
+                r.at(l, "tls_server_config.client_ca_file", "client CAs are set but client_auth_type is NoClientCert (the default), so no client certificate would be asked for; set client_auth_type: RequireAndVerifyClientCert, or remove client_ca_file");
+                self.ok = false;
+            }
+            (WebClientAuth::NoClientCert, None) | (_, Some(_)) => {}
+            (_, None) => {
+                r.at(line, "tls_server_config.client_ca_file", "client_auth_type verifies client certificates: name the CAs that sign them in client_ca_file");
+                self.ok = false;
+            }
+        }
+        auth
+    }
+}
+
+/// `min_version` / `max_version`: TLS12 or TLS13.
+fn read_version(
+    r: &mut Reader,
+    v: &MarkedYaml<'_>,
+    line: usize,
+    key: &str,
+) -> Option<WebTlsVersion> {
+    let s = r.string(v, key)?;
+    match s.as_str() {
+        "TLS12" => Some(WebTlsVersion::Tls12),
+        "TLS13" => Some(WebTlsVersion::Tls13),
+        "TLS10" | "TLS11" => {
+            r.at(line, key, format!("`{s}` is not offered: rollstat's TLS (rustls) speaks TLS 1.2 and 1.3 only; use \"TLS12\" or \"TLS13\""));
+            None
+        }
+        _ => {
+            r.at(
+                line,
+                key,
+                format!("unknown TLS version `{s}`; use \"TLS12\" or \"TLS13\""),
+            );
+            None
+        }
+    }
+}
+
+/// The `tls_server_config` keys rollstat refuses, each with why.
+fn refuse_tls_key(r: &mut Reader, k: &str, line: usize, key: &str) {
+    match k {
+        "cert" | "key" | "client_ca" => r.at(line, key, format!("inline PEM is not read: put it in a file and name the file in `{k}_file` (a key then stays out of this file, and a reload re-reads it)")),
+        "cipher_suites" | "curve_preferences" => r.at(line, key, format!("not configurable: rollstat's TLS (rustls) offers a fixed set of forward-secret suites and curves (TLS 1.3's; for TLS 1.2 only ECDHE with AES-GCM or ChaCha20-Poly1305; curves X25519, P-256, P-384); remove `{k}`, or set min_version: TLS13 to allow TLS 1.3 only")),
+        "client_allowed_sans" => r.at(line, key, "client certificates' SANs are not checked: every certificate signed by `client_ca_file` is accepted; remove this key and use a CA that signs only the clients you allow"),
+        _ => r.unknown(line, key, TLS_KEYS),
+    }
+}
+
+/// exporter-toolkit's `client_auth_type`, or why rollstat refuses it.
+fn client_auth_of(s: &str) -> Result<WebClientAuth, String> {
+    match s {
+        "NoClientCert" => Ok(WebClientAuth::NoClientCert),
+        "VerifyClientCertIfGiven" => Ok(WebClientAuth::VerifyClientCertIfGiven),
+        "RequireAndVerifyClientCert" => Ok(WebClientAuth::RequireAndVerifyClientCert),
+        "RequestClientCert" | "RequireAnyClientCert" | "RequireClientCert" => Err(format!("`{s}` accepts a client certificate without verifying it, which proves nothing; use \"RequireAndVerifyClientCert\" (or \"VerifyClientCertIfGiven\") with client_ca_file")),
+        _ => Err(format!("unknown value `{s}`; use \"NoClientCert\", \"VerifyClientCertIfGiven\" or \"RequireAndVerifyClientCert\"")),
+    }
+}
+
+fn read_tls(r: &mut Reader, node: &MarkedYaml<'_>, line: usize, dir: &Path) -> Option<WebTls> {
+    let mut w = TlsWritten {
+        cert_file: None,
+        key_file: None,
+        client_ca_file: None,
+        auth: None,
+        min: None,
+        max: None,
+        others: Vec::new(),
+        ok: true,
     };
-    let cert = file(r, cert_file, "cert_file", Pem::Certificate);
-    let key = file(r, key_file, "key_file", Pem::Key);
+    for (k, kline, v) in r.entries(node, "tls_server_config") {
+        w.read(r, &k, kline, v);
+    }
+    // exporter-toolkit turns TLS on when any of these is set.
+    let on = w.cert_file.is_some()
+        || w.key_file.is_some()
+        || w.client_ca_file.is_some()
+        || w.auth.is_some();
+    if !on {
+        if w.ok && !w.others.is_empty() {
+            r.at(line, "tls_server_config", format!("sets {} but no cert_file and key_file: exporter-toolkit would serve plain HTTP; name the certificate and key, or remove tls_server_config", w.others.join(", ")));
+        }
+        return None;
+    }
+    let (cert_file, key_file) = (w.cert_file.take(), w.key_file.take());
+    let cert = w.pem(r, cert_file, "cert_file", Pem::Certificate, dir);
+    let key = w.pem(r, key_file, "key_file", Pem::Key, dir);
+    let client_ca_file = w.client_ca_file.take();
     let ca_line = client_ca_file.as_ref().map(|(_, l)| *l);
-    let ca = file(r, client_ca_file, "client_ca_file", Pem::Certificate);
+    let ca = w.pem(r, client_ca_file, "client_ca_file", Pem::Certificate, dir);
     for (have, k) in [(&cert, "cert_file"), (&key, "key_file")] {
         // A file named but unreadable is already a problem.
-        if have.is_none() && ok {
+        if have.is_none() && w.ok {
             r.at(
                 line,
                 &format!("tls_server_config.{k}"),
                 format!("TLS needs both cert_file and key_file; `{k}` is missing"),
             );
-            ok = false;
+            w.ok = false;
         }
     }
-    let client_auth_type = match auth {
-        None => WebClientAuth::NoClientCert,
-        Some((s, kline)) => {
-            let key = "tls_server_config.client_auth_type";
-            match s.as_str() {
-                "NoClientCert" => WebClientAuth::NoClientCert,
-                "VerifyClientCertIfGiven" => WebClientAuth::VerifyClientCertIfGiven,
-                "RequireAndVerifyClientCert" => WebClientAuth::RequireAndVerifyClientCert,
-                "RequestClientCert" | "RequireAnyClientCert" | "RequireClientCert" => {
-                    r.at(kline, key, format!("`{s}` accepts a client certificate without verifying it, which proves nothing; use \"RequireAndVerifyClientCert\" (or \"VerifyClientCertIfGiven\") with client_ca_file"));
-                    ok = false;
-                    WebClientAuth::NoClientCert
-                }
-                _ => {
-                    r.at(kline, key, format!("unknown value `{s}`; use \"NoClientCert\", \"VerifyClientCertIfGiven\" or \"RequireAndVerifyClientCert\""));
-                    ok = false;
-                    WebClientAuth::NoClientCert
-                }
-            }
-        }
-    };
-    if ok {
-        match (client_auth_type, ca_line) {
-            (WebClientAuth::NoClientCert, Some(l)) => {
-                r.at(l, "tls_server_config.client_ca_file", "client CAs are set but client_auth_type is NoClientCert (the default), so no client certificate would be asked for; set client_auth_type: RequireAndVerifyClientCert, or remove client_ca_file");
-                ok = false;
-            }
-            (WebClientAuth::NoClientCert, None) => {}
-            (_, None) => {
-                r.at(line, "tls_server_config.client_ca_file", "client_auth_type verifies client certificates: name the CAs that sign them in client_ca_file");
-                ok = false;
-            }
-            (_, Some(_)) => {}
-        }
-    }
-    let min_version = min.map_or(WebTlsVersion::Tls12, |(v, _)| v);
-    if let Some((WebTlsVersion::Tls12, l)) = max {
+    let client_auth_type = w.client_auth(r, line, ca_line);
+    let min_version = w.min.map_or(WebTlsVersion::Tls12, |(v, _)| v);
+    if let Some((WebTlsVersion::Tls12, l)) = w.max {
         r.at(l, "tls_server_config.max_version", "rollstat's TLS always offers TLS 1.3 (the newest, and what every current client speaks first); remove max_version or set it to TLS13");
-        ok = false;
+        w.ok = false;
     }
-    if !ok {
+    if !w.ok {
         return None;
     }
     Some(WebTls {
