@@ -232,6 +232,19 @@ fn valid_kind<E: std::fmt::Display>(
         .ok()
 }
 
+/// A breaker's keys both kinds take.
+struct Shared {
+    window: Option<Duration>,
+    buckets: Option<usize>,
+    slow_ms: Option<Duration>,
+    slow_rate: Option<f64>,
+}
+
+/// A key in milliseconds, 1 ms to a day.
+fn millis(t: &mut Table<'_, '_>, p: &mut Problems<'_>, key: &str) -> Option<Duration> {
+    t.int(p, key, 1, 86_400_000).map(Duration::from_millis)
+}
+
 /// Reads one `[[breakers]]` table.
 pub(super) fn read_breaker(
     t: &mut Table<'_, '_>,
@@ -241,72 +254,15 @@ pub(super) fn read_breaker(
     let start = t.start();
     let name = read_name(t, p, seen, "breaker");
     let kind_s = t.string(p, "kind");
-    let ms = |t: &mut Table<'_, '_>, p: &mut Problems<'_>, key: &str| {
-        t.int(p, key, 1, 86_400_000).map(Duration::from_millis)
+    let shared = Shared {
+        window: millis(t, p, "window_ms"),
+        buckets: t.int(p, "buckets", 1, 10_000).map(|b| b as usize),
+        slow_ms: millis(t, p, "slow_call_ms"),
+        slow_rate: t.float(p, "slow_call_rate_threshold", 0.0, 1.0),
     };
-    let window = ms(t, p, "window_ms");
-    let buckets = t.int(p, "buckets", 1, 10_000).map(|b| b as usize);
-    let slow_ms = ms(t, p, "slow_call_ms");
-    let slow_rate = t.float(p, "slow_call_rate_threshold", 0.0, 1.0);
     let kind = match kind_s {
-        Some((k, _)) if k == "sre" => {
-            let mut c = SreConfig::default();
-            if let Some(w) = window {
-                c.window = w;
-            }
-            if let Some(b) = buckets {
-                c.buckets = b;
-            }
-            if let Some(k) = t.float(p, "k", 1.0, 100.0) {
-                c.k = k;
-            }
-            if let Some(k) = t.float(p, "min_k", 1.0, 100.0) {
-                c.min_k = k;
-            }
-            if let Some(n) = t.int(p, "protection", 0, 1_000_000) {
-                c.protection = n;
-            }
-            if let Some(d) = ms(t, p, "force_pass_ms") {
-                c.force_pass = d;
-            }
-            only_for_kind(t, p, "error_rate", ERROR_RATE_KEYS);
-            valid_kind(t, p, c.validate().map(|_| BreakerKind::Sre(c)))
-        }
-        Some((k, _)) if k == "error_rate" => {
-            let mut c = ErrorRateConfig {
-                half_open_max_wait: Some(DEFAULT_HALF_OPEN_MAX_WAIT),
-                ..ErrorRateConfig::default()
-            };
-            if let Some(w) = window {
-                c.window = w;
-            }
-            if let Some(b) = buckets {
-                c.buckets = b;
-            }
-            if let Some(n) = t.int(p, "min_calls", 1, 1_000_000_000) {
-                c.min_calls = n;
-            }
-            if let Some(f) = t.float(p, "failure_rate_threshold", 0.0, 1.0) {
-                c.failure_rate_threshold = f;
-            }
-            if let Some(d) = ms(t, p, "open_duration_ms") {
-                c.open_duration = d;
-            }
-            if let Some(n) = t.int(p, "half_open_trials", 1, 1_000_000) {
-                c.half_open_trials = n as u32;
-            }
-            if let Some(d) = ms(t, p, "half_open_max_wait_ms") {
-                c.half_open_max_wait = Some(d);
-            }
-            if let Some(d) = slow_ms {
-                c.slow_call = Some(SlowCallConfig {
-                    duration: d,
-                    rate_threshold: slow_rate.unwrap_or(1.0),
-                });
-            }
-            only_for_kind(t, p, "sre", SRE_KEYS);
-            valid_kind(t, p, c.validate().map(|_| BreakerKind::ErrorRate(c)))
-        }
+        Some((k, _)) if k == "sre" => read_sre(t, p, &shared),
+        Some((k, _)) if k == "error_rate" => read_error_rate(t, p, &shared),
         Some((k, off)) => {
             p.at(
                 off,
@@ -324,6 +280,84 @@ pub(super) fn read_breaker(
             None
         }
     };
+    let inputs = read_inputs(t, p, shared.slow_ms.is_some());
+    Some(BreakerDef {
+        name: name?,
+        kind: kind?,
+        inputs,
+    })
+}
+
+/// `kind = "sre"`: go-zero's Google SRE throttle.
+fn read_sre(t: &mut Table<'_, '_>, p: &mut Problems<'_>, shared: &Shared) -> Option<BreakerKind> {
+    let mut c = SreConfig::default();
+    if let Some(w) = shared.window {
+        c.window = w;
+    }
+    if let Some(b) = shared.buckets {
+        c.buckets = b;
+    }
+    if let Some(k) = t.float(p, "k", 1.0, 100.0) {
+        c.k = k;
+    }
+    if let Some(k) = t.float(p, "min_k", 1.0, 100.0) {
+        c.min_k = k;
+    }
+    if let Some(n) = t.int(p, "protection", 0, 1_000_000) {
+        c.protection = n;
+    }
+    if let Some(d) = millis(t, p, "force_pass_ms") {
+        c.force_pass = d;
+    }
+    only_for_kind(t, p, "error_rate", ERROR_RATE_KEYS);
+    valid_kind(t, p, c.validate().map(|_| BreakerKind::Sre(c)))
+}
+
+/// `kind = "error_rate"`: the error-rate (and slow-call) breaker.
+fn read_error_rate(
+    t: &mut Table<'_, '_>,
+    p: &mut Problems<'_>,
+    shared: &Shared,
+) -> Option<BreakerKind> {
+    let mut c = ErrorRateConfig {
+        half_open_max_wait: Some(DEFAULT_HALF_OPEN_MAX_WAIT),
+        ..ErrorRateConfig::default()
+    };
+    if let Some(w) = shared.window {
+        c.window = w;
+    }
+    if let Some(b) = shared.buckets {
+        c.buckets = b;
+    }
+    if let Some(n) = t.int(p, "min_calls", 1, 1_000_000_000) {
+        c.min_calls = n;
+    }
+    if let Some(f) = t.float(p, "failure_rate_threshold", 0.0, 1.0) {
+        c.failure_rate_threshold = f;
+    }
+    if let Some(d) = millis(t, p, "open_duration_ms") {
+        c.open_duration = d;
+    }
+    if let Some(n) = t.int(p, "half_open_trials", 1, 1_000_000) {
+        c.half_open_trials = n as u32;
+    }
+    if let Some(d) = millis(t, p, "half_open_max_wait_ms") {
+        c.half_open_max_wait = Some(d);
+    }
+    if let Some(d) = shared.slow_ms {
+        c.slow_call = Some(SlowCallConfig {
+            duration: d,
+            rate_threshold: shared.slow_rate.unwrap_or(1.0),
+        });
+    }
+    only_for_kind(t, p, "sre", SRE_KEYS);
+    valid_kind(t, p, c.validate().map(|_| BreakerKind::ErrorRate(c)))
+}
+
+/// The metrics a breaker reads: requests and failures, an outcome tag, a
+/// latency (which needs `slow_call_ms`: `has_slow_ms`).
+fn read_inputs(t: &mut Table<'_, '_>, p: &mut Problems<'_>, has_slow_ms: bool) -> BreakerInputs {
+    let start = t.start();
     let mut inputs = BreakerInputs {
         requests_metric: t.string(p, "requests_metric").map(|x| x.0),
         failures_metric: t.string(p, "failures_metric").map(|x| x.0),
@@ -337,13 +371,19 @@ pub(super) fn read_breaker(
             "needs `requests_metric` too (failures are a subset of the requests)",
         );
     }
-    if inputs.latency_metric.is_some() && slow_ms.is_none() {
+    if inputs.latency_metric.is_some() && !has_slow_ms {
         p.at(
             start,
             &t.key_path("latency_metric"),
             "needs `slow_call_ms`: samples above it are slow calls",
         );
     }
+    inputs.outcome = read_outcome(t, p);
+    inputs
+}
+
+/// `outcome_metric` with `outcome_tag` and its success and failure values.
+fn read_outcome(t: &mut Table<'_, '_>, p: &mut Problems<'_>) -> Option<OutcomeTag> {
     let outcome_metric = t.string(p, "outcome_metric");
     let outcome_tag = t.string(p, "outcome_tag");
     let success = t.strings(p, "success_values");
@@ -354,25 +394,23 @@ pub(super) fn read_breaker(
                 v.map(|v| v.into_iter().map(|x| x.0).collect())
                     .unwrap_or_else(|| d.iter().map(|s| s.to_string()).collect())
             };
-            inputs.outcome = Some(OutcomeTag {
+            Some(OutcomeTag {
                 metric: m,
                 tag,
                 success_values: vals(success, &["ok", "success", "true"]),
                 failure_values: vals(failure, &["error", "failure", "fail", "false"]),
-            });
+            })
         }
-        (None, None) => {}
-        _ => p.at(
-            start,
-            &t.key_path("outcome_metric"),
-            "`outcome_metric` and `outcome_tag` go together",
-        ),
+        (None, None) => None,
+        _ => {
+            p.at(
+                t.start(),
+                &t.key_path("outcome_metric"),
+                "`outcome_metric` and `outcome_tag` go together",
+            );
+            None
+        }
     }
-    Some(BreakerDef {
-        name: name?,
-        kind: kind?,
-        inputs,
-    })
 }
 
 /// Reads one `[[limits]]` table.
