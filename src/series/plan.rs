@@ -131,6 +131,46 @@ impl Plan {
             // Our own families own that prefix.
             prom_name.insert_str(0, "statsd_");
         }
+        let (mut labels, sent_label_names) = self.published_labels(tags, rule, &caps, tags_dropped);
+        labels.sort();
+        let native = self.native_spec(kind, rule);
+        let window_ids = rule
+            .and_then(|m| m.windows.clone())
+            .unwrap_or_else(|| self.default_windows.clone());
+        let ttl = rule
+            .and_then(|m| m.ttl)
+            .map(|t| self.ttl_over(t, &window_ids));
+        Some(Resolved {
+            metric,
+            prom_name,
+            labels,
+            window_ids,
+            shared: rule.is_some_and(|m| m.shared),
+            ttl,
+            histogram_buckets: rule.and_then(|m| m.histogram_buckets.clone()),
+            scale: rule.and_then(|m| m.scale).unwrap_or(1.0),
+            help: rule.and_then(|m| m.help.clone()),
+            counter_as_is,
+            summary: rule
+                .and_then(|m| m.summary.clone())
+                .filter(|_| crate::config::KindSet::OBSERVER.contains(kind)),
+            sent_label_names,
+            native,
+        })
+    }
+
+    /// The labels a series of `tags` publishes under `rule` (captures
+    /// `caps`): tags sanitised (a second tag sanitising to a taken name is
+    /// counted in `tags_dropped`), then the rule's labels (an empty one
+    /// removes the label; `honor_labels` keeps a tag's value); with the
+    /// names the labels were sent as, where they differ and may be kept.
+    fn published_labels(
+        &self,
+        tags: &[(&str, &str)],
+        rule: Option<&Mapping>,
+        caps: &[&str],
+        tags_dropped: &mut u64,
+    ) -> (Vec<(String, String)>, Option<Box<SentNames>>) {
         let mut labels: Vec<(String, String)> = Vec::with_capacity(tags.len());
         // The name each label was sent as, when it differs and may be
         // published (`None` for the rest, and under statsd_exporter's
@@ -158,7 +198,7 @@ impl Plan {
             // Mapping label names are valid and never reserved (the config
             // checks), so they are their own label names.
             for (k, tpl) in &m.labels {
-                let v = tpl.render(&caps);
+                let v = tpl.render(caps);
                 if v.is_empty() {
                     // Prometheus reads an empty value as no label at all.
                     // (`sent` goes with `labels`, index for index.)
@@ -192,31 +232,7 @@ impl Plan {
                 pairs.into_iter().map(|(_, s)| s.into()).collect(),
             ))
         });
-        labels.sort();
-        let native = self.native_spec(kind, rule);
-        let window_ids = rule
-            .and_then(|m| m.windows.clone())
-            .unwrap_or_else(|| self.default_windows.clone());
-        let ttl = rule
-            .and_then(|m| m.ttl)
-            .map(|t| self.ttl_over(t, &window_ids));
-        Some(Resolved {
-            metric,
-            prom_name,
-            labels,
-            window_ids,
-            shared: rule.is_some_and(|m| m.shared),
-            ttl,
-            histogram_buckets: rule.and_then(|m| m.histogram_buckets.clone()),
-            scale: rule.and_then(|m| m.scale).unwrap_or(1.0),
-            help: rule.and_then(|m| m.help.clone()),
-            counter_as_is,
-            summary: rule
-                .and_then(|m| m.summary.clone())
-                .filter(|_| crate::config::KindSet::OBSERVER.contains(kind)),
-            sent_label_names,
-            native,
-        })
+        (labels, sent_label_names)
     }
 
     /// A rule's expiry `ttl` for a series on windows `ids`: never shorter
