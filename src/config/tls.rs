@@ -121,61 +121,11 @@ pub(super) fn read_tls(t: &mut Table<'_, '_>, p: &mut Problems<'_>) -> Option<Tl
         "the CA certificates that sign client certificates (PEM)",
         false,
     );
-    let mut ok = true;
-    let client_auth = match t.string(p, "client_auth") {
-        None => ClientAuth::Require,
-        Some((s, off)) => {
-            let key = t.key_path("client_auth");
-            let auth = match s.as_str() {
-                "require" | "RequireAndVerifyClientCert" => Some(ClientAuth::Require),
-                "optional" | "VerifyClientCertIfGiven" => Some(ClientAuth::Optional),
-                "NoClientCert" => {
-                    p.at(off, &key, "to accept clients without certificates, leave out `client_ca_file` and `client_auth`");
-                    None
-                }
-                "RequestClientCert" | "RequireAnyClientCert" => {
-                    p.at(off, &key, format!("`{s}` would accept a client certificate without verifying it; rollstat verifies every client certificate against `client_ca_file`: use \"require\" or \"optional\""));
-                    None
-                }
-                _ => {
-                    p.at(off, &key, format!("unknown value `{s}`; use \"require\" (a client must present a certificate signed by `client_ca_file`) or \"optional\" (verified if given)"));
-                    None
-                }
-            };
-            if auth.is_some() && client_ca_file == Some(None) {
-                p.at(
-                    off,
-                    &key,
-                    "needs `client_ca_file`: the CAs that sign the client certificates",
-                );
-            }
-            auth.unwrap_or_else(|| {
-                ok = false;
-                ClientAuth::Require
-            })
-        }
-    };
-    let min_version = match t.string(p, "min_version") {
-        None => TlsVersion::Tls12,
-        Some((s, off)) => match s.as_str() {
-            "TLS1.2" | "TLS12" => TlsVersion::Tls12,
-            "TLS1.3" | "TLS13" => TlsVersion::Tls13,
-            "TLS1.0" | "TLS10" | "TLS1.1" | "TLS11" => {
-                p.at(off, &t.key_path("min_version"), format!("`{s}` is not offered: TLS 1.0 and 1.1 are deprecated (RFC 8996); use \"TLS1.2\" or \"TLS1.3\""));
-                ok = false;
-                TlsVersion::Tls12
-            }
-            _ => {
-                p.at(
-                    off,
-                    &t.key_path("min_version"),
-                    format!("unknown version `{s}`; use \"TLS1.2\" (1.2 and 1.3) or \"TLS1.3\""),
-                );
-                ok = false;
-                TlsVersion::Tls12
-            }
-        },
-    };
+    let client_auth = read_client_auth(t, p, client_ca_file == Some(None));
+    let min_version = read_min_version(t, p);
+    let ok = client_auth.is_some() && min_version.is_some();
+    let client_auth = client_auth.unwrap_or(ClientAuth::Require);
+    let min_version = min_version.unwrap_or(TlsVersion::Tls12);
     if cert_file.is_none() && t.raw("cert_file").is_none() {
         p.at(
             t.start(),
@@ -202,6 +152,66 @@ pub(super) fn read_tls(t: &mut Table<'_, '_>, p: &mut Problems<'_>) -> Option<Tl
         client_auth,
         min_version,
     })
+}
+
+/// `client_auth` (default: require); `None` when refused (recorded).
+/// `no_ca`: `client_ca_file` is not set, which a client auth needs.
+fn read_client_auth(
+    t: &mut Table<'_, '_>,
+    p: &mut Problems<'_>,
+    no_ca: bool,
+) -> Option<ClientAuth> {
+    let Some((s, off)) = t.string(p, "client_auth") else {
+        return Some(ClientAuth::Require);
+    };
+    let key = t.key_path("client_auth");
+    let auth = match s.as_str() {
+        "require" | "RequireAndVerifyClientCert" => Some(ClientAuth::Require),
+        "optional" | "VerifyClientCertIfGiven" => Some(ClientAuth::Optional),
+        "NoClientCert" => {
+            p.at(off, &key, "to accept clients without certificates, leave out `client_ca_file` and `client_auth`");
+            None
+        }
+        "RequestClientCert" | "RequireAnyClientCert" => {
+            p.at(off, &key, format!("`{s}` would accept a client certificate without verifying it; rollstat verifies every client certificate against `client_ca_file`: use \"require\" or \"optional\""));
+            None
+        }
+        _ => {
+            p.at(off, &key, format!("unknown value `{s}`; use \"require\" (a client must present a certificate signed by `client_ca_file`) or \"optional\" (verified if given)"));
+            None
+        }
+    };
+    if auth.is_some() && no_ca {
+        p.at(
+            off,
+            &key,
+            "needs `client_ca_file`: the CAs that sign the client certificates",
+        );
+    }
+    auth
+}
+
+/// `min_version` (default: TLS 1.2); `None` when refused (recorded).
+fn read_min_version(t: &mut Table<'_, '_>, p: &mut Problems<'_>) -> Option<TlsVersion> {
+    let Some((s, off)) = t.string(p, "min_version") else {
+        return Some(TlsVersion::Tls12);
+    };
+    match s.as_str() {
+        "TLS1.2" | "TLS12" => Some(TlsVersion::Tls12),
+        "TLS1.3" | "TLS13" => Some(TlsVersion::Tls13),
+        "TLS1.0" | "TLS10" | "TLS1.1" | "TLS11" => {
+            p.at(off, &t.key_path("min_version"), format!("`{s}` is not offered: TLS 1.0 and 1.1 are deprecated (RFC 8996); use \"TLS1.2\" or \"TLS1.3\""));
+            None
+        }
+        _ => {
+            p.at(
+                off,
+                &t.key_path("min_version"),
+                format!("unknown version `{s}`; use \"TLS1.2\" (1.2 and 1.3) or \"TLS1.3\""),
+            );
+            None
+        }
+    }
 }
 
 /// The path at `key`, if this process can open it as a file: `Some(None)`
