@@ -57,7 +57,7 @@ pub fn benches(c: &mut Criterion) {
     });
     g.finish();
 
-    // The pattern of issue #12 on one name. "dotted" is the backtracking
+    // The backtracking pattern (tests/reference/glob_backtracking.rs) on one name. "dotted" is the backtracking
     // matcher's worst case (the suffix `b` matches, the middle cannot since
     // no `*` crosses the dot); "all_a" is rejected by the suffix check;
     // "matching" (`a…ab`) fills every row of the dynamic programme. The

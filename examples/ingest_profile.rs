@@ -24,7 +24,7 @@
 //! names that type instead of counters (blast's lines: a timer is
 //! `name:12.5|ms`). Without `ROLLSTAT_PROFILE_CONFIG`, `Config::default()`
 //! and 16 shards. A `[[relay]]` in the file is wired as the daemon wires
-//! it, without its sender thread (docs/performance.md, issue #19).
+//! it, without its sender thread (docs/performance.md).
 
 use std::sync::Arc;
 
@@ -104,7 +104,7 @@ fn main() {
     }
     if mode == "proto" {
         // The protobuf writer /metrics uses for the series (one thread), as
-        // `text` above: docs/performance.md, issue #20.
+        // `text` above: docs/performance.md.
         let threads = std::env::var("RENDER_THREADS").map_or(1, |t| t.parse().expect("threads"));
         let pool = rollstat::expose::text::ChunkPool::new();
         let mut bytes = 0;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Issue #18's daemon figures on the shipped config.toml, in one batch with
-# the runs interleaved (this VM's speed drifts from minute to minute, so
+# The daemon figures on the shipped config.toml, in one batch with
+# the runs interleaved (a shared machine's speed drifts from minute to minute, so
 # compare within a batch):
 #   benches/blast/config_toml.sh [ROUNDS]
 # * daemon CPU per line at 800k lines/s, 10k counter names, ~80 lines per
