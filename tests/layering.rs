@@ -21,6 +21,7 @@
 //!  2 stats breaker               windowed statistics; circuit breakers
 //!  1 window limit names          rolling windows; rate limiters; Prometheus names
 //!  0 clock escape error parse sketch mapping
+//!    family                      the self-metric table; the one family builder
 //! ```
 //!
 //! The reading is textual (every `crate::<module>` path outside comments,
@@ -41,6 +42,7 @@ const FLOORS: &[(&str, u8)] = &[
     ("parse", 0),
     ("sketch", 0),
     ("mapping", 0),
+    ("family", 0),
     ("window", 1),
     ("limit", 1),
     ("names", 1),

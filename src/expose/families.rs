@@ -37,7 +37,7 @@
 //! families as the `prometheus` crate's proto types: the series families
 //! in [`super::prometheus`], and the fleet, breaker and limit families.
 
-use prometheus::proto::{Counter, Gauge, LabelPair, Metric, MetricFamily, MetricType};
+use prometheus::proto::{LabelPair, MetricType};
 
 use super::encode::Format;
 use super::escaping::{
@@ -442,13 +442,7 @@ pub(crate) fn nth_name<'a>(names: &'a [u8], ends: &[usize], i: usize) -> &'a [u8
 
 // === In the crate's model ===
 
-/// A label.
-pub(crate) fn pair(name: &str, value: &str) -> LabelPair {
-    let mut l = LabelPair::default();
-    l.set_name(name.to_string());
-    l.set_value(value.to_string());
-    l
-}
+pub(crate) use crate::family::{counter, family, gauge, pair};
 
 /// The labels of a windowed sample of `meta` in `window` (the quantile
 /// family adds [`QUANTILE_LABEL`] after them).
@@ -460,40 +454,6 @@ pub(crate) fn base_labels(meta: &SeriesMeta, window: &str) -> Vec<LabelPair> {
         l.push(pair(k, v));
     }
     l
-}
-
-/// A gauge sample.
-pub(crate) fn gauge(labels: Vec<LabelPair>, v: f64) -> Metric {
-    let mut g = Gauge::default();
-    g.set_value(v);
-    let mut m = Metric::from_gauge(g);
-    m.set_label(labels);
-    m
-}
-
-/// A counter sample.
-pub(crate) fn counter(labels: Vec<LabelPair>, v: f64) -> Metric {
-    let mut c = Counter::default();
-    c.set_value(v);
-    let mut m = Metric::default();
-    m.set_counter(c);
-    m.set_label(labels);
-    m
-}
-
-/// A family of `metrics`.
-pub(crate) fn family(
-    name: impl Into<String>,
-    help: &str,
-    t: MetricType,
-    metrics: Vec<Metric>,
-) -> MetricFamily {
-    let mut f = MetricFamily::default();
-    f.set_name(name.into());
-    f.set_help(help.to_string());
-    f.set_field_type(t);
-    f.set_metric(metrics);
-    f
 }
 
 #[cfg(test)]
