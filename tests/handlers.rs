@@ -295,8 +295,8 @@ fn label_names(sample: &str) -> Vec<String> {
 }
 
 #[tokio::test]
-async fn every_self_metric_on_metrics_is_a_row_of_the_table_with_its_type_and_labels() {
-    use rollstat::family::table::{self, ALL};
+async fn every_rollstat_family_on_metrics_is_a_row_of_the_table_with_its_type_and_labels() {
+    use rollstat::family::table::{self, ALL, FLEET, WINDOWED};
     let mut text = std::fs::read_to_string(repo().join("config.toml")).unwrap();
     // Redis (never reached here) and a relay, so that their families are
     // registered too.
@@ -305,7 +305,8 @@ async fn every_self_metric_on_metrics_is_a_row_of_the_table_with_its_type_and_la
     );
     let cfg = Config::parse(&text).expect("the config parses");
     let (_state, router, _clock) = build(cfg, None);
-    // A limit decision, so that every limit family has samples.
+    // A limit decision, so that every limit family has samples; a timer
+    // and a set, so that every windowed family has some.
     post(
         &router,
         "/api/v1/limits/api/acquire?key=k",
@@ -313,37 +314,45 @@ async fn every_self_metric_on_metrics_is_a_row_of_the_table_with_its_type_and_la
         "",
     )
     .await;
+    let lines = "api.a.latency:3|ms|#env:x\nusers:u1|s\n";
+    post(&router, "/api/v1/ingest", "text/plain", lines).await;
     let (_, _, body) = get(&router, "/metrics").await;
-    let mut seen = std::collections::BTreeMap::new();
+    let mut seen = std::collections::BTreeSet::new();
     let mut current = None;
     for line in body.lines() {
         if let Some(rest) = line.strip_prefix("# TYPE ") {
             let (name, kind) = rest.split_once(' ').unwrap();
-            current = ALL.iter().find(|f| f.name == name);
-            let skip = !name.starts_with("rollstat_")
-                || name.starts_with("rollstat_window_")
-                || name.starts_with("rollstat_fleet_window_");
+            let windowed = WINDOWED.iter().chain(FLEET).find(|f| f.name == name);
+            current = ALL.iter().find(|f| f.name == name).map(|f| (f, false));
+            current = current.or(windowed.map(|f| (f, true)));
+            let rollstat = name.starts_with("rollstat_");
             assert!(
-                skip || current.is_some(),
+                !rollstat || current.is_some(),
                 "{name} is not in rollstat::family::table"
             );
-            if let Some(f) = current {
+            if let Some((f, _)) = current {
                 assert_eq!(kind, f.kind.as_str(), "{name}");
-                seen.insert(f.name, ());
+                seen.insert(f.name);
             }
-        } else if let (Some(f), false) = (current, line.starts_with('#')) {
+        } else if let (Some((f, windowed)), false) = (current, line.starts_with('#')) {
             let mut want: Vec<String> = f.labels.iter().map(|l| l.to_string()).collect();
+            let mut have = label_names(line);
+            if windowed {
+                // Then the series' own tags (the mapping's and the line's).
+                have.retain(|l| !["endpoint", "env"].contains(&l.as_str()));
+            }
             want.sort();
-            assert_eq!(label_names(line), want, "{line}");
+            assert_eq!(have, want, "{line}");
         }
     }
+    assert!(WINDOWED.iter().all(|f| seen.contains(f.name)), "{seen:?}");
     // Every other row is there. Families whose labels no call has used
     // yet have no series, so are left out; the sketches' limit is set by
     // the binary at start, from the machine's memory.
     let unseen: Vec<&str> = ALL
         .iter()
         .map(|f| f.name)
-        .filter(|n| !seen.contains_key(n))
+        .filter(|n| !seen.contains(n))
         .collect();
     assert_eq!(
         unseen,

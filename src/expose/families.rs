@@ -49,18 +49,7 @@ use crate::series::state::CumulativeHistogram;
 use crate::series::{SeriesMeta, SeriesState, WindowView};
 use crate::sketch::native::NativeHistogram;
 
-/// The windowed families, `(name, HELP)`, in the order they are written;
-/// [`windowed_values`] gives their values by the same index.
-pub(crate) const WINDOWED: [(&str, &str); 8] = [
-    ("rollstat_window_samples", "Samples in the window, weighted by 1/sample_rate (go-zero Count)."),
-    ("rollstat_window_sum_value", "Sum of values in the window, weighted by 1/sample_rate (go-zero Sum)."),
-    ("rollstat_window_rate", "Per second over the time the window's buckets cover: increments for counters, samples for other types."),
-    ("rollstat_window_avg", "Average value in the window (sum / samples)."),
-    ("rollstat_window_min", "Smallest value in the window."),
-    ("rollstat_window_max", "Largest value in the window."),
-    ("rollstat_window_quantile", "Quantile of the values in the window (DDSketch, 1% relative error), by q."),
-    ("rollstat_window_unique", "Distinct set members in the window."),
-];
+pub(crate) use crate::family::table::WINDOWED;
 
 /// Index of `rollstat_window_quantile` in [`WINDOWED`]: its values come
 /// from [`quantile_values`], one per configured quantile.
@@ -474,7 +463,7 @@ mod tests {
             let (a, b) = Cumulative::of(*k).unwrap().help_around(*k);
             [a, b]
         });
-        for text in WINDOWED.iter().map(|w| w.1).chain(parts) {
+        for text in WINDOWED.iter().map(|w| w.help).chain(parts) {
             assert!(!text.contains(['\\', '"', '\n']), "{text}");
         }
     }

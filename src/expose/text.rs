@@ -217,7 +217,7 @@ impl Writer for TextWriter {
     }
 
     fn windowed(&mut self, out: &mut Vec<u8>, family: usize, q: usize, value: f64) {
-        out.extend_from_slice(WINDOWED[family].0.as_bytes());
+        out.extend_from_slice(WINDOWED[family].name.as_bytes());
         out.extend_from_slice(&self.block);
         if family == QUANTILE_FAMILY {
             out.extend_from_slice(&self.q_labels[q]);

@@ -346,7 +346,7 @@ fn assemble<W: Writer>(
     };
     for (f, chunks) in windowed.into_iter().enumerate() {
         if !chunks.is_empty() {
-            let (name, help) = WINDOWED[f];
+            let (name, help) = (WINDOWED[f].name, WINDOWED[f].help);
             let body_len = chunks.iter().map(Chunks::len).sum();
             let mut h = Vec::with_capacity(name.len() * 2 + help.len() + 32);
             let head = Head {

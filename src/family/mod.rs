@@ -172,12 +172,12 @@ pub fn counter(labels: Vec<LabelPair>, v: f64) -> Metric {
 
 #[cfg(test)]
 mod tests {
-    use super::table::ALL;
+    use super::table::{ALL, FLEET, WINDOWED};
 
     #[test]
     fn every_row_has_a_unique_rollstat_name_a_help_and_a_type_suffix() {
         let mut names = std::collections::HashSet::new();
-        for f in ALL {
+        for f in ALL.iter().chain(WINDOWED).chain(FLEET) {
             assert!(names.insert(f.name), "{} twice", f.name);
             assert!(f.name.starts_with("rollstat_"), "{}", f.name);
             assert!(!f.help.is_empty(), "{}", f.name);

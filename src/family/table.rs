@@ -1,21 +1,21 @@
-//! Every self-metric family, declared once: its name, type, labels and
-//! HELP text. The families are built from these rows (the registered ones
-//! in `telemetry` and `store`, those read at scrape time in
+//! Every family rollstat names, declared once: its name, type, labels and
+//! HELP text. The self-metrics are built from these rows (the registered
+//! ones in `telemetry` and `store`, those read at scrape time in
 //! `telemetry::registry_families` and `expose::signals`), and [`ALL`]
-//! lists them for tests and docs. The windowed families of the series
-//! (`rollstat_window_*`, `rollstat_fleet_window_*`) carry each series'
-//! own labels and are listed in `expose::families` and `expose::fleet`;
-//! the `process_*` families are the prometheus crate's.
+//! lists them for tests and docs. The series' families, [`WINDOWED`]
+//! (`expose::families`) and [`FLEET`] (`expose::fleet`), carry the labels
+//! named here, then each series' own; the `process_*` families are the
+//! prometheus crate's.
 //!
 //! A row: `CONST: Type "name" [labels] "HELP";`.
 
 use super::{Family, Kind};
 
-/// Declares each row as a constant named after its family, and [`ALL`].
+/// Declares each row as a constant named after its family, and the list
+/// of the rows under the name given first (`$list: $ty`), in order.
 macro_rules! table {
-    ($( $(#[$group:meta])* $id:ident: $kind:ident $name:literal [$($label:literal),*] $help:literal; )*) => {
+    ($(#[$doc:meta])* $list:ident: $ty:ty; $( $id:ident: $kind:ident $name:literal [$($label:literal),*] $help:literal; )*) => {
         $(
-            $(#[$group])*
             #[doc = concat!("`", $name, "`: ", $help)]
             pub const $id: Family = Family {
                 name: $name,
@@ -24,12 +24,15 @@ macro_rules! table {
                 help: $help,
             };
         )*
-        /// Every row, in the table's order.
-        pub const ALL: &[Family] = &[$($id),*];
+        $(#[$doc])*
+        pub const $list: $ty = &[$($id),*];
     };
 }
 
 table! {
+    /// Every self-metric, in the table's order.
+    ALL: &[Family];
+
     // Ingest: lines, packets and what was refused (`Telemetry`).
     INGEST_LINES_TOTAL: Counter "rollstat_ingest_lines_total" ["transport"]
         "statsd sample lines accepted, by transport.";
@@ -187,4 +190,41 @@ table! {
         "Keys a rate limit tracks now.";
     LIMIT_EVICTED_KEYS_TOTAL: Counter "rollstat_limit_evicted_keys_total" ["limit", "cause"]
         "Keys a rate limit dropped: idle (no information lost), cap (a key with history forgotten: only under overflow = evict_least_recent, or at a reload to a smaller max_keys), rejected_new (new key refused at max_keys).";
+}
+
+table! {
+    /// The windowed families of every series and window, in the order they
+    /// are written (`expose::families::windowed_values` gives their values
+    /// by the same index).
+    WINDOWED: &[Family; 8];
+    WINDOW_SAMPLES: Gauge "rollstat_window_samples" ["metric", "window"]
+        "Samples in the window, weighted by 1/sample_rate (go-zero Count).";
+    WINDOW_SUM_VALUE: Gauge "rollstat_window_sum_value" ["metric", "window"]
+        "Sum of values in the window, weighted by 1/sample_rate (go-zero Sum).";
+    WINDOW_RATE: Gauge "rollstat_window_rate" ["metric", "window"]
+        "Per second over the time the window's buckets cover: increments for counters, samples for other types.";
+    WINDOW_AVG: Gauge "rollstat_window_avg" ["metric", "window"]
+        "Average value in the window (sum / samples).";
+    WINDOW_MIN: Gauge "rollstat_window_min" ["metric", "window"]
+        "Smallest value in the window.";
+    WINDOW_MAX: Gauge "rollstat_window_max" ["metric", "window"]
+        "Largest value in the window.";
+    WINDOW_QUANTILE: Gauge "rollstat_window_quantile" ["metric", "window", "q"]
+        "Quantile of the values in the window (DDSketch, 1% relative error), by q.";
+    WINDOW_UNIQUE: Gauge "rollstat_window_unique" ["metric", "window"]
+        "Distinct set members in the window.";
+}
+
+table! {
+    /// The fleet view of every shared series and window (through Redis),
+    /// in the order `expose::fleet` fills them.
+    FLEET: &[Family; 4];
+    FLEET_WINDOW_SAMPLES: Gauge "rollstat_fleet_window_samples" ["metric", "window"]
+        "Samples in the window over every instance sharing the series (fleet view through Redis).";
+    FLEET_WINDOW_SUM_VALUE: Gauge "rollstat_fleet_window_sum_value" ["metric", "window"]
+        "Sum of values in the window over every instance sharing the series.";
+    FLEET_WINDOW_RATE: Gauge "rollstat_fleet_window_rate" ["metric", "window"]
+        "Per second over the window, over every instance sharing the series: increments for counters, samples for other types.";
+    FLEET_WINDOW_AVG: Gauge "rollstat_fleet_window_avg" ["metric", "window"]
+        "Average value in the window over every instance sharing the series.";
 }
