@@ -117,12 +117,10 @@ fn render_with(
     parallel_min_series: usize,
     emit: impl FnMut(Piece),
 ) -> Written {
-    let quantiles = registry.plan().quantiles.clone();
-    let make = || TextWriter::new(&quantiles, format, escaping);
     walk::render(
         registry,
         now,
-        make,
+        |quantiles| TextWriter::new(quantiles, format, escaping),
         threads,
         pool,
         parallel_min_series,
