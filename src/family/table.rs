@@ -16,7 +16,7 @@ use super::{Family, Kind};
 macro_rules! table {
     ($(#[$doc:meta])* $list:ident: $ty:ty; $( $id:ident: $kind:ident $name:literal [$($label:literal),*] $help:literal; )*) => {
         $(
-            #[doc = concat!("`", $name, "`: ", $help)]
+            #[doc = concat!("`", $name, "`, its HELP:\n\n```text\n", $help, "\n```")]
             pub const $id: Family = Family {
                 name: $name,
                 kind: Kind::$kind,

@@ -156,7 +156,7 @@ impl FleetWindows {
 
     /// Pushes what changed locally since the last sync and reads the merged
     /// windows back. One sync at a time (the daemon's sync task). The
-    /// bookkeeping is [`track`]'s; here are the pipelines, the counters and
+    /// bookkeeping is `track.rs`'s; here are the pipelines, the counters and
     /// the view.
     pub async fn sync(
         &self,

@@ -106,7 +106,7 @@ pub struct FleetView<'a> {
 
 impl FleetView<'_> {
     /// The fleet totals of the shared series `id` (its
-    /// [`SeriesMeta::fleet_id`]) in `window`.
+    /// [`SeriesMeta::fleet_id`](crate::series::SeriesMeta::fleet_id)) in `window`.
     #[must_use]
     pub fn totals(&self, id: u128, window: &str) -> Option<FleetTotals> {
         self.totals.get(id, window)
