@@ -59,7 +59,8 @@
 //!   [`fleet`]: which shared windows to push, and the fleet view.
 //! * [`service`]: named breakers (fed by statsd) and keyed limits, and what
 //!   a shared limit answers when the store fails.
-//! * [`telemetry`] holds the self-metrics.
+//! * [`telemetry`] holds the self-metrics, declared once in
+//!   [`family::table`]; [`family`] builds every family on `/metrics`.
 //! * [`expose`]: `/metrics` (text and OpenMetrics), the JSON shapes, the
 //!   live page.
 //! * [`relay`]: accepted lines copied to other statsd servers (`[[relay]]`),
@@ -120,6 +121,7 @@ pub mod daemon;
 pub mod error;
 pub(crate) mod escape;
 pub mod expose;
+pub mod family;
 pub mod fdlimit;
 pub mod fleet;
 pub mod host;

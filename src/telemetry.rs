@@ -1,4 +1,7 @@
-//! Self-metrics: every drop and error is a named, counted event.
+//! Self-metrics: every drop and error is a named, counted event. Every
+//! family is declared once, in [`crate::family::table`]; this file
+//! registers them ([`Telemetry::new`]) and reads the registry's at scrape
+//! time.
 //!
 //! Ingest workers count into a plain [`LocalCounts`] per batch and flush it
 //! with a handful of atomic adds, so the hot path never touches a label map.
@@ -6,9 +9,12 @@
 //! read at scrape time by [`registry_families`], which the series collector
 //! appends to every scrape.
 
-use prometheus::proto::{Counter, Gauge, LabelPair, Metric, MetricFamily, MetricType};
-use prometheus::{Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts, Registry};
+use prometheus::core::Collector;
+use prometheus::proto::MetricFamily;
+use prometheus::{Histogram, IntCounter, IntCounterVec, IntGauge, Registry};
 
+use crate::family::table as t;
+use crate::family::{counter, gauge, pair, Family};
 use crate::parse::{JsonSampleError, ParseError, SkipKind};
 use crate::series::{Refusal, Registry as SeriesRegistry, Replanned};
 
@@ -199,13 +205,12 @@ pub struct ReasonCounters {
 impl ReasonCounters {
     fn register(
         r: &Registry,
-        name: &str,
-        help: &str,
+        family: &Family,
         reasons: &'static [&'static str],
     ) -> prometheus::Result<ReasonCounters> {
         Ok(ReasonCounters {
             reasons,
-            counters: counter_vec(r, name, help, "reason", reasons)?,
+            counters: counter_values(r, family, reasons)?,
         })
     }
 
@@ -448,45 +453,13 @@ impl RelayCounters {
 
 impl RelayFamilies {
     fn register(r: &Registry) -> prometheus::Result<RelayFamilies> {
-        let counter = |name: &str, help: &str, labels: &[&str]| {
-            let v = IntCounterVec::new(Opts::new(name, help), labels)?;
-            r.register(Box::new(v.clone()))?;
-            Ok::<_, prometheus::Error>(v)
-        };
-        let gauge = |name: &str, help: &str| {
-            let v = prometheus::IntGaugeVec::new(Opts::new(name, help), &["relay"])?;
-            r.register(Box::new(v.clone()))?;
-            Ok::<_, prometheus::Error>(v)
-        };
         Ok(RelayFamilies {
-            lines_sent: counter(
-                "rollstat_relay_lines_sent_total",
-                "statsd lines sent to a [[relay]] destination, by relay (name, default its address). A UDP datagram counts as sent when the kernel took it.",
-                &["relay"],
-            )?,
-            datagrams_sent: counter(
-                "rollstat_relay_datagrams_sent_total",
-                "Datagrams (UDP) or writes (TCP) sent to a [[relay]] destination, each at most its max_datagram_bytes, by relay.",
-                &["relay"],
-            )?,
-            bytes_sent: counter(
-                "rollstat_relay_bytes_sent_total",
-                "Bytes of statsd lines sent to a [[relay]] destination, by relay.",
-                &["relay"],
-            )?,
-            dropped: counter(
-                "rollstat_relay_lines_dropped_total",
-                "Lines meant for a [[relay]] destination that did not reach it, by relay and reason: buffer_full (buffer_bytes full: the destination is slow or down; ingest never waits), too_long (longer than max_datagram_bytes), send_error (UDP send failed, e.g. nothing listens), connection_lost (TCP write failed or timed out), stop_deadline (still buffered when the stop's deadline passed). Lines rollstat itself counts are not affected.",
-                &["relay", "reason"],
-            )?,
-            buffered: gauge(
-                "rollstat_relay_buffered_bytes",
-                "Bytes of lines waiting for a [[relay]] destination (at most its buffer_bytes), by relay.",
-            )?,
-            connected: gauge(
-                "rollstat_relay_connected",
-                "1 while a [[relay]] destination is usable (UDP: address resolved; TCP: connected), else 0, by relay.",
-            )?,
+            lines_sent: add(r, t::RELAY_LINES_SENT_TOTAL.int_counter_vec()?)?,
+            datagrams_sent: add(r, t::RELAY_DATAGRAMS_SENT_TOTAL.int_counter_vec()?)?,
+            bytes_sent: add(r, t::RELAY_BYTES_SENT_TOTAL.int_counter_vec()?)?,
+            dropped: add(r, t::RELAY_LINES_DROPPED_TOTAL.int_counter_vec()?)?,
+            buffered: add(r, t::RELAY_BUFFERED_BYTES.int_gauge_vec()?)?,
+            connected: add(r, t::RELAY_CONNECTED.int_gauge_vec()?)?,
         })
     }
 
@@ -518,256 +491,121 @@ pub const TASKS: [&str; 7] = [
     "unix_reader",
 ];
 
-fn counter_vec(
+/// Registers `c` in `r`.
+fn add<C: Collector + Clone + 'static>(r: &Registry, c: C) -> prometheus::Result<C> {
+    r.register(Box::new(c.clone()))?;
+    Ok(c)
+}
+
+/// The counters of a one-label `family` under each of `values`, created
+/// at zero.
+fn counter_values(
     r: &Registry,
-    name: &str,
-    help: &str,
-    label: &str,
+    family: &Family,
     values: &[&str],
 ) -> prometheus::Result<Vec<IntCounter>> {
-    let v = IntCounterVec::new(Opts::new(name, help), &[label])?;
-    r.register(Box::new(v.clone()))?;
+    let v = add(r, family.int_counter_vec()?)?;
     values
         .iter()
         .map(|x| v.get_metric_with_label_values(&[x]))
         .collect()
 }
 
+/// A labelled counter family with each of `values` created at zero.
+fn counters_at_zero(
+    r: &Registry,
+    family: &Family,
+    values: &[&str],
+) -> prometheus::Result<IntCounterVec> {
+    let v = add(r, family.int_counter_vec()?)?;
+    for x in values {
+        v.with_label_values(&[x]);
+    }
+    Ok(v)
+}
+
+/// `rollstat_build_info` and the `process_*` families.
+fn register_process(r: &Registry) -> prometheus::Result<()> {
+    // As Prometheus' own binaries publish `prometheus_build_info`: join
+    // it on `instance` to see which build each instance runs.
+    let info = [build::VERSION, build::COMMIT, build::RUSTC, build::PROFILE];
+    let build = add(r, t::BUILD_INFO.const_gauge(&info)?)?;
+    build.set(1);
+    // process_*: CPU seconds, resident and virtual memory, open and
+    // maximum file descriptors, start time, as every Prometheus
+    // exporter publishes them (read from /proc at each scrape).
+    r.register(Box::new(
+        prometheus::process_collector::ProcessCollector::for_self(),
+    ))
+}
+
+/// Bounds of `rollstat_scrape_duration_seconds` (seconds).
+const SCRAPE_BUCKETS: [f64; 10] = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5];
+
 impl Telemetry {
-    /// Registers every self-metric, with all label values at zero.
+    /// Registers every self-metric ([`crate::family::table`]), with all
+    /// label values at zero.
     pub fn new() -> prometheus::Result<Telemetry> {
         let r = Registry::new();
-        let transports: Vec<&str> = Transport::ALL.iter().map(|t| t.as_str()).collect();
-        let lines = counter_vec(
-            &r,
-            "rollstat_ingest_lines_total",
-            "statsd sample lines accepted, by transport.",
-            "transport",
-            &transports,
-        )?;
-        let packets = counter_vec(
-            &r,
-            "rollstat_ingest_packets_total",
-            "Datagrams, TCP reads or HTTP requests received, by transport.",
-            "transport",
-            &transports,
-        )?;
-        let rejected = counter_vec(
-            &r,
-            "rollstat_ingest_rejected_lines_total",
-            "Lines rejected by the statsd parser, or JSON ingest samples rejected before they became lines (bad_json_sample, reserved_character), by reason.",
-            "reason",
-            &REJECT_REASONS,
-        )?;
-        let framing = counter_vec(
-            &r,
-            "rollstat_ingest_framing_errors_total",
-            "Lines rejected before parsing (TCP framing), by reason.",
-            "reason",
-            &FRAMING_REASONS,
-        )?;
-        let skipped = counter_vec(
-            &r,
-            "rollstat_ingest_skipped_lines_total",
-            "DogStatsD events and service checks recognised and skipped, by kind.",
-            "kind",
-            &SkipKind::ALL_REASONS,
-        )?;
-        let dropped_by_mapping = IntCounter::new(
-            "rollstat_ingest_dropped_by_mapping_total",
-            "Lines dropped by a `drop` mapping rule.",
-        )?;
-        r.register(Box::new(dropped_by_mapping.clone()))?;
-        let reloads = IntCounterVec::new(
-            Opts::new(
-                "rollstat_config_reloads_total",
-                "Config reloads, by result.",
-            ),
-            &["result"],
-        )?;
-        r.register(Box::new(reloads.clone()))?;
-        reloads.with_label_values(&["ok"]);
-        reloads.with_label_values(&["error"]);
-        let reload_refusals = IntCounterVec::new(
-            Opts::new(
-                "rollstat_config_reload_refusals_total",
-                "Config reloads refused (the previous config stays in force), by reason: invalid (a file says something wrong), syntax, unreadable, not_regular (a FIFO, device or directory), too_large, not_utf8, too_deep (nesting), alias_budget (YAML aliases expand too far), services, redis, tls.",
-            ),
-            &["reason"],
-        )?;
-        r.register(Box::new(reload_refusals.clone()))?;
-        // Its reasons are published at 0 by the reloader (src/reload.rs).
-        let last_reload_success = IntGauge::new(
-            "rollstat_config_last_reload_success",
-            "1 if the last config reload succeeded (or none was tried), 0 if it failed.",
-        )?;
+        let transports: Vec<&str> = Transport::ALL.iter().map(|x| x.as_str()).collect();
+        let last_reload_success = add(&r, t::CONFIG_LAST_RELOAD_SUCCESS.int_gauge()?)?;
         last_reload_success.set(1);
-        r.register(Box::new(last_reload_success.clone()))?;
-        let scrape_duration = Histogram::with_opts(
-            HistogramOpts::new(
-                "rollstat_scrape_duration_seconds",
-                "Time to render /metrics.",
-            )
-            .buckets(vec![
-                0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
-            ]),
-        )?;
-        r.register(Box::new(scrape_duration.clone()))?;
-        let scrapes_rejected = IntCounter::new(
-            "rollstat_scrapes_rejected_total",
-            "/metrics requests answered 503 because the most scrapes allowed at once were already rendering.",
-        )?;
-        r.register(Box::new(scrapes_rejected.clone()))?;
-        let scrape_series_left_out = IntCounter::new(
-            "rollstat_scrape_series_left_out_total",
-            "Series left out of a scrape's cumulative families because a family of another type had the same name in the escaping the scraper asked for (under dots or values: statsd a.b and a_dot_b); the family that sorts first is kept.",
-        )?;
-        r.register(Box::new(scrape_series_left_out.clone()))?;
-        let udp_kernel_drops = IntGauge::new("rollstat_udp_kernel_drops", "Datagrams the kernel dropped on rollstat's UDP sockets because their receive queue was full (from /proc/net/udp).")?;
-        r.register(Box::new(udp_kernel_drops.clone()))?;
-        let udp_recv_buffer = IntGauge::new(
-            "rollstat_udp_receive_buffer_bytes",
-            "Receive buffer the kernel granted each statsd UDP socket.",
-        )?;
-        r.register(Box::new(udp_recv_buffer.clone()))?;
-        let udp_worker_queue_full = IntCounter::new(
-            "rollstat_udp_worker_queue_full_total",
-            "Times a UDP reader found an ingest worker's queue full and waited for it: the workers are behind, the socket's receive buffer absorbs the wait, and what does not fit is counted in rollstat_udp_kernel_drops.",
-        )?;
-        r.register(Box::new(udp_worker_queue_full.clone()))?;
-        let udp_worker_lost_lines = IntCounter::new(
-            "rollstat_udp_worker_lost_lines_total",
-            "Routed statsd lines lost because their ingest worker had stopped (it panicked; see the log). Never expected: above 0 is a bug to report.",
-        )?;
-        r.register(Box::new(udp_worker_lost_lines.clone()))?;
-        let udp_routed_datagrams = IntCounter::new(
-            "rollstat_udp_routed_datagrams_total",
-            "Datagrams a UDP reader routed to the ingest workers, rather than parsing them itself, because it had fallen behind (4 full drain rounds of 64 datagrams in a row) or lines it routed were not yet applied.",
-        )?;
-        r.register(Box::new(udp_routed_datagrams.clone()))?;
-        let http_connections = IntGauge::new(
-            "rollstat_http_connections",
-            "Open connections to the HTTP listener (at most http.max_connections).",
-        )?;
-        r.register(Box::new(http_connections.clone()))?;
-        let http_closed = ReasonCounters::register(
-            &r,
-            "rollstat_http_connections_closed_total",
-            "HTTP connections the daemon closed or refused, by reason: connection_cap (beyond http.max_connections: 503, closed), header_timeout, body_timeout, idle_timeout, write_timeout (the [http] deadlines; header_timeout includes a TLS handshake not finished in time), tls_handshake (a failed TLS handshake: plain HTTP to an HTTPS listener, a client that refused the certificate or sent none where [http.tls] requires one).",
-            &close_reason::HTTP,
-        )?;
-        let http_refused = ReasonCounters::register(
-            &r,
-            "rollstat_http_requests_refused_total",
-            "HTTP requests refused, by reason: body_too_large (413), unsupported_encoding (415), bad_encoding (400), ambiguous_framing (Content-Length with Transfer-Encoding: 400), api_busy (503), bad_pattern (a ?match= glob: 400), malformed_request (hyper's own 400, e.g. two different Content-Length values, or a broken chunked body), bodies_busy (503), bad_query (a bad limit or cursor: 400), bad_outcomes (breaker outcomes that are not whole numbers up to the cap: 400), unsupported_media_type (an ingest Content-Type other than text/plain, application/x-www-form-urlencoded or application/json, or a JSON route's other than application/json: 415), route_group_off (the route's [http.auth] group is off, e.g. /-/reload by default: 403), unauthenticated (no credentials on a protected route: 401), bad_credentials (a token or user that matches nothing: 401), auth_busy (too many bcrypt verifications at once: 503), host_not_allowed (a Host name the daemon does not answer to: 403), origin_not_allowed (a cross-site Origin: 403), bad_acquire (a rate-limit acquire whose query, key or body cannot be read, e.g. a bad percent-escape or a key that is not UTF-8: 400). A body that does not arrive in time is counted in rollstat_http_connections_closed_total{reason=\"body_timeout\"}.",
-            &refuse_reason::ALL,
-        )?;
-        let http_accept_errors = IntCounter::new(
-            "rollstat_http_accept_errors_total",
-            "Failed accepts on the HTTP listener (e.g. out of file descriptors), each followed by a back-off of up to 1 s.",
-        )?;
-        r.register(Box::new(http_accept_errors.clone()))?;
-        let tcp_connections = IntGauge::new(
-            "rollstat_tcp_connections",
-            "Open statsd TCP connections (at most ingest.tcp_max_connections).",
-        )?;
-        r.register(Box::new(tcp_connections.clone()))?;
-        let tcp_closed = ReasonCounters::register(
-            &r,
-            "rollstat_tcp_connections_closed_total",
-            "statsd TCP connections the daemon closed or refused, by reason: connection_cap (beyond ingest.tcp_max_connections, closed at once), idle_timeout (nothing sent for ingest.tcp_idle_timeout_secs), source_not_allowed (a client address outside ingest.allowed_sources, closed at accept).",
-            &close_reason::TCP,
-        )?;
-        let tcp_accept_errors = IntCounter::new(
-            "rollstat_tcp_accept_errors_total",
-            "Failed accepts on the statsd TCP listener (e.g. out of file descriptors), each followed by a back-off of up to 1 s.",
-        )?;
-        r.register(Box::new(tcp_accept_errors.clone()))?;
-        let udp_dropped = ReasonCounters::register(
-            &r,
-            "rollstat_udp_datagrams_dropped_total",
-            "statsd UDP datagrams a reader dropped unread, before parsing, by reason: source_not_allowed (a sender address outside ingest.allowed_sources). Not in rollstat_ingest_packets_total.",
-            &udp_drop_reason::ALL,
-        )?;
-        // As Prometheus' own binaries publish `prometheus_build_info`: join
-        // it on `instance` to see which build each instance runs.
-        let build = IntGauge::with_opts(
-            Opts::new(
-                "rollstat_build_info",
-                "A metric with a constant 1 value labelled by the version, git commit, rustc version and build profile rollstat was built from.",
-            )
-            .const_label("version", build::VERSION)
-            .const_label("commit", build::COMMIT)
-            .const_label("rustc", build::RUSTC)
-            .const_label("profile", build::PROFILE),
-        )?;
-        build.set(1);
-        r.register(Box::new(build))?;
-        // process_*: CPU seconds, resident and virtual memory, open and
-        // maximum file descriptors, start time, as every Prometheus
-        // exporter publishes them (read from /proc at each scrape).
-        r.register(Box::new(
-            prometheus::process_collector::ProcessCollector::for_self(),
-        ))?;
-        let task_panics = IntCounterVec::new(
-            Opts::new(
-                "rollstat_task_panics_total",
-                "Panics of the daemon's background tasks, by task: sweep (idle series), tick (breakers), store_sync (shared windows), clock (the offset check), sighup_reload; and the statsd reader threads: udp_reader, unix_reader (restarted on the same socket). The task logs it and goes on at its next round; never expected.",
-            ),
-            &["task"],
-        )?;
-        for t in TASKS {
-            task_panics.with_label_values(&[t]);
-        }
-        r.register(Box::new(task_panics.clone()))?;
-        let clock_offset = prometheus::Gauge::new(
-            "rollstat_clock_offset_seconds",
-            "The wall clock minus the daemon's clock, in seconds, checked every second. The daemon's clock is the wall clock at start plus monotonic time since, so windows never jump; this moves when the wall clock is stepped (NTP, an operator), and a change of a second or more is logged.",
-        )?;
-        r.register(Box::new(clock_offset.clone()))?;
-        let shutdown_drain_deadline = IntCounterVec::new(
-            Opts::new(
-                "rollstat_shutdown_drain_deadline_total",
-                "Stop drains cut short by ingest.drain_timeout_ms, by transport (udp, unix, tcp): at stop, datagrams or bytes were still queued for that transport when the deadline passed, and were not applied. Counted once per transport per stop; the stop log says how much was drained and left.",
-            ),
-            &["transport"],
-        )?;
-        for t in ["udp", "unix", "tcp"] {
-            shutdown_drain_deadline.with_label_values(&[t]);
-        }
-        r.register(Box::new(shutdown_drain_deadline.clone()))?;
-        let relay = RelayFamilies::register(&r)?;
+        register_process(&r)?;
         Ok(Telemetry {
-            relay,
-            shutdown_drain_deadline,
-            task_panics,
-            clock_offset,
-            registry: r,
-            lines,
-            packets,
-            rejected,
-            framing,
-            skipped,
-            dropped_by_mapping,
-            reloads,
-            reload_refusals,
+            lines: counter_values(&r, &t::INGEST_LINES_TOTAL, &transports)?,
+            packets: counter_values(&r, &t::INGEST_PACKETS_TOTAL, &transports)?,
+            rejected: counter_values(&r, &t::INGEST_REJECTED_LINES_TOTAL, &REJECT_REASONS)?,
+            framing: counter_values(&r, &t::INGEST_FRAMING_ERRORS_TOTAL, &FRAMING_REASONS)?,
+            skipped: counter_values(&r, &t::INGEST_SKIPPED_LINES_TOTAL, &SkipKind::ALL_REASONS)?,
+            dropped_by_mapping: add(&r, t::INGEST_DROPPED_BY_MAPPING_TOTAL.int_counter()?)?,
+            reloads: counters_at_zero(&r, &t::CONFIG_RELOADS_TOTAL, &["ok", "error"])?,
+            // Its reasons are published at 0 by the reloader (src/reload.rs).
+            reload_refusals: add(&r, t::CONFIG_RELOAD_REFUSALS_TOTAL.int_counter_vec()?)?,
             last_reload_success,
-            scrape_duration,
-            scrapes_rejected,
-            scrape_series_left_out,
-            udp_kernel_drops,
-            udp_recv_buffer,
-            udp_worker_queue_full,
-            udp_worker_lost_lines,
-            udp_routed_datagrams,
-            http_connections,
-            http_closed,
-            http_refused,
-            http_accept_errors,
-            tcp_connections,
-            tcp_closed,
-            tcp_accept_errors,
-            udp_dropped,
+            scrape_duration: add(
+                &r,
+                t::SCRAPE_DURATION_SECONDS.histogram(SCRAPE_BUCKETS.to_vec())?,
+            )?,
+            scrapes_rejected: add(&r, t::SCRAPES_REJECTED_TOTAL.int_counter()?)?,
+            scrape_series_left_out: add(&r, t::SCRAPE_SERIES_LEFT_OUT_TOTAL.int_counter()?)?,
+            udp_kernel_drops: add(&r, t::UDP_KERNEL_DROPS.int_gauge()?)?,
+            udp_recv_buffer: add(&r, t::UDP_RECEIVE_BUFFER_BYTES.int_gauge()?)?,
+            udp_worker_queue_full: add(&r, t::UDP_WORKER_QUEUE_FULL_TOTAL.int_counter()?)?,
+            udp_worker_lost_lines: add(&r, t::UDP_WORKER_LOST_LINES_TOTAL.int_counter()?)?,
+            udp_routed_datagrams: add(&r, t::UDP_ROUTED_DATAGRAMS_TOTAL.int_counter()?)?,
+            udp_dropped: ReasonCounters::register(
+                &r,
+                &t::UDP_DATAGRAMS_DROPPED_TOTAL,
+                &udp_drop_reason::ALL,
+            )?,
+            http_connections: add(&r, t::HTTP_CONNECTIONS.int_gauge()?)?,
+            http_closed: ReasonCounters::register(
+                &r,
+                &t::HTTP_CONNECTIONS_CLOSED_TOTAL,
+                &close_reason::HTTP,
+            )?,
+            http_refused: ReasonCounters::register(
+                &r,
+                &t::HTTP_REQUESTS_REFUSED_TOTAL,
+                &refuse_reason::ALL,
+            )?,
+            http_accept_errors: add(&r, t::HTTP_ACCEPT_ERRORS_TOTAL.int_counter()?)?,
+            tcp_connections: add(&r, t::TCP_CONNECTIONS.int_gauge()?)?,
+            tcp_closed: ReasonCounters::register(
+                &r,
+                &t::TCP_CONNECTIONS_CLOSED_TOTAL,
+                &close_reason::TCP,
+            )?,
+            tcp_accept_errors: add(&r, t::TCP_ACCEPT_ERRORS_TOTAL.int_counter()?)?,
+            task_panics: counters_at_zero(&r, &t::TASK_PANICS_TOTAL, &TASKS)?,
+            clock_offset: add(&r, t::CLOCK_OFFSET_SECONDS.gauge()?)?,
+            shutdown_drain_deadline: counters_at_zero(
+                &r,
+                &t::SHUTDOWN_DRAIN_DEADLINE_TOTAL,
+                &["udp", "unix", "tcp"],
+            )?,
+            relay: RelayFamilies::register(&r)?,
+            registry: r,
         })
     }
 
@@ -808,27 +646,15 @@ impl Telemetry {
     }
 }
 
-fn fam(name: &str, help: &str, t: MetricType, metrics: Vec<Metric>) -> MetricFamily {
-    let mut f = MetricFamily::default();
-    f.set_name(name.to_string());
-    f.set_help(help.to_string());
-    f.set_field_type(t);
-    f.set_metric(metrics);
-    f
+/// An unlabelled counter sample, or one with the label `k` = `v`.
+fn counter_of(n: u64, label: Option<(&str, &str)>) -> prometheus::proto::Metric {
+    let labels = label.map(|(k, v)| vec![pair(k, v)]).unwrap_or_default();
+    counter(labels, n as f64)
 }
 
-fn counter_metric(v: f64, label: Option<(&str, &str)>) -> Metric {
-    let mut c = Counter::default();
-    c.set_value(v);
-    let mut m = Metric::default();
-    m.set_counter(c);
-    if let Some((k, val)) = label {
-        let mut l = LabelPair::default();
-        l.set_name(k.to_string());
-        l.set_value(val.to_string());
-        m.set_label(vec![l]);
-    }
-    m
+/// An unlabelled gauge sample.
+fn gauge_of(v: f64) -> Vec<prometheus::proto::Metric> {
+    vec![gauge(Vec::new(), v)]
 }
 
 /// The series registry's own statistics, read at scrape time (the series
@@ -837,28 +663,31 @@ fn counter_metric(v: f64, label: Option<(&str, &str)>) -> Metric {
 pub fn registry_families(series: &SeriesRegistry) -> Vec<MetricFamily> {
     use std::sync::atomic::Ordering::Relaxed;
     let c = &series.counters;
-    let mut g = Gauge::default();
-    g.set_value(series.len() as f64);
-    let refused: Vec<Metric> = Refusal::ALL_REASONS
+    let one = |n: &std::sync::atomic::AtomicU64| vec![counter_of(n.load(Relaxed), None)];
+    let refused = Refusal::ALL_REASONS
         .iter()
         .zip(&c.refused)
-        .map(|(r, n)| counter_metric(n.load(Relaxed) as f64, Some(("reason", r))))
+        .map(|(r, n)| counter_of(n.load(Relaxed), Some(("reason", r))))
         .collect();
-    let replanned: Vec<Metric> = Replanned::ALL_OUTCOMES
+    let replanned = Replanned::ALL_OUTCOMES
         .iter()
         .zip(&c.replanned)
-        .map(|(o, n)| counter_metric(n.load(Relaxed) as f64, Some(("outcome", o))))
+        .map(|(o, n)| counter_of(n.load(Relaxed), Some(("outcome", o))))
         .collect();
+    let valueless = counter_of(
+        c.valueless_tags.load(Relaxed),
+        Some(("reason", "valueless")),
+    );
     vec![
-            fam("rollstat_series", "Series held (name + tag set).", MetricType::GAUGE, vec![Metric::from_gauge(g)]),
-            fam("rollstat_series_created_total", "Series created.", MetricType::COUNTER, vec![counter_metric(c.created.load(Relaxed) as f64, None)]),
-            fam("rollstat_series_expired_total", "Series removed after their TTL without writes.", MetricType::COUNTER, vec![counter_metric(c.expired.load(Relaxed) as f64, None)]),
-            fam("rollstat_series_tags_dropped_total", "Tags left out of a new series' labels because another tag on the line sanitised to the same label name (e.g. content-type and content_type).", MetricType::COUNTER, vec![counter_metric(c.tags_dropped.load(Relaxed) as f64, None)]),
-            fam("rollstat_ingest_tags_dropped_total", "Tags left out of accepted lines, by reason: valueless (a tag without a value, |#canary or k=, under a statsd_exporter mapping file or cumulative_names = \"statsd_exporter\", as statsd_exporter leaves it out; otherwise such a tag is published as \"true\").", MetricType::COUNTER, vec![counter_metric(c.valueless_tags.load(Relaxed) as f64, Some(("reason", "valueless")))]),
-        fam("rollstat_series_refused_total", "Lines refused by the series registry, by reason: type_conflict (the name belongs to another statsd type), series_cap (series.max_series), label_collision (another raw name or tag set publishes the same series), overflow (the line would make a stored number infinite), labels_too_large (series.max_label_bytes), metric_series_cap (series.max_series_per_metric).", MetricType::COUNTER, refused),
-        fam("rollstat_series_negative_increments_total", "Counter lines with a negative increment (statsd decrement): folded into the windows (whose sums may go negative), left out of the cumulative _total, which only goes up.", MetricType::COUNTER, vec![counter_metric(c.negative_increments.load(Relaxed) as f64, None)]),
-        fam("rollstat_series_replanned_total", "Existing series re-planned by config reloads, by outcome: kept (unchanged), rewindowed (new windows, cumulative values kept), removed (dropped, renamed or relabelled by the new rules).", MetricType::COUNTER, replanned),
-        ]
+        t::SERIES.of(gauge_of(series.len() as f64)),
+        t::SERIES_CREATED_TOTAL.of(one(&c.created)),
+        t::SERIES_EXPIRED_TOTAL.of(one(&c.expired)),
+        t::SERIES_TAGS_DROPPED_TOTAL.of(one(&c.tags_dropped)),
+        t::INGEST_TAGS_DROPPED_TOTAL.of(vec![valueless]),
+        t::SERIES_REFUSED_TOTAL.of(refused),
+        t::SERIES_NEGATIVE_INCREMENTS_TOTAL.of(one(&c.negative_increments)),
+        t::SERIES_REPLANNED_TOTAL.of(replanned),
+    ]
     .into_iter()
     .chain(sketch_families())
     .collect()
@@ -871,28 +700,18 @@ fn sketch_families() -> Vec<MetricFamily> {
     use crate::sketch::budget::{self, Coarsened};
     // The process's budget (a unit test's own, on its thread).
     let b = budget::current();
-    let gauge = |v: f64| {
-        let mut g = Gauge::default();
-        g.set_value(v);
-        vec![Metric::from_gauge(g)]
-    };
     let coarsened = [
         ("quantile", Coarsened::Quantile),
         ("distinct", Coarsened::Distinct),
     ]
     .iter()
-    .map(|(k, c)| counter_metric(b.coarsened(*c) as f64, Some(("kind", k))))
+    .map(|(k, c)| counter_of(b.coarsened(*c), Some(("kind", k))))
     .collect();
-    let mut out = vec![fam(
-        "rollstat_sketch_memory_bytes",
-        "Heap bytes the window buckets' quantile sketches and distinct counters hold.",
-        MetricType::GAUGE,
-        gauge(b.used() as f64),
-    )];
+    let mut out = vec![t::SKETCH_MEMORY_BYTES.of(gauge_of(b.used() as f64))];
     if let Some(limit) = b.limit() {
-        out.push(fam("rollstat_sketch_memory_limit_bytes", "What the sketches may hold: series.max_memory_bytes less what series.max_series series need at their worst without sketches.", MetricType::GAUGE, gauge(limit as f64)));
+        out.push(t::SKETCH_MEMORY_LIMIT_BYTES.of(gauge_of(limit as f64)));
     }
-    out.push(fam("rollstat_sketch_coarsened_total", "Values that would have grown a sketch past rollstat_sketch_memory_limit_bytes, by kind: quantile (a timer, histogram or distribution value counted in the nearest bin the sketch has; sums, counts, min and max stay exact), distinct (a set member left out; the distinct count may be low).", MetricType::COUNTER, coarsened));
+    out.push(t::SKETCH_COARSENED_TOTAL.of(coarsened));
     out
 }
 

@@ -266,3 +266,102 @@ async fn ready_waits_for_the_daemon_to_serve_and_healthy_does_not() {
         (StatusCode::OK, "rollstat is Ready.\n")
     );
 }
+
+/// Label names of a text-format sample line (`name{a="x",b="y"} 1`), the
+/// histogram's `le` left out.
+fn label_names(sample: &str) -> Vec<String> {
+    let Some(open) = sample.find('{') else {
+        return Vec::new();
+    };
+    let close = sample.rfind('}').expect("a closed label set");
+    let mut names = Vec::new();
+    let mut rest = &sample[open + 1..close];
+    while let Some(eq) = rest.find("=\"") {
+        let name = rest[..eq].trim_start_matches(',');
+        // Skip the quoted value, escapes included.
+        let value = &rest[eq + 2..];
+        let mut end = 0;
+        let bytes = value.as_bytes();
+        while bytes[end] != b'"' {
+            end += if bytes[end] == b'\\' { 2 } else { 1 };
+        }
+        if name != "le" {
+            names.push(name.to_string());
+        }
+        rest = &value[end + 1..];
+    }
+    names.sort();
+    names
+}
+
+#[tokio::test]
+async fn every_rollstat_family_on_metrics_is_a_row_of_the_table_with_its_type_and_labels() {
+    use rollstat::family::table::{self, ALL, FLEET, WINDOWED};
+    let mut text = std::fs::read_to_string(repo().join("config.toml")).unwrap();
+    // Redis (never reached here) and a relay, so that their families are
+    // registered too.
+    text.push_str(
+        "\n[redis]\nurl = \"redis://127.0.0.1:1\"\n[[relay]]\naddress = \"127.0.0.1:9\"\n",
+    );
+    let cfg = Config::parse(&text).expect("the config parses");
+    let (_state, router, _clock) = build(cfg, None);
+    // A limit decision, so that every limit family has samples; a timer
+    // and a set, so that every windowed family has some.
+    post(
+        &router,
+        "/api/v1/limits/api/acquire?key=k",
+        "application/json",
+        "",
+    )
+    .await;
+    let lines = "api.a.latency:3|ms|#env:x\nusers:u1|s\n";
+    post(&router, "/api/v1/ingest", "text/plain", lines).await;
+    let (_, _, body) = get(&router, "/metrics").await;
+    let mut seen = std::collections::BTreeSet::new();
+    let mut current = None;
+    for line in body.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').unwrap();
+            let windowed = WINDOWED.iter().chain(FLEET).find(|f| f.name == name);
+            current = ALL.iter().find(|f| f.name == name).map(|f| (f, false));
+            current = current.or(windowed.map(|f| (f, true)));
+            let rollstat = name.starts_with("rollstat_");
+            assert!(
+                !rollstat || current.is_some(),
+                "{name} is not in rollstat::family::table"
+            );
+            if let Some((f, _)) = current {
+                assert_eq!(kind, f.kind.as_str(), "{name}");
+                seen.insert(f.name);
+            }
+        } else if let (Some((f, windowed)), false) = (current, line.starts_with('#')) {
+            let mut want: Vec<String> = f.labels.iter().map(|l| l.to_string()).collect();
+            let mut have = label_names(line);
+            if windowed {
+                // Then the series' own tags (the mapping's and the line's).
+                have.retain(|l| !["endpoint", "env"].contains(&l.as_str()));
+            }
+            want.sort();
+            assert_eq!(have, want, "{line}");
+        }
+    }
+    assert!(WINDOWED.iter().all(|f| seen.contains(f.name)), "{seen:?}");
+    // Every other row is there. Families whose labels no call has used
+    // yet have no series, so are left out; the sketches' limit is set by
+    // the binary at start, from the machine's memory.
+    let unseen: Vec<&str> = ALL
+        .iter()
+        .map(|f| f.name)
+        .filter(|n| !seen.contains(n))
+        .collect();
+    assert_eq!(
+        unseen,
+        [
+            table::SKETCH_MEMORY_LIMIT_BYTES.name,
+            table::STORE_ERRORS_TOTAL.name,
+            table::STORE_SKIPPED_TOTAL.name,
+            table::STORE_CALLS_TOTAL.name,
+            table::STORE_FINAL_SYNC_TOTAL.name,
+        ]
+    );
+}

@@ -37,7 +37,7 @@
 //! families as the `prometheus` crate's proto types: the series families
 //! in [`super::prometheus`], and the fleet, breaker and limit families.
 
-use prometheus::proto::{Counter, Gauge, LabelPair, Metric, MetricFamily, MetricType};
+use prometheus::proto::{LabelPair, MetricType};
 
 use super::encode::Format;
 use super::escaping::{
@@ -49,18 +49,7 @@ use crate::series::state::CumulativeHistogram;
 use crate::series::{SeriesMeta, SeriesState, WindowView};
 use crate::sketch::native::NativeHistogram;
 
-/// The windowed families, `(name, HELP)`, in the order they are written;
-/// [`windowed_values`] gives their values by the same index.
-pub(crate) const WINDOWED: [(&str, &str); 8] = [
-    ("rollstat_window_samples", "Samples in the window, weighted by 1/sample_rate (go-zero Count)."),
-    ("rollstat_window_sum_value", "Sum of values in the window, weighted by 1/sample_rate (go-zero Sum)."),
-    ("rollstat_window_rate", "Per second over the time the window's buckets cover: increments for counters, samples for other types."),
-    ("rollstat_window_avg", "Average value in the window (sum / samples)."),
-    ("rollstat_window_min", "Smallest value in the window."),
-    ("rollstat_window_max", "Largest value in the window."),
-    ("rollstat_window_quantile", "Quantile of the values in the window (DDSketch, 1% relative error), by q."),
-    ("rollstat_window_unique", "Distinct set members in the window."),
-];
+pub(crate) use crate::family::table::WINDOWED;
 
 /// Index of `rollstat_window_quantile` in [`WINDOWED`]: its values come
 /// from [`quantile_values`], one per configured quantile.
@@ -442,13 +431,7 @@ pub(crate) fn nth_name<'a>(names: &'a [u8], ends: &[usize], i: usize) -> &'a [u8
 
 // === In the crate's model ===
 
-/// A label.
-pub(crate) fn pair(name: &str, value: &str) -> LabelPair {
-    let mut l = LabelPair::default();
-    l.set_name(name.to_string());
-    l.set_value(value.to_string());
-    l
-}
+pub(crate) use crate::family::{counter, family, gauge, pair};
 
 /// The labels of a windowed sample of `meta` in `window` (the quantile
 /// family adds [`QUANTILE_LABEL`] after them).
@@ -460,40 +443,6 @@ pub(crate) fn base_labels(meta: &SeriesMeta, window: &str) -> Vec<LabelPair> {
         l.push(pair(k, v));
     }
     l
-}
-
-/// A gauge sample.
-pub(crate) fn gauge(labels: Vec<LabelPair>, v: f64) -> Metric {
-    let mut g = Gauge::default();
-    g.set_value(v);
-    let mut m = Metric::from_gauge(g);
-    m.set_label(labels);
-    m
-}
-
-/// A counter sample.
-pub(crate) fn counter(labels: Vec<LabelPair>, v: f64) -> Metric {
-    let mut c = Counter::default();
-    c.set_value(v);
-    let mut m = Metric::default();
-    m.set_counter(c);
-    m.set_label(labels);
-    m
-}
-
-/// A family of `metrics`.
-pub(crate) fn family(
-    name: impl Into<String>,
-    help: &str,
-    t: MetricType,
-    metrics: Vec<Metric>,
-) -> MetricFamily {
-    let mut f = MetricFamily::default();
-    f.set_name(name.into());
-    f.set_help(help.to_string());
-    f.set_field_type(t);
-    f.set_metric(metrics);
-    f
 }
 
 #[cfg(test)]
@@ -514,7 +463,7 @@ mod tests {
             let (a, b) = Cumulative::of(*k).unwrap().help_around(*k);
             [a, b]
         });
-        for text in WINDOWED.iter().map(|w| w.1).chain(parts) {
+        for text in WINDOWED.iter().map(|w| w.help).chain(parts) {
             assert!(!text.contains(['\\', '"', '\n']), "{text}");
         }
     }

@@ -1,22 +1,16 @@
 //! The fleet families, `rollstat_fleet_window_{samples,sum_value,rate,avg}`:
 //! the fleet view of every shared series ([`crate::fleet`]), with the same
 //! labels as the local `rollstat_window_*` families ([`families`](super::families)
-//! gives both their labels and builders).
+//! gives both their labels and builders; [`crate::family::table`] their
+//! names and HELP).
 
-use prometheus::proto::{Metric, MetricFamily, MetricType};
+use prometheus::proto::{Metric, MetricFamily};
 
-use super::families::{base_labels, family, gauge};
+use super::families::{base_labels, gauge};
 use crate::clock::Timestamp;
+use crate::family::table::FLEET;
 use crate::fleet::FleetWindows;
 use crate::series::Registry;
-
-/// Names and HELP texts, in the order [`families`] fills them.
-const FLEET: [(&str, &str); 4] = [
-    ("rollstat_fleet_window_samples", "Samples in the window over every instance sharing the series (fleet view through Redis)."),
-    ("rollstat_fleet_window_sum_value", "Sum of values in the window over every instance sharing the series."),
-    ("rollstat_fleet_window_rate", "Per second over the window, over every instance sharing the series: increments for counters, samples for other types."),
-    ("rollstat_fleet_window_avg", "Average value in the window over every instance sharing the series."),
-];
 
 /// The fleet families at `now`; none while the fleet view is stale.
 #[must_use]
@@ -35,6 +29,6 @@ pub fn families(fleet: &FleetWindows, registry: &Registry, now: Timestamp) -> Ve
         .iter()
         .zip(out)
         .filter(|(_, m)| !m.is_empty())
-        .map(|((name, help), m)| family(name.to_string(), help, MetricType::GAUGE, m))
+        .map(|(f, m)| f.of(m))
         .collect()
 }

@@ -117,8 +117,7 @@ pub fn collect_series(registry: &Registry, now: crate::Timestamp) -> Vec<MetricF
     let mut out = Vec::new();
     for (i, metrics) in windowed.into_iter().enumerate() {
         if !metrics.is_empty() {
-            let (name, help) = WINDOWED[i];
-            out.push(family(name.to_string(), help, MetricType::GAUGE, metrics));
+            out.push(WINDOWED[i].of(metrics));
         }
     }
     for (name, (t, help, _, metrics)) in cumulative {

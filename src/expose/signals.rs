@@ -5,16 +5,19 @@
 //! and `rollstat_breaker_failures` (in the window the decision rests on),
 //! `rollstat_breaker_failure_ratio`, `rollstat_breaker_transitions_total{from,to}`;
 //! `rollstat_limit_decisions_total{limit,decision}`, `rollstat_limit_keys{limit}`,
-//! `rollstat_limit_evicted_keys_total{limit,cause}`.
+//! `rollstat_limit_evicted_keys_total{limit,cause}` (declared in
+//! [`crate::family::table`]).
 
 use std::sync::atomic::Ordering;
 
-use prometheus::proto::{LabelPair, Metric, MetricFamily, MetricType};
+use prometheus::proto::{LabelPair, Metric, MetricFamily};
 use serde::Serialize;
 
 use super::families as model;
 use crate::breaker::{BreakerState, Signals};
 use crate::clock::Timestamp;
+use crate::family::table as t;
+use crate::family::Family;
 use crate::service::limits::DECISIONS;
 use crate::service::{NamedBreaker, Services};
 
@@ -30,9 +33,10 @@ fn counter(pairs: &[(&str, &str)], v: f64) -> Metric {
     model::counter(labels(pairs), v)
 }
 
-/// A family, or none when it has no samples (no breaker or no limit).
-fn family(name: &str, help: &str, t: MetricType, metrics: Vec<Metric>) -> Option<MetricFamily> {
-    (!metrics.is_empty()).then(|| model::family(name, help, t, metrics))
+/// The family of `metrics`, or none when it has no samples (no breaker
+/// or no limit).
+fn non_empty(family: &Family, metrics: Vec<Metric>) -> Option<MetricFamily> {
+    (!metrics.is_empty()).then(|| family.of(metrics))
 }
 
 /// The breaker and limit families at `now`.
@@ -90,15 +94,15 @@ pub fn families(s: &Services, now: Timestamp) -> Vec<MetricFamily> {
         ));
     }
     [
-        family("rollstat_breaker_state", "Breaker state: 0 closed, 1 open, 2 half-open (SRE breakers: 1 while the drop ratio is above 0).", MetricType::GAUGE, state),
-        family("rollstat_breaker_drop_ratio", "Probability that a call is shed now (SRE: the adaptive-throttling ratio; error-rate: 0 or 1).", MetricType::GAUGE, drop),
-        family("rollstat_breaker_requests", "Requests in the window (or half-open trials) the breaker's decision rests on.", MetricType::GAUGE, req),
-        family("rollstat_breaker_failures", "Failures among rollstat_breaker_requests.", MetricType::GAUGE, fail),
-        family("rollstat_breaker_failure_ratio", "Failures over the calls that ran, in the window.", MetricType::GAUGE, ratio),
-        family("rollstat_breaker_transitions_total", "Breaker state transitions, by from and to.", MetricType::COUNTER, trans),
-        family("rollstat_limit_decisions_total", "Rate-limit decisions, by limit and decision: allowed and denied by a limiter (this instance's, its local fallback, or Redis), error (a request refused: too heavy, or a new key at max_keys), fallback_allowed and fallback_denied (answered by on_store_error = allow or deny while the shared store failed).", MetricType::COUNTER, decisions),
-        family("rollstat_limit_keys", "Keys a rate limit tracks now.", MetricType::GAUGE, keys),
-        family("rollstat_limit_evicted_keys_total", "Keys a rate limit dropped: idle (no information lost), cap (a key with history forgotten: only under overflow = evict_least_recent, or at a reload to a smaller max_keys), rejected_new (new key refused at max_keys).", MetricType::COUNTER, evicted),
+        non_empty(&t::BREAKER_STATE, state),
+        non_empty(&t::BREAKER_DROP_RATIO, drop),
+        non_empty(&t::BREAKER_REQUESTS, req),
+        non_empty(&t::BREAKER_FAILURES, fail),
+        non_empty(&t::BREAKER_FAILURE_RATIO, ratio),
+        non_empty(&t::BREAKER_TRANSITIONS_TOTAL, trans),
+        non_empty(&t::LIMIT_DECISIONS_TOTAL, decisions),
+        non_empty(&t::LIMIT_KEYS, keys),
+        non_empty(&t::LIMIT_EVICTED_KEYS_TOTAL, evicted),
     ]
     .into_iter()
     .flatten()

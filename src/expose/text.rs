@@ -117,12 +117,10 @@ fn render_with(
     parallel_min_series: usize,
     emit: impl FnMut(Piece),
 ) -> Written {
-    let quantiles = registry.plan().quantiles.clone();
-    let make = || TextWriter::new(&quantiles, format, escaping);
     walk::render(
         registry,
         now,
-        make,
+        |quantiles| TextWriter::new(quantiles, format, escaping),
         threads,
         pool,
         parallel_min_series,
@@ -217,7 +215,7 @@ impl Writer for TextWriter {
     }
 
     fn windowed(&mut self, out: &mut Vec<u8>, family: usize, q: usize, value: f64) {
-        out.extend_from_slice(WINDOWED[family].0.as_bytes());
+        out.extend_from_slice(WINDOWED[family].name.as_bytes());
         out.extend_from_slice(&self.block);
         if family == QUANTILE_FAMILY {
             out.extend_from_slice(&self.q_labels[q]);

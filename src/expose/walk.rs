@@ -100,7 +100,8 @@ pub(crate) const PARALLEL_MIN_SERIES: usize = 20_000;
 
 /// Writes every live series of `registry` as seen at `now`, using up to
 /// `threads` threads (each takes every `threads`-th shard; each shard is
-/// locked only while it is walked), each with a writer from `make`, with
+/// locked only while it is walked), each with a writer `make` builds from
+/// the configured quantiles (the one wrapper of every format), with
 /// buffers from `pool`; hands each piece to `emit` as soon as it is final
 /// (the windowed families right after the walk, while the cumulative
 /// families are still being gathered, so that a response can start
@@ -108,7 +109,7 @@ pub(crate) const PARALLEL_MIN_SERIES: usize = 20_000;
 pub(crate) fn render<W: Writer>(
     registry: &Registry,
     now: Timestamp,
-    make: impl Fn() -> W + Sync,
+    make: impl Fn(&[f64]) -> W + Sync,
     threads: usize,
     pool: &Arc<ChunkPool>,
     parallel_min_series: usize,
@@ -122,7 +123,7 @@ pub(crate) fn render<W: Writer>(
         threads.clamp(1, shards.max(1))
     };
     let walk = |t: usize| {
-        let mut part = Partial::new(&plan.quantiles, make(), pool);
+        let mut part = Partial::new(&plan.quantiles, make(&plan.quantiles), pool);
         for shard in (t..shards).step_by(threads) {
             registry.visit_shard(shard, |meta, state| part.add(meta, state, now));
         }
@@ -346,7 +347,7 @@ fn assemble<W: Writer>(
     };
     for (f, chunks) in windowed.into_iter().enumerate() {
         if !chunks.is_empty() {
-            let (name, help) = WINDOWED[f];
+            let (name, help) = (WINDOWED[f].name, WINDOWED[f].help);
             let body_len = chunks.iter().map(Chunks::len).sum();
             let mut h = Vec::with_capacity(name.len() * 2 + help.len() + 32);
             let head = Head {

@@ -12,6 +12,7 @@
 //!   reactor under a concurrency cap;
 //! * [`ingest`]: `POST /api/v1/ingest`;
 //! * [`breakers`]: the breaker routes;
+//! * [`limits`]: the limit routes (the list, acquire);
 //! * this file: the router and the other handlers.
 //!
 //! | route | what |
@@ -34,12 +35,11 @@ use std::sync::Arc;
 use std::task::Poll;
 
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Path, RawQuery, State};
+use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use serde::Deserialize;
 use tower_http::compression::{CompressionLayer, CompressionLevel};
 
 pub mod access;
@@ -49,6 +49,7 @@ pub mod conn;
 pub mod health;
 pub mod held;
 pub mod ingest;
+pub mod limits;
 pub mod query;
 pub mod reads;
 pub mod serve;
@@ -59,8 +60,6 @@ use crate::expose::prometheus::SeriesCollector;
 use crate::expose::{openmetrics, proto, text};
 use crate::ingest::Ingestor;
 use crate::reload::Reloader;
-use crate::service::limits::ceil_secs;
-use crate::telemetry::refuse_reason;
 
 /// What the handlers share.
 #[derive(Clone)]
@@ -176,10 +175,10 @@ pub fn router(state: AppState) -> Router {
             get(breakers::peek).post(breakers::decision),
         )
         .route("/api/v1/breakers/{name}/outcomes", post(breakers::outcomes))
-        .route("/api/v1/limits", get(limits))
+        .route("/api/v1/limits", get(limits::list))
         .route(
             "/api/v1/limits/{name}/acquire",
-            post(acquire).fallback(acquire_wrong_method),
+            post(limits::acquire).fallback(limits::wrong_method),
         )
         .merge(crate::expose::page::routes())
         .layer(axum::middleware::from_fn_with_state(
@@ -493,254 +492,6 @@ pub(crate) fn unknown(what: &str, name: &str) -> Response {
         StatusCode::NOT_FOUND,
         format!("no {what} named `{name}` in the config"),
     )
-}
-
-async fn limits(State(st): State<AppState>) -> Response {
-    let s = services(&st);
-    let list: Vec<serde_json::Value> = s
-        .limits
-        .iter()
-        .map(|l| {
-            let stats = l.stats();
-            serde_json::json!({
-                "name": l.def.name,
-                "algorithm": l.algorithm(),
-                "shared": l.is_shared(),
-                "rules": l.limits().as_slice().iter().map(|r| serde_json::json!({"max": r.max(), "window_secs": r.window().as_secs_f64()})).collect::<Vec<_>>(),
-                "keys": stats.keys,
-                "max_keys": stats.max_keys,
-                "decisions": crate::service::limits::DECISIONS
-                    .iter()
-                    .zip(l.decisions.iter())
-                    .map(|(d, n)| {
-                        let v = n.load(std::sync::atomic::Ordering::Relaxed);
-                        (d.to_string(), serde_json::Value::from(v))
-                    })
-                    .collect::<serde_json::Map<_, _>>(),
-            })
-        })
-        .collect();
-    Json(list).into_response()
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct AcquireRequest {
-    key: Option<String>,
-    n: Option<u64>,
-}
-
-/// Longest key accepted.
-const MAX_KEY_BYTES: usize = 512;
-
-/// The acquire route's query string, read strictly (see [`query`]): a bad
-/// percent-escape, a value that is not UTF-8, an unknown or repeated
-/// parameter, an `n` that is not a whole number are errors.
-fn acquire_query(raw: Option<&str>) -> Result<AcquireRequest, String> {
-    let mut q = AcquireRequest::default();
-    for (name, value) in query::pairs(raw.unwrap_or("")).map_err(|e| e.to_string())? {
-        match name.as_str() {
-            "key" if q.key.is_none() => q.key = Some(value),
-            "n" if q.n.is_none() => {
-                q.n = Some(value.parse().map_err(|_| {
-                    format!(
-                        "`n` must be a whole number from 0 to {} (got `{}`)",
-                        u32::MAX,
-                        crate::escape::Escaped::with_cap(value.as_bytes(), 32)
-                    )
-                })?);
-            }
-            "key" | "n" => return Err(format!("`{name}` is given twice; give it once")),
-            _ => {
-                return Err(format!(
-                    "unknown parameter `{}`; the acquire route takes `key` and `n` (?key=...&n=1)",
-                    crate::escape::Escaped::with_cap(name.as_bytes(), 64)
-                ))
-            }
-        }
-    }
-    Ok(q)
-}
-
-/// Any method but POST on the acquire route: JSON, as its other errors.
-async fn acquire_wrong_method() -> Response {
-    let mut resp = api_error(
-        StatusCode::METHOD_NOT_ALLOWED,
-        "use POST /api/v1/limits/{name}/acquire?key=...&n=1".into(),
-    );
-    resp.headers_mut()
-        .insert(header::ALLOW, axum::http::HeaderValue::from_static("POST"));
-    resp
-}
-
-async fn acquire(
-    State(st): State<AppState>,
-    path: Result<Path<String>, axum::extract::rejection::PathRejection>,
-    RawQuery(raw): RawQuery,
-    body::JsonBody(body): body::JsonBody,
-) -> Response {
-    // Every request error is a JSON 400, counted as `bad_acquire`.
-    let bad = |msg: String| {
-        st.ingestor
-            .telemetry
-            .http_refused
-            .inc(refuse_reason::BAD_ACQUIRE);
-        api_error(StatusCode::BAD_REQUEST, msg)
-    };
-    let name = match path {
-        Ok(Path(name)) => name,
-        Err(e) => return bad(format!("the limit name in the path: {}", e.body_text())),
-    };
-    let q = match acquire_query(raw.as_deref()) {
-        Ok(q) => q,
-        Err(e) => return bad(e),
-    };
-    let s = services(&st);
-    let Some(limit) = s.limits.get(&name) else {
-        return unknown("limit", &name);
-    };
-    let from_body: AcquireRequest = if body.is_empty() {
-        AcquireRequest::default()
-    } else {
-        match serde_json::from_slice(&body) {
-            Ok(b) => b,
-            Err(e) => {
-                return bad(format!(
-                    "expected {{\"key\": \"...\", \"n\": 1}} or ?key=...&n=1 ({e})"
-                ))
-            }
-        }
-    };
-    let Some(key) = from_body.key.or(q.key) else {
-        return bad("missing `key` (query ?key=... or JSON {\"key\": ...})".into());
-    };
-    if key.is_empty() || key.len() > MAX_KEY_BYTES {
-        return bad(format!("`key` must be 1 to {MAX_KEY_BYTES} bytes"));
-    }
-    let n = from_body.n.or(q.n).unwrap_or(1);
-    let Ok(n) = u32::try_from(n) else {
-        return bad(format!("`n` must be at most {}", u32::MAX));
-    };
-    let now = st.ingestor.now();
-    let verdict = limit.decide(&key, n, now).await;
-    let source = verdict.source;
-    // Which `on_store_error` answered, if the shared store failed.
-    let fallback = verdict
-        .store_error
-        .is_some()
-        .then(|| limit.def.on_store_error.as_str());
-    let store_error = verdict.store_error.map(|e| e.to_string());
-    match verdict.result {
-        Ok(d) if source == crate::service::limits::Source::Fallback => {
-            // `allow` or `deny` answered: no limiter decided, so there is no
-            // quota to show (no RateLimit header, no remaining or reset).
-            let mut resp = if d.allowed {
-                (
-                    StatusCode::OK,
-                    Json(serde_json::json!({
-                        "allowed": true,
-                        "source": source.as_str(),
-                        "fallback": fallback,
-                        "store_error": store_error,
-                    })),
-                )
-                    .into_response()
-            } else {
-                // Fail closed: the store could not decide. Not a quota denial.
-                let mut resp = (
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    Json(serde_json::json!({
-                        "allowed": false,
-                        "source": source.as_str(),
-                        "fallback": fallback,
-                        "error": store_error,
-                    })),
-                )
-                    .into_response();
-                resp.headers_mut().insert(header::RETRY_AFTER, 1.into());
-                resp
-            };
-            if let Ok(v) = limit.policy_header.parse() {
-                resp.headers_mut().insert("ratelimit-policy", v);
-            }
-            resp
-        }
-        Ok(d) => {
-            let rules = limit.limits().as_slice();
-            let idx = rules.iter().position(|l| *l == d.limit).unwrap_or(0);
-            let state = format!(
-                "\"{}\";r={};t={}",
-                limit.policy_names[idx],
-                d.remaining,
-                ceil_secs(d.reset)
-            );
-            let body = AcquireResponse {
-                allowed: d.allowed,
-                remaining: d.remaining,
-                reset: d.reset.as_secs_f64(),
-                retry_after: d.retry_after.map(|r| r.as_secs_f64()),
-                limit: RuleJson {
-                    max: d.limit.max(),
-                    window_secs: d.limit.window().as_secs_f64(),
-                },
-                source: source.as_str(),
-                fallback,
-                store_error,
-            };
-            let code = if d.allowed {
-                StatusCode::OK
-            } else {
-                StatusCode::TOO_MANY_REQUESTS
-            };
-            let mut resp = (code, Json(body)).into_response();
-            let h = resp.headers_mut();
-            if let Ok(v) = limit.policy_header.parse() {
-                h.insert("ratelimit-policy", v);
-            }
-            if let Ok(v) = state.parse() {
-                h.insert("ratelimit", v);
-            }
-            if let Some(r) = d.retry_after {
-                h.insert(header::RETRY_AFTER, ceil_secs(r).max(1).into());
-            }
-            resp
-        }
-        Err(e @ crate::limit::AcquireError::TooManyKeys { retry_after, .. }) => {
-            let mut resp = api_error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!("limit `{}`: {e}", limit.def.name),
-            );
-            resp.headers_mut()
-                .insert(header::RETRY_AFTER, ceil_secs(retry_after).max(1).into());
-            resp
-        }
-        Err(e) => api_error(StatusCode::BAD_REQUEST, e.to_string()),
-    }
-}
-
-#[derive(serde::Serialize)]
-struct RuleJson {
-    max: u32,
-    window_secs: f64,
-}
-
-/// The body of an acquire answer.
-#[derive(serde::Serialize)]
-struct AcquireResponse {
-    allowed: bool,
-    remaining: u32,
-    reset: f64,
-    retry_after: Option<f64>,
-    limit: RuleJson,
-    /// Who decided: `local`, `redis` or `fallback`.
-    source: &'static str,
-    /// The `on_store_error` policy that answered because the shared store
-    /// failed (`local` here: this instance's limiter decided).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    fallback: Option<&'static str>,
-    /// Why the shared store could not decide, if it could not.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    store_error: Option<String>,
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! in Redis, and one sync's writes and reads as a [`WindowBatch`].
 //!
 //! What to share and when (the walk over the registry, what was already
-//! pushed, the fleet view) is the job of `src/fleet.rs`, a layer above; this file only knows
+//! pushed, the fleet view) is the job of `src/fleet/`, a layer above; this file only knows
 //! keys, fields and commands.
 //!
 //! # Keys and fields

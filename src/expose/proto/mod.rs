@@ -76,12 +76,10 @@ fn render_with(
     parallel_min_series: usize,
     emit: impl FnMut(Piece),
 ) -> Written {
-    let quantiles = registry.plan().quantiles.clone();
-    let make = || ProtoWriter::new(&quantiles, escaping);
     walk::render(
         registry,
         now,
-        make,
+        |quantiles| ProtoWriter::new(quantiles, escaping),
         threads,
         pool,
         parallel_min_series,

@@ -1,6 +1,9 @@
-//! The shared store's self-metrics: the `rollstat_store_*` families.
+//! The shared store's self-metrics: the `rollstat_store_*` families
+//! (declared in [`crate::family::table`]).
 
-use prometheus::{IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
+use prometheus::{IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Registry};
+
+use crate::family::table as t;
 
 use super::health::Op;
 
@@ -52,79 +55,18 @@ pub struct StoreMetrics {
 
 impl StoreMetrics {
     pub(super) fn new() -> prometheus::Result<Self> {
-        let op = &["op"];
         let m = StoreMetrics {
-            up: IntGauge::new(
-                "rollstat_store_up",
-                "1 if the last call of every operation (limit, windows) to the shared store (Redis) succeeded, else 0",
-            )?,
-            op_up: IntGaugeVec::new(
-                Opts::new(
-                    "rollstat_store_op_up",
-                    "1 if the last call of this operation to the shared store succeeded, else 0; each operation has its own health and backoff",
-                ),
-                op,
-            )?,
-            errors: IntCounterVec::new(
-                Opts::new(
-                    "rollstat_store_errors_total",
-                    "Calls to the shared store that failed or timed out, by operation",
-                ),
-                op,
-            )?,
-            refused: IntCounterVec::new(
-                Opts::new(
-                    "rollstat_store_refused_total",
-                    "Limit calls and window syncs Redis refused for their keys (the store staying up), by operation and reason: wrong_type (a key of another type), script (the script failed on what a key holds), oom (writes refused at maxmemory)",
-                ),
-                &["op", "reason"],
-            )?,
-            skipped: IntCounterVec::new(
-                Opts::new(
-                    "rollstat_store_skipped_total",
-                    "Calls not sent to the shared store because it is down and backing off",
-                ),
-                op,
-            )?,
-            calls: IntCounterVec::new(
-                Opts::new(
-                    "rollstat_store_calls_total",
-                    "Successful calls to the shared store, by operation",
-                ),
-                op,
-            )?,
-            script_loads: IntCounter::new(
-                "rollstat_store_script_loads_total",
-                "Lua scripts loaded into the shared store after a NOSCRIPT answer",
-            )?,
-            unshared: IntCounterVec::new(
-                Opts::new(
-                    "rollstat_store_unshared_deltas_total",
-                    "Window bucket deltas that could not be pushed to the shared store, by reason",
-                ),
-                &["reason"],
-            )?,
-            writeback: IntCounterVec::new(
-                Opts::new(
-                    "rollstat_store_writeback_total",
-                    "Admissions made by a shared limit's local fallback, by what became of them when written back to the shared store",
-                ),
-                &["result"],
-            )?,
-            final_sync: IntCounterVec::new(
-                Opts::new(
-                    "rollstat_store_final_sync_total",
-                    "The last shared-window sync at stop, by result",
-                ),
-                &["result"],
-            )?,
-            unshared_series: IntGaugeVec::new(
-                Opts::new(
-                    "rollstat_fleet_unshared_series",
-                    "Series of a shared mapping rule whose windows are kept local, by reason (cap: redis.max_shared_series reached; labels: name and labels over redis.max_shared_label_bytes)",
-                ),
-                &["reason"],
-            )?,
+            up: t::STORE_UP.int_gauge()?,
+            op_up: t::STORE_OP_UP.int_gauge_vec()?,
+            errors: t::STORE_ERRORS_TOTAL.int_counter_vec()?,
+            refused: t::STORE_REFUSED_TOTAL.int_counter_vec()?,
+            skipped: t::STORE_SKIPPED_TOTAL.int_counter_vec()?,
+            calls: t::STORE_CALLS_TOTAL.int_counter_vec()?,
+            script_loads: t::STORE_SCRIPT_LOADS_TOTAL.int_counter()?,
+            unshared: t::STORE_UNSHARED_DELTAS_TOTAL.int_counter_vec()?,
+            writeback: t::STORE_WRITEBACK_TOTAL.int_counter_vec()?,
+            final_sync: t::STORE_FINAL_SYNC_TOTAL.int_counter_vec()?,
+            unshared_series: t::FLEET_UNSHARED_SERIES.int_gauge_vec()?,
         };
         m.up.set(1);
         for r in ["cap", "labels"] {

@@ -257,34 +257,8 @@ fn run(a: &Args) -> io::Result<Report> {
     }
     let duration = Duration::from_secs_f64(a.duration_secs.max(0.0)).min(MAX_DURATION);
     let drain = Duration::from_secs_f64(a.drain_secs.max(0.0)).min(MAX_DRAIN);
-    let (config, config_name) = match &a.config {
-        Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|e| {
-                io::Error::other(format!("--config {}: cannot read it: {e}", path.display()))
-            })?;
-            (
-                file_config(path, &text, a.daemon_readers, a.daemon_workers)?,
-                format!("{} (listeners moved to free ports)", path.display()),
-            )
-        }
-        None => (
-            own_config(
-                a.daemon_readers.unwrap_or(2),
-                a.daemon_workers.unwrap_or(2),
-                a.names,
-            ),
-            "blast's own (no --config)".to_string(),
-        ),
-    };
-    let spawned = if a.spawn {
-        Some(spawn_daemon(daemon_bin(a)?, &config)?)
-    } else if a.config.is_some() {
-        return Err(io::Error::other(
-            "--config needs --spawn (a running daemon's config is its own)",
-        ));
-    } else {
-        None
-    };
+    let (config, config_name) = config_of(a)?;
+    let spawned = daemon_for(a, &config)?;
     let (udp, http) = match &spawned {
         Some(s) => (s.listening.udp.unwrap_or(a.udp), s.listening.http),
         None => (a.udp, a.http),
@@ -297,13 +271,7 @@ fn run(a: &Args) -> io::Result<Report> {
         a.max_datagram_bytes,
     );
     let per_datagram = datagrams.iter().map(|d| d.1).sum::<u64>() as f64 / datagrams.len() as f64;
-    eprintln!(
-        "blast: {} datagrams pre-rendered ({per_datagram:.1} lines, up to {} bytes each); sending to {udp} for {:.1} s, {}",
-        datagrams.len(),
-        datagrams.iter().map(|d| d.0.len()).max().unwrap_or(0),
-        duration.as_secs_f64(),
-        if a.rate == 0 { "as fast as possible".to_string() } else { format!("{} lines/s", a.rate) }
-    );
+    announce(&datagrams, per_datagram, udp, duration, a.rate);
     let before = read_counters(http)?;
     let pid = spawned.as_ref().map(|s| s.pid().to_string());
     let daemon_cpu0 = pid.as_deref().and_then(cpu_secs);
@@ -316,22 +284,6 @@ fn run(a: &Args) -> io::Result<Report> {
         gso: a.gso,
         flows: a.flows,
     };
-    let results: Vec<io::Result<Sent>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..a.senders)
-            .map(|k| {
-                let d = &datagrams;
-                let offset = k * d.len() / a.senders;
-                s.spawn(move || sender(udp, d, offset, pace))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(io::Error::other("sender panicked")))
-            })
-            .collect()
-    });
     let mut report = Report {
         lines_per_datagram: per_datagram,
         config: if a.spawn {
@@ -342,21 +294,119 @@ fn run(a: &Args) -> io::Result<Report> {
         flows: a.senders * a.flows,
         ..Report::default()
     };
-    for r in results {
+    for r in send_all(&datagrams, udp, a.senders, pace) {
         let s = r?;
         report.lines_sent += s.lines;
         report.datagrams_sent += s.datagrams;
         report.send_errors += s.errors;
         report.send_secs = report.send_secs.max(s.elapsed.as_secs_f64());
     }
+    let (after, settled_at) = drained(http, before, report.lines_sent, drain)?;
+    report.drain_secs = settled_at.as_secs_f64();
+    report.delta = after.minus(before);
+    report.daemon_cpu_secs = pid
+        .as_deref()
+        .and_then(cpu_secs)
+        .zip(daemon_cpu0)
+        .map(|(b, a)| b - a);
+    report.tool_cpu_secs = cpu_secs("self").zip(tool_cpu0).map(|(b, a)| b - a);
+    drop(spawned);
+    Ok(report)
+}
 
-    // Wait, bounded, until every line is counted or the count stops moving.
+/// The daemon's config (`--config` with its listeners moved, or blast's
+/// own) and how the report names it.
+fn config_of(a: &Args) -> io::Result<(String, String)> {
+    let Some(path) = &a.config else {
+        return Ok((
+            own_config(
+                a.daemon_readers.unwrap_or(2),
+                a.daemon_workers.unwrap_or(2),
+                a.names,
+            ),
+            "blast's own (no --config)".to_string(),
+        ));
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        io::Error::other(format!("--config {}: cannot read it: {e}", path.display()))
+    })?;
+    Ok((
+        file_config(path, &text, a.daemon_readers, a.daemon_workers)?,
+        format!("{} (listeners moved to free ports)", path.display()),
+    ))
+}
+
+/// With `--spawn`, the daemon started on `config`; without, none (and
+/// `--config` is refused: a running daemon's config is its own).
+fn daemon_for(a: &Args, config: &str) -> io::Result<Option<Running>> {
+    if a.spawn {
+        Ok(Some(spawn_daemon(daemon_bin(a)?, config)?))
+    } else if a.config.is_some() {
+        Err(io::Error::other(
+            "--config needs --spawn (a running daemon's config is its own)",
+        ))
+    } else {
+        Ok(None)
+    }
+}
+
+/// What is about to be sent, on stderr.
+fn announce(
+    datagrams: &[(Vec<u8>, u64)],
+    per_datagram: f64,
+    udp: SocketAddr,
+    duration: Duration,
+    rate: u64,
+) {
+    eprintln!(
+        "blast: {} datagrams pre-rendered ({per_datagram:.1} lines, up to {} bytes each); sending to {udp} for {:.1} s, {}",
+        datagrams.len(),
+        datagrams.iter().map(|d| d.0.len()).max().unwrap_or(0),
+        duration.as_secs_f64(),
+        if rate == 0 { "as fast as possible".to_string() } else { format!("{rate} lines/s") }
+    );
+}
+
+/// `senders` threads, each sending `datagrams` from its own offset at
+/// `pace`; what each sent.
+fn send_all(
+    datagrams: &[(Vec<u8>, u64)],
+    udp: SocketAddr,
+    senders: usize,
+    pace: Pace,
+) -> Vec<io::Result<Sent>> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..senders)
+            .map(|k| {
+                let offset = k * datagrams.len() / senders;
+                s.spawn(move || sender(udp, datagrams, offset, pace))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(io::Error::other("sender panicked")))
+            })
+            .collect()
+    })
+}
+
+/// Waits, bounded by `drain`, until every line `sent` is counted (from
+/// `before`) or the count stops moving (three reads alike, 100 ms apart):
+/// the last counters, and when they last moved.
+fn drained(
+    http: SocketAddr,
+    before: Counters,
+    sent: u64,
+    drain: Duration,
+) -> io::Result<(Counters, Duration)> {
     let clock = SystemClock::new();
     let drain_start = clock.now();
     let mut after = read_counters(http)?;
     let mut settled_at = since(&clock, drain_start);
     let mut still = 0;
-    while after.lines - before.lines < report.lines_sent as f64
+    while after.lines - before.lines < sent as f64
         && still < 3
         && since(&clock, drain_start) < drain
     {
@@ -370,16 +420,7 @@ fn run(a: &Args) -> io::Result<Report> {
         }
         after = next;
     }
-    report.drain_secs = settled_at.as_secs_f64();
-    report.delta = after.minus(before);
-    report.daemon_cpu_secs = pid
-        .as_deref()
-        .and_then(cpu_secs)
-        .zip(daemon_cpu0)
-        .map(|(b, a)| b - a);
-    report.tool_cpu_secs = cpu_secs("self").zip(tool_cpu0).map(|(b, a)| b - a);
-    drop(spawned);
-    Ok(report)
+    Ok((after, settled_at))
 }
 
 #[cfg(test)]
