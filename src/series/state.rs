@@ -230,6 +230,14 @@ impl CumulativeHistogram {
     }
 }
 
+/// A summary series' value into its streams, counted `weight` times in
+/// whole counts as the quantile sketches keep them. Out of line: most
+/// series have no summary, and `SeriesState::apply` stays small.
+#[inline(never)]
+fn observe_summary(w: &mut AgedSummary, v: f64, weight: f64, now: Timestamp) {
+    w.observe(v, weight.round().max(1.0) as u64, now);
+}
+
 impl SeriesState {
     /// Publishes the series as a summary of `spec` (empty, its streams
     /// starting now). Only timers, histograms and distributions have one;
@@ -420,8 +428,7 @@ impl SeriesState {
                     histogram.observe(bounds, v, weight);
                     windows.add(Observation { value: v, weight }, now);
                     if let Some(w) = &mut histogram.summary {
-                        // Whole counts, as the quantile sketches keep them.
-                        w.observe(v, weight.round().max(1.0) as u64, now);
+                        observe_summary(w, v, weight, now);
                     }
                 }
                 Ok(Folded::Stored)

@@ -453,6 +453,7 @@ impl NativeHistogram {
 
     /// Lowers the schema until the buckets fit the limit or the schema is
     /// [`MIN_SCHEMA`].
+    #[inline]
     fn limit(&mut self) {
         while self.buckets.len() > self.max_buckets as usize && self.schema > MIN_SCHEMA {
             self.halve();
