@@ -287,14 +287,19 @@ fn a_sighup_and_a_post_reload_at_once_never_mix_two_files() {
                 while !done.load(Ordering::Relaxed) {
                     i += 1;
                     write_whole(&d.config, &files[i % 2]);
+                    // Thousands of flips per reload still, without taking
+                    // a core from the daemon on a busy machine.
+                    std::thread::sleep(Duration::from_micros(50));
                 }
             });
+            // The writer stops however this round ends: a failed wait
+            // fails the test instead of leaving the scope waiting on it.
+            let _stop_writer = SetOnDrop(&done);
             // SIGHUP reloads asynchronously: wait for both reloads.
             reloads += 2.0;
             d.wait_scrape(Duration::from_secs(10), "both reloads", |s| {
                 good_reloads(s) == reloads
             });
-            done.store(true, Ordering::Relaxed);
         });
         let got = (services_file(&d), plan_file(&d));
         finals[got.0] += 1;
@@ -314,4 +319,14 @@ fn a_sighup_and_a_post_reload_at_once_never_mix_two_files() {
         mixed.is_empty(),
         "(round, (the services' file, the plan's file)) after both reloads: {mixed:?} of {rounds} rounds"
     );
+}
+
+/// Sets its flag when dropped (at the end of a scope, or while a panic
+/// unwinds it).
+struct SetOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for SetOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
 }
