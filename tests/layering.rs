@@ -15,12 +15,13 @@
 //!                                copied to other statsd servers
 //!  5 fleet service telemetry     shared windows; named breakers and limits; self-metrics
 //!  4 series store fdlimit tls    the registry of series; Redis (shared limits and
-//!    probe                       window buckets); the open-file limit; the
-//!                                HTTP listener's TLS settings; `rollstat probe`
+//!    host probe                  window buckets); the open-file limit; the
+//!                                HTTP listener's TLS settings; this host's
+//!                                memory; `rollstat probe`
 //!  3 config                      config.toml to typed values
 //!  2 stats breaker               windowed statistics; circuit breakers
 //!  1 window limit names          rolling windows; rate limiters; Prometheus names
-//!  0 clock escape error parse sketch mapping
+//!  0 access clock escape error parse sketch mapping
 //!    family                      the self-metric table; the one family builder
 //! ```
 //!
