@@ -218,88 +218,11 @@ impl Reloader {
             self.telemetry.reloads.with_label_values(&["ok"]).inc();
             return Ok(Reloaded::default());
         };
-        let loaded = Config::load(path)
-            .map_err(ReloadError::from)
-            .and_then(|cfg| {
-                // Breakers and limits whose definition is unchanged keep their state.
-                let previous = self.services.current();
-                Services::new(&cfg, self.clock.now(), Some(&previous))
-                    .map(|s| (cfg, s))
-                    .map_err(|source| ReloadError::Services {
-                        path: path.clone(),
-                        source,
-                    })
-            })
-            .and_then(|(cfg, services)| {
-                // The client the daemon would build at a start, connecting
-                // to nothing: what it refuses, the next start would too.
-                if let Some(Err(source)) = cfg.redis.as_ref().map(crate::store::check) {
-                    return Err(ReloadError::Redis {
-                        path: path.clone(),
-                        source,
-                    });
-                }
-                // Built before anything is applied: bad files fail the
-                // whole reload, and the certificate in use stays.
-                let tls = match (&self.tls, &cfg.http.tls) {
-                    (Some(_), Some(t)) => {
-                        Some(
-                            crate::tls::server_config(t).map_err(|source| ReloadError::Tls {
-                                path: path.clone(),
-                                source,
-                            })?,
-                        )
-                    }
-                    _ => None,
-                };
-                Ok((cfg, services, tls))
-            });
-        match loaded {
+        match self.build(path) {
             Ok((cfg, services, tls)) => {
                 self.services.replace(services);
-                if let (Some(server), Some(next)) = (&self.tls, tls) {
-                    server.replace(next);
-                    tracing::info!(path = %path.display(), "[http.tls] files read again; new HTTPS connections use them.");
-                }
-                match (&self.tls, &cfg.http.tls) {
-                    (None, Some(_)) => {
-                        tracing::warn!(path = %path.display(), "[http.tls] is set, but turning HTTPS on takes effect only after a restart; the listener keeps speaking plain HTTP.")
-                    }
-                    (Some(_), None) => {
-                        tracing::warn!(path = %path.display(), "[http.tls] is gone, but turning HTTPS off takes effect only after a restart; the listener keeps speaking HTTPS with the certificate in use.")
-                    }
-                    _ => {}
-                }
-                // Against the config the daemon started with: a second
-                // reload of the same change still needs the restart.
-                let mut needs_restart = Vec::new();
-                let started = &self.started;
-                if cfg.listen != started.listen || cfg.ingest != started.ingest {
-                    tracing::warn!(path = %path.display(), "[listen] and [ingest] changes (tag_styles included) take effect only after a restart.");
-                    needs_restart.push("[listen] and [ingest] changes (tag_styles included) take effect only after a restart");
-                }
-                if cfg.relays != started.relays {
-                    tracing::warn!(path = %path.display(), "[[relay]] changes take effect only after a restart; the relays the daemon started with go on.");
-                    needs_restart.push("[[relay]] changes take effect only after a restart");
-                }
-                // Access (credentials files included, read again just now)
-                // is taken at once, and so is [http.tls] (above); the rest
-                // of [http] needs a restart.
-                self.access.replace(cfg.http.access.clone());
-                let restart_only = |h: &HttpLimits| HttpLimits {
-                    access: crate::access::Access::default(),
-                    tls: None,
-                    web: None,
-                    ..h.clone()
-                };
-                if restart_only(&cfg.http) != restart_only(&started.http) {
-                    tracing::warn!(path = %path.display(), "[http] changes other than allowed_hosts, allowed_origins, [http.auth], [http.tls] and web_config_file (deadlines and caps) take effect only after a restart.");
-                    needs_restart.push("[http] changes other than allowed_hosts, allowed_origins, [http.auth], [http.tls] and web_config_file (deadlines and caps) take effect only after a restart");
-                }
-                if cfg.redis != started.redis {
-                    tracing::warn!(path = %path.display(), "[redis] changes take effect only after a restart; the shared store keeps the [redis] the daemon started with.");
-                    needs_restart.push("[redis] changes take effect only after a restart; the shared store keeps the [redis] the daemon started with");
-                }
+                self.apply_tls(path, &cfg, tls);
+                let needs_restart = self.restart_notes(path, &cfg);
                 let now = self.clock.now();
                 self.registry
                     .set_plan(self.registry.plan().successor(&cfg, now));
@@ -336,6 +259,115 @@ impl Reloader {
                 Err(e)
             }
         }
+    }
+
+    /// Reads `path` and builds everything a reload applies, before any of
+    /// it is applied: the config, its services, the TLS settings.
+    fn build(
+        &self,
+        path: &std::path::Path,
+    ) -> Result<(Config, Services, Option<Arc<rustls::ServerConfig>>), ReloadError> {
+        let cfg = Config::load(path)?;
+        // Breakers and limits whose definition is unchanged keep their state.
+        let previous = self.services.current();
+        let services =
+            Services::new(&cfg, self.clock.now(), Some(&previous)).map_err(|source| {
+                ReloadError::Services {
+                    path: path.to_path_buf(),
+                    source,
+                }
+            })?;
+        // The client the daemon would build at a start, connecting to
+        // nothing: what it refuses, the next start would too.
+        if let Some(Err(source)) = cfg.redis.as_ref().map(crate::store::check) {
+            return Err(ReloadError::Redis {
+                path: path.to_path_buf(),
+                source,
+            });
+        }
+        // Built before anything is applied: bad files fail the whole
+        // reload, and the certificate in use stays.
+        let tls = match (&self.tls, &cfg.http.tls) {
+            (Some(_), Some(t)) => {
+                Some(
+                    crate::tls::server_config(t).map_err(|source| ReloadError::Tls {
+                        path: path.to_path_buf(),
+                        source,
+                    })?,
+                )
+            }
+            _ => None,
+        };
+        Ok((cfg, services, tls))
+    }
+
+    /// The new `[http.tls]` files in use; HTTPS turned on or off waits for
+    /// a restart (logged).
+    fn apply_tls(
+        &self,
+        path: &std::path::Path,
+        cfg: &Config,
+        tls: Option<Arc<rustls::ServerConfig>>,
+    ) {
+        if let (Some(server), Some(next)) = (&self.tls, tls) {
+            server.replace(next);
+            tracing::info!(path = %path.display(), "[http.tls] files read again; new HTTPS connections use them.");
+        }
+        match (&self.tls, &cfg.http.tls) {
+            (None, Some(_)) => {
+                tracing::warn!(path = %path.display(), "[http.tls] is set, but turning HTTPS on takes effect only after a restart; the listener keeps speaking plain HTTP.")
+            }
+            (Some(_), None) => {
+                tracing::warn!(path = %path.display(), "[http.tls] is gone, but turning HTTPS off takes effect only after a restart; the listener keeps speaking HTTPS with the certificate in use.")
+            }
+            _ => {}
+        }
+    }
+
+    /// Takes the new access rules at once, and says (logged, returned)
+    /// what else changed that only a restart applies: against the config
+    /// the daemon started with, so that a second reload of the same change
+    /// still says so.
+    fn restart_notes(&self, path: &std::path::Path, cfg: &Config) -> Vec<&'static str> {
+        let mut needs_restart = Vec::new();
+        let started = &self.started;
+        let mut note = |changed: bool, log: &'static str, said: &'static str| {
+            if changed {
+                tracing::warn!(path = %path.display(), "{log}");
+                needs_restart.push(said);
+            }
+        };
+        note(
+            cfg.listen != started.listen || cfg.ingest != started.ingest,
+            "[listen] and [ingest] changes (tag_styles included) take effect only after a restart.",
+            "[listen] and [ingest] changes (tag_styles included) take effect only after a restart",
+        );
+        note(
+            cfg.relays != started.relays,
+            "[[relay]] changes take effect only after a restart; the relays the daemon started with go on.",
+            "[[relay]] changes take effect only after a restart",
+        );
+        // Access (credentials files included, read again just now) is
+        // taken at once, and so is [http.tls] (above); the rest of [http]
+        // needs a restart.
+        self.access.replace(cfg.http.access.clone());
+        let restart_only = |h: &HttpLimits| HttpLimits {
+            access: crate::access::Access::default(),
+            tls: None,
+            web: None,
+            ..h.clone()
+        };
+        note(
+            restart_only(&cfg.http) != restart_only(&started.http),
+            "[http] changes other than allowed_hosts, allowed_origins, [http.auth], [http.tls] and web_config_file (deadlines and caps) take effect only after a restart.",
+            "[http] changes other than allowed_hosts, allowed_origins, [http.auth], [http.tls] and web_config_file (deadlines and caps) take effect only after a restart",
+        );
+        note(
+            cfg.redis != started.redis,
+            "[redis] changes take effect only after a restart; the shared store keeps the [redis] the daemon started with.",
+            "[redis] changes take effect only after a restart; the shared store keeps the [redis] the daemon started with",
+        );
+        needs_restart
     }
 }
 
