@@ -67,134 +67,180 @@ pub async fn guard<F>(rules: &BodyRules, req: Request, next: impl FnOnce(Request
 where
     F: std::future::Future<Output = Response>,
 {
+    let declared = match check_head(rules, &req) {
+        Ok(Some(declared)) => declared,
+        Ok(None) => return next(req).await,
+        Err(refused) => return refused,
+    };
+    match read_whole(rules, req, declared).await {
+        Ok(req) => next(req).await,
+        Err(refused) => refused,
+    }
+}
+
+/// The request head's framing and length: `Ok(None)` when there is no
+/// body, else its declared length (if any); `Err` the refusal (counted).
+// The refusal is the response itself, made once per refused request:
+// boxing it would cost an allocation to save a move.
+#[allow(clippy::result_large_err)]
+fn check_head(rules: &BodyRules, req: &Request) -> Result<Option<Option<u64>>, Response> {
     let tel = &rules.telemetry;
     if let Some(reason) = req.extensions().get::<RawHead>().and_then(|h| h.framing) {
         tel.http_refused.inc(reason);
-        return refusal(
+        return Err(refusal(
             StatusCode::BAD_REQUEST,
             "the request frames its body twice (Content-Length with Transfer-Encoding, or two different Content-Length values), a request-smuggling risk; send exactly one of them",
-        );
+        ));
     }
     let headers = req.headers();
-    let declared = match declared_length(headers) {
-        Ok(n) => n,
-        Err(()) => {
-            tel.http_refused.inc(refuse_reason::AMBIGUOUS_FRAMING);
-            return refusal(
-                StatusCode::BAD_REQUEST,
-                "Content-Length is not one non-negative integer",
-            );
-        }
+    let Ok(declared) = declared_length(headers) else {
+        tel.http_refused.inc(refuse_reason::AMBIGUOUS_FRAMING);
+        return Err(refusal(
+            StatusCode::BAD_REQUEST,
+            "Content-Length is not one non-negative integer",
+        ));
     };
     let chunked = headers.contains_key(header::TRANSFER_ENCODING);
-    if declared.unwrap_or(0) == 0 && !chunked {
-        return next(req).await;
-    }
-    let cap = if req.uri().path() == INGEST_PATH {
+    Ok((declared.unwrap_or(0) != 0 || chunked).then_some(declared))
+}
+
+/// Reads and decodes a body of `declared` length (if given) into a request
+/// that carries it whole; `Err` the refusal (counted).
+async fn read_whole(
+    rules: &BodyRules,
+    req: Request,
+    declared: Option<u64>,
+) -> Result<Request, Response> {
+    let tel = &rules.telemetry;
+    let is_ingest = req.uri().path() == INGEST_PATH;
+    let cap = if is_ingest {
         rules.max_ingest
     } else {
         rules.max_other
     };
-    let encoding = match Encoding::of(headers) {
-        Ok(e) => e,
-        Err(name) => {
-            tel.http_refused.inc(refuse_reason::UNSUPPORTED_ENCODING);
-            return refusal(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                &format!("Content-Encoding `{name}` is not supported; send the body as is or gzip-compressed (Content-Encoding: gzip)"),
-            );
-        }
-    };
+    let encoding = Encoding::of(req.headers()).map_err(|name| {
+        tel.http_refused.inc(refuse_reason::UNSUPPORTED_ENCODING);
+        refusal(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            &format!("Content-Encoding `{name}` is not supported; send the body as is or gzip-compressed (Content-Encoding: gzip)"),
+        )
+    })?;
     if let Some(n) = declared.filter(|n| *n > cap as u64) {
         tel.http_refused.inc(refuse_reason::BODY_TOO_LARGE);
-        return refusal(
+        return Err(refusal(
             StatusCode::PAYLOAD_TOO_LARGE,
-            &too_large(n, cap, INGEST_PATH == req.uri().path()),
-        );
+            &too_large(n, cap, is_ingest),
+        ));
     }
     let (mut parts, body) = req.into_parts();
-    let is_ingest = parts.uri.path() == INGEST_PATH;
+    let deadline = tokio::time::Instant::now() + rules.timeout;
     // Room for this body in the shared budget, waited for within the body
     // deadline: the most it can hold, raw (and inflated).
-    let deadline = tokio::time::Instant::now() + rules.timeout;
     let raw_need = declared.map_or(cap, |n| n as usize).min(cap);
     let need = raw_need + if encoding == Encoding::Gzip { cap } else { 0 };
-    let need = u32::try_from(need).unwrap_or(u32::MAX);
-    let _room = match tokio::time::timeout_at(
-        deadline,
-        rules.budget.clone().acquire_many_owned(need),
-    )
-    .await
-    {
-        Ok(Ok(permit)) => permit,
-        _ => {
-            tel.http_refused.inc(refuse_reason::BODIES_BUSY);
-            let mut r = refusal(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "too many request bodies are being read at once; retry in a second",
-            );
-            r.headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-            return r;
-        }
-    };
-    let raw = match read_capped(body, cap, deadline).await {
-        Ok(b) => b,
-        Err(ReadError::TimedOut) => {
-            tel.http_closed.inc(close_reason::BODY_TIMEOUT);
-            return refusal(
-                StatusCode::REQUEST_TIMEOUT,
-                &format!(
-                    "the body did not arrive within {} ms (http.body_timeout_ms)",
-                    rules.timeout.as_millis()
-                ),
-            );
-        }
-        Err(ReadError::TooLarge) => {
-            tel.http_refused.inc(refuse_reason::BODY_TOO_LARGE);
-            return refusal(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                &too_large(cap as u64 + 1, cap, is_ingest),
-            );
-        }
-        Err(ReadError::Broken(e)) => {
-            tel.http_refused.inc(refuse_reason::MALFORMED_REQUEST);
-            return refusal(
-                StatusCode::BAD_REQUEST,
-                &format!("the body could not be read: {e}"),
-            );
-        }
-    };
+    let _room = reserve(rules, need, deadline).await?;
+    let raw = read_raw(rules, body, cap, deadline, is_ingest).await?;
     let body = match encoding {
         Encoding::Identity => raw,
-        // Inflating is CPU work up to the cap: off the reactor.
-        Encoding::Gzip => match tokio::task::spawn_blocking(move || inflate_capped(&raw, cap))
-            .await
-            .unwrap_or_else(|e| Err(InflateError::Corrupt(std::io::Error::other(e))))
-        {
-            Ok(b) => Bytes::from(b),
-            Err(InflateError::TooLarge) => {
-                tel.http_refused.inc(refuse_reason::BODY_TOO_LARGE);
-                return refusal(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    &format!("the gzip body inflates to more than {cap} bytes, the cap on decompressed bodies too{}", cap_key(is_ingest)),
-                );
-            }
-            Err(InflateError::Corrupt(e)) => {
-                tel.http_refused.inc(refuse_reason::BAD_ENCODING);
-                return refusal(
-                    StatusCode::BAD_REQUEST,
-                    &format!("the body says Content-Encoding: gzip but does not inflate: {e}"),
-                );
-            }
-        },
+        Encoding::Gzip => inflate(rules, raw, cap, is_ingest).await?,
     };
     parts.headers.remove(header::CONTENT_ENCODING);
     parts.headers.remove(header::TRANSFER_ENCODING);
     parts
         .headers
         .insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
-    next(Request::from_parts(parts, Body::from(body))).await
+    Ok(Request::from_parts(parts, Body::from(body)))
+}
+
+/// `need` bytes of the shared body budget, waited for until `deadline`;
+/// `Err` a 503 with Retry-After (counted as `bodies_busy`).
+async fn reserve(
+    rules: &BodyRules,
+    need: usize,
+    deadline: tokio::time::Instant,
+) -> Result<tokio::sync::OwnedSemaphorePermit, Response> {
+    let need = u32::try_from(need).unwrap_or(u32::MAX);
+    match tokio::time::timeout_at(deadline, rules.budget.clone().acquire_many_owned(need)).await {
+        Ok(Ok(permit)) => Ok(permit),
+        _ => {
+            rules.telemetry.http_refused.inc(refuse_reason::BODIES_BUSY);
+            let mut r = refusal(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "too many request bodies are being read at once; retry in a second",
+            );
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            Err(r)
+        }
+    }
+}
+
+/// The body's bytes, at most `cap`, by `deadline`; `Err` the refusal.
+async fn read_raw(
+    rules: &BodyRules,
+    body: Body,
+    cap: usize,
+    deadline: tokio::time::Instant,
+    is_ingest: bool,
+) -> Result<Bytes, Response> {
+    let tel = &rules.telemetry;
+    read_capped(body, cap, deadline).await.map_err(|e| match e {
+        ReadError::TimedOut => {
+            tel.http_closed.inc(close_reason::BODY_TIMEOUT);
+            refusal(
+                StatusCode::REQUEST_TIMEOUT,
+                &format!(
+                    "the body did not arrive within {} ms (http.body_timeout_ms)",
+                    rules.timeout.as_millis()
+                ),
+            )
+        }
+        ReadError::TooLarge => {
+            tel.http_refused.inc(refuse_reason::BODY_TOO_LARGE);
+            refusal(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                &too_large(cap as u64 + 1, cap, is_ingest),
+            )
+        }
+        ReadError::Broken(e) => {
+            tel.http_refused.inc(refuse_reason::MALFORMED_REQUEST);
+            refusal(
+                StatusCode::BAD_REQUEST,
+                &format!("the body could not be read: {e}"),
+            )
+        }
+    })
+}
+
+/// A gzip body inflated, at most `cap` bytes (CPU work up to the cap: off
+/// the reactor); `Err` the refusal.
+async fn inflate(
+    rules: &BodyRules,
+    raw: Bytes,
+    cap: usize,
+    is_ingest: bool,
+) -> Result<Bytes, Response> {
+    let tel = &rules.telemetry;
+    let inflated = tokio::task::spawn_blocking(move || inflate_capped(&raw, cap))
+        .await
+        .unwrap_or_else(|e| Err(InflateError::Corrupt(std::io::Error::other(e))));
+    match inflated {
+        Ok(b) => Ok(Bytes::from(b)),
+        Err(InflateError::TooLarge) => {
+            tel.http_refused.inc(refuse_reason::BODY_TOO_LARGE);
+            Err(refusal(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                &format!("the gzip body inflates to more than {cap} bytes, the cap on decompressed bodies too{}", cap_key(is_ingest)),
+            ))
+        }
+        Err(InflateError::Corrupt(e)) => {
+            tel.http_refused.inc(refuse_reason::BAD_ENCODING);
+            Err(refusal(
+                StatusCode::BAD_REQUEST,
+                &format!("the body says Content-Encoding: gzip but does not inflate: {e}"),
+            ))
+        }
+    }
 }
 
 /// The body of a JSON route (breaker outcomes and decisions, limit
