@@ -389,6 +389,50 @@ fn sample_line(
     out: &mut String,
     rejected: &mut impl FnMut(usize, SampleFault, std::fmt::Arguments<'_>),
 ) -> bool {
+    let Some(s) = decode_sample(i, raw, rejected) else {
+        return false;
+    };
+    let name = quoted(s.name.as_bytes());
+    let Some(kind) = sample_kind(i, &s, name, rejected) else {
+        return false;
+    };
+    if s.name.contains([':', '|', '\n', '#', ',', '[']) {
+        return reserved(
+            rejected,
+            i,
+            name,
+            "`name` may not contain ':', '|', '#', ',', '[' or a newline (statsd reserves them)",
+        );
+    }
+    let Some(value) = sample_value(i, &s, name, rejected) else {
+        return false;
+    };
+    if value.contains(['|', '\n']) {
+        return reserved(
+            rejected,
+            i,
+            name,
+            "`value` may not contain '|' or a newline (statsd reserves them)",
+        );
+    }
+    let Some(rate) = sample_rate(i, &s, name, rejected) else {
+        return false;
+    };
+    for (k, v) in &s.tags {
+        if k.contains([',', '|', ':', '\n']) || v.contains([',', '|', '\n']) {
+            return reserved(rejected, i, name, "tag keys may not contain ',', '|', ':' or a newline, tag values not ',', '|' or a newline (statsd reserves them)");
+        }
+    }
+    write_line(out, &s, &value, kind, rate);
+    true
+}
+
+/// Item `i` read as a sample object.
+fn decode_sample<'r>(
+    i: usize,
+    raw: &'r RawValue,
+    rejected: &mut impl FnMut(usize, SampleFault, std::fmt::Arguments<'_>),
+) -> Option<SampleJson<'r>> {
     use JsonSampleError::BadJsonSample;
     // serde would also read a struct from an array, with a baffling message.
     let found = raw_kind(raw);
@@ -401,10 +445,10 @@ fn sample_line(
                 found.article()
             ),
         );
-        return false;
+        return None;
     }
-    let s: SampleJson<'_> = match serde_json::from_str(raw.get()) {
-        Ok(s) => s,
+    match serde_json::from_str(raw.get()) {
+        Ok(s) => Some(s),
         Err(e) => {
             rejected(
                 i,
@@ -414,14 +458,22 @@ fn sample_line(
                     WithoutPosition(&e)
                 ),
             );
-            return false;
+            None
         }
-    };
-    let name = quoted(s.name.as_bytes());
-    let Some(kind) = MetricKind::ALL
+    }
+}
+
+/// The sample's `type`, by name or statsd letter.
+fn sample_kind(
+    i: usize,
+    s: &SampleJson<'_>,
+    name: Escaped<'_>,
+    rejected: &mut impl FnMut(usize, SampleFault, std::fmt::Arguments<'_>),
+) -> Option<MetricKind> {
+    let kind = MetricKind::ALL
         .into_iter()
-        .find(|k| k.as_str() == s.kind || k.statsd_type() == s.kind)
-    else {
+        .find(|k| k.as_str() == s.kind || k.statsd_type() == s.kind);
+    if kind.is_none() {
         rejected(
             i,
             SampleFault::Parse(ParseError::UnknownType),
@@ -430,22 +482,23 @@ fn sample_line(
                 quoted(s.kind.as_bytes()),
             ),
         );
-        return false;
-    };
-    if s.name.contains([':', '|', '\n', '#', ',', '[']) {
-        return reserved(
-            rejected,
-            i,
-            name,
-            "`name` may not contain ':', '|', '#', ',', '[' or a newline (statsd reserves them)",
-        );
     }
-    // A number as written (the parser reads it, and rejects `1e400` as
-    // non-finite); a string unescaped.
-    let value: std::borrow::Cow<'_, str> = match raw_kind(s.value) {
-        RawKind::Number => s.value.get().into(),
+    kind
+}
+
+/// The sample's `value`: a number as written (the parser reads it, and
+/// rejects `1e400` as non-finite); a string unescaped.
+fn sample_value<'s>(
+    i: usize,
+    s: &SampleJson<'s>,
+    name: Escaped<'_>,
+    rejected: &mut impl FnMut(usize, SampleFault, std::fmt::Arguments<'_>),
+) -> Option<std::borrow::Cow<'s, str>> {
+    use JsonSampleError::BadJsonSample;
+    match raw_kind(s.value) {
+        RawKind::Number => Some(s.value.get().into()),
         RawKind::String => match serde_json::from_str::<String>(s.value.get()) {
-            Ok(v) => v.into(),
+            Ok(v) => Some(v.into()),
             // Split from the body as JSON text, yet not decodable: a lone
             // surrogate escape such as "\ud800".
             Err(e) => {
@@ -457,7 +510,7 @@ fn sample_line(
                         WithoutPosition(&e)
                     ),
                 );
-                return false;
+                None
             }
         },
         other => {
@@ -469,37 +522,43 @@ fn sample_line(
                     other.article()
                 ),
             );
-            return false;
+            None
         }
-    };
-    if value.contains(['|', '\n']) {
-        return reserved(
-            rejected,
-            i,
-            name,
-            "`value` may not contain '|' or a newline (statsd reserves them)",
-        );
     }
-    let rate = match s.sample_rate.map(|r| (r, raw_kind(r))) {
-        None => None,
-        Some((r, RawKind::Number)) => Some(r.get()),
+}
+
+/// The sample's `sample_rate`, as written: `Some(None)` when it has none.
+fn sample_rate<'s>(
+    i: usize,
+    s: &SampleJson<'s>,
+    name: Escaped<'_>,
+    rejected: &mut impl FnMut(usize, SampleFault, std::fmt::Arguments<'_>),
+) -> Option<Option<&'s str>> {
+    match s.sample_rate.map(|r| (r, raw_kind(r))) {
+        None => Some(None),
+        Some((r, RawKind::Number)) => Some(Some(r.get())),
         Some((_, other)) => {
             rejected(
                 i,
-                SampleFault::Json(BadJsonSample),
+                SampleFault::Json(JsonSampleError::BadJsonSample),
                 format_args!(
                     "sample at index {i} (`{name}`): `sample_rate` must be a number, not {}",
                     other.article()
                 ),
             );
-            return false;
-        }
-    };
-    for (k, v) in &s.tags {
-        if k.contains([',', '|', ':', '\n']) || v.contains([',', '|', '\n']) {
-            return reserved(rejected, i, name, "tag keys may not contain ',', '|', ':' or a newline, tag values not ',', '|' or a newline (statsd reserves them)");
+            None
         }
     }
+}
+
+/// The statsd line of a checked sample, with its `\n`.
+fn write_line(
+    out: &mut String,
+    s: &SampleJson<'_>,
+    value: &str,
+    kind: MetricKind,
+    rate: Option<&str>,
+) {
     let _ = write!(out, "{}:{}|{}", s.name, value, kind.statsd_type());
     if let Some(r) = rate {
         let _ = write!(out, "|@{r}");
@@ -518,7 +577,6 @@ fn sample_line(
         }
     }
     out.push('\n');
-    true
 }
 
 /// Reports that item `i` holds a character statsd reserves, in the field
