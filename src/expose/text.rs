@@ -242,90 +242,31 @@ impl Writer for TextWriter {
         let quoted = std::str::from_utf8(base).is_ok_and(|s| !is_legacy_metric_name(s));
         // `"base` quoted and escaped, once per series: the suffixes follow,
         // and need no escaping.
-        let open_quote = &mut self.quoted;
-        open_quote.clear();
+        self.quoted.clear();
         if quoted {
-            write_quoted(open_quote, std::str::from_utf8(base).unwrap_or_default());
-            open_quote.pop();
+            write_quoted(
+                &mut self.quoted,
+                std::str::from_utf8(base).unwrap_or_default(),
+            );
+            self.quoted.pop();
         }
-        let open_quote = &*open_quote;
-        let tags = &self.tags;
+        let name = SampleName {
+            base,
+            open_quote: quoted.then_some(&self.quoted[..]),
+            tags: &self.tags,
+        };
         let format = self.format;
-        // A sample's name (`base` and `suffix`) and labels (the tags and
-        // `extra`), then a space: `name{tags,extra} `, or, quoted,
-        // `{"name",tags,extra} `.
-        let start = |out: &mut Vec<u8>, suffix: &[u8], extra: &[u8]| {
-            if quoted {
-                out.push(b'{');
-                out.extend_from_slice(open_quote);
-                out.extend_from_slice(suffix);
-                out.push(b'"');
-                out.extend_from_slice(tags);
-                if !extra.is_empty() {
-                    out.push(b',');
-                    out.extend_from_slice(extra);
-                }
-                out.extend_from_slice(b"} ");
-                return;
-            }
-            out.extend_from_slice(base);
-            out.extend_from_slice(suffix);
-            // Samples without labels have no braces at all.
-            match (tags.is_empty(), extra.is_empty()) {
-                (true, true) => {}
-                (true, false) => {
-                    out.push(b'{');
-                    out.extend_from_slice(extra);
-                    out.push(b'}');
-                }
-                (false, _) => {
-                    out.push(b'{');
-                    out.extend_from_slice(&tags[1..]);
-                    if !extra.is_empty() {
-                        out.push(b',');
-                        out.extend_from_slice(extra);
-                    }
-                    out.push(b'}');
-                }
-            }
-            out.push(b' ');
-        };
-        // `_created`: when the series (and its counts) began.
-        let created = |out: &mut Vec<u8>| {
-            if shows_created(format) {
-                start(out, b"_created", b"");
-                number(out, meta.created.as_secs_f64());
-                out.push(b'\n');
-            }
-        };
-        // A histogram's or summary's `_sum` and `_count` (OpenMetrics
-        // leaves both out once a negative value made `_sum` able to fall).
-        let sum_count = |out: &mut Vec<u8>, h: &HistogramValues<'_>| {
-            if h.shows_sum(format) {
-                start(out, b"_sum", b"");
-                number(out, h.sum());
-                out.push(b'\n');
-                start(out, b"_count", b"");
-                integer(out, h.count());
-                out.push(b'\n');
-            }
-        };
+        let created = meta.created.as_secs_f64();
         match value {
             CumulativeValue::Counter(total) => {
-                start(out, family.suffix().as_bytes(), b"");
-                number(out, total);
-                out.push(b'\n');
+                name.line(out, family.suffix().as_bytes(), b"", |o| number(o, total));
                 // A counter named as is is `unknown` in OpenMetrics: no
                 // `_created`.
                 if family == Cumulative::Counter {
-                    created(out);
+                    name.created(out, format, created);
                 }
             }
-            CumulativeValue::Gauge(value) => {
-                start(out, b"", b"");
-                number(out, value);
-                out.push(b'\n');
-            }
+            CumulativeValue::Gauge(value) => name.line(out, b"", b"", |o| number(o, value)),
             CumulativeValue::Histogram(h) if family == Cumulative::Summary => {
                 // `{quantile="q"}` over the summary's window (left out
                 // while it holds nothing, never NaN), then `_sum` and
@@ -337,12 +278,10 @@ impl Writer for TextWriter {
                     extra.extend_from_slice(b"quantile=\"");
                     extra.extend_from_slice(format_q(q).as_bytes());
                     extra.push(b'"');
-                    start(out, b"", &extra);
-                    number(out, v);
-                    out.push(b'\n');
+                    name.line(out, b"", &extra, |o| number(o, v));
                 }
-                sum_count(out, &h);
-                created(out);
+                name.sum_count(out, format, &h);
+                name.created(out, format, created);
             }
             CumulativeValue::Histogram(h) => {
                 let mut extra = Vec::with_capacity(32);
@@ -354,16 +293,14 @@ impl Writer for TextWriter {
                         None => extra.extend_from_slice(b"+Inf"),
                     }
                     extra.push(b'"');
-                    start(out, b"_bucket", &extra);
-                    integer(out, count);
-                    out.push(b'\n');
+                    name.line(out, b"_bucket", &extra, |o| integer(o, count));
                 };
                 for (ub, cum) in h.buckets() {
                     bucket(out, Some(ub), cum);
                 }
                 bucket(out, None, h.count());
-                sum_count(out, &h);
-                created(out);
+                name.sum_count(out, format, &h);
+                name.created(out, format, created);
             }
         }
     }
@@ -379,6 +316,86 @@ impl Writer for TextWriter {
         put_name(&mut name, &full, is_legacy_metric_name);
         let [before, metric, after] = head.help;
         header(out, self.format, [&name, b""], kind, before, metric, after);
+    }
+}
+
+/// How a series' samples begin: its name (`base`, or `"base` quoted and
+/// escaped, `open_quote`) and its labels (`tags`, each led by a comma).
+struct SampleName<'a> {
+    base: &'a [u8],
+    open_quote: Option<&'a [u8]>,
+    tags: &'a [u8],
+}
+
+impl SampleName<'_> {
+    /// A sample's name with `suffix` and its labels (the tags and
+    /// `extra`), then a space: `name{tags,extra} `, or, quoted,
+    /// `{"name",tags,extra} `.
+    fn start(&self, out: &mut Vec<u8>, suffix: &[u8], extra: &[u8]) {
+        if let Some(open_quote) = self.open_quote {
+            out.push(b'{');
+            out.extend_from_slice(open_quote);
+            out.extend_from_slice(suffix);
+            out.push(b'"');
+            out.extend_from_slice(self.tags);
+            if !extra.is_empty() {
+                out.push(b',');
+                out.extend_from_slice(extra);
+            }
+            out.extend_from_slice(b"} ");
+            return;
+        }
+        out.extend_from_slice(self.base);
+        out.extend_from_slice(suffix);
+        // Samples without labels have no braces at all.
+        match (self.tags.is_empty(), extra.is_empty()) {
+            (true, true) => {}
+            (true, false) => {
+                out.push(b'{');
+                out.extend_from_slice(extra);
+                out.push(b'}');
+            }
+            (false, _) => {
+                out.push(b'{');
+                out.extend_from_slice(&self.tags[1..]);
+                if !extra.is_empty() {
+                    out.push(b',');
+                    out.extend_from_slice(extra);
+                }
+                out.push(b'}');
+            }
+        }
+        out.push(b' ');
+    }
+
+    /// One whole sample line: its start, the value `write` writes, `\n`.
+    fn line(
+        &self,
+        out: &mut Vec<u8>,
+        suffix: &[u8],
+        extra: &[u8],
+        write: impl FnOnce(&mut Vec<u8>),
+    ) {
+        self.start(out, suffix, extra);
+        write(out);
+        out.push(b'\n');
+    }
+
+    /// `_created`: when the series (and its counts) began, where the
+    /// format shows it.
+    fn created(&self, out: &mut Vec<u8>, format: Format, at: f64) {
+        if shows_created(format) {
+            self.line(out, b"_created", b"", |o| number(o, at));
+        }
+    }
+
+    /// A histogram's or summary's `_sum` and `_count` (OpenMetrics leaves
+    /// both out once a negative value made `_sum` able to fall).
+    fn sum_count(&self, out: &mut Vec<u8>, format: Format, h: &HistogramValues<'_>) {
+        if h.shows_sum(format) {
+            self.line(out, b"_sum", b"", |o| number(o, h.sum()));
+            self.line(out, b"_count", b"", |o| integer(o, h.count()));
+        }
     }
 }
 
