@@ -109,6 +109,9 @@
 //! short `parking_lot::Mutex`, and the keyed limiters shard their keys over
 //! several mutexes. The `core` benchmarks measure both under two threads.
 
+// Functions short enough to read at once (threshold in .clippy.toml).
+#![deny(clippy::too_many_lines)]
+
 #![forbid(unsafe_code)]
 #![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 #![warn(missing_docs)]

@@ -2,6 +2,9 @@
 //! subcommand asked for, each in its own file under src/cli/; without one,
 //! the daemon (src/cli/run.rs).
 
+// Functions short enough to read at once (threshold in .clippy.toml).
+#![deny(clippy::too_many_lines)]
+
 mod cli;
 
 use std::process::ExitCode;
