@@ -111,7 +111,6 @@
 
 // Functions short enough to read at once (threshold in .clippy.toml).
 #![deny(clippy::too_many_lines)]
-
 #![forbid(unsafe_code)]
 #![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 #![warn(missing_docs)]

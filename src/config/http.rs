@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use super::reader::{Problems, Table};
-use super::{access, tls, web, TlsConfig};
+use super::{access, http_tls, web, TlsConfig};
 use crate::access::Access;
 
 /// `[http]`: deadlines on every phase of an HTTP connection, and caps.
@@ -100,8 +100,8 @@ pub(super) fn read(t: &mut Table<'_, '_>, p: &mut Problems<'_>, h: &mut HttpLimi
     let tls_table = t.table(p, "tls");
     let tls_at = tls_table.as_ref().map(Table::start);
     if let Some(mut tt) = tls_table {
-        h.tls = tls::read_tls(&mut tt, p);
-        tt.finish(p, tls::TLS_KEYS);
+        h.tls = http_tls::read_tls(&mut tt, p);
+        tt.finish(p, http_tls::TLS_KEYS);
     }
     // A web config's tls_server_config is the listener's TLS, as
     // for exporter-toolkit; with [http.tls] too, which one wins

@@ -13,6 +13,7 @@ mod exporter_file;
 pub mod exposure;
 pub mod file;
 mod http;
+mod http_tls;
 mod ingest;
 mod listen;
 mod mappings;
@@ -24,7 +25,6 @@ mod series;
 mod signals;
 mod sources;
 mod summary;
-mod tls;
 mod windows;
 
 use std::fmt;
@@ -35,6 +35,7 @@ pub use self::redis::{
     redact_url, redact_urls_in, ClientIdentity, Password, PemFile, RedisConfig, RedisTarget,
     RedisTls, Secret,
 };
+pub use http_tls::{ClientAuth, TlsConfig, TlsVersion};
 pub use reader::ConfigProblem;
 use reader::{Problems, Table};
 pub use relay::{RelayDef, RelayProtocol, MAX_RELAY_DATAGRAM};
@@ -42,7 +43,6 @@ pub use signals::{
     BreakerDef, BreakerInputs, BreakerKind, LimitAlgorithm, LimitDef, OutcomeTag, StoreFallback,
 };
 pub use sources::{AllowedSources, SourceNet, SourceNetError};
-pub use tls::{ClientAuth, TlsConfig, TlsVersion};
 
 use compat::yaml;
 pub use compat::{statsd_exporter, web};

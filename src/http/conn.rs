@@ -34,7 +34,7 @@
 //! socket: a TLS read is pending until a whole record has arrived, and a
 //! TLS write or flush is pending while the socket takes no more, so the
 //! same timers fire. The handshake happens before the wrapper exists, cut
-//! at the connection's header deadline ([`super::tls`]), which counts from
+//! at the connection's header deadline ([`super::handshake`]), which counts from
 //! accept as it does for plain HTTP.
 
 use std::future::Future;

@@ -46,6 +46,7 @@ pub mod access;
 pub mod body;
 pub mod breakers;
 pub mod conn;
+pub mod handshake;
 pub mod health;
 pub mod held;
 pub mod ingest;
@@ -53,7 +54,6 @@ pub mod limits;
 pub mod query;
 pub mod reads;
 pub mod serve;
-pub mod tls;
 
 use crate::expose::negotiate::{negotiate, Escaping, Negotiated, Protocol};
 use crate::expose::prometheus::SeriesCollector;

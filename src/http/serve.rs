@@ -17,7 +17,7 @@
 //!   and every connection is asked to finish its response and close
 //!   (hyper's graceful shutdown); [`serve`] returns when they have.
 //! * **HTTPS.** With `[http.tls]`, each accepted connection first runs the
-//!   TLS handshake ([`super::tls`]) under its header deadline, holding its
+//!   TLS handshake ([`super::handshake`]) under its header deadline, holding its
 //!   place under the cap; hyper then speaks HTTP/1 over the TLS stream,
 //!   wrapped in the same deadlines ([`super::conn`] says why the wrapper
 //!   goes above TLS). Each handshake takes the settings current at accept,
@@ -167,7 +167,7 @@ async fn connection(
             let deadline = accepted + deadlines.header;
             let closed = &telemetry.http_closed;
             if let Some(stream) =
-                super::tls::handshake(stream, config, deadline, closed, &mut shutdown).await
+                super::handshake::handshake(stream, config, deadline, closed, &mut shutdown).await
             {
                 http1(stream, state, app, deadlines, telemetry, shutdown).await;
             }

@@ -19,7 +19,7 @@
 
 mod address;
 mod secret;
-mod tls;
+mod tls_files;
 
 use std::path::Path;
 use std::time::Duration;
@@ -27,8 +27,8 @@ use std::time::Duration;
 use self::address::Address;
 pub use self::address::{redact_url, redact_urls_in};
 pub use self::secret::{Password, Secret};
-use self::tls::Holds;
-pub use self::tls::{ClientIdentity, PemFile, RedisTls};
+use self::tls_files::Holds;
+pub use self::tls_files::{ClientIdentity, PemFile, RedisTls};
 use super::reader::{Problems, Table};
 use super::windows::valid_label_value;
 
@@ -392,7 +392,7 @@ fn read_tls(
         let r = if path.is_empty() {
             Err("give the path of a PEM file".to_string())
         } else {
-            tls::read(Path::new(&path), what)
+            tls_files::read(Path::new(&path), what)
         };
         match r {
             Ok(f) => Some((f, off, key)),
