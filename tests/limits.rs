@@ -7,7 +7,6 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 use proptest::prelude::*;
-use proptest::test_runner::FileFailurePersistence;
 use rollstat::limit::{
     AcquireError, Decision, KeyedConfig, KeyedLimiter, Limit, LimitState, Limits, SlidingCounter,
     SlidingLog,
@@ -339,8 +338,6 @@ fn arrivals() -> impl Strategy<Value = Vec<u64>> {
 proptest! {
     #![proptest_config(ProptestConfig {
         cases: 256,
-        // Failing cases land in tests/limits.regressions, committed.
-        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("regressions"))),
         ..ProptestConfig::default()
     })]
 
