@@ -353,5 +353,19 @@ fn squeeze(tuples: &mut Vec<Tuple>) {
     tuples[i].absorb(&lower);
 }
 
+/// The weighted ranks `value` occupies among `all` (a brute-force model for
+/// the tests): from one more than the weight below it to the weight at or
+/// below it.
+#[cfg(test)]
+pub(crate) fn ranks_of(all: &[(f64, u64)], value: f64) -> (f64, f64) {
+    let below: u64 = all.iter().filter(|(v, _)| *v < value).map(|(_, w)| w).sum();
+    let at_or_below: u64 = all
+        .iter()
+        .filter(|(v, _)| *v <= value)
+        .map(|(_, w)| w)
+        .sum();
+    (below as f64 + 1.0, at_or_below as f64)
+}
+
 #[cfg(test)]
 mod tests;

@@ -1,19 +1,8 @@
 use proptest::prelude::*;
 
+use super::ranks_of;
 use super::*;
 use crate::sketch::budget::scoped;
-
-/// The weighted ranks `value` occupies among `all`: from one more than the
-/// weight below it to the weight at or below it.
-fn ranks_of(all: &[(f64, u64)], value: f64) -> (f64, f64) {
-    let below: u64 = all.iter().filter(|(v, _)| *v < value).map(|(_, w)| w).sum();
-    let at_or_below: u64 = all
-        .iter()
-        .filter(|(v, _)| *v <= value)
-        .map(|(_, w)| w)
-        .sum();
-    (below as f64 + 1.0, at_or_below as f64)
-}
 
 /// Feeds `values` in batches of `batch`, as a summary's buffer does.
 fn stream_of(values: &[(f64, u64)], epsilon: f64, batch: usize) -> RankStream {

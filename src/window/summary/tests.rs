@@ -3,6 +3,7 @@ use std::time::Duration;
 use proptest::prelude::*;
 
 use super::*;
+use crate::sketch::rank::ranks_of;
 
 /// The Go client's window, by brute force: every observation with its
 /// time; the head at `now` holds those after its last emptying.
@@ -30,16 +31,6 @@ impl Model {
             .map(|&(_, v, w)| (v, w))
             .collect()
     }
-}
-
-fn ranks_of(all: &[(f64, u64)], value: f64) -> (f64, f64) {
-    let below: u64 = all.iter().filter(|(v, _)| *v < value).map(|(_, w)| w).sum();
-    let upto: u64 = all
-        .iter()
-        .filter(|(v, _)| *v <= value)
-        .map(|(_, w)| w)
-        .sum();
-    (below as f64 + 1.0, upto as f64)
 }
 
 const QS: [f64; 5] = [0.0, 0.25, 0.5, 0.9, 0.99];
