@@ -39,7 +39,7 @@ pub fn benches(c: &mut Criterion) {
 fn setup(series: usize) -> (Arc<Ingestor>, ManualClock) {
     let mut cfg = Config::default();
     cfg.series.max_series = series + 1000;
-    let registry = Arc::new(Registry::new(Plan::from_config(&cfg), 16));
+    let registry = Arc::new(Registry::new(Plan::new(cfg.series_settings()), 16));
     let telemetry = Arc::new(Telemetry::new().expect("self-metrics register"));
     let clock = ManualClock::new();
     telemetry

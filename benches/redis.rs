@@ -259,7 +259,7 @@ shared = {shared}
 /// on the runtime when `shared`.
 fn ingest_phase(rt: &tokio::runtime::Runtime, url: &str, shared: bool, secs: u64) -> f64 {
     let cfg = ingest_config(shared, url);
-    let registry = Arc::new(Registry::new(Plan::from_config(&cfg), 16));
+    let registry = Arc::new(Registry::new(Plan::new(cfg.series_settings()), 16));
     let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
     let ing = Ingestor::new(
         registry.clone(),

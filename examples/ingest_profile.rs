@@ -56,11 +56,12 @@ fn main() {
     } else {
         16
     };
-    let registry = Arc::new(Registry::new(Plan::from_config(&cfg), shards));
+    let registry = Arc::new(Registry::new(Plan::new(cfg.series_settings()), shards));
     let clock = ManualClock::new();
     let services = if file.is_some() {
         rollstat::service::ServiceHandle::new(
-            rollstat::service::Services::new(&cfg, clock.now(), None).expect("services"),
+            rollstat::service::Services::new(cfg.service_settings(), clock.now(), None)
+                .expect("services"),
         )
     } else {
         rollstat::service::ServiceHandle::default()

@@ -117,7 +117,7 @@ fn measure(n: usize, kind: &str, config: &str, seconds: usize, tags: usize, per_
     let before = vm_rss_bytes();
     let heap_before = live();
     let registry = Arc::new(Registry::new(
-        Plan::from_config(&cfg).watched_from(clock.now()),
+        Plan::new(cfg.series_settings()).watched_from(clock.now()),
         16,
     ));
     let mut key = KeyBuf::default();

@@ -50,8 +50,10 @@
 //!
 //! ## Daemon modules
 //!
-//! * [`config`]: `config.toml` to a typed [`config::Config`], every problem
-//!   reported with its key and line.
+//! * [`config`]: `config.toml` read into [`config::Config`], a record of the
+//!   settings each module owns (`series::SeriesConfig`, `service::LimitDef`,
+//!   `store::RedisConfig`, ...), every problem reported with its key and
+//!   line; [`file`]: the files a config names, read under a cap.
 //! * [`access`]: who may use which HTTP route (route groups, bearer tokens
 //!   and bcrypt users, the Host and Origin rules), as pure data and checks
 //!   the HTTP layer asks.
@@ -125,6 +127,7 @@ pub(crate) mod escape;
 pub mod expose;
 pub mod family;
 pub mod fdlimit;
+pub mod file;
 pub mod fleet;
 pub mod host;
 pub(crate) mod http;

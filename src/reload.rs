@@ -63,8 +63,9 @@ use parking_lot::Mutex;
 
 use crate::access::AccessHandle;
 use crate::clock::Clock;
-use crate::config::{Config, ConfigError, HttpLimits};
+use crate::config::{Config, ConfigError};
 use crate::error::Causes;
+use crate::http::HttpLimits;
 use crate::series::Registry;
 use crate::service::{ServiceError, ServiceHandle, Services};
 use crate::telemetry::Telemetry;
@@ -146,6 +147,12 @@ pub struct Reloaded {
     pub needs_restart: Vec<&'static str>,
 }
 
+impl crate::http::Reload for Reloader {
+    fn reload_config(&self) -> Result<Vec<&'static str>, Box<dyn std::error::Error + Send + Sync>> {
+        self.reload().map(|r| r.needs_restart).map_err(Into::into)
+    }
+}
+
 /// Reloads the config file into the registry.
 pub struct Reloader {
     path: Option<PathBuf>,
@@ -225,12 +232,12 @@ impl Reloader {
                 let needs_restart = self.restart_notes(path, &cfg);
                 let now = self.clock.now();
                 self.registry
-                    .set_plan(self.registry.plan().successor(&cfg, now));
+                    .set_plan(self.registry.plan().successor(cfg.series_settings(), now));
                 *cur = cfg;
                 self.telemetry.reloads.with_label_values(&["ok"]).inc();
                 self.telemetry.last_reload_success.set(1);
                 crate::sketch::budget::process().set_limit(crate::series::footprint::sketch_limit(
-                    &cur,
+                    cur.series_settings(),
                     crate::host::memory_total_bytes(),
                 ));
                 // New series follow the new plan from here; existing ones
@@ -270,12 +277,10 @@ impl Reloader {
         let cfg = Config::load(path)?;
         // Breakers and limits whose definition is unchanged keep their state.
         let previous = self.services.current();
-        let services =
-            Services::new(&cfg, self.clock.now(), Some(&previous)).map_err(|source| {
-                ReloadError::Services {
-                    path: path.to_path_buf(),
-                    source,
-                }
+        let services = Services::new(cfg.service_settings(), self.clock.now(), Some(&previous))
+            .map_err(|source| ReloadError::Services {
+                path: path.to_path_buf(),
+                source,
             })?;
         // The client the daemon would build at a start, connecting to
         // nothing: what it refuses, the next start would too.
@@ -354,7 +359,6 @@ impl Reloader {
         let restart_only = |h: &HttpLimits| HttpLimits {
             access: crate::access::Access::default(),
             tls: None,
-            web: None,
             ..h.clone()
         };
         note(
@@ -399,12 +403,12 @@ mod tests {
         let config = Config::load(&path).unwrap();
         let clock: Arc<dyn Clock> = Arc::new(ManualClock::new());
         let services = Arc::new(ServiceHandle::new(
-            Services::new(&config, clock.now(), None).unwrap(),
+            Services::new(config.service_settings(), clock.now(), None).unwrap(),
         ));
         let reloader = Reloader::new(
             Some(path.clone()),
             config.clone(),
-            Arc::new(Registry::new(Plan::from_config(&config), 4)),
+            Arc::new(Registry::new(Plan::new(config.series_settings()), 4)),
             Arc::new(Telemetry::new().unwrap()),
             services.clone(),
             clock,

@@ -33,8 +33,9 @@ use std::sync::Arc;
 
 use reference::{Check, GoAction, GoTest, Rollstat, Scenario, SCENARIOS};
 use rollstat::clock::Timestamp;
-use rollstat::config::{Action, Config, Mapping};
+use rollstat::config::Config;
 use rollstat::parse::{parse_datagram_with, Line, MetricKind, ParseOptions};
+use rollstat::series::{Action, Mapping};
 use rollstat::series::{Applied, KeyBuf, Plan, Registry, SeriesMeta};
 use rollstat_testkit::TempDir;
 
@@ -97,7 +98,7 @@ impl Loaded {
         let opts = ParseOptions::default()
             .tag_styles(cfg.ingest.tag_styles)
             .statsd_exporter(cfg.exporter_compatible());
-        let registry = Registry::new(Plan::from_config(&cfg), 1);
+        let registry = Registry::new(Plan::new(cfg.series_settings()), 1);
         Loaded {
             cfg,
             registry,

@@ -29,9 +29,9 @@ failures_metric = "api.failures"
 "#;
     let cfg = Config::parse(&[include_str!("common/two_windows.toml"), breaker].concat()).unwrap();
     let clock = ManualClock::new();
-    let registry = Arc::new(Registry::new(Plan::from_config(&cfg), 16));
+    let registry = Arc::new(Registry::new(Plan::new(cfg.series_settings()), 16));
     let services = Arc::new(ServiceHandle::new(
-        Services::new(&cfg, clock.now(), None).unwrap(),
+        Services::new(cfg.service_settings(), clock.now(), None).unwrap(),
     ));
     let telemetry = Arc::new(Telemetry::new().unwrap());
     let ing = Ingestor::new(registry, telemetry, Arc::new(clock.clone()), services);
@@ -81,10 +81,10 @@ fn routing_lines_to_the_ingest_workers_allocates_nothing_once_warm() {
     let cfg = Config::parse("").unwrap();
     let clock = ManualClock::new();
     let services = Arc::new(ServiceHandle::new(
-        Services::new(&cfg, clock.now(), None).unwrap(),
+        Services::new(cfg.service_settings(), clock.now(), None).unwrap(),
     ));
     let ing = Arc::new(Ingestor::new(
-        Arc::new(Registry::new(Plan::from_config(&cfg), 16)),
+        Arc::new(Registry::new(Plan::new(cfg.series_settings()), 16)),
         Arc::new(Telemetry::new().unwrap()),
         Arc::new(clock.clone()),
         services,
@@ -141,7 +141,7 @@ fn relaying_lines_allocates_nothing_on_the_ingest_path_once_warm() {
     .unwrap();
     let clock = ManualClock::new();
     let services = Arc::new(ServiceHandle::new(
-        Services::new(&cfg, clock.now(), None).unwrap(),
+        Services::new(cfg.service_settings(), clock.now(), None).unwrap(),
     ));
     let telemetry = Arc::new(Telemetry::new().unwrap());
     let relays = Arc::new(Relays::new(&cfg.relays, &telemetry.relay).unwrap());
@@ -154,7 +154,7 @@ fn relaying_lines_allocates_nothing_on_the_ingest_path_once_warm() {
         telemetry.relay.counters("api"),
     ];
     let ing = Ingestor::new(
-        Arc::new(Registry::new(Plan::from_config(&cfg), 16)),
+        Arc::new(Registry::new(Plan::new(cfg.series_settings()), 16)),
         telemetry.clone(),
         Arc::new(clock.clone()),
         services,

@@ -6,29 +6,35 @@
 //! lower floor; modules on one floor never name each other):
 //!
 //! ```text
-//! 10 cli                         the binary's subcommands (src/main.rs
+//! 11 cli                         the binary's subcommands (src/main.rs
 //!                                dispatches; they name the crate as `rollstat::`)
-//!  9 daemon                      wiring: build, bind, spawn, wait, stop
-//!  8 http                        the HTTP router and its handlers
-//!  7 ingest reload               sockets to the registry; config reloads
-//!  6 expose relay                /metrics, OpenMetrics, JSON, the page; lines
+//! 10 daemon                      wiring: build, bind, spawn, wait, stop
+//!  9 reload fdlimit              config reloads; the open-file limit
+//!  8 config                      config.toml read into the settings each
+//!                                module below owns
+//!  7 http                        the HTTP router and its handlers
+//!  6 ingest                      sockets to the registry
+//!  5 expose relay                /metrics, OpenMetrics, JSON, the page; lines
 //!                                copied to other statsd servers
-//!  5 fleet service telemetry     shared windows; named breakers and limits; self-metrics
-//!  4 series store fdlimit tls    the registry of series; Redis (shared limits and
-//!    host probe                  window buckets); the open-file limit; the
-//!                                HTTP listener's TLS settings; this host's
-//!                                memory; `rollstat probe`
-//!  3 config                      config.toml to typed values
+//!  4 fleet service telemetry     shared windows; named breakers and limits; self-metrics
+//!  3 series store tls host probe the registry of series; Redis (shared limits and
+//!                                window buckets); the listeners' TLS settings;
+//!                                this host's memory; `rollstat probe`
 //!  2 stats breaker               windowed statistics; circuit breakers
 //!  1 window limit names          rolling windows; rate limiters; Prometheus names
-//!  0 access clock escape error parse sketch mapping
-//!    family                      the self-metric table; the one family builder
+//!  0 access clock escape error   the pure pieces; the self-metric table and the
+//!    parse sketch mapping family one family builder; files read under a cap
+//!    file
 //! ```
 //!
 //! The reading is textual (every `crate::<module>` path outside comments,
-//! `use crate::{a, b}` groups included), which is all the rule needs: a
-//! module that names a higher one, even in a doc link, points the reader up.
+//! `use crate::{a, b}` groups included), which is all the rule needs.
 //! `src/main.rs` and its `src/cli/` are the binary and stand above everything.
+//!
+//! One exception, for test code only (a `tests.rs` file, or a
+//! `#[cfg(test)] mod` block): it may name `config`, to build its fixtures
+//! from TOML as a user writes them. Nothing else may point up, in tests or
+//! not.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -44,28 +50,29 @@ const FLOORS: &[(&str, u8)] = &[
     ("sketch", 0),
     ("mapping", 0),
     ("family", 0),
+    ("file", 0),
     ("window", 1),
     ("limit", 1),
     ("names", 1),
     ("stats", 2),
     ("breaker", 2),
-    ("config", 3),
-    ("series", 4),
-    ("fdlimit", 4),
-    ("host", 4),
-    ("store", 4),
-    ("tls", 4),
-    ("probe", 4),
-    ("fleet", 5),
-    ("service", 5),
-    ("telemetry", 5),
-    ("expose", 6),
-    ("relay", 6),
-    ("ingest", 7),
-    ("reload", 7),
-    ("http", 8),
-    ("daemon", 9),
-    ("cli", 10),
+    ("series", 3),
+    ("store", 3),
+    ("tls", 3),
+    ("host", 3),
+    ("probe", 3),
+    ("fleet", 4),
+    ("service", 4),
+    ("telemetry", 4),
+    ("expose", 5),
+    ("relay", 5),
+    ("ingest", 6),
+    ("http", 7),
+    ("config", 8),
+    ("reload", 9),
+    ("fdlimit", 9),
+    ("daemon", 10),
+    ("cli", 11),
 ];
 
 /// Modules that hold algorithms and data, not I/O: they may not name an
@@ -224,6 +231,49 @@ fn module_of(rel: &Path) -> Option<String> {
     (!matches!(name, "lib" | "main" | "bin")).then(|| name.to_string())
 }
 
+/// The module test code may name from any floor (see the module docs).
+const TEST_FIXTURES: &str = "config";
+
+/// Which lines of `code` (from `code_only`) are test code: all of a
+/// `tests.rs` file; in other files, each `#[cfg(test)] mod … { … }` block.
+fn test_lines(code: &str, rel: &Path) -> Vec<bool> {
+    let lines = code.matches('\n').count() + 2;
+    if rel.file_stem().is_some_and(|s| s == "tests") {
+        return vec![true; lines];
+    }
+    let mut out = vec![false; lines];
+    for (at, _) in code.match_indices("#[cfg(test)]") {
+        let after = code[at + "#[cfg(test)]".len()..].trim_start();
+        if !(after.starts_with("mod ") || after.starts_with("pub(crate) mod ")) {
+            continue;
+        }
+        let Some(open) = code[at..].find('{').map(|o| at + o) else {
+            continue;
+        };
+        let mut depth = 0usize;
+        let mut end = code.len();
+        for (i, c) in code[open..].char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = open + i;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        let first = code[..at].matches('\n').count() + 1;
+        let last = code[..end].matches('\n').count() + 1;
+        for flag in &mut out[first..=last] {
+            *flag = true;
+        }
+    }
+    out
+}
+
 fn floor(module: &str) -> Option<u8> {
     FLOORS.iter().find(|(m, _)| *m == module).map(|(_, f)| *f)
 }
@@ -253,10 +303,14 @@ fn every_import_points_down_the_data_flow() {
         let Some(me) = module_of(&rel) else { continue };
         let Some(my_floor) = floor(&me) else { continue };
         let code = code_only(&std::fs::read_to_string(&file).unwrap());
+        let in_test = test_lines(&code, &rel);
         for (line, path) in named_after(&code, "crate::") {
             let target = path.split("::").next().unwrap_or_default();
             if target == me || target.is_empty() || target.starts_with(char::is_uppercase) {
                 continue; // within the module, or a re-export of the crate root
+            }
+            if target == TEST_FIXTURES && in_test[line] {
+                continue; // a test building its fixture from TOML
             }
             match floor(target) {
                 Some(f) if f < my_floor => {}
@@ -353,4 +407,77 @@ fn the_reader_of_imports_sees_groups_paths_and_skips_comments_and_strings() {
         .map(|(l, p)| format!("{l}:{}", p.split("::").next().unwrap_or_default()))
         .collect();
     assert_eq!(names, ["1:a", "1:b", "1:e", "4:g", "5:i"], "{code}");
+}
+
+#[test]
+fn test_code_is_a_tests_file_or_a_cfg_test_mod_block() {
+    let code = code_only(
+        "use crate::a;\nfn f() {}\n#[cfg(test)]\nmod tests {\n    fn g() { let x = '{'; }\n    use crate::config::Config;\n}\nfn after() {}\n#[cfg(test)]\nfn helper() {}\n",
+    );
+    let lines = test_lines(&code, Path::new("x/plan.rs"));
+    let marked: Vec<usize> = (1..=10).filter(|&l| lines[l]).collect();
+    assert_eq!(marked, [3, 4, 5, 6, 7], "{code}");
+    assert!(test_lines("fn a() {}\n", Path::new("x/tests.rs"))[1]);
+}
+
+/// Which modules each module names (`true`: only its test code does).
+fn imports_between_modules() -> BTreeMap<String, BTreeMap<String, bool>> {
+    let mut out: BTreeMap<String, BTreeMap<String, bool>> = BTreeMap::new();
+    for file in rust_files(&src()) {
+        let rel = file.strip_prefix(src()).unwrap().to_path_buf();
+        let Some(me) = module_of(&rel) else { continue };
+        let code = code_only(&std::fs::read_to_string(&file).unwrap());
+        let in_test = test_lines(&code, &rel);
+        // The binary's files name the library as `rollstat::`.
+        let prefix = if me == "cli" { "rollstat::" } else { "crate::" };
+        for (line, path) in named_after(&code, prefix) {
+            let target = path.split("::").next().unwrap_or_default();
+            if target == me || floor(target).is_none() {
+                continue;
+            }
+            let only_tests = out
+                .entry(me.clone())
+                .or_default()
+                .entry(target.to_string())
+                .or_insert(true);
+            *only_tests &= in_test[line];
+        }
+    }
+    out
+}
+
+#[test]
+fn the_architecture_page_lists_the_imports_as_they_stand() {
+    let mut want = String::new();
+    for (me, targets) in imports_between_modules() {
+        let names: Vec<String> = targets
+            .iter()
+            .map(|(t, only_tests)| {
+                if *only_tests {
+                    format!("{t} (tests)")
+                } else {
+                    t.clone()
+                }
+            })
+            .collect();
+        let _ = writeln!(want, "{me:<9} -> {}", names.join(", "));
+    }
+    let page = std::fs::read_to_string(src().join("../docs/architecture.md")).unwrap();
+    let start = page
+        .find("The imports between folders")
+        .and_then(|at| {
+            page[at..]
+                .find("```text\n")
+                .map(|o| at + o + "```text\n".len())
+        })
+        .expect("docs/architecture.md: the imports block");
+    let end = start
+        + page[start..]
+            .find("```")
+            .expect("the end of the imports block");
+    assert_eq!(
+        &page[start..end],
+        want,
+        "docs/architecture.md's imports block is out of date; it should read:\n{want}"
+    );
 }

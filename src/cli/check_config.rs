@@ -4,9 +4,10 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use rollstat::config::{exposure, ClientAuth, Config, ConfigError, TlsConfig};
+use rollstat::config::{exposure, Config, ConfigError};
 use rollstat::daemon;
 use rollstat::series::footprint::{self, Footprint};
+use rollstat::tls::{ClientAuth, TlsConfig};
 
 use super::report;
 
@@ -134,10 +135,10 @@ fn warn_fd_limit(file: &Path, cfg: &Config) {
 /// The worst-case memory per series, the budget, and a warning when the
 /// worst case is more than this host has.
 fn print_memory(file: &Path, cfg: &Config) {
-    let footprint = Footprint::of(cfg);
+    let footprint = Footprint::of(cfg.series_settings());
     println!("{}", footprint.report());
     let machine = rollstat::host::memory_total_bytes();
-    let budget = footprint::registry_budget(cfg, machine);
+    let budget = footprint::registry_budget(&cfg.series, machine);
     if let Some((memory, from)) = budget {
         let line = footprint.budget_report(memory, from);
         if footprint.sketch_budget(memory).is_some() {

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use rollstat::config::statsd_exporter::{self, ExporterRules};
 
 pub fn run(file: &Path) -> ExitCode {
-    let text = match rollstat::config::file::read_text(file) {
+    let text = match rollstat::file::read_text(file) {
         Ok(t) => t,
         Err(e) => {
             eprintln!("error: cannot read {}: {e}", file.display());

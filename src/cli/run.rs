@@ -118,7 +118,8 @@ fn faults() -> Result<Faults, Stopped> {
 
 /// The sketches' share of the registry's memory budget.
 fn limit_sketches(cfg: &Config) {
-    let sketch_limit = footprint::sketch_limit(cfg, rollstat::host::memory_total_bytes());
+    let sketch_limit =
+        footprint::sketch_limit(cfg.series_settings(), rollstat::host::memory_total_bytes());
     rollstat::sketch::budget::process().set_limit(sketch_limit);
     if sketch_limit == Some(0) {
         tracing::warn!(target: "rollstat", "The series at series.max_series need the whole memory budget before any sketch grows: every timer, histogram, distribution and set value past a bucket's first four is coarsened (rollstat check-config says by how much). Raise series.max_memory_bytes or lower series.max_series.");

@@ -177,7 +177,7 @@ fn read_file(
     path: &str,
     add: impl FnOnce(&str) -> Vec<crate::access::FileProblem>,
 ) -> bool {
-    let text = match super::file::read_text(std::path::Path::new(path)) {
+    let text = match crate::file::read_text(std::path::Path::new(path)) {
         Ok(t) => t,
         Err(e) => {
             p.refused(

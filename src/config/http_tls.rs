@@ -12,7 +12,7 @@
 use std::path::PathBuf;
 
 use super::reader::{Problems, Table};
-use super::HttpLimits;
+use crate::tls::{ClientAuth, TlsConfig, TlsVersion};
 
 /// The keys of `[http.tls]`.
 pub(super) const TLS_KEYS: &[&str] = &[
@@ -22,81 +22,6 @@ pub(super) const TLS_KEYS: &[&str] = &[
     "client_auth",
     "min_version",
 ];
-
-/// `[http.tls]`: the listener speaks HTTPS only.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TlsConfig {
-    /// PEM: the server's certificate, then any intermediates.
-    pub cert_file: PathBuf,
-    /// PEM: the private key of the first certificate (PKCS#8, PKCS#1 or
-    /// SEC1, unencrypted).
-    pub key_file: PathBuf,
-    /// PEM: the CAs a client certificate must be signed by. `None`: clients
-    /// are not asked for a certificate.
-    pub client_ca_file: Option<PathBuf>,
-    /// Whether a client must present a certificate (read only when
-    /// `client_ca_file` is set).
-    pub client_auth: ClientAuth,
-    /// The oldest protocol version accepted.
-    pub min_version: TlsVersion,
-    /// Read from `http.web_config_file`'s `tls_server_config` rather than
-    /// `[http.tls]`: problems then name that file's keys.
-    pub from_web_config: bool,
-}
-
-/// What is asked of clients when `client_ca_file` is set.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum ClientAuth {
-    /// A client without a certificate signed by the CA is refused in the
-    /// handshake (exporter-toolkit's `RequireAndVerifyClientCert`).
-    #[default]
-    Require,
-    /// A certificate is verified if given; a client may also come without
-    /// one (exporter-toolkit's `VerifyClientCertIfGiven`).
-    Optional,
-}
-
-/// The oldest TLS version the listener accepts.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum TlsVersion {
-    /// TLS 1.2 and 1.3.
-    #[default]
-    Tls12,
-    /// TLS 1.3 only.
-    Tls13,
-}
-
-impl ClientAuth {
-    /// The config spelling.
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ClientAuth::Require => "require",
-            ClientAuth::Optional => "optional",
-        }
-    }
-}
-
-impl TlsVersion {
-    /// The config spelling.
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TlsVersion::Tls12 => "TLS1.2",
-            TlsVersion::Tls13 => "TLS1.3",
-        }
-    }
-}
-
-impl HttpLimits {
-    /// Whether the HTTP listener speaks HTTPS (`[http.tls]` is set): the
-    /// scheme of its own URLs is then `https`. Turning TLS on or off needs
-    /// a restart, so this holds for the daemon's whole life.
-    #[must_use]
-    pub fn tls_enabled(&self) -> bool {
-        self.tls.is_some()
-    }
-}
 
 /// Reads `[http.tls]`; `None` if a key has a problem (recorded in `p`).
 pub(super) fn read_tls(t: &mut Table<'_, '_>, p: &mut Problems<'_>) -> Option<TlsConfig> {
@@ -234,7 +159,7 @@ fn readable_file(
         return None;
     }
     let file = PathBuf::from(&s);
-    use super::file::{read_bytes, FileError};
+    use crate::file::{read_bytes, FileError};
     let read = read_bytes(&file);
     let reason = read.as_ref().err().map_or("unreadable", FileError::reason);
     let problem = match read {

@@ -5,40 +5,8 @@ use std::time::Duration;
 
 use super::reader::{Problems, Table};
 use super::{AllowedSources, SourceNet};
+use crate::ingest::Ingest;
 use crate::parse::TagStyles;
-
-/// `[ingest]`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Ingest {
-    /// UDP reader tasks sharing the port through SO_REUSEPORT.
-    pub udp_readers: usize,
-    /// Ingest workers the UDP readers route lines to by metric name; 0 =
-    /// the readers parse and apply what they receive themselves.
-    pub udp_workers: usize,
-    /// SO_RCVBUF asked for each UDP socket (the kernel may grant less; logged).
-    pub udp_recv_buffer_bytes: usize,
-    /// Open TCP statsd connections at most; a client beyond it is accepted,
-    /// closed at once and counted (`reason="connection_cap"`).
-    pub tcp_max_connections: usize,
-    /// A TCP statsd connection that sends nothing for this long is closed
-    /// (its last line applied) and counted (`reason="idle_timeout"`).
-    pub tcp_idle_timeout: Duration,
-    /// Longest TCP line accepted; longer lines are rejected as `line_too_long`.
-    pub max_line_bytes: usize,
-    /// Largest HTTP ingest body (413 above).
-    pub http_max_body_bytes: usize,
-    /// statsd tag syntaxes read on every transport (statsd text; the JSON
-    /// ingest body has tags of its own and ignores this).
-    pub tag_styles: TagStyles,
-    /// Source networks the statsd UDP and TCP listeners accept; empty:
-    /// every sender. Others are dropped (UDP) or closed at accept (TCP)
-    /// and counted under `reason="source_not_allowed"`.
-    pub allowed_sources: AllowedSources,
-    /// At stop, the statsd receivers (UDP and Unix readers, TCP
-    /// connections) drain what the kernel already queued for at most this
-    /// long (`drain_timeout_ms`); what is left is counted and logged.
-    pub drain_timeout: Duration,
-}
 
 pub(super) const KEYS: &[&str] = &[
     "udp_readers",
@@ -52,23 +20,6 @@ pub(super) const KEYS: &[&str] = &[
     "allowed_sources",
     "drain_timeout_ms",
 ];
-
-impl Default for Ingest {
-    fn default() -> Self {
-        Ingest {
-            udp_readers: 2,
-            udp_workers: 2,
-            udp_recv_buffer_bytes: 8 << 20,
-            tcp_max_connections: 1024,
-            tcp_idle_timeout: Duration::from_secs(600),
-            max_line_bytes: 64 << 10,
-            http_max_body_bytes: 4 << 20,
-            tag_styles: TagStyles::ALL,
-            allowed_sources: AllowedSources::default(),
-            drain_timeout: Duration::from_millis(5000),
-        }
-    }
-}
 
 /// `[ingest]`: readers, caps, deadlines, tag styles, allowed sources.
 pub(super) fn read(t: &mut Table<'_, '_>, p: &mut Problems<'_>, i: &mut Ingest) {

@@ -1,75 +1,11 @@
 //! `[listen]`: where the daemon listens (statsd over UDP, TCP and a Unix
 //! socket; HTTP), read into [`Listen`].
 
-use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use super::reader::{Problems, Table};
-
-/// `[listen]`: empty strings turn a listener off.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Listen {
-    /// statsd over UDP.
-    pub statsd_udp: Option<SocketAddr>,
-    /// statsd over TCP, newline framed.
-    pub statsd_tcp: Option<SocketAddr>,
-    /// statsd over a Unix datagram socket.
-    pub statsd_unix: Option<PathBuf>,
-    /// HTTP: /metrics, the JSON API, ingest.
-    pub http: SocketAddr,
-    /// Permission bits of the Unix socket file (`statsd_unix_mode`, an
-    /// octal string in the file; at most `0o777`).
-    pub statsd_unix_mode: u32,
-    /// Group of the Unix socket file (`statsd_unix_group`); `None`: the
-    /// daemon's own group.
-    pub statsd_unix_group: Option<UnixGroup>,
-}
-
-/// The default `listen.statsd_unix_mode`: the socket's owner (the daemon's
-/// user) and its group may send, nobody else (sending on a Unix socket
-/// needs write permission on its file).
-pub const DEFAULT_UNIX_MODE: u32 = 0o660;
-
-/// `listen.statsd_unix_group`: a group, and the line it is given on. The
-/// config cannot look a name up on the host (that is a system call): the
-/// daemon does at start, and `check-config` with this line.
-#[derive(Clone, Debug)]
-pub struct UnixGroup {
-    /// The group as written.
-    pub group: GroupRef,
-    /// 1-based line of the key.
-    pub line: usize,
-}
-
-/// The same group, wherever it is written: a reload that only moves the key
-/// changes nothing.
-impl PartialEq for UnixGroup {
-    fn eq(&self, other: &Self) -> bool {
-        self.group == other.group
-    }
-}
-
-impl Eq for UnixGroup {}
-
-/// A group by name or by number.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum GroupRef {
-    /// A group name, looked up on the host.
-    Name(String),
-    /// A numeric group id, used as it is (it needs no entry in the group
-    /// database, as in many containers).
-    Id(u32),
-}
-
-impl fmt::Display for GroupRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            GroupRef::Name(n) => write!(f, "`{n}`"),
-            GroupRef::Id(g) => write!(f, "gid {g}"),
-        }
-    }
-}
+use crate::ingest::{GroupRef, Listen, UnixGroup};
 
 pub(super) const KEYS: &[&str] = &[
     "statsd_udp",
@@ -79,19 +15,6 @@ pub(super) const KEYS: &[&str] = &[
     "statsd_unix_mode",
     "statsd_unix_group",
 ];
-
-impl Default for Listen {
-    fn default() -> Self {
-        Listen {
-            statsd_udp: Some(SocketAddr::from(([127, 0, 0, 1], 8125))),
-            statsd_tcp: Some(SocketAddr::from(([127, 0, 0, 1], 8125))),
-            statsd_unix: None,
-            http: SocketAddr::from(([127, 0, 0, 1], 9102)),
-            statsd_unix_mode: DEFAULT_UNIX_MODE,
-            statsd_unix_group: None,
-        }
-    }
-}
 
 /// Why the Unix socket cannot be made at `path`, judged from its directory
 /// (the socket itself may exist: a stale one is replaced at start).

@@ -11,7 +11,6 @@ mod access;
 mod compat;
 mod exporter_file;
 pub mod exposure;
-pub mod file;
 mod http;
 mod http_tls;
 mod ingest;
@@ -21,46 +20,33 @@ mod reader;
 mod redis;
 mod relay;
 pub mod relay_loop;
+mod report;
 mod series;
 mod signals;
-mod sources;
 mod summary;
 mod windows;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use crate::file;
+
 use self::redis::{read_redis, KEYS as REDIS_KEYS};
-pub use self::redis::{
-    redact_url, redact_urls_in, ClientIdentity, Password, PemFile, RedisConfig, RedisTarget,
-    RedisTls, Secret,
-};
-pub use http_tls::{ClientAuth, TlsConfig, TlsVersion};
 pub use reader::ConfigProblem;
 use reader::{Problems, Table};
-pub use relay::{RelayDef, RelayProtocol, MAX_RELAY_DATAGRAM};
-pub use signals::{
-    BreakerDef, BreakerInputs, BreakerKind, LimitAlgorithm, LimitDef, OutcomeTag, StoreFallback,
-};
-pub use sources::{AllowedSources, SourceNet, SourceNetError};
 
 use compat::yaml;
 pub use compat::{statsd_exporter, web};
 
 pub use exporter_file::StatsdExporterFile;
-pub use http::HttpLimits;
-pub use ingest::Ingest;
-pub use listen::{GroupRef, Listen, UnixGroup, DEFAULT_UNIX_MODE};
 pub(crate) use mappings::ttl_note;
-pub use mappings::{Action, KindSet, Mapping};
-pub use series::{NativeHistograms, SeriesConfig, DEFAULT_HISTOGRAM_BUCKETS, MAX_NATIVE_BUCKETS};
-pub use summary::{
-    SummarySpec, DEFAULT_SUMMARY_BUF_CAP, DEFAULT_SUMMARY_ERROR, MAX_SUMMARY_AGE,
-    MAX_SUMMARY_BUF_CAP,
-};
-pub use windows::NamedWindow;
 
-use crate::parse::MetricKind;
+use crate::http::HttpLimits;
+use crate::ingest::{AllowedSources, Ingest, Listen, SourceNet};
+use crate::relay::RelayDef;
+use crate::series::{KindSet, Mapping, NamedWindow, SeriesConfig};
+use crate::service::{BreakerDef, LimitDef};
+use crate::store::RedisConfig;
 
 /// Everything the daemon needs, validated.
 #[derive(Clone, Debug)]
@@ -89,11 +75,37 @@ pub struct Config {
     /// `[statsd_exporter] cumulative_names = "statsd_exporter"`: the
     /// cumulative families named as statsd_exporter names them.
     pub exporter_names: bool,
+    /// `[http] web_config_file`, if given, read as it is: its
+    /// `basic_auth_users` and headers are in `http.access` already, its TLS
+    /// part in `http.tls`.
+    pub web_config: Option<web::WebConfig>,
     /// Other statsd servers accepted lines are copied to (`[[relay]]`).
     pub relays: Vec<RelayDef>,
 }
 
 impl Config {
+    /// What the registry is built from: `[series]`, `[[windows]]`,
+    /// `[[mappings]]` and statsd_exporter's names and reading.
+    #[must_use]
+    pub fn series_settings(&self) -> crate::series::Settings<'_> {
+        crate::series::Settings {
+            series: &self.series,
+            windows: &self.windows,
+            mappings: &self.mappings,
+            exporter_names: self.exporter_names,
+            exporter_compatible: self.exporter_compatible(),
+        }
+    }
+
+    /// What the named breakers and limits are built from.
+    #[must_use]
+    pub fn service_settings(&self) -> crate::service::Settings<'_> {
+        crate::service::Settings {
+            breakers: &self.breakers,
+            limits: &self.limits,
+        }
+    }
+
     /// statsd_exporter's compatibility mode: a statsd_exporter mapping file
     /// or its names (`cumulative_names = "statsd_exporter"`). Lines are then
     /// read as statsd_exporter reads them where rollstat's own rule differs:
@@ -128,51 +140,6 @@ impl Config {
                 ))
             })
             .collect()
-    }
-}
-
-impl Config {
-    /// What `check-config` says of the names on `/metrics`.
-    #[must_use]
-    pub fn names_summary(&self) -> &'static str {
-        if self.exporter_names {
-            "names on /metrics: statsd_exporter's, escaped with underscores for every scraper ([statsd_exporter] cumulative_names)"
-        } else if self.series.names_as_asked {
-            "names on /metrics: as each scraper asks (Prometheus 3: UTF-8 names and tag keys as sent; set series.name_escaping = \"underscores\" to keep the sanitised ones)"
-        } else {
-            "names on /metrics: sanitised (underscores) for every scraper (series.name_escaping)"
-        }
-    }
-
-    /// What `check-config` says of native histograms: which types get one,
-    /// at which schema and bucket limit, and how many rules set their own.
-    #[must_use]
-    pub fn native_histograms_summary(&self) -> String {
-        let n = &self.series.native_histograms;
-        let own = self
-            .mappings
-            .iter()
-            .filter(|m| m.native_bucket_factor.is_some() || m.native_max_buckets.is_some())
-            .count();
-        let rules = match own {
-            0 => String::new(),
-            1 => "; 1 mapping rule sets its own".to_string(),
-            k => format!("; {k} mapping rules set their own"),
-        };
-        let types: Vec<&str> = MetricKind::ALL
-            .into_iter()
-            .filter(|k| n.types.contains(*k))
-            .map(MetricKind::as_str)
-            .collect();
-        match crate::sketch::native::schema_for_factor(n.bucket_factor) {
-            Some(schema) => format!(
-                "native histograms (protobuf scrapes): {} at schema {schema} (bucket factor {}), at most {} buckets{rules}",
-                types.join(", "),
-                n.bucket_factor,
-                n.max_buckets
-            ),
-            None => format!("native histograms: off (series.native_histogram_bucket_factor = 0){rules}"),
-        }
     }
 }
 
@@ -246,6 +213,7 @@ impl Default for Config {
             redis: None,
             statsd_exporter: None,
             exporter_names: false,
+            web_config: None,
             relays: Vec::new(),
         }
     }
@@ -287,7 +255,7 @@ impl Config {
         }
 
         if let Some(mut t) = top.table(&mut p, "http") {
-            http::read(&mut t, &mut p, &mut cfg.http);
+            cfg.web_config = http::read(&mut t, &mut p, &mut cfg.http);
             t.finish(&mut p, http::KEYS);
         }
 

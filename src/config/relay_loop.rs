@@ -11,7 +11,9 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
-use super::{ConfigProblem, Listen, RelayDef, RelayProtocol};
+use super::ConfigProblem;
+use crate::ingest::Listen;
+use crate::relay::{RelayDef, RelayProtocol};
 
 /// One of the daemon's own listeners a relay must not reach.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

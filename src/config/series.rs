@@ -6,71 +6,7 @@ use std::time::Duration;
 use super::reader::{Problems, Table};
 use super::KindSet;
 use crate::parse::MetricKind;
-
-/// `[series]`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct SeriesConfig {
-    /// A series not written for this long is removed.
-    pub ttl: Duration,
-    /// At most this many series; new ones beyond it are refused and counted.
-    pub max_series: usize,
-    /// At most this many series of one published metric name; `None`: only
-    /// `max_series` applies.
-    pub max_series_per_metric: Option<usize>,
-    /// Most bytes of labels (names and values, after mapping) a new series
-    /// may have.
-    pub max_label_bytes: usize,
-    /// Quantiles published for timers, histograms and distributions.
-    pub quantiles: Vec<f64>,
-    /// Upper bounds of the cumulative Prometheus histogram buckets for timers
-    /// (seconds), histograms and distributions.
-    pub histogram_buckets: Vec<f64>,
-    /// Native (exponential) histograms beside the classic buckets, served
-    /// over protobuf: the bucket growth factor (`0`: none), the most
-    /// populated buckets before the resolution halves, and which statsd
-    /// types get one.
-    pub native_histograms: NativeHistograms,
-    /// `name_escaping = "as_asked"` (true, the default): names escaped as
-    /// each scraper's `Accept` asks (Prometheus 3: UTF-8 names as sent);
-    /// `"underscores"` (false): today's sanitised names for every scraper.
-    pub names_as_asked: bool,
-    /// `max_memory_bytes`: what the registry may hold in all (series,
-    /// windows, sketches); the sketches get what `max_series` series at
-    /// their worst leave of it. `None`: half of the machine's memory, as
-    /// the daemon finds it at start.
-    pub max_memory_bytes: Option<u64>,
-}
-
-/// `[series] native_histogram_*`: what a series of one of `types` gets
-/// unless its mapping rule says otherwise.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct NativeHistograms {
-    /// Each bucket's upper bound is at most this many times its lower
-    /// bound (the schema is the largest whose factor does not exceed it);
-    /// `0`: no native histograms.
-    pub bucket_factor: f64,
-    /// Populated buckets at most; past it the resolution halves.
-    pub max_buckets: u32,
-    /// The statsd types that get one (timers, histograms, distributions).
-    pub types: KindSet,
-}
-
-impl NativeHistograms {
-    /// Off unless configured (as statsd_exporter: a factor of 0); 160
-    /// buckets (statsd_exporter's starter config, OpenTelemetry's and
-    /// Mimir's default); every observer type.
-    pub const DEFAULT: NativeHistograms = NativeHistograms {
-        bucket_factor: 0.0,
-        max_buckets: 160,
-        types: KindSet::OBSERVER,
-    };
-}
-
-/// Largest `native_histogram_max_buckets`: schema 8 over the whole range
-/// of a double would need far more, but a series this wide costs ~512 KiB
-/// already; "no limit" is not offered, since one sender could then grow a
-/// single series without bound.
-pub const MAX_NATIVE_BUCKETS: u64 = 32_768;
+use crate::series::{SeriesConfig, MAX_NATIVE_BUCKETS};
 
 pub(super) const KEYS: &[&str] = &[
     "ttl_secs",
@@ -85,27 +21,6 @@ pub(super) const KEYS: &[&str] = &[
     "name_escaping",
     "max_memory_bytes",
 ];
-
-/// Prometheus' default histogram buckets (seconds).
-pub const DEFAULT_HISTOGRAM_BUCKETS: [f64; 11] = [
-    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-];
-
-impl Default for SeriesConfig {
-    fn default() -> Self {
-        SeriesConfig {
-            ttl: Duration::from_secs(600),
-            max_series: 100_000,
-            max_series_per_metric: None,
-            max_label_bytes: 2048,
-            quantiles: vec![0.5, 0.9, 0.99],
-            histogram_buckets: DEFAULT_HISTOGRAM_BUCKETS.to_vec(),
-            native_histograms: NativeHistograms::DEFAULT,
-            names_as_asked: true,
-            max_memory_bytes: None,
-        }
-    }
-}
 
 /// `native_histogram_bucket_factor` of `[series]` or a rule: `0` (none) or
 /// a factor above 1 (up to 65536, where the coarsest schema, -4, already

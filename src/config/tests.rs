@@ -1,8 +1,11 @@
 use std::time::Duration;
 
 use super::*;
+use crate::ingest::{GroupRef, UnixGroup};
 use crate::mapping::Matcher;
-use crate::parse::TagStyles;
+use crate::parse::{MetricKind, TagStyles};
+use crate::series::Action;
+use crate::service::BreakerKind;
 
 /// Parses `src`, which must fail with exactly the problems `want` (line, key)
 /// and whose message must say each of `says`.
@@ -32,9 +35,9 @@ fn the_sample_config_loads_and_says_what_it_documents() {
         cfg.series,
         SeriesConfig {
             max_series_per_metric: Some(10_000),
-            native_histograms: crate::config::NativeHistograms {
+            native_histograms: crate::series::NativeHistograms {
                 bucket_factor: 1.1,
-                ..crate::config::NativeHistograms::DEFAULT
+                ..crate::series::NativeHistograms::DEFAULT
             },
             ..SeriesConfig::default()
         }
@@ -438,7 +441,7 @@ fn a_web_config_with_users_protects_read_and_write_unless_config_toml_says_other
         assert_eq!(c.verify_user("prom", "pw"), Check::Valid);
         assert_eq!(c.verify_user("prom", "nope"), Check::Invalid);
     }
-    let web = cfg.http.web.as_ref().unwrap();
+    let web = cfg.web_config.as_ref().unwrap();
     assert_eq!(web.users.len(), 1);
     assert_eq!(web.tls, None);
 
@@ -502,11 +505,10 @@ fn a_web_config_without_users_changes_no_group() {
         &["basic_auth_users"],
     );
     // Unset and "" read no file.
-    assert!(Config::parse("").unwrap().http.web.is_none());
+    assert!(Config::parse("").unwrap().web_config.is_none());
     assert!(Config::parse("[http]\nweb_config_file = \"\"\n")
         .unwrap()
-        .http
-        .web
+        .web_config
         .is_none());
 }
 
@@ -566,7 +568,7 @@ fn a_web_config_tls_server_config_is_the_listeners_tls_and_cannot_sit_beside_htt
         .expect("the web config's TLS is the listener's");
     assert!(tls.from_web_config);
     assert_eq!(tls.cert_file, dir.join("cert.pem"));
-    assert_eq!(tls.min_version, super::TlsVersion::Tls13);
+    assert_eq!(tls.min_version, crate::tls::TlsVersion::Tls13);
     let both = format!(
         "[http]\nweb_config_file = \"{}\"\n[http.tls]\ncert_file = \"{}\"\nkey_file = \"{}\"\n",
         web.display(),

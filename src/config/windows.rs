@@ -4,16 +4,8 @@
 use std::time::Duration;
 
 use super::reader::{Problems, Table};
+use crate::series::NamedWindow;
 use crate::window::WindowSpec;
-
-/// One `[[windows]]` entry.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NamedWindow {
-    /// The `window` label value, e.g. `10s`.
-    pub name: String,
-    /// Buckets, interval, ignore-current.
-    pub spec: WindowSpec,
-}
 
 pub(super) const KEYS: &[&str] = &["name", "buckets", "interval_ms", "ignore_current"];
 

@@ -4,7 +4,8 @@
 use std::io;
 use std::net::SocketAddr;
 
-use crate::config::{relay_loop, Config, ConfigProblem, GroupRef};
+use crate::config::{relay_loop, Config, ConfigProblem};
+use crate::ingest::GroupRef;
 use crate::ingest::{udp, unix};
 
 /// Every socket the daemon serves, bound.
@@ -201,7 +202,7 @@ impl Listeners {
 /// a wildcard listener).
 #[must_use]
 pub fn relay_loops(cfg: &Config, own: &[relay_loop::OwnListener]) -> Vec<ConfigProblem> {
-    let resolve = |r: &crate::config::RelayDef| match r.literal {
+    let resolve = |r: &crate::relay::RelayDef| match r.literal {
         Some(a) => vec![a],
         None => std::net::ToSocketAddrs::to_socket_addrs(r.address.as_str())
             .map(Iterator::collect)

@@ -128,7 +128,7 @@ impl State {
         // Windows are watched from now: their rates divide by the time the
         // daemon has been up until they are full.
         let registry = Arc::new(Registry::new(
-            Plan::from_config(&config).watched_from(clock.now()),
+            Plan::new(config.series_settings()).watched_from(clock.now()),
             shards,
         ));
         // The shared store connects lazily: Redis need not be up at start.
@@ -138,8 +138,9 @@ impl State {
             .map(RedisStore::new)
             .transpose()
             .map_err(BuildError::Store)?;
-        let services = Services::with_store(&config, clock.now(), None, store.clone())
-            .map_err(BuildError::Services)?;
+        let services =
+            Services::with_store(config.service_settings(), clock.now(), None, store.clone())
+                .map_err(BuildError::Services)?;
         let services = Arc::new(ServiceHandle::new(services));
         let telemetry = Arc::new(Telemetry::new().map_err(BuildError::Telemetry)?);
         if let Some(s) = &store {
@@ -245,9 +246,10 @@ impl State {
                 store: self.store.clone(),
                 receivers: self.liveness.clone(),
             },
-            udp_port,
-            &self.config,
+            &self.config.http,
+            self.config.ingest.http_max_body_bytes,
         )
+        .with_udp_port(udp_port)
     }
 
     /// The whole `/metrics` body as of the clock's now, as the handler

@@ -111,7 +111,7 @@ pub(super) const CORPUS: &[&str] = &[
 /// one from [`T0`], and the clock standing 6.5 s after [`T0`].
 pub(super) fn registry(datagrams: &[&str]) -> (Registry, ManualClock) {
     let cfg = Config::parse(CONFIG).unwrap();
-    let r = Registry::new(Plan::from_config(&cfg), 4);
+    let r = Registry::new(Plan::new(cfg.series_settings()), 4);
     let clock = ManualClock::starting_at(T0);
     let mut key = KeyBuf::default();
     for d in datagrams {
@@ -250,7 +250,7 @@ fn the_crate_model_collector_writes_the_golden_bytes_in_both_formats() {
 fn collector_golden_bytes() {
     let (r, clock) = registry(CORPUS);
     let cfg = Config::parse(CONFIG).unwrap();
-    let services = Services::new(&cfg, T0, None).unwrap();
+    let services = Services::new(cfg.service_settings(), T0, None).unwrap();
     let collector = SeriesCollector::new(
         Arc::new(r),
         Arc::new(clock.clone()),

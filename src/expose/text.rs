@@ -417,7 +417,7 @@ mod tests {
     /// differ in sanitising.
     fn registry(shards: usize) -> Registry {
         let cfg = Config::parse(crate::expose::tests::CONFIG).unwrap();
-        let r = Registry::new(Plan::from_config(&cfg), shards);
+        let r = Registry::new(Plan::new(cfg.series_settings()), shards);
         let lines = [
             "hits:1|c",
             "hits:3|c|@0.5|#route:/x,code:200",
@@ -604,7 +604,7 @@ mod tests {
 
     #[test]
     fn empty_registry_writes_nothing() {
-        let r = Registry::new(Plan::from_config(&Config::default()), 4);
+        let r = Registry::new(Plan::new(Config::default().series_settings()), 4);
         let t = render(&r, T0, Format::Prometheus, 2, &ChunkPool::new());
         assert!(t.is_empty());
         assert_eq!(t.series, 0);
@@ -612,7 +612,7 @@ mod tests {
 
     #[test]
     fn openmetrics_leaves_out_sum_and_count_of_a_histogram_that_saw_a_negative_value() {
-        let r = Registry::new(Plan::from_config(&Config::default()), 4);
+        let r = Registry::new(Plan::new(Config::default().series_settings()), 4);
         let mut key = KeyBuf::default();
         for l in ["neg.t:-5|ms", "neg.t:7|ms", "pos.t:5|ms"] {
             let Some(Ok(Line::Sample(s))) = parse_datagram(l.as_bytes()).next() else {

@@ -80,9 +80,9 @@ use futures_util::stream::{self, StreamExt};
 use parking_lot::{Mutex, RwLock};
 
 use crate::clock::{duration_nanos, Timestamp};
-use crate::config::RedisConfig;
 use crate::parse::MetricKind;
 use crate::series::{Registry, SeriesMeta};
+use crate::store::RedisConfig;
 use crate::store::{RedisStore, SyncOutcome, WindowBatch};
 use track::{Reads, Sharing, SyncState};
 use view::View;

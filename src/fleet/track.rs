@@ -728,7 +728,7 @@ mod tests {
         let cfg = "[[windows]]\nname = \"10s\"\nbuckets = 10\ninterval_ms = 1000\n\
                    [redis]\nurl = \"redis://127.0.0.1:1\"\n\
                    [[mappings]]\nmatch = \"**\"\nshared = true\n";
-        Registry::new(Plan::from_config(&Config::parse(cfg).unwrap()), 4)
+        Registry::new(Plan::new(Config::parse(cfg).unwrap().series_settings()), 4)
     }
 
     fn feed(r: &Registry, now: Timestamp, dgram: &str) {

@@ -54,12 +54,14 @@ pub mod limits;
 pub mod query;
 pub mod reads;
 pub mod serve;
+pub mod settings;
+
+pub use settings::HttpLimits;
 
 use crate::expose::negotiate::{negotiate, Escaping, Negotiated, Protocol};
 use crate::expose::prometheus::SeriesCollector;
 use crate::expose::{openmetrics, proto, text};
 use crate::ingest::Ingestor;
-use crate::reload::Reloader;
 
 /// What the handlers share.
 #[derive(Clone)]
@@ -67,7 +69,7 @@ pub struct AppState {
     /// Ingest path (registry, telemetry, clock).
     pub ingestor: Arc<Ingestor>,
     /// Config reloads.
-    pub reloader: Arc<Reloader>,
+    pub reloader: Arc<dyn Reload>,
     /// UDP port whose kernel drops /metrics reports, if UDP is on.
     pub udp_port: Option<u16>,
     /// Largest ingest body.
@@ -95,40 +97,63 @@ pub struct AppState {
     pub health: health::Health,
 }
 
+/// What `POST /-/reload` asks of the daemon: read the config file again
+/// and apply it. The daemon's reloader answers; the HTTP layer knows only
+/// this much of it.
+pub trait Reload: Send + Sync {
+    /// On success, what the file changes that takes effect only after a
+    /// restart, one sentence each.
+    ///
+    /// # Errors
+    ///
+    /// Why the previous config stays in force: the file cannot be read, has
+    /// problems, or its breakers and limits cannot be built.
+    fn reload_config(&self) -> Result<Vec<&'static str>, Box<dyn std::error::Error + Send + Sync>>;
+}
+
 impl AppState {
-    /// The state of a daemon with `config`'s HTTP settings.
+    /// The state of a daemon under `limits` (`[http]`), taking request
+    /// bodies of at most `max_body` bytes (`ingest.http_max_body_bytes`).
     #[must_use]
     pub fn new(
         ingestor: Arc<Ingestor>,
-        reloader: Arc<Reloader>,
+        reloader: Arc<dyn Reload>,
         state_families: Arc<SeriesCollector>,
         access: Arc<crate::access::AccessHandle>,
         health: health::Health,
-        udp_port: Option<u16>,
-        config: &crate::config::Config,
+        limits: &HttpLimits,
+        max_body: usize,
     ) -> AppState {
-        let api = config.http.max_concurrent_api_reads;
+        let api = limits.max_concurrent_api_reads;
         let access = access::AccessState {
             handle: access,
             telemetry: ingestor.telemetry.clone(),
-            https: config.http.tls_enabled(),
+            https: limits.tls_enabled(),
             bcrypt_slots: Arc::new(tokio::sync::Semaphore::new(access::MAX_BCRYPT_AT_ONCE)),
         };
         AppState {
             ingestor,
             reloader,
-            udp_port,
-            max_body: config.ingest.http_max_body_bytes,
+            udp_port: None,
+            max_body,
             metrics_buffers: text::ChunkPool::new(),
             state_families,
             scrape_slots: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_SCRAPES)),
             api_slots: Arc::new(tokio::sync::Semaphore::new(api)),
             api_slots_max: api,
-            body_timeout: config.http.body_timeout,
-            response_timeout: config.http.response_timeout,
+            body_timeout: limits.body_timeout,
+            response_timeout: limits.response_timeout,
             access,
             health,
         }
+    }
+
+    /// This state, reporting the kernel's drops on the statsd UDP socket
+    /// bound to `port` (if UDP is served).
+    #[must_use]
+    pub fn with_udp_port(mut self, port: Option<u16>) -> AppState {
+        self.udp_port = port;
+        self
     }
 }
 
@@ -455,12 +480,12 @@ pub(crate) fn api_error(code: StatusCode, msg: String) -> Response {
 async fn reload(State(st): State<AppState>) -> Response {
     // Reading the file and re-planning every series is blocking work.
     let reloader = st.reloader.clone();
-    match tokio::task::spawn_blocking(move || reloader.reload()).await {
+    match tokio::task::spawn_blocking(move || reloader.reload_config()).await {
         Ok(Ok(r)) => {
             // What the file changes but this process cannot apply, said
             // here as in the log, not only on the next start.
             let mut text = String::from("config reloaded\n");
-            for note in r.needs_restart {
+            for note in r {
                 text.push_str("not applied: ");
                 text.push_str(note);
                 text.push('\n');
@@ -472,7 +497,7 @@ async fn reload(State(st): State<AppState>) -> Response {
             StatusCode::BAD_REQUEST,
             format!(
                 "{}\nthe previous config stays in force\n",
-                crate::error::Causes(&e)
+                crate::error::Causes(&*e)
             ),
         )
             .into_response(),

@@ -44,7 +44,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::conn::{ConnState, DeadlineIo, Deadlines, MAX_SNIFFED_HEAD};
-use crate::config::HttpLimits;
+use super::HttpLimits;
 use crate::ingest::backoff::{AcceptBackoff, Failure, Report};
 use crate::telemetry::{close_reason, refuse_reason, Telemetry};
 use crate::tls::ServerTls;
@@ -318,7 +318,7 @@ mod tests {
         use tokio_rustls::client::TlsStream;
 
         use super::*;
-        use crate::config::{ClientAuth, TlsConfig, TlsVersion};
+        use crate::tls::{ClientAuth, TlsConfig, TlsVersion};
 
         /// The header and write deadlines; the idle one is twice this, so
         /// that a response stuck in a full socket (hyper has dropped its

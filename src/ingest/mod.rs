@@ -10,6 +10,8 @@ pub(crate) mod backoff;
 pub mod fault;
 pub(crate) mod reader;
 pub mod route;
+pub mod settings;
+pub mod sources;
 pub(crate) mod stop;
 pub(crate) mod supervise;
 pub(crate) mod tcp;
@@ -19,6 +21,8 @@ pub(crate) mod unix;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+pub use self::settings::{GroupRef, Ingest, Listen, UnixGroup, DEFAULT_UNIX_MODE};
+pub use self::sources::{AllowedSources, SourceNet, SourceNetError};
 use crate::clock::{Clock, Timestamp};
 use crate::escape::Escaped;
 use crate::parse::{parse_datagram_with, Line, ParseError, ParseOptions};
@@ -308,11 +312,11 @@ mod tests {
     fn ingestor(toml: &str) -> Ingestor {
         let cfg = Config::parse(toml).unwrap();
         let clock = ManualClock::new();
-        let services = Services::new(&cfg, clock.now(), None).unwrap();
+        let services = Services::new(cfg.service_settings(), clock.now(), None).unwrap();
         let telemetry = Arc::new(Telemetry::new().unwrap());
         let relays = Relays::new(&cfg.relays, &telemetry.relay).map(Arc::new);
         Ingestor::new(
-            Arc::new(Registry::new(Plan::from_config(&cfg), 4)),
+            Arc::new(Registry::new(Plan::new(cfg.series_settings()), 4)),
             telemetry,
             Arc::new(clock),
             Arc::new(ServiceHandle::new(services)),

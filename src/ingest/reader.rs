@@ -426,10 +426,11 @@ mod tests {
         use crate::clock::Clock;
         let clock = crate::clock::ManualClock::new();
         let cfg = crate::config::Config::parse("").unwrap();
-        let services = crate::service::Services::new(&cfg, clock.now(), None).unwrap();
+        let services =
+            crate::service::Services::new(cfg.service_settings(), clock.now(), None).unwrap();
         let ing = Ingestor::new(
             Arc::new(crate::series::Registry::new(
-                crate::series::Plan::from_config(&cfg),
+                crate::series::Plan::new(cfg.series_settings()),
                 4,
             )),
             Arc::new(crate::telemetry::Telemetry::new().unwrap()),

@@ -309,9 +309,9 @@ pub(crate) mod tests {
     pub(crate) fn ingestor() -> Arc<Ingestor> {
         let cfg = Config::parse("").unwrap();
         let clock = ManualClock::new();
-        let services = Services::new(&cfg, clock.now(), None).unwrap();
+        let services = Services::new(cfg.service_settings(), clock.now(), None).unwrap();
         Arc::new(Ingestor::new(
-            Arc::new(Registry::new(Plan::from_config(&cfg), 4)),
+            Arc::new(Registry::new(Plan::new(cfg.series_settings()), 4)),
             Arc::new(Telemetry::new().unwrap()),
             Arc::new(clock),
             Arc::new(ServiceHandle::new(services)),

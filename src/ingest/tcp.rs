@@ -22,8 +22,8 @@ use tokio::time::{sleep, Instant};
 
 use super::backoff::{AcceptBackoff, Failure, Report};
 use super::stop::Stop;
+use super::{AllowedSources, Ingest};
 use super::{Ingestor, Worker};
-use crate::config::{AllowedSources, Ingest};
 use crate::telemetry::{close_reason, Transport};
 
 /// Index of `line_too_long` in `FRAMING_REASONS`.
@@ -506,7 +506,7 @@ mod tests {
     async fn a_client_outside_the_allowed_sources_is_closed_at_accept_and_counted() {
         let ing = ingestor();
         let allowed = AllowedSources::new(vec![
-            crate::config::SourceNet::parse("127.0.0.2/32").unwrap()
+            crate::ingest::SourceNet::parse("127.0.0.2/32").unwrap()
         ]);
         let s = TcpSettings {
             allowed,

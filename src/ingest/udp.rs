@@ -28,8 +28,8 @@ use super::reader::{self, Source, BATCH, POLL};
 use super::route::{self, Router};
 use super::stop::Stop;
 use super::supervise::Supervisor;
+use super::AllowedSources;
 use super::Ingestor;
-use crate::config::AllowedSources;
 use crate::telemetry::{udp_drop_reason, ReasonCounters, Transport};
 
 /// Bound UDP sockets sharing one port.
@@ -345,7 +345,7 @@ mod tests {
             sock: &sock,
             allowed: AllowedSources::new(
                 nets.iter()
-                    .map(|n| crate::config::SourceNet::parse(n).unwrap())
+                    .map(|n| crate::ingest::SourceNet::parse(n).unwrap())
                     .collect(),
             ),
             dropped: tel.udp_dropped.clone(),

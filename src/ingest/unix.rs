@@ -33,8 +33,8 @@ use super::fault::Faulty;
 use super::reader::{self, Source, POLL};
 use super::stop::Stop;
 use super::supervise::Supervisor;
+use super::GroupRef;
 use super::Ingestor;
-use crate::config::GroupRef;
 use crate::telemetry::Transport;
 
 /// Why the Unix socket could not be set up; each names the config key to

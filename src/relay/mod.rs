@@ -45,6 +45,7 @@
 
 mod pack;
 mod sender;
+pub mod settings;
 
 use parking_lot::{Condvar, Mutex};
 
@@ -53,8 +54,11 @@ pub use self::pack::{
     MARKER,
 };
 pub use self::sender::{spawn, Senders};
+pub use self::settings::{
+    RelayDef, RelayProtocol, DEFAULT_RELAY_BUFFER, DEFAULT_RELAY_DATAGRAM, DEFAULT_RELAY_FLUSH,
+    MAX_RELAY_DATAGRAM, MIN_RELAY_BUFFER,
+};
 use crate::clock::Timestamp;
-use crate::config::{RelayDef, RelayProtocol};
 use crate::mapping::Matcher;
 use crate::telemetry::{relay_drop_reason, RelayCounters, RelayFamilies};
 

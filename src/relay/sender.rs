@@ -33,9 +33,9 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::pack::{batch_lines, Packed, Packer, Reconnect};
+use super::RelayProtocol;
 use super::{give_back, Relay, Relays};
 use crate::clock::{Clock, Timestamp};
-use crate::config::RelayProtocol;
 use crate::telemetry::relay_drop_reason;
 
 /// A TCP connect that takes longer fails.

@@ -31,9 +31,8 @@ use std::mem::size_of;
 
 use super::registry::Entry;
 use super::state::CumulativeHistogram;
-use super::SeriesMeta;
+use super::{SeriesConfig, SeriesMeta, Settings};
 use crate::clock::Timestamp;
-use crate::config::Config;
 use crate::parse::{MetricKind, MAX_NAME_LEN, MAX_TAGS};
 use crate::sketch::rank::{self, RankStream};
 use crate::sketch::{sparse, DistinctCounter, QuantileSketch, SparseDDSketch};
@@ -72,7 +71,7 @@ pub struct Footprint {
 impl Footprint {
     /// The worst case `cfg` allows.
     #[must_use]
-    pub fn of(cfg: &Config) -> Footprint {
+    pub fn of(cfg: Settings<'_>) -> Footprint {
         let windows = cfg.windows.len() as u64;
         // Windows on one bucket interval share a ring as long as the longest.
         let layout = Layout::new(cfg.windows.iter().map(|w| (w.spec, Timestamp::EPOCH)));
@@ -268,8 +267,8 @@ impl Footprint {
 /// `series.max_memory_bytes`, else half of `machine` (this host's memory),
 /// else none.
 #[must_use]
-pub fn registry_budget(cfg: &Config, machine: Option<u64>) -> Option<(u64, &'static str)> {
-    match cfg.series.max_memory_bytes {
+pub fn registry_budget(cfg: &SeriesConfig, machine: Option<u64>) -> Option<(u64, &'static str)> {
+    match cfg.max_memory_bytes {
         Some(m) => Some((m, "series.max_memory_bytes")),
         None => machine.map(|t| {
             (
@@ -283,8 +282,9 @@ pub fn registry_budget(cfg: &Config, machine: Option<u64>) -> Option<(u64, &'sta
 /// What the sketches may hold under `cfg` on a host of `machine` bytes:
 /// `None` without a budget; 0 when the series alone need all of it.
 #[must_use]
-pub fn sketch_limit(cfg: &Config, machine: Option<u64>) -> Option<u64> {
-    registry_budget(cfg, machine).map(|(m, _)| Footprint::of(cfg).sketch_budget(m).unwrap_or(0))
+pub fn sketch_limit(cfg: Settings<'_>, machine: Option<u64>) -> Option<u64> {
+    registry_budget(cfg.series, machine)
+        .map(|(m, _)| Footprint::of(cfg).sketch_budget(m).unwrap_or(0))
 }
 
 /// What an exact set grows to before it becomes a HyperLogLog (which is
@@ -318,7 +318,7 @@ pub fn bytes(n: u64) -> String {
 
 /// A summary's streams and batch at the size the streams' space bound
 /// gives ([`rank::nominal_heap_bytes`]).
-fn summary_heap(spec: &std::sync::Arc<crate::config::SummarySpec>) -> u64 {
+fn summary_heap(spec: &std::sync::Arc<super::SummarySpec>) -> u64 {
     let streams = spec.window.size() as u64;
     streams * (size_of::<RankStream>() as u64 + rank::nominal_heap_bytes(spec.epsilon()))
         + spec.buf_cap as u64 * rank::PENDING_BYTES
@@ -327,19 +327,20 @@ fn summary_heap(spec: &std::sync::Arc<crate::config::SummarySpec>) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Config;
 
     #[test]
     fn the_worst_case_grows_with_buckets_caps_and_labels() {
-        let base = Footprint::of(&Config::default());
+        let base = Footprint::of(Config::default().series_settings());
         // One window of 10 buckets.
         assert_eq!(base.buckets, 10);
         let mut cfg = Config::default();
         cfg.series.max_label_bytes *= 2;
-        let more_labels = Footprint::of(&cfg);
+        let more_labels = Footprint::of(cfg.series_settings());
         assert!(more_labels.per_series[0] > base.per_series[0]);
         cfg.series.max_series *= 2;
         assert_eq!(
-            Footprint::of(&cfg).worst_total(),
+            Footprint::of(cfg.series_settings()).worst_total(),
             2 * more_labels.worst_total()
         );
         // Sketches dominate: a distribution bucket can hold ~68 KiB.
@@ -350,12 +351,12 @@ mod tests {
 
     #[test]
     fn a_rules_summary_window_and_buckets_count_in_the_worst_case() {
-        let base = Footprint::of(&Config::default());
+        let base = Footprint::of(Config::default().series_settings());
         let cfg = Config::parse(
             "[[mappings]]\nmatch = \"t.*\"\nobserver = \"summary\"\nsummary_age_buckets = 5\n[[mappings]]\nmatch = \"h.*\"\nhistogram_buckets = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0]\n",
         )
         .unwrap();
-        let more = Footprint::of(&cfg);
+        let more = Footprint::of(cfg.series_settings());
         // Five more distribution buckets, and two more bounds.
         assert!(more.per_series[3] >= base.per_series[3] + 5 * base.per_bucket[3] + 16);
         assert_eq!(more.per_series[..3], base.per_series[..3]);
@@ -363,7 +364,7 @@ mod tests {
 
     #[test]
     fn a_memory_budget_bounds_the_worst_case_by_the_sketches() {
-        let f = Footprint::of(&Config::default());
+        let f = Footprint::of(Config::default().series_settings());
         let without = f.worst_without_sketches();
         assert!(without < f.worst_total());
         // The sketch heap is most of a distribution series' worst case.

@@ -53,7 +53,7 @@ pub struct SeriesMeta {
     pub counter_as_is: bool,
     /// Published as a Prometheus summary (a mapping rule's `observer =
     /// "summary"`): its quantiles and the window they are read over.
-    pub summary: Option<Arc<crate::config::SummarySpec>>,
+    pub summary: Option<Arc<super::SummarySpec>>,
     /// Whether its windows are shared with the fleet (mapping `shared`).
     pub shared: bool,
     /// Its published identity as a number ([`fleet_hash`] of its Prometheus

@@ -37,6 +37,7 @@ pub mod key;
 mod plan;
 mod registry;
 mod replan;
+pub mod settings;
 pub mod state;
 
 pub use identity::{fleet_hash, SeriesMeta};
@@ -44,6 +45,11 @@ pub use key::KeyBuf;
 pub use plan::{NativeSpec, Plan, SentNames};
 pub use registry::{Applied, Refusal, Registry, RegistryCounters, SeriesRef};
 pub use replan::{ReplanReport, Replanned};
+pub use settings::{
+    Action, KindSet, Mapping, NamedWindow, NativeHistograms, SeriesConfig, Settings, SummarySpec,
+    DEFAULT_HISTOGRAM_BUCKETS, DEFAULT_SUMMARY_BUF_CAP, DEFAULT_SUMMARY_ERROR, MAX_NATIVE_BUCKETS,
+    MAX_SUMMARY_AGE, MAX_SUMMARY_BUF_CAP,
+};
 pub use state::{Folded, Overflow, SeriesState, WindowView};
 
 #[cfg(test)]

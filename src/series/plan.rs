@@ -6,8 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::{Action, Mapping, NamedWindow, Settings};
 use crate::clock::Timestamp;
-use crate::config::{Action, Config, Mapping, NamedWindow};
 use crate::names;
 use crate::parse::MetricKind;
 use crate::window::Layout;
@@ -39,7 +39,7 @@ pub struct Plan {
     /// out) under a statsd_exporter mapping file or its names, else `true`.
     pub(super) valueless: super::key::Valueless,
     /// `[series] native_histogram_*`.
-    pub(super) native: crate::config::NativeHistograms,
+    pub(super) native: super::NativeHistograms,
     /// `[series] name_escaping = "as_asked"`.
     names_as_asked: bool,
     /// The layout of every window list a series can get (the defaults and
@@ -85,7 +85,7 @@ pub(super) struct Resolved {
     /// A counter published under its own name, as statsd_exporter does.
     pub(super) counter_as_is: bool,
     /// A timer, histogram or distribution published as a summary.
-    pub(super) summary: Option<Arc<crate::config::SummarySpec>>,
+    pub(super) summary: Option<Arc<super::SummarySpec>>,
 }
 
 impl Plan {
@@ -153,7 +153,7 @@ impl Plan {
             counter_as_is,
             summary: rule
                 .and_then(|m| m.summary.clone())
-                .filter(|_| crate::config::KindSet::OBSERVER.contains(kind)),
+                .filter(|_| super::KindSet::OBSERVER.contains(kind)),
             sent_label_names,
             native,
         })
@@ -252,7 +252,7 @@ impl Plan {
     /// or distribution), else `[series]`'s for its types; none for a
     /// summary, or where the factor is 0.
     fn native_spec(&self, kind: MetricKind, rule: Option<&Mapping>) -> Option<NativeSpec> {
-        use crate::config::KindSet;
+        use super::KindSet;
         if !KindSet::OBSERVER.contains(kind) || rule.is_some_and(|m| m.summary.is_some()) {
             return None;
         }
@@ -288,8 +288,8 @@ impl Plan {
     /// counts that bucket's time as watched (its rate stays true), never
     /// anything older.
     #[must_use]
-    pub fn successor(&self, cfg: &Config, now: Timestamp) -> Plan {
-        let mut next = Plan::from_config(cfg);
+    pub fn successor(&self, cfg: Settings<'_>, now: Timestamp) -> Plan {
+        let mut next = Plan::new(cfg);
         for (w, watched) in next.windows.iter().zip(next.watched.iter_mut()) {
             *watched = match self.windows.iter().position(|old| old == w) {
                 Some(i) => self.watched[i],
@@ -366,14 +366,14 @@ impl Plan {
     /// [`watched_from`](Self::watched_from) at start and
     /// [`successor`](Self::successor) on reload.
     #[must_use]
-    pub fn from_config(cfg: &Config) -> Plan {
+    pub fn new(cfg: Settings<'_>) -> Plan {
         Plan {
             layouts: Vec::new(),
             watched: vec![Timestamp::EPOCH; cfg.windows.len()],
             default_windows: (0..cfg.windows.len()).collect(),
             default_window_names: cfg.windows.iter().map(|w| w.name.clone()).collect(),
-            windows: cfg.windows.clone(),
-            mappings: cfg.mappings.clone(),
+            windows: cfg.windows.to_vec(),
+            mappings: cfg.mappings.to_vec(),
             quantiles: cfg.series.quantiles.clone(),
             histogram_buckets: cfg.series.histogram_buckets.clone().into(),
             ttl: cfg.series.ttl,
@@ -381,7 +381,7 @@ impl Plan {
             max_series_per_metric: cfg.series.max_series_per_metric,
             max_label_bytes: cfg.series.max_label_bytes,
             exporter_names: cfg.exporter_names,
-            valueless: if cfg.exporter_compatible() {
+            valueless: if cfg.exporter_compatible {
                 super::key::Valueless::Drop
             } else {
                 super::key::Valueless::True

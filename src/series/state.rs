@@ -242,7 +242,7 @@ impl SeriesState {
     /// Publishes the series as a summary of `spec` (empty, its streams
     /// starting now). Only timers, histograms and distributions have one;
     /// others are left alone.
-    pub fn start_summary(&mut self, spec: &crate::config::SummarySpec, now: Timestamp) {
+    pub fn start_summary(&mut self, spec: &super::SummarySpec, now: Timestamp) {
         if let SeriesState::Distribution { histogram, .. } = self {
             histogram.summary = Some(Box::new(AgedSummary::new(
                 spec.epsilon(),

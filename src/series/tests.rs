@@ -28,7 +28,7 @@ const DROPPED: Outcome = Ok(Applied::DroppedByMapping);
 const CONFLICT: Outcome = Err(Refusal::TypeConflict);
 
 fn registry(cfg: &str) -> Registry {
-    Registry::new(Plan::from_config(&Config::parse(cfg).unwrap()), 4)
+    Registry::new(Plan::new(Config::parse(cfg).unwrap().series_settings()), 4)
 }
 
 /// Feeds a datagram at `now`; returns the per-line outcome.
@@ -249,7 +249,7 @@ action = "drop"
 // ---- reloads re-plan existing series ----
 
 fn reload(r: &Registry, cfg: &str, now: Timestamp) -> ReplanReport {
-    r.set_plan(Plan::from_config(&Config::parse(cfg).unwrap()));
+    r.set_plan(Plan::new(Config::parse(cfg).unwrap().series_settings()));
     r.replan(now)
 }
 
@@ -729,7 +729,10 @@ fn rates_divide_by_the_time_watched_from_the_first_second() {
     // The daemon starts 300 ms into a slot; 100 increments per second
     // follow, one every 10 ms.
     let start = T0 + Duration::from_millis(300);
-    let r = Registry::new(Plan::from_config(&shipped_windows()).watched_from(start), 4);
+    let r = Registry::new(
+        Plan::new(shipped_windows().series_settings()).watched_from(start),
+        4,
+    );
     let ms = Duration::from_millis;
     for i in 0..470 {
         feed(&r, start + ms(10 * i), "rate.c:1|c");
@@ -764,7 +767,7 @@ fn rates_divide_by_the_time_watched_from_the_first_second() {
 fn a_window_a_reload_creates_is_watched_from_the_reload() {
     let start = T0;
     let r = Registry::new(
-        Plan::from_config(&Config::parse(ONE_WINDOW).unwrap()).watched_from(start),
+        Plan::new(Config::parse(ONE_WINDOW).unwrap().series_settings()).watched_from(start),
         4,
     );
     let at = |s: u64| start + Duration::from_secs(s);
@@ -772,7 +775,9 @@ fn a_window_a_reload_creates_is_watched_from_the_reload() {
         feed(&r, at(s), "c:10|c");
     }
     // At 100 s a reload adds `1m`; `10s` keeps its watch (and history).
-    let next = r.plan().successor(&shipped_windows(), at(100));
+    let next = r
+        .plan()
+        .successor(shipped_windows().series_settings(), at(100));
     r.set_plan(next);
     assert_eq!(r.replan(at(100)).rewindowed, 1);
     for s in 100..105 {
@@ -792,14 +797,17 @@ fn a_window_a_reload_creates_is_watched_from_the_reload() {
 #[test]
 fn a_window_a_reload_adds_to_a_shared_ring_reads_from_the_reloads_bucket() {
     let r = Registry::new(
-        Plan::from_config(&Config::parse(ONE_WINDOW).unwrap()).watched_from(T0),
+        Plan::new(Config::parse(ONE_WINDOW).unwrap().series_settings()).watched_from(T0),
         4,
     );
     let at = |ms: u64| T0 + Duration::from_millis(ms);
     // 99.5 s: an earlier bucket; 100.2 s: the bucket the reload falls in.
     feed(&r, at(99_500), "c:1|c");
     feed(&r, at(100_200), "c:10|c");
-    r.set_plan(r.plan().successor(&shipped_windows(), at(100_500)));
+    r.set_plan(
+        r.plan()
+            .successor(shipped_windows().series_settings(), at(100_500)),
+    );
     assert_eq!(r.replan(at(100_500)).rewindowed, 1);
     feed(&r, at(100_700), "c:100|c");
     let sums = |now| {
@@ -831,7 +839,7 @@ mod counter_buckets {
     /// A counter state on config.toml's shape of windows, forced to
     /// weighted buckets from the start or left to pick.
     fn counter(weighted: bool, now: Timestamp) -> SeriesState {
-        let plan = Plan::from_config(&shipped_windows()).watched_from(T0);
+        let plan = Plan::new(shipped_windows().series_settings()).watched_from(T0);
         let layout = plan.layout(&plan.default_windows);
         let mut s = SeriesState::new(crate::parse::MetricKind::Counter, &layout, 0, now);
         if weighted {

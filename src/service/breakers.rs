@@ -48,12 +48,12 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use super::ServiceError;
+use super::{BreakerDef, BreakerKind};
 use crate::breaker::{
     Breaker, ErrorRateBreaker, ErrorRateConfigError, Outcome, SharedBreaker, Signals, SreBreaker,
     SreConfigError, Transitions, Verdict,
 };
 use crate::clock::Timestamp;
-use crate::config::{BreakerDef, BreakerKind};
 use crate::parse::{MetricKind, Sample};
 
 /// The most outcomes one report may add to a breaker: one statsd line (its

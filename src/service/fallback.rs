@@ -40,7 +40,7 @@
 use std::time::Duration;
 
 use super::verdict::{Source, Verdict};
-use crate::config::StoreFallback;
+use super::StoreFallback;
 use crate::limit::{AcquireError, Decision, Limits};
 use crate::store::StoreError;
 

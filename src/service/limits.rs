@@ -25,8 +25,8 @@ use super::fallback::on_store_error;
 pub use super::verdict::{Source, Verdict};
 use super::writeback::{WriteBackQueue, WRITEBACK_CAP};
 use super::ServiceError;
+use super::{LimitAlgorithm, LimitDef, StoreFallback};
 use crate::clock::Timestamp;
-use crate::config::{LimitAlgorithm, LimitDef, StoreFallback};
 use crate::limit::{
     AcquireError, Decision, KeyedConfig, KeyedConfigError, KeyedLimiter, KeyedStats, Limit, Limits,
     OverflowPolicy, SlidingCounter, SlidingLog,

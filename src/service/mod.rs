@@ -13,6 +13,7 @@
 pub mod breakers;
 pub mod fallback;
 pub mod limits;
+pub mod settings;
 pub mod verdict;
 pub mod writeback;
 
@@ -21,11 +22,14 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 
 use crate::clock::Timestamp;
-use crate::config::Config;
 use crate::limit::{KeyedConfigError, LimitError};
 use crate::store::RedisStore;
 pub use breakers::{BreakerConfigError, Breakers, NamedBreaker};
 pub use limits::{LimitSet, NamedLimit};
+pub use settings::{
+    BreakerDef, BreakerInputs, BreakerKind, LimitAlgorithm, LimitDef, OutcomeTag, Settings,
+    StoreFallback, DEFAULT_HALF_OPEN_MAX_WAIT,
+};
 
 /// Why the breakers and limits of a config cannot be built: at start (the
 /// daemon does not start) or on reload (the previous config stays). Each
@@ -91,7 +95,7 @@ impl Services {
     ///
     /// [`ServiceError`]: the first breaker or limit that cannot be built.
     pub fn new(
-        cfg: &Config,
+        cfg: Settings<'_>,
         now: Timestamp,
         previous: Option<&Services>,
     ) -> Result<Services, ServiceError> {
@@ -105,19 +109,14 @@ impl Services {
     ///
     /// [`ServiceError`]: the first breaker or limit that cannot be built.
     pub fn with_store(
-        cfg: &Config,
+        cfg: Settings<'_>,
         now: Timestamp,
         previous: Option<&Services>,
         store: Option<Arc<RedisStore>>,
     ) -> Result<Services, ServiceError> {
         Ok(Services {
-            breakers: Breakers::new(&cfg.breakers, now, previous.map(|p| &p.breakers))?,
-            limits: LimitSet::new(
-                &cfg.limits,
-                previous.map(|p| &p.limits),
-                store.as_ref(),
-                now,
-            )?,
+            breakers: Breakers::new(cfg.breakers, now, previous.map(|p| &p.breakers))?,
+            limits: LimitSet::new(cfg.limits, previous.map(|p| &p.limits), store.as_ref(), now)?,
             store,
         })
     }

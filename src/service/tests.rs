@@ -4,12 +4,13 @@ use futures_util::FutureExt;
 
 use super::*;
 use crate::breaker::BreakerState;
+use crate::config::Config;
 use crate::parse::{parse_datagram, Line};
 
 const T0: Timestamp = Timestamp::from_secs(1_767_225_600);
 
 fn services(cfg: &str) -> Services {
-    Services::new(&Config::parse(cfg).unwrap(), T0, None).unwrap()
+    Services::new(Config::parse(cfg).unwrap().service_settings(), T0, None).unwrap()
 }
 
 /// Whether limit `limit` admits `n` for `key` at `T0`. A limit that is not
@@ -140,7 +141,12 @@ fn a_reload_keeps_breakers_and_limits_unchanged_or_carried_onto_their_new_rules(
     assert!(admits(&s1, "l", "k", 2));
     assert!(!admits(&s1, "l", "k", 1));
 
-    let same = Services::new(&Config::parse(&cfg).unwrap(), T0, Some(&s1)).unwrap();
+    let same = Services::new(
+        Config::parse(&cfg).unwrap().service_settings(),
+        T0,
+        Some(&s1),
+    )
+    .unwrap();
     assert_eq!(
         same.breakers.get("b").unwrap().breaker.signals(T0).state,
         BreakerState::Open
@@ -150,7 +156,12 @@ fn a_reload_keeps_breakers_and_limits_unchanged_or_carried_onto_their_new_rules(
     let changed = cfg
         .replace("max = 2", "max = 3")
         .replace("min_calls = 4", "min_calls = 5");
-    let s2 = Services::new(&Config::parse(&changed).unwrap(), T0, Some(&same)).unwrap();
+    let s2 = Services::new(
+        Config::parse(&changed).unwrap().service_settings(),
+        T0,
+        Some(&same),
+    )
+    .unwrap();
     // The breaker stays open with its window (4 calls, 4 failures).
     let sig = s2.breakers.get("b").unwrap().breaker.signals(T0);
     assert_eq!(sig.state, BreakerState::Open);
@@ -317,7 +328,7 @@ async fn a_failed_store_is_answered_by_each_limits_policy_and_counted() {
     }
     let cfg = Config::parse(&cfg).unwrap();
     let store = crate::store::RedisStore::new(cfg.redis.clone().unwrap()).unwrap();
-    let s = Services::with_store(&cfg, T0, None, Some(store.clone())).unwrap();
+    let s = Services::with_store(cfg.service_settings(), T0, None, Some(store.clone())).unwrap();
     let decide = |name: &'static str| {
         let l = s.limits.get(name).unwrap().clone();
         async move { l.decide("k", 1, T0).await }
@@ -397,7 +408,12 @@ fn a_reload_keeps_an_open_breaker_open_with_its_counts_and_carries_pending_outco
         "failure_rate_threshold = 0.5",
         "failure_rate_threshold = 0.9",
     );
-    let s2 = Services::new(&Config::parse(&changed).unwrap(), t, Some(&s1)).unwrap();
+    let s2 = Services::new(
+        Config::parse(&changed).unwrap().service_settings(),
+        t,
+        Some(&s1),
+    )
+    .unwrap();
     let b2 = s2.breakers.get("b").unwrap();
     let after = b2.breaker.signals(t);
     assert_eq!(
@@ -413,7 +429,12 @@ fn a_reload_keeps_an_open_breaker_open_with_its_counts_and_carries_pending_outco
     // ingest thread still holding it) reach the new breaker.
     let c1 = services(ERROR_RATE);
     observe(&c1, "req:2|c");
-    let c2 = Services::new(&Config::parse(&changed).unwrap(), T0, Some(&c1)).unwrap();
+    let c2 = Services::new(
+        Config::parse(&changed).unwrap().service_settings(),
+        T0,
+        Some(&c1),
+    )
+    .unwrap();
     observe(&c1, "req:1|c\nfail:1|c");
     c2.breakers.tick(T0);
     let sig = c2.breakers.get("b").unwrap().breaker.signals(T0);
@@ -424,7 +445,7 @@ fn a_reload_keeps_an_open_breaker_open_with_its_counts_and_carries_pending_outco
 
     // A new kind starts fresh.
     let sre = "[[breakers]]\nname = \"b\"\nkind = \"sre\"\nrequests_metric = \"req\"\n";
-    let s3 = Services::new(&Config::parse(sre).unwrap(), t, Some(&s2)).unwrap();
+    let s3 = Services::new(Config::parse(sre).unwrap().service_settings(), t, Some(&s2)).unwrap();
     let sig = s3.breakers.get("b").unwrap().breaker.signals(t);
     assert_eq!((sig.state, sig.requests), (BreakerState::Closed, 0));
 }
@@ -443,7 +464,12 @@ fn an_sre_breaker_keeps_its_window_when_k_or_the_window_shape_changes() {
     assert_eq!(before, (10, 6));
     // Another k: the same window.
     let k2 = format!("{sre}k = 2.0\n");
-    let s2 = Services::new(&Config::parse(&k2).unwrap(), T0, Some(&s1)).unwrap();
+    let s2 = Services::new(
+        Config::parse(&k2).unwrap().service_settings(),
+        T0,
+        Some(&s1),
+    )
+    .unwrap();
     assert_eq!(counts(&s2, T0), before);
     // A longer window in other buckets: the counts move along and outlive
     // the old 10 s window.
@@ -451,7 +477,12 @@ fn an_sre_breaker_keeps_its_window_when_k_or_the_window_shape_changes() {
         "window_ms = 10000\nbuckets = 10",
         "window_ms = 20000\nbuckets = 4",
     );
-    let s3 = Services::new(&Config::parse(&longer).unwrap(), T0, Some(&s2)).unwrap();
+    let s3 = Services::new(
+        Config::parse(&longer).unwrap().service_settings(),
+        T0,
+        Some(&s2),
+    )
+    .unwrap();
     let later = T0 + Duration::from_secs(15);
     assert_eq!((counts(&s2, later).0, counts(&s3, later).0), (0, 10));
     assert_eq!(counts(&s3, later).1, 6);

@@ -19,7 +19,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 use super::StoreSetupError;
-use crate::config::{redact_urls_in, PemFile, RedisConfig, RedisTarget, RedisTls};
+use super::{redact_urls_in, PemFile, RedisConfig, RedisTarget, RedisTls};
 
 /// The client of a target. Built once at start: its size does not matter.
 #[allow(clippy::large_enum_variant)]
@@ -184,7 +184,8 @@ impl Redactor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{ClientIdentity, Config, Password, Secret};
+    use crate::config::Config;
+    use crate::store::{ClientIdentity, Password, Secret};
 
     fn parse(section: &str) -> RedisConfig {
         Config::parse(&format!("[redis]\n{section}\n"))

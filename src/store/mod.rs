@@ -29,7 +29,9 @@
 //! `src/service/fallback.rs`, a layer above this one.
 
 pub mod connect;
+pub mod redact;
 pub mod redis;
+pub mod settings;
 pub mod windows;
 
 use std::future::{Future, Ready};
@@ -41,15 +43,17 @@ use crate::clock::Timestamp;
 use crate::limit::{AcquireError, Decision, KeyedLimiter, LimitError, LimitState, Limits};
 
 pub use self::connect::{check, Redactor};
+pub use self::redact::{redact_url, redact_urls_in};
 pub use self::redis::{
     EntryFate, Op, RedisLimits, RedisStore, SharedAlgorithm, StoreMetrics, SyncOutcome,
     WindowResult, WriteBackOutcome,
 };
+pub use self::settings::{
+    ClientIdentity, Password, PemFile, RedisConfig, RedisTarget, RedisTls, Secret,
+};
 pub use self::windows::{
     slot_of, window_key, SeqDeltas, WindowBatch, WindowRead, WindowTotals, WindowWork,
 };
-/// Re-exported from [`crate::config`], which reads and checks them.
-pub use crate::config::{RedisConfig, RedisTarget};
 
 /// A store's answer: ready at once (the memory store) or a boxed, sendable
 /// future (a store that waits for I/O).

@@ -36,9 +36,9 @@ use saphyr::{MarkedYaml, Scalar, YamlData};
 
 use super::yaml::{go_duration, load_document, type_name, Reader, YamlProblem};
 use super::{go_regex, go_template};
-use crate::config::{Action, KindSet, Mapping, SummarySpec};
 use crate::mapping::{Glob, Matcher, NameRegex, Template};
 use crate::parse::MetricKind;
+use crate::series::{Action, KindSet, Mapping, SummarySpec};
 
 /// A statsd_exporter mapping file, read: its rules in the order
 /// statsd_exporter tries them, in rollstat's terms but not yet compiled.
@@ -679,8 +679,8 @@ fn read_summary_options(r: &mut Reader, node: &MarkedYaml<'_>, path: &str) -> Su
                 o.max_age = read_ttl(r, v, &key).filter(|d| !d.is_zero());
                 // config.toml's summary_max_age_secs / _ms take the same.
                 if let Some(age) = o.max_age {
-                    if age > crate::config::MAX_SUMMARY_AGE || age.subsec_nanos() % 1_000_000 != 0 {
-                        r.at(line, &key, format!("{age:?}: a summary's max_age is whole milliseconds, at most {}h (100 years), as config.toml's summary_max_age_secs takes", crate::config::MAX_SUMMARY_AGE.as_secs() / 3600));
+                    if age > crate::series::MAX_SUMMARY_AGE || age.subsec_nanos() % 1_000_000 != 0 {
+                        r.at(line, &key, format!("{age:?}: a summary's max_age is whole milliseconds, at most {}h (100 years), as config.toml's summary_max_age_secs takes", crate::series::MAX_SUMMARY_AGE.as_secs() / 3600));
                         o.max_age = None;
                     }
                 }
@@ -689,7 +689,7 @@ fn read_summary_options(r: &mut Reader, node: &MarkedYaml<'_>, path: &str) -> Su
                 let most = if k == "age_buckets" {
                     1000
                 } else {
-                    crate::config::MAX_SUMMARY_BUF_CAP as i64
+                    crate::series::MAX_SUMMARY_BUF_CAP as i64
                 };
                 match &v.data {
                     YamlData::Value(Scalar::Integer(n)) if *n >= 0 && *n <= most => {
@@ -826,7 +826,7 @@ fn native(factor: Option<f64>, max: Option<u32>, d: &Defaults) -> (f64, u32) {
         } else {
             factor.min(65_536.0)
         },
-        max.min(crate::config::MAX_NATIVE_BUCKETS as u32),
+        max.min(crate::series::MAX_NATIVE_BUCKETS as u32),
     )
 }
 

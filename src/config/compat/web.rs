@@ -44,7 +44,7 @@ use super::yaml::{load_document, read_named_file, type_name, Reader, YamlProblem
 
 use crate::access::Credentials;
 use crate::config::reader::{Problems, Table};
-use crate::config::{ClientAuth, TlsConfig, TlsVersion};
+use crate::tls::{ClientAuth, TlsConfig, TlsVersion};
 
 /// What a web config file says, validated.
 #[derive(Clone, PartialEq, Eq)]
@@ -602,7 +602,7 @@ enum Pem {
 /// (never the file's content).
 fn check_pem(path: &Path, kind: Pem) -> Result<(), String> {
     let shown = path.display();
-    let bytes = crate::config::file::read_bytes(path).map_err(|e| {
+    let bytes = crate::file::read_bytes(path).map_err(|e| {
         format!("cannot read `{shown}`: {e}; the daemon reads it at start and at every reload")
     })?;
     let text = String::from_utf8_lossy(&bytes);

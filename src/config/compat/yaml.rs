@@ -48,7 +48,7 @@ pub(in crate::config) fn read_named_file<T>(
         return None;
     }
     let key = t.key_path(key);
-    let text = match crate::config::file::read_text(std::path::Path::new(&path)) {
+    let text = match crate::file::read_text(std::path::Path::new(&path)) {
         Ok(text) => text,
         Err(e) => {
             p.refused(

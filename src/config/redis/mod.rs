@@ -1,21 +1,19 @@
 //! `[redis]`: how to reach the shared store (one server or a cluster), as
 //! whom (username, password from a file or an environment variable), over
-//! what (TLS files), its deadline, sync interval and key prefix. The shared
-//! store takes these values; reading and checking them is the config's job,
-//! so that `check-config` finds every problem it can before a start:
+//! what (TLS files), its deadline, sync interval and key prefix, read into
+//! [`RedisConfig`] (the store's type). Reading and checking them is the
+//! config's job, so that `check-config` finds every problem it can before
+//! a start:
 //!
 //! * `address.rs`: each URL checked as the Redis client reads it, its
-//!   credentials taken out; [`redact_url`] for anything that prints a URL.
-//! * `secret.rs`: [`Secret`], and the password read from `password_file`
-//!   or `password_env`.
-//! * `tls.rs`: the PEM files of `ca_file`, `client_cert_file` and
+//!   credentials taken out.
+//! * `secret.rs`: the password read from `password_file` or `password_env`.
+//! * `tls_files.rs`: the PEM files of `ca_file`, `client_cert_file` and
 //!   `client_key_file`, read and checked.
 //!
 //! Credentials never stay in a URL: `redis://user:pass@host` is kept as
 //! `redis://host` with [`RedisConfig::username`] and
-//! [`RedisConfig::password`], so printing a target prints no password, and
-//! `Debug` of the config prints `***` for the password and only the path
-//! and size of each file.
+//! [`RedisConfig::password`].
 
 mod address;
 mod secret;
@@ -25,113 +23,12 @@ use std::path::Path;
 use std::time::Duration;
 
 use self::address::Address;
-pub use self::address::{redact_url, redact_urls_in};
-pub use self::secret::{Password, Secret};
 use self::tls_files::Holds;
-pub use self::tls_files::{ClientIdentity, PemFile, RedisTls};
 use super::reader::{Problems, Table};
 use super::windows::valid_label_value;
-
-/// Which Redis to use.
-#[derive(Clone, PartialEq, Eq)]
-pub enum RedisTarget {
-    /// One server (or a proxy): `redis://host:port/db`.
-    Url(String),
-    /// Redis Cluster seed nodes: `redis://host:port` each.
-    Cluster(Vec<String>),
-}
-
-impl RedisTarget {
-    /// The URL, or the seed nodes, each passed through [`redact_url`], in
-    /// backquotes: for messages.
-    #[must_use]
-    pub fn describe(&self) -> String {
-        match self {
-            RedisTarget::Url(u) => format!("`{}`", redact_url(u)),
-            RedisTarget::Cluster(nodes) => {
-                let n: Vec<String> = nodes.iter().map(|u| redact_url(u)).collect();
-                format!("`{}` (cluster)", n.join("`, `"))
-            }
-        }
-    }
-
-    /// Whether the target is reached over TLS (`rediss://`).
-    #[must_use]
-    pub fn is_tls(&self) -> bool {
-        match self {
-            RedisTarget::Url(u) => u.starts_with("rediss://"),
-            RedisTarget::Cluster(n) => n.iter().any(|u| u.starts_with("rediss://")),
-        }
-    }
-}
-
-impl std::fmt::Debug for RedisTarget {
-    // Redacted: a target built in code may still carry `user:pass@`.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            RedisTarget::Url(u) => f.debug_tuple("Url").field(&redact_url(u)).finish(),
-            RedisTarget::Cluster(n) => f
-                .debug_tuple("Cluster")
-                .field(&n.iter().map(|u| redact_url(u)).collect::<Vec<_>>())
-                .finish(),
-        }
-    }
-}
-
-/// How to reach Redis, validated by the config reader.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RedisConfig {
-    /// Server or cluster; URLs without credentials.
-    pub target: RedisTarget,
-    /// `username` (or the URL's): the ACL user; `None` is Redis's
-    /// `default` user.
-    pub username: Option<String>,
-    /// `password_file`, `password_env` or the URL's password.
-    pub password: Option<Password>,
-    /// `ca_file`, `client_cert_file`, `client_key_file` (only with
-    /// `rediss://`).
-    pub tls: RedisTls,
-    /// Deadline of every call, connection and retries included.
-    pub timeout: Duration,
-    /// How often shared windows push their deltas and read the fleet view.
-    pub sync_interval: Duration,
-    /// Deadline of one chunk of a window sync (`sync_timeout_ms`): window
-    /// syncs have their own deadline and health, apart from limit calls.
-    pub sync_timeout: Duration,
-    /// Deadline of the last window sync at stop (`final_sync_timeout_ms`).
-    pub final_sync_timeout: Duration,
-    /// Prefix of every key (default `rollstat`).
-    pub key_prefix: String,
-    /// At most this many series share their windows (`max_shared_series`,
-    /// default 10 000); later ones stay local.
-    pub max_shared_series: usize,
-    /// A series whose name and labels exceed this many bytes
-    /// (`max_shared_label_bytes`, default 1024) stays local.
-    pub max_shared_label_bytes: usize,
-}
-
-impl RedisConfig {
-    /// A single server at `url`, with a 100 ms deadline, a 100 ms sync
-    /// interval, a 1 s deadline per window sync chunk, 2 s for the final
-    /// sync at stop, and the `rollstat` key prefix; no username, password or TLS
-    /// files (the client still reads any in the URL).
-    #[must_use]
-    pub fn url(url: impl Into<String>) -> Self {
-        RedisConfig {
-            target: RedisTarget::Url(url.into()),
-            username: None,
-            password: None,
-            tls: RedisTls::default(),
-            timeout: Duration::from_millis(100),
-            sync_interval: Duration::from_millis(100),
-            sync_timeout: Duration::from_millis(1000),
-            final_sync_timeout: Duration::from_millis(2000),
-            key_prefix: "rollstat".to_string(),
-            max_shared_series: 10_000,
-            max_shared_label_bytes: 1024,
-        }
-    }
-}
+use crate::store::{
+    redact_url, ClientIdentity, Password, RedisConfig, RedisTarget, RedisTls, Secret,
+};
 
 /// What the URLs of the target say, once checked.
 struct Target {

@@ -1,49 +1,13 @@
 //! The Redis password: a [`Secret`] that never prints, read from a file or
 //! an environment variable so that it need not sit in config.toml.
 
-use std::fmt;
+use crate::store::Secret;
 use std::path::Path;
-
-/// A credential. Its `Debug` prints `***`; it has no `Display`. Only the
-/// store reads it, through [`Secret::expose`].
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    /// Wraps `s`.
-    #[must_use]
-    pub fn new(s: impl Into<String>) -> Self {
-        Secret(s.into())
-    }
-
-    /// The secret itself, to hand to the Redis client.
-    #[must_use]
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("***")
-    }
-}
-
-/// The password and where it came from.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Password {
-    /// The password.
-    pub secret: Secret,
-    /// Where it was read, for messages: `redis.password_file
-    /// (/run/secrets/redis)`, `redis.password_env (REDIS_PASSWORD)` or
-    /// `the URL`.
-    pub source: String,
-}
 
 /// The first line of the file at `path` (its line end, `\n` or `\r\n`,
 /// left out). The error says what to do and never quotes the file.
 pub(super) fn from_file(path: &Path) -> Result<Secret, String> {
-    let bytes = crate::config::file::read_bytes(path).map_err(|e| {
+    let bytes = crate::file::read_bytes(path).map_err(|e| {
         if path.components().count() > 1 {
             format!("cannot read `{}`: {e}", path.display())
         } else {
@@ -104,18 +68,6 @@ pub(super) fn from_env(name: &str) -> Result<Secret, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_secret_never_prints() {
-        let s = Secret::new("hunter2");
-        assert_eq!(format!("{s:?}"), "***");
-        let p = Password {
-            secret: s.clone(),
-            source: "redis.password_env (X)".into(),
-        };
-        assert!(!format!("{p:?}").contains("hunter2"));
-        assert_eq!(s.expose(), "hunter2");
-    }
 
     #[test]
     fn a_password_file_gives_its_first_line() {

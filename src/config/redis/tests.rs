@@ -4,7 +4,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::config::{Config, RedisConfig, RedisTarget};
+use crate::config::Config;
+use crate::store::{RedisConfig, RedisTarget};
 
 /// A directory for this test's files, removed on drop.
 struct Dir(PathBuf);

@@ -5,48 +5,8 @@
 //! whole DER structure. Whether a certificate is a valid X.509 and the key
 //! matches it is checked by the store, which holds the TLS library.
 
-use std::fmt;
-use std::path::{Path, PathBuf};
-
-/// A PEM file as read.
-#[derive(Clone, PartialEq, Eq)]
-pub struct PemFile {
-    /// Where it was read.
-    pub path: PathBuf,
-    /// Its bytes.
-    pub pem: Vec<u8>,
-}
-
-impl fmt::Debug for PemFile {
-    // The path and the size: a key file's bytes are a secret.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "PemFile({}, {} bytes)",
-            self.path.display(),
-            self.pem.len()
-        )
-    }
-}
-
-/// The client's certificate and its key (mutual TLS).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ClientIdentity {
-    /// `client_cert_file`: the certificate, then any intermediates.
-    pub cert: PemFile,
-    /// `client_key_file`: the private key.
-    pub key: PemFile,
-}
-
-/// TLS settings of a `rediss://` target.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct RedisTls {
-    /// `ca_file`: the CA certificate(s) that sign the server's; `None`
-    /// trusts the system's roots.
-    pub ca: Option<PemFile>,
-    /// The client certificate, when the server asks for one.
-    pub client: Option<ClientIdentity>,
-}
+use crate::store::PemFile;
+use std::path::Path;
 
 /// What a PEM file must hold.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -60,7 +20,7 @@ pub(super) enum Holds {
 /// Reads `path` and checks that it holds `what`. The error never quotes
 /// the file.
 pub(super) fn read(path: &Path, what: Holds) -> Result<PemFile, String> {
-    let pem = crate::config::file::read_bytes(path)
+    let pem = crate::file::read_bytes(path)
         .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
     check(&pem, what).map_err(|e| format!("`{}` {e}", path.display()))?;
     Ok(PemFile {

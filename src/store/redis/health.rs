@@ -4,9 +4,9 @@
 //!
 //! # Failures
 //!
-//! Every limit call runs under one deadline ([`RedisConfig::timeout`](crate::config::RedisConfig::timeout)),
+//! Every limit call runs under one deadline ([`RedisConfig::timeout`](crate::store::RedisConfig::timeout)),
 //! connection attempts, `NOSCRIPT` reload and retries included; every chunk
-//! of a window sync under its own ([`RedisConfig::sync_timeout`](crate::config::RedisConfig::sync_timeout)). Health is
+//! of a window sync under its own ([`RedisConfig::sync_timeout`](crate::store::RedisConfig::sync_timeout)). Health is
 //! kept per operation ([`Op`]: `limit` for decisions, write-backs and the
 //! idle `PING`; `windows` for syncs): a failed or timed-out call marks its
 //! operation down (`rollstat_store_op_up{op} 0`, `rollstat_store_up 0`,

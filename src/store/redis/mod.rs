@@ -31,7 +31,7 @@ use redis::{Cmd, ErrorKind, Pipeline, RedisFuture, RedisResult, Script, ServerEr
 use super::connect::{self, Redactor};
 use super::{StoreError, StoreSetupError};
 use crate::clock::{duration_nanos, Timestamp};
-use crate::config::RedisConfig;
+use crate::store::RedisConfig;
 
 pub mod health;
 pub mod limits;

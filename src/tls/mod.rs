@@ -25,7 +25,9 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig, SupportedProtocolVersion};
 
-use crate::config::{ClientAuth, TlsConfig, TlsVersion};
+mod settings;
+
+pub use self::settings::{ClientAuth, TlsConfig, TlsVersion};
 
 /// The ALPN protocols offered: the listener speaks HTTP/1 only, so a client
 /// that asks for h2 alone is refused in the handshake rather than
@@ -208,7 +210,7 @@ fn key_problem(cfg: &TlsConfig, e: &rustls::Error) -> TlsError {
 
 /// Reads a file the config reader saw readable (it may have changed since).
 fn read(key: &'static str, file: &Path) -> Result<Vec<u8>, TlsError> {
-    crate::config::file::read_bytes(file).map_err(|e| {
+    crate::file::read_bytes(file).map_err(|e| {
         error(
             key,
             file,
