@@ -1,0 +1,145 @@
+//! What `[rls]` and envoyproxy/ratelimit's YAML files configure: the
+//! domains, their descriptor trees and the rate limit on each node, as
+//! `config` reads them.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// A rate limit's unit, with the numbers of
+/// `envoy.service.ratelimit.v3.RateLimitResponse.RateLimit.Unit`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RateUnit {
+    /// `SECOND` (1).
+    Second,
+    /// `MINUTE` (2).
+    Minute,
+    /// `HOUR` (3).
+    Hour,
+    /// `DAY` (4).
+    Day,
+    /// `WEEK` (7).
+    Week,
+    /// `MONTH` (5): 30 days, as envoyproxy/ratelimit counts it.
+    Month,
+}
+
+impl RateUnit {
+    /// Every unit, in the order of their length.
+    pub const ALL: [RateUnit; 6] = [
+        RateUnit::Second,
+        RateUnit::Minute,
+        RateUnit::Hour,
+        RateUnit::Day,
+        RateUnit::Week,
+        RateUnit::Month,
+    ];
+
+    /// The sliding window a limit in this unit enforces.
+    #[must_use]
+    pub fn window(self) -> Duration {
+        let day = 86_400;
+        Duration::from_secs(match self {
+            RateUnit::Second => 1,
+            RateUnit::Minute => 60,
+            RateUnit::Hour => 3_600,
+            RateUnit::Day => day,
+            RateUnit::Week => 7 * day,
+            RateUnit::Month => 30 * day,
+        })
+    }
+
+    /// The unit's name in the YAML files and the protobuf enum (`SECOND`).
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RateUnit::Second => "SECOND",
+            RateUnit::Minute => "MINUTE",
+            RateUnit::Hour => "HOUR",
+            RateUnit::Day => "DAY",
+            RateUnit::Week => "WEEK",
+            RateUnit::Month => "MONTH",
+        }
+    }
+
+    /// The number of the unit in the protobuf enum.
+    #[must_use]
+    pub fn number(self) -> i32 {
+        match self {
+            RateUnit::Second => 1,
+            RateUnit::Minute => 2,
+            RateUnit::Hour => 3,
+            RateUnit::Day => 4,
+            RateUnit::Month => 5,
+            RateUnit::Week => 7,
+        }
+    }
+
+    /// The unit of a protobuf enum number; `None` for `UNKNOWN` (0),
+    /// `YEAR` (6, refused: see [`RateUnit::parse`]) and numbers not in the enum.
+    #[must_use]
+    pub fn from_number(n: i32) -> Option<RateUnit> {
+        RateUnit::ALL.into_iter().find(|u| u.number() == n)
+    }
+
+    /// The unit named `s` in any case, as envoyproxy/ratelimit reads it
+    /// (`second`, `Minute`, `HOUR`). `YEAR` is refused: a sliding window of
+    /// a year would hold every admission for a year; a fixed yearly quota
+    /// is not what rollstat's exact limits are for.
+    #[must_use]
+    pub fn parse(s: &str) -> Option<RateUnit> {
+        RateUnit::ALL
+            .into_iter()
+            .find(|u| u.as_str().eq_ignore_ascii_case(s))
+    }
+}
+
+/// A node's `rate_limit`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RateLimitSpec {
+    /// `requests_per_unit`: at most this many hits in any window of one
+    /// `unit` (0 refuses every hit, as the reference service does).
+    pub requests_per_unit: u32,
+    /// `unit`; `None` exactly when `unlimited`.
+    pub unit: Option<RateUnit>,
+    /// `unlimited: true`: every hit passes (and is counted).
+    pub unlimited: bool,
+    /// `name`, answered as `current_limit.name` and used by `replaces`.
+    pub name: Option<String>,
+    /// `replaces: [{name}]`: the named limits this one stands in for when
+    /// both apply to one request.
+    pub replaces: Vec<String>,
+}
+
+/// One entry of a `descriptors` list, with the ones nested under it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DescriptorRule {
+    /// `key`.
+    pub key: String,
+    /// `value`, if given; one that contains `*` is a wildcard (each `*`
+    /// matches any run of characters).
+    pub value: Option<String>,
+    /// `rate_limit`, if this node has one.
+    pub rate_limit: Option<RateLimitSpec>,
+    /// `shadow_mode`: decided and counted, but always answered OK.
+    pub shadow_mode: bool,
+    /// `detailed_metric`: the metrics name the request's own values.
+    pub detailed_metric: bool,
+    /// `value_to_metric`: the metrics name the request's value where this
+    /// node matched it by its key alone or by a wildcard.
+    pub value_to_metric: bool,
+    /// `descriptors`: the nodes one entry deeper.
+    pub descriptors: Vec<DescriptorRule>,
+    /// The node's line in its file, for messages.
+    pub line: usize,
+}
+
+/// One config file: a `domain` and its descriptor tree.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DomainRules {
+    /// `domain`.
+    pub domain: String,
+    /// `descriptors`.
+    pub descriptors: Vec<DescriptorRule>,
+    /// The file it came from.
+    pub file: PathBuf,
+}
