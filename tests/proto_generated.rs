@@ -3,7 +3,9 @@
 //! and committed as src/expose/proto/metrics.rs, so building rollstat needs
 //! neither protoc nor prost-build. This test generates them again and fails
 //! if the committed file differs from what prost-build makes of
-//! proto/metrics.proto.
+//! proto/metrics.proto. The same for Envoy's rate-limit service: the
+//! messages, server and client that tonic's generator makes of
+//! proto/envoy/ are committed as src/rls/proto/envoy.rs.
 //!
 //! To update the committed file (after changing proto/metrics.proto or
 //! prost-build's version in Cargo.lock):
@@ -12,10 +14,14 @@
 //! cargo test --test proto_generated -- --ignored regenerate
 //! ```
 //!
+//! (`regenerate_rls` for src/rls/proto/envoy.rs, which is also formatted
+//! with rustfmt, as `cargo fmt` would.)
+//!
 //! Both need `protoc` (Debian: `apt-get install protobuf-compiler`; .ci/install-deps
 //! installs it), found on PATH or through the `PROTOC` environment variable,
 //! as prost-build looks for it.
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
@@ -94,16 +100,22 @@ fn require_protoc() {
     }
 }
 
-/// What the committed file should contain: the header and prost-build's
-/// output for proto/metrics.proto.
-fn generate() -> String {
-    require_protoc();
-    // One directory per call: both tests may run at once (`--include-ignored`).
+/// A fresh directory for one generation: the tests may run at once
+/// (`--include-ignored`).
+fn work_dir() -> PathBuf {
     static CALLS: AtomicUsize = AtomicUsize::new(0);
     let call = CALLS.fetch_add(1, Ordering::Relaxed);
     let work = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("proto_generated-{}-{call}", std::process::id()));
     let _ = fs::remove_dir_all(&work);
+    work
+}
+
+/// What the committed file should contain: the header and prost-build's
+/// output for proto/metrics.proto.
+fn generate() -> String {
+    require_protoc();
+    let work = work_dir();
     let include = work.join("include");
     let out = work.join("out");
     fs::create_dir_all(include.join("google/protobuf")).unwrap();
@@ -126,10 +138,14 @@ fn generate() -> String {
 
 #[test]
 fn generated_types_are_current() {
-    let expected = generate();
-    let path = root().join(GENERATED);
+    assert_current(GENERATED, PROTO, &generate(), REGENERATE);
+}
+
+/// Fails, saying where, when the committed `generated` differs from `expected`.
+fn assert_current(generated: &str, source: &str, expected: &str, regenerate: &str) {
+    let path = root().join(generated);
     let committed = fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("cannot read {GENERATED}: {e}; create it with `{REGENERATE}`"));
+        .unwrap_or_else(|e| panic!("cannot read {generated}: {e}; create it with `{regenerate}`"));
     if committed != expected {
         let (line, want, have) = expected
             .lines()
@@ -142,10 +158,10 @@ fn generated_types_are_current() {
                 (n + 1, "(end of one of the files)", "")
             });
         panic!(
-            "{GENERATED} is not what prost-build generates from {PROTO} \
+            "{generated} is not what the generator makes of {source} \
              (first difference at line {line}:\n  generated: {want}\n  committed: {have}\n).\n\
-             If {PROTO} or prost-build changed on purpose, update the committed file with\n    \
-             {REGENERATE}\nand commit it; never edit it by hand."
+             If {source} or the generator changed on purpose, update the committed file with\n    \
+             {regenerate}\nand commit it; never edit it by hand."
         );
     }
 }
@@ -159,5 +175,139 @@ fn regenerate() {
     let path = root().join(GENERATED);
     fs::create_dir_all(path.parent().unwrap()).unwrap();
     fs::write(&path, generated).unwrap_or_else(|e| panic!("cannot write {GENERATED}: {e}"));
+    eprintln!("wrote {}", path.display());
+}
+
+/// Envoy's rate-limit service: its committed Rust file, the protos it comes
+/// from, and how to regenerate it.
+const RLS_GENERATED: &str = "src/rls/proto/envoy.rs";
+const RLS_PROTO: &str = "proto/envoy/service/ratelimit/v3/rls.proto";
+const RLS_REGENERATE: &str = "cargo test --test proto_generated -- --ignored regenerate_rls";
+
+/// The proto packages the service's files make, in the module tree their
+/// `super::` paths expect (`envoy::service::ratelimit::v3`, ...).
+const RLS_PACKAGES: [&str; 4] = [
+    "envoy.config.core.v3",
+    "envoy.extensions.common.ratelimit.v3",
+    "envoy.type.v3",
+    "envoy.service.ratelimit.v3",
+];
+
+/// The declarations of the well-known types the service's protos import
+/// (prost maps them to prost-types, so only the names matter), as for
+/// metrics.proto above.
+const RLS_WELL_KNOWN: [(&str, &str); 4] = [
+    (
+        "duration.proto",
+        "syntax = \"proto3\";\npackage google.protobuf;\nmessage Duration { int64 seconds = 1; int32 nanos = 2; }\n",
+    ),
+    (
+        "timestamp.proto",
+        "syntax = \"proto3\";\npackage google.protobuf;\nmessage Timestamp { int64 seconds = 1; int32 nanos = 2; }\n",
+    ),
+    (
+        "wrappers.proto",
+        "syntax = \"proto3\";\npackage google.protobuf;\nmessage UInt64Value { uint64 value = 1; }\n",
+    ),
+    (
+        "struct.proto",
+        "syntax = \"proto3\";\npackage google.protobuf;\nmessage Struct { map<string, Value> fields = 1; }\n\
+         message Value { oneof kind { double number_value = 2; string string_value = 3; } }\n",
+    ),
+];
+
+/// What src/rls/proto/envoy.rs should contain: tonic's output for the four
+/// packages, nested as modules, formatted by rustfmt.
+fn generate_rls() -> String {
+    require_protoc();
+    let work = work_dir();
+    let (include, out) = (work.join("include"), work.join("out"));
+    fs::create_dir_all(include.join("google/protobuf")).unwrap();
+    fs::create_dir_all(&out).unwrap();
+    for (name, text) in RLS_WELL_KNOWN {
+        fs::write(include.join("google/protobuf").join(name), text).unwrap();
+    }
+    let root = root();
+    tonic_prost_build::configure()
+        .build_server(true)
+        .build_client(true)
+        .build_transport(false)
+        .out_dir(&out)
+        .compile_protos(&[root.join(RLS_PROTO)], &[root.join(PROTO_DIR), include])
+        .unwrap_or_else(|e| panic!("tonic-prost-build failed on {RLS_PROTO}: {e}"));
+    let mut text = format!(
+        "// @generated by tonic-prost-build 0.14 from proto/envoy/ (packages {}).\n\
+         // Do not edit. Regenerate with:\n//     {RLS_REGENERATE}\n\
+         // tests/proto_generated.rs fails when this file is not what the generator makes.\n\n",
+        RLS_PACKAGES.join(", ")
+    );
+    let mut tree = Module::default();
+    for package in RLS_PACKAGES {
+        let file = out.join(format!("{}.rs", package.replace(".type.", ".r#type.")));
+        let body =
+            fs::read_to_string(&file).unwrap_or_else(|e| panic!("no {}: {e}", file.display()));
+        let path: Vec<&str> = package.split('.').collect();
+        tree.insert(&path, body);
+    }
+    tree.render(&mut text);
+    let merged = work.join("envoy.rs");
+    fs::write(&merged, text).unwrap();
+    let status = Command::new("rustfmt")
+        .args(["--edition", "2021"])
+        .arg(&merged)
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run rustfmt (rustup component add rustfmt): {e}"));
+    assert!(status.success(), "rustfmt failed on the generated service");
+    let formatted = fs::read_to_string(&merged).unwrap();
+    let _ = fs::remove_dir_all(&work);
+    formatted
+}
+
+/// The module tree of the generated packages: `envoy.config.core.v3` and
+/// `envoy.service.ratelimit.v3` share `pub mod envoy`, which Rust cannot
+/// declare twice.
+#[derive(Default)]
+struct Module {
+    body: String,
+    children: BTreeMap<String, Module>,
+}
+
+impl Module {
+    fn insert(&mut self, path: &[&str], body: String) {
+        match path.split_first() {
+            None => self.body = body,
+            Some((first, rest)) => {
+                let name = if *first == "type" { "r#type" } else { first };
+                self.children
+                    .entry(name.to_string())
+                    .or_default()
+                    .insert(rest, body);
+            }
+        }
+    }
+
+    fn render(&self, out: &mut String) {
+        out.push_str(&self.body);
+        for (name, child) in &self.children {
+            out.push_str(&format!("pub mod {name} {{\n"));
+            child.render(out);
+            out.push_str("}\n");
+        }
+    }
+}
+
+#[test]
+fn generated_rate_limit_service_is_current() {
+    assert_current(RLS_GENERATED, RLS_PROTO, &generate_rls(), RLS_REGENERATE);
+}
+
+/// Writes src/rls/proto/envoy.rs; run by name with `--ignored`.
+#[test]
+#[ignore = "writes src/rls/proto/envoy.rs; run to regenerate it"]
+fn regenerate_rls() {
+    let generated = generate_rls();
+    let path = root().join(RLS_GENERATED);
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(&path, generated).unwrap_or_else(|e| panic!("cannot write {RLS_GENERATED}: {e}"));
     eprintln!("wrote {}", path.display());
 }

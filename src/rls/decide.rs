@@ -1,0 +1,360 @@
+//! One `ShouldRateLimit` decision, all or nothing: every descriptor of a
+//! request that falls under a limit is checked first; only if none of them
+//! (shadow-mode ones aside) is over are the hits recorded, in all of them.
+//! So a request refused by one descriptor uses nothing of the others'
+//! budgets (the reference service needs a flag for that,
+//! `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT`, and still counts the ones it
+//! checked before the refusing one).
+//!
+//! Each limit is an exact sliding log: never more than `requests_per_unit`
+//! hits in any window of one `unit`, where the reference service counts in
+//! fixed windows (up to twice as many across a window edge).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+use super::settings::{RateLimitSpec, RateUnit};
+use super::tree::{Domains, Rule};
+use crate::clock::Timestamp;
+use crate::limit::{Decision, KeyedConfig, KeyedLimiter, Limit, Limits, SlidingLog};
+
+/// One descriptor of a request, read from the wire.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Descriptor {
+    /// Its entries, in order: (key, value).
+    pub entries: Vec<(String, String)>,
+    /// The hits it adds: its own `hits_addend`, else the request's, and 1
+    /// where both are 0 or unset.
+    pub hits: u32,
+    /// `limit`: the proxy's own limit for this descriptor, used instead of
+    /// the configured one.
+    pub limit: Option<(u32, RateUnit)>,
+}
+
+/// The answer for one descriptor.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Status {
+    /// Whether this descriptor is over its limit.
+    pub over: bool,
+    /// The limit that applied (`None`: no limit, or unlimited).
+    pub limit: Option<CurrentLimit>,
+    /// The hits the limit would still admit now.
+    pub remaining: u32,
+    /// The time until enough hits leave the window for one more to pass
+    /// (zero while one more passes).
+    pub until_reset: Duration,
+}
+
+/// `current_limit` of a status.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CurrentLimit {
+    /// The rule's `name` ("" if it has none).
+    pub name: String,
+    /// `requests_per_unit`.
+    pub requests_per_unit: u32,
+    /// `unit`.
+    pub unit: RateUnit,
+}
+
+/// The answer for a request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Answer {
+    /// Whether any descriptor (shadow mode aside) is over its limit.
+    pub over: bool,
+    /// One status per descriptor, in the request's order.
+    pub statuses: Vec<Status>,
+}
+
+/// The most distinct limits the proxies' `limit` overrides may create;
+/// past it an override is decided by the configured limit.
+pub const MAX_OVERRIDES: usize = 64;
+
+type Log = KeyedLimiter<SlidingLog>;
+
+/// The limiters of a config's rules, and of the overrides proxies sent.
+pub struct Limiters {
+    rules: HashMap<String, Arc<Log>>,
+    overrides: Mutex<HashMap<(u32, RateUnit), Arc<Log>>>,
+    max_keys: usize,
+    /// Held from the first check of a request to its last record.
+    decide: Mutex<()>,
+}
+
+/// What a descriptor is decided by.
+enum Target {
+    /// No limit: OK, nothing counted.
+    None,
+    /// `unlimited: true`: OK.
+    Unlimited,
+    /// `requests_per_unit: 0`: always over.
+    Zero(CurrentLimit),
+    /// A limiter, with the key of this descriptor's values.
+    Limited {
+        log: Arc<Log>,
+        key: String,
+        limit: CurrentLimit,
+        shadow: bool,
+    },
+}
+
+impl Limiters {
+    /// A limiter per rule of `domains`, each holding at most `max_keys`
+    /// keys (a new key past it is refused, counted as over the limit).
+    #[must_use]
+    pub fn new(domains: &Domains, max_keys: usize) -> Limiters {
+        let rules = domains
+            .rules()
+            .filter_map(|r| Some((r.path.clone(), Arc::new(log_for(&r.spec, max_keys)?))))
+            .collect();
+        Limiters {
+            rules,
+            overrides: Mutex::new(HashMap::new()),
+            max_keys,
+            decide: Mutex::new(()),
+        }
+    }
+
+    /// Decides `descriptors` of `domain` at `now`.
+    pub fn decide(
+        &self,
+        domains: &Domains,
+        domain: &str,
+        descriptors: &[Descriptor],
+        now: Timestamp,
+    ) -> Answer {
+        let found: Vec<Option<&Arc<Rule>>> = descriptors
+            .iter()
+            .map(|d| {
+                domains.find(
+                    domain,
+                    d.entries.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+                )
+            })
+            .collect();
+        let replaced = replaced_names(&found);
+        let targets: Vec<Target> = descriptors
+            .iter()
+            .zip(&found)
+            .map(|(d, rule)| self.target(domain, d, rule.map(|r| &**r), &replaced))
+            .collect();
+        let _one_at_a_time = self.decide.lock();
+        let checked: Vec<Status> = targets
+            .iter()
+            .zip(descriptors)
+            .map(|(t, d)| check(t, d.hits, now))
+            .collect();
+        let over = targets
+            .iter()
+            .zip(&checked)
+            .any(|(t, s)| s.over && !matches!(t, Target::Limited { shadow: true, .. }));
+        let statuses = if over {
+            checked
+        } else {
+            targets
+                .iter()
+                .zip(descriptors)
+                .map(|(t, d)| record(t, d.hits, now))
+                .collect()
+        };
+        Answer { over, statuses }
+    }
+
+    fn target(
+        &self,
+        domain: &str,
+        d: &Descriptor,
+        rule: Option<&Rule>,
+        replaced: &[&str],
+    ) -> Target {
+        let key = descriptor_key(domain, &d.entries);
+        if let Some((n, unit)) = d.limit {
+            if let Some(log) = self.override_log(n, unit) {
+                let limit = CurrentLimit {
+                    name: String::new(),
+                    requests_per_unit: n,
+                    unit,
+                };
+                return Target::Limited {
+                    log,
+                    key,
+                    limit,
+                    shadow: false,
+                };
+            }
+        }
+        let Some(rule) = rule else {
+            return Target::None;
+        };
+        let named = rule.spec.name.as_deref();
+        if named.is_some_and(|n| replaced.contains(&n)) {
+            return Target::None;
+        }
+        let Some(unit) = rule.spec.unit.filter(|_| !rule.spec.unlimited) else {
+            return Target::Unlimited;
+        };
+        let limit = CurrentLimit {
+            name: named.unwrap_or_default().to_string(),
+            requests_per_unit: rule.spec.requests_per_unit,
+            unit,
+        };
+        match self.rules.get(&rule.path) {
+            Some(log) => Target::Limited {
+                log: log.clone(),
+                key,
+                limit,
+                shadow: rule.shadow_mode,
+            },
+            None => Target::Zero(limit),
+        }
+    }
+
+    /// The limiter of an override, made on first use (at most
+    /// [`MAX_OVERRIDES`]; `None` past it, or for a limit of 0).
+    fn override_log(&self, n: u32, unit: RateUnit) -> Option<Arc<Log>> {
+        let mut all = self.overrides.lock();
+        if let Some(log) = all.get(&(n, unit)) {
+            return Some(log.clone());
+        }
+        if all.len() >= MAX_OVERRIDES {
+            return None;
+        }
+        let spec = RateLimitSpec {
+            requests_per_unit: n,
+            unit: Some(unit),
+            unlimited: false,
+            name: None,
+            replaces: Vec::new(),
+        };
+        let log = Arc::new(log_for(&spec, self.max_keys)?);
+        all.insert((n, unit), log.clone());
+        Some(log)
+    }
+}
+
+/// The limiter of a limited rule (`None` for 0 or unlimited).
+fn log_for(spec: &RateLimitSpec, max_keys: usize) -> Option<Log> {
+    let unit = spec.unit.filter(|_| !spec.unlimited)?;
+    let limit = Limit::new(spec.requests_per_unit, unit.window()).ok()?;
+    let limits = Limits::new([limit]).ok()?;
+    KeyedLimiter::new(limits, KeyedConfig::new(max_keys.max(1))).ok()
+}
+
+/// The names that a matched rule's `replaces` takes out of this request.
+fn replaced_names<'a>(found: &[Option<&'a Arc<Rule>>]) -> Vec<&'a str> {
+    found
+        .iter()
+        .flatten()
+        .flat_map(|r| r.spec.replaces.iter().map(String::as_str))
+        .collect()
+}
+
+/// The key a descriptor's hits are counted under within its limiter: the
+/// domain and every entry, as the reference service keys its counters.
+fn descriptor_key(domain: &str, entries: &[(String, String)]) -> String {
+    let mut key = String::from(domain);
+    for (k, v) in entries {
+        key.push('\u{1f}');
+        key.push_str(k);
+        key.push('\u{1e}');
+        key.push_str(v);
+    }
+    key
+}
+
+/// What `t` would answer for `hits` at `now`, recording nothing.
+fn check(t: &Target, hits: u32, now: Timestamp) -> Status {
+    match t {
+        Target::Limited {
+            log, key, limit, ..
+        } => {
+            let peek = if log.limits().check_capacity(hits).is_err() {
+                None
+            } else {
+                Some(log.check(key, hits, now))
+            };
+            match peek {
+                // A key not held yet: a fresh log admits up to the limit.
+                Some(None) => status(limit, true, limit.requests_per_unit, Duration::ZERO),
+                // A check records nothing: `remaining` is what is left now.
+                Some(Some(d)) => from_decision(log, key, limit, &d, now),
+                None => status(limit, false, 0, Duration::ZERO),
+            }
+        }
+        other => fixed(other),
+    }
+}
+
+/// Records `hits` in `t` at `now` and answers.
+fn record(t: &Target, hits: u32, now: Timestamp) -> Status {
+    match t {
+        Target::Limited {
+            log,
+            key,
+            limit,
+            shadow,
+            ..
+        } => {
+            let mut s = match log.acquire(key, hits, now) {
+                Ok(d) => from_decision(log, key, limit, &d, now),
+                Err(_) => status(limit, false, 0, Duration::ZERO),
+            };
+            if *shadow {
+                s.over = false;
+            }
+            s
+        }
+        other => fixed(other),
+    }
+}
+
+/// The answer of a target without a limiter.
+fn fixed(t: &Target) -> Status {
+    match t {
+        Target::Zero(limit) => status(limit, false, 0, limit.unit.window()),
+        Target::Unlimited => Status {
+            over: false,
+            limit: None,
+            remaining: u32::MAX,
+            until_reset: Duration::ZERO,
+        },
+        Target::None | Target::Limited { .. } => Status {
+            over: false,
+            limit: None,
+            remaining: 0,
+            until_reset: Duration::ZERO,
+        },
+    }
+}
+
+fn from_decision(
+    log: &Log,
+    key: &str,
+    limit: &CurrentLimit,
+    d: &Decision,
+    now: Timestamp,
+) -> Status {
+    let until_reset = if d.remaining > 0 {
+        Duration::ZERO
+    } else {
+        // The wait for one more hit.
+        log.check(key, 1, now)
+            .and_then(|one| one.retry_after)
+            .unwrap_or(Duration::ZERO)
+    };
+    status(limit, d.allowed, d.remaining, until_reset)
+}
+
+fn status(limit: &CurrentLimit, allowed: bool, remaining: u32, until_reset: Duration) -> Status {
+    Status {
+        over: !allowed,
+        limit: Some(limit.clone()),
+        remaining,
+        until_reset,
+    }
+}
+
+#[cfg(test)]
+mod tests;
