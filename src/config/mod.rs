@@ -21,6 +21,7 @@ mod redis;
 mod relay;
 pub mod relay_loop;
 mod report;
+mod rls;
 mod series;
 mod signals;
 mod summary;
@@ -81,6 +82,8 @@ pub struct Config {
     pub web_config: Option<web::WebConfig>,
     /// Other statsd servers accepted lines are copied to (`[[relay]]`).
     pub relays: Vec<RelayDef>,
+    /// Envoy's rate-limit service (`[rls]`), if on.
+    pub rls: Option<crate::rls::settings::RlsSettings>,
 }
 
 impl Config {
@@ -195,6 +198,7 @@ const TOP_KEYS: &[&str] = &[
     "redis",
     "statsd_exporter",
     "relay",
+    "rls",
 ];
 
 impl Default for Config {
@@ -215,6 +219,7 @@ impl Default for Config {
             exporter_names: false,
             web_config: None,
             relays: Vec::new(),
+            rls: None,
         }
     }
 }
@@ -284,6 +289,10 @@ impl Config {
         }
 
         read_signals_and_relays(&mut top, &mut p, &mut cfg);
+        if let Some(mut t) = top.table(&mut p, "rls") {
+            cfg.rls = rls::read(&mut t, &mut p);
+            t.finish(&mut p, rls::KEYS);
+        }
         // A relay to this daemon's own listener, as far as the file tells
         // (check-config and the start resolve names too).
         p.list.extend(relay_loop::problems(

@@ -7,10 +7,17 @@
 //!   service finds it;
 //! * `decide.rs`: one request's decision, all or nothing across its
 //!   descriptors;
+//! * `service.rs`: a request read, checked against the caps, decided and
+//!   answered, counted (no I/O);
+//! * `grpc.rs`: the gRPC listener (tonic), with `grpc.health.v1`;
 //! * `proto/`: the service's messages, server and client, generated from
 //!   `proto/envoy/` (committed; `tests/proto_generated.rs` checks them).
 
 pub mod decide;
+pub mod grpc;
 pub mod proto;
+pub mod service;
 pub mod settings;
 pub mod tree;
+
+pub use settings::{DescriptorRule, DomainRules, RateLimitSpec, RateUnit, RlsSettings};

@@ -143,3 +143,46 @@ pub struct DomainRules {
     /// The file it came from.
     pub file: PathBuf,
 }
+
+/// `[rls]`: Envoy's rate-limit service, on when `grpc` is set.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RlsSettings {
+    /// `grpc`: where `envoy.service.ratelimit.v3.RateLimitService` and
+    /// `grpc.health.v1.Health` listen (h2c).
+    pub grpc: std::net::SocketAddr,
+    /// `config_dir`: the directory of envoyproxy/ratelimit config files.
+    pub config_dir: Option<PathBuf>,
+    /// What those files hold, one domain each.
+    pub domains: Vec<DomainRules>,
+    /// `response_headers`: answer the IETF `RateLimit` and
+    /// `RateLimit-Policy` fields of the descriptor closest to its limit.
+    pub response_headers: bool,
+    /// `max_keys`: distinct descriptor values each rule keeps history for.
+    pub max_keys: usize,
+    /// `max_descriptors`: descriptors in one request.
+    pub max_descriptors: usize,
+    /// `max_entries`: entries in one descriptor.
+    pub max_entries: usize,
+    /// `max_value_bytes`: bytes of one entry's key or value.
+    pub max_value_bytes: usize,
+    /// `max_request_bytes`: bytes of one encoded request.
+    pub max_request_bytes: usize,
+}
+
+impl RlsSettings {
+    /// The defaults, listening on `grpc`.
+    #[must_use]
+    pub fn new(grpc: std::net::SocketAddr) -> RlsSettings {
+        RlsSettings {
+            grpc,
+            config_dir: None,
+            domains: Vec::new(),
+            response_headers: false,
+            max_keys: 100_000,
+            max_descriptors: 64,
+            max_entries: 16,
+            max_value_bytes: 1024,
+            max_request_bytes: 65_536,
+        }
+    }
+}

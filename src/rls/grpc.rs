@@ -1,0 +1,86 @@
+//! The gRPC listener: `envoy.service.ratelimit.v3.RateLimitService` and
+//! `grpc.health.v1.Health` over HTTP/2 without TLS (h2c), on tonic.
+//!
+//! Caps on what one client can make the service do: a request's encoded
+//! size (`[rls] max_request_bytes`, larger ones get RESOURCE_EXHAUSTED
+//! before they are decoded), streams per connection
+//! ([`MAX_STREAMS_PER_CONNECTION`]), a deadline per call
+//! ([`CALL_TIMEOUT`]), and HTTP/2 keepalive pings that close a connection
+//! whose peer stopped answering.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tonic::{Request, Response, Status};
+
+use super::proto::rate_limit_service_server::{RateLimitService, RateLimitServiceServer};
+use super::proto::{RateLimitRequest, RateLimitResponse};
+use super::service::Rls;
+use crate::clock::Clock;
+
+/// Concurrent streams (calls) one connection may hold open.
+pub const MAX_STREAMS_PER_CONNECTION: u32 = 256;
+
+/// The longest a call may take, past which it is answered
+/// DEADLINE_EXCEEDED (Envoy's own default timeout is 20 ms).
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Keepalive pings on idle connections, and how long a ping may go
+/// unanswered before the connection is closed.
+const KEEPALIVE: Duration = Duration::from_secs(30);
+const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The service as tonic calls it.
+struct Handler {
+    rls: Arc<Rls>,
+    clock: Arc<dyn Clock>,
+}
+
+#[tonic::async_trait]
+impl RateLimitService for Handler {
+    async fn should_rate_limit(
+        &self,
+        request: Request<RateLimitRequest>,
+    ) -> Result<Response<RateLimitResponse>, Status> {
+        let now = self.clock.now();
+        match self.rls.should_rate_limit(request.get_ref(), now) {
+            Ok(answer) => Ok(Response::new(answer)),
+            Err(r) if r.exhausted => Err(Status::resource_exhausted(r.message)),
+            Err(r) => Err(Status::invalid_argument(r.message)),
+        }
+    }
+}
+
+/// Serves `rls` on `listener` until `stop` turns true, then lets the calls
+/// in flight finish.
+///
+/// # Errors
+///
+/// The transport's, if the server cannot go on.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    rls: Arc<Rls>,
+    clock: Arc<dyn Clock>,
+    mut stop: watch::Receiver<bool>,
+) -> Result<(), tonic::transport::Error> {
+    let max_bytes = rls.settings().max_request_bytes;
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health
+        .set_serving::<RateLimitServiceServer<Handler>>()
+        .await;
+    let service =
+        RateLimitServiceServer::new(Handler { rls, clock }).max_decoding_message_size(max_bytes);
+    let incoming = tonic::transport::server::TcpIncoming::from(listener);
+    tonic::transport::Server::builder()
+        .timeout(CALL_TIMEOUT)
+        .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION)
+        .http2_keepalive_interval(Some(KEEPALIVE))
+        .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
+        .add_service(health_service)
+        .add_service(service)
+        .serve_with_incoming_shutdown(incoming, async move {
+            let _ = stop.wait_for(|s| *s).await;
+        })
+        .await
+}

@@ -1,0 +1,297 @@
+//! The service behind the gRPC method: a request read and checked against
+//! the `[rls]` caps, decided, and answered as `RateLimitResponse`. No I/O:
+//! the gRPC layer (`grpc.rs`) hands requests in and answers out, and tests
+//! call [`Rls::should_rate_limit`] directly with a manual clock.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::decide::{Answer, Descriptor, Limiters, Status};
+use super::proto::{rate_limit_response as pb, HeaderValue, RateLimitRequest, RateLimitResponse};
+use super::settings::{RateUnit, RlsSettings};
+use super::tree::Domains;
+use crate::clock::Timestamp;
+
+/// Why a request is refused before any decision, with the message the
+/// client gets. Each is counted under [`Refusal::reason`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    /// A stable reason: `no_domain`, `no_descriptors`, `no_entries`,
+    /// `too_many_descriptors`, `too_many_entries`, `value_too_long`,
+    /// `hits_too_large`, `bad_override`.
+    pub reason: &'static str,
+    /// What is wrong, for the client.
+    pub message: String,
+    /// Past a cap (`RESOURCE_EXHAUSTED`) rather than malformed
+    /// (`INVALID_ARGUMENT`).
+    pub exhausted: bool,
+}
+
+/// Every refusal reason, in the order of the self-metric's labels.
+pub const REFUSALS: [&str; 8] = [
+    "no_domain",
+    "no_descriptors",
+    "no_entries",
+    "too_many_descriptors",
+    "too_many_entries",
+    "value_too_long",
+    "hits_too_large",
+    "bad_override",
+];
+
+/// The service's state for one config: its settings, the domains' trees,
+/// and a limiter per rule.
+pub struct Rls {
+    settings: RlsSettings,
+    domains: Domains,
+    limiters: Limiters,
+    /// Requests decided OK, OVER_LIMIT, and refused by reason.
+    ok: AtomicU64,
+    over: AtomicU64,
+    refused: [AtomicU64; REFUSALS.len()],
+}
+
+impl Rls {
+    /// The service of `settings` (no I/O: the files were read by `config`).
+    #[must_use]
+    pub fn new(settings: RlsSettings) -> Rls {
+        let domains = Domains::new(&settings.domains);
+        let limiters = Limiters::new(&domains, settings.max_keys);
+        Rls {
+            settings,
+            domains,
+            limiters,
+            ok: AtomicU64::new(0),
+            over: AtomicU64::new(0),
+            refused: Default::default(),
+        }
+    }
+
+    /// The settings it was built from.
+    #[must_use]
+    pub fn settings(&self) -> &RlsSettings {
+        &self.settings
+    }
+
+    /// Requests answered OK and OVER_LIMIT so far.
+    #[must_use]
+    pub fn decided(&self) -> (u64, u64) {
+        (
+            self.ok.load(Ordering::Relaxed),
+            self.over.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Requests refused so far, by reason ([`REFUSALS`]'s order).
+    #[must_use]
+    pub fn refused(&self) -> [u64; REFUSALS.len()] {
+        std::array::from_fn(|i| self.refused[i].load(Ordering::Relaxed))
+    }
+
+    /// Decides `req` at `now`.
+    ///
+    /// # Errors
+    ///
+    /// A [`Refusal`] when the request is malformed or past a cap (counted).
+    pub fn should_rate_limit(
+        &self,
+        req: &RateLimitRequest,
+        now: Timestamp,
+    ) -> Result<RateLimitResponse, Refusal> {
+        let descriptors = self.read(req).inspect_err(|r| self.count_refusal(r))?;
+        let answer = self
+            .limiters
+            .decide(&self.domains, &req.domain, &descriptors, now);
+        let counter = if answer.over { &self.over } else { &self.ok };
+        counter.fetch_add(1, Ordering::Relaxed);
+        Ok(self.response(&answer))
+    }
+
+    fn count_refusal(&self, r: &Refusal) {
+        if let Some(i) = REFUSALS.iter().position(|x| *x == r.reason) {
+            self.refused[i].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The request's descriptors, checked against the caps.
+    fn read(&self, req: &RateLimitRequest) -> Result<Vec<Descriptor>, Refusal> {
+        let s = &self.settings;
+        if req.domain.is_empty() {
+            return Err(invalid(
+                "no_domain",
+                "the request has no domain; set the rate limit filter's `domain`".into(),
+            ));
+        }
+        if req.descriptors.is_empty() {
+            return Err(invalid(
+                "no_descriptors",
+                "the request has no descriptors".into(),
+            ));
+        }
+        if req.descriptors.len() > s.max_descriptors {
+            return Err(exhausted(
+                "too_many_descriptors",
+                format!(
+                    "{} descriptors in one request; at most {} (`[rls] max_descriptors`)",
+                    req.descriptors.len(),
+                    s.max_descriptors
+                ),
+            ));
+        }
+        let request_hits = req.hits_addend;
+        req.descriptors
+            .iter()
+            .enumerate()
+            .map(|(i, d)| self.read_descriptor(i, d, request_hits))
+            .collect()
+    }
+
+    fn read_descriptor(
+        &self,
+        i: usize,
+        d: &super::proto::RateLimitDescriptor,
+        request_hits: u32,
+    ) -> Result<Descriptor, Refusal> {
+        let s = &self.settings;
+        if d.entries.is_empty() {
+            return Err(invalid(
+                "no_entries",
+                format!("descriptor {i} has no entries"),
+            ));
+        }
+        if d.entries.len() > s.max_entries {
+            return Err(exhausted(
+                "too_many_entries",
+                format!(
+                    "descriptor {i} has {} entries; at most {} (`[rls] max_entries`)",
+                    d.entries.len(),
+                    s.max_entries
+                ),
+            ));
+        }
+        if let Some(e) = d
+            .entries
+            .iter()
+            .find(|e| e.key.len() > s.max_value_bytes || e.value.len() > s.max_value_bytes)
+        {
+            let len = e.key.len().max(e.value.len());
+            return Err(exhausted(
+                "value_too_long",
+                format!("descriptor {i} has a key or value of {len} bytes; at most {} (`[rls] max_value_bytes`)", s.max_value_bytes),
+            ));
+        }
+        let hits = match d.hits_addend {
+            Some(h) => u32::try_from(h).map_err(|_| {
+                invalid(
+                    "hits_too_large",
+                    format!("descriptor {i}'s hits_addend {h} is more than 4294967295"),
+                )
+            })?,
+            None => request_hits,
+        };
+        let limit = match &d.limit {
+            None => None,
+            Some(o) => Some((
+                o.requests_per_unit,
+                RateUnit::from_number(o.unit).ok_or_else(|| {
+                    invalid("bad_override", format!("descriptor {i}'s limit has unit {}, which rollstat does not take (SECOND to MONTH)", o.unit))
+                })?,
+            )),
+        };
+        Ok(Descriptor {
+            entries: d
+                .entries
+                .iter()
+                .map(|e| (e.key.clone(), e.value.clone()))
+                .collect(),
+            hits: hits.max(1),
+            limit,
+        })
+    }
+
+    fn response(&self, answer: &Answer) -> RateLimitResponse {
+        let code = |over: bool| if over { pb::Code::OverLimit } else { pb::Code::Ok } as i32;
+        let statuses = answer
+            .statuses
+            .iter()
+            .map(|s| pb::DescriptorStatus {
+                code: code(s.over),
+                current_limit: s.limit.as_ref().map(|l| pb::RateLimit {
+                    name: l.name.clone(),
+                    requests_per_unit: l.requests_per_unit,
+                    unit: l.unit.number(),
+                }),
+                limit_remaining: s.remaining,
+                duration_until_reset: Some(duration(s.until_reset)),
+                quota: None,
+            })
+            .collect();
+        let response_headers_to_add = if self.settings.response_headers {
+            headers(&answer.statuses)
+        } else {
+            Vec::new()
+        };
+        RateLimitResponse {
+            overall_code: code(answer.over),
+            statuses,
+            response_headers_to_add,
+            ..RateLimitResponse::default()
+        }
+    }
+}
+
+fn invalid(reason: &'static str, message: String) -> Refusal {
+    Refusal {
+        reason,
+        message,
+        exhausted: false,
+    }
+}
+
+fn exhausted(reason: &'static str, message: String) -> Refusal {
+    Refusal {
+        reason,
+        message,
+        exhausted: true,
+    }
+}
+
+fn duration(d: std::time::Duration) -> prost_types::Duration {
+    prost_types::Duration {
+        seconds: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+        nanos: i32::try_from(d.subsec_nanos()).unwrap_or(0),
+    }
+}
+
+/// The IETF `RateLimit-Policy` and `RateLimit` fields, as rollstat's HTTP
+/// acquire sends them, of the limited descriptor with the least remaining
+/// (the first over its limit, if any).
+fn headers(statuses: &[Status]) -> Vec<HeaderValue> {
+    let Some((s, l)) = statuses
+        .iter()
+        .filter_map(|s| s.limit.as_ref().map(|l| (s, l)))
+        .min_by_key(|(s, _)| (!s.over, s.remaining))
+    else {
+        return Vec::new();
+    };
+    let name = if l.name.is_empty() { "limit" } else { &l.name };
+    let window = l.unit.window().as_secs();
+    let reset = s.until_reset.as_secs() + u64::from(s.until_reset.subsec_nanos() > 0);
+    let field = |key: &str, value: String| HeaderValue {
+        key: key.into(),
+        value,
+        raw_value: Vec::new(),
+    };
+    vec![
+        field(
+            "ratelimit-policy",
+            format!("\"{name}\";q={};w={window}", l.requests_per_unit),
+        ),
+        field(
+            "ratelimit",
+            format!("\"{name}\";r={};t={reset}", s.remaining),
+        ),
+    ]
+}
+
+#[cfg(test)]
+mod tests;
