@@ -139,6 +139,7 @@ pub mod parse;
 pub mod probe;
 pub mod relay;
 pub(crate) mod reload;
+pub mod rls;
 pub mod series;
 pub mod service;
 pub mod sketch;

@@ -14,8 +14,9 @@
 //!                                module below owns
 //!  7 http                        the HTTP router and its handlers
 //!  6 ingest                      sockets to the registry
-//!  5 expose relay                /metrics, OpenMetrics, JSON, the page; lines
-//!                                copied to other statsd servers
+//!  5 expose relay rls            /metrics, OpenMetrics, JSON, the page; lines
+//!                                copied to other statsd servers; the rate
+//!                                limit service's settings
 //!  4 fleet service telemetry     shared windows; named breakers and limits; self-metrics
 //!  3 series store tls host probe the registry of series; Redis (shared limits and
 //!                                window buckets); the listeners' TLS settings;
@@ -66,6 +67,7 @@ const FLOORS: &[(&str, u8)] = &[
     ("telemetry", 4),
     ("expose", 5),
     ("relay", 5),
+    ("rls", 5),
     ("ingest", 6),
     ("http", 7),
     ("config", 8),
