@@ -92,6 +92,17 @@ fn numbers_and_booleans_as_keys_and_values_are_kept_as_written() {
         .collect();
     assert_eq!(values, ["01234", "0x1F", "True", "007"]);
     assert_eq!(rules.descriptors[3].key, "ünï");
+    // In flow style too, and at the very end of the text.
+    let rules =
+        load("domain: d\ndescriptors: [{key: ä, value: 010}, {key: 7, value: false}]").unwrap();
+    let pairs: Vec<_> = rules
+        .descriptors
+        .iter()
+        .map(|d| (d.key.as_str(), d.value.as_deref().unwrap()))
+        .collect();
+    assert_eq!(pairs, [("ä", "010"), ("7", "false")]);
+    let rules = load("descriptors: []\ndomain: 0x10").unwrap();
+    assert_eq!(rules.domain, "0x10");
 }
 
 #[test]
