@@ -37,7 +37,7 @@ pub use reader::ConfigProblem;
 use reader::{Problems, Table};
 
 use compat::yaml;
-pub use compat::{statsd_exporter, web};
+pub use compat::{ratelimit, statsd_exporter, web};
 
 pub use exporter_file::StatsdExporterFile;
 pub(crate) use mappings::ttl_note;
