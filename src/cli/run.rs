@@ -150,6 +150,7 @@ fn ready_line(bound: &daemon::Bound, format: LogFormat) {
             statsd_tcp = bound.statsd_tcp.as_deref(),
             statsd_unix = bound.statsd_unix.as_deref(),
             http = bound.http.as_deref(),
+            rls_grpc = bound.rls_grpc.as_deref(),
             "rollstat listening"
         );
     });

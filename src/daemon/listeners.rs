@@ -18,6 +18,8 @@ pub struct Listeners {
     pub unix: Option<unix::UnixSocket>,
     /// HTTP.
     pub http: std::net::TcpListener,
+    /// Envoy's rate-limit service over gRPC (`[rls] grpc`).
+    pub rls: Option<std::net::TcpListener>,
 }
 
 /// The addresses the listeners are bound to (the ready line's fields).
@@ -31,6 +33,8 @@ pub struct Bound {
     pub statsd_unix: Option<String>,
     /// HTTP.
     pub http: Option<String>,
+    /// The rate-limit service's gRPC listener, when on.
+    pub rls_grpc: Option<String>,
 }
 
 impl Bound {
@@ -43,6 +47,7 @@ impl Bound {
             ("statsd_tcp", &self.statsd_tcp),
             ("statsd_unix", &self.statsd_unix),
             ("http", &self.http),
+            ("rls_grpc", &self.rls_grpc),
         ];
         parts
             .iter()
@@ -124,11 +129,21 @@ impl Listeners {
         let http = std::net::TcpListener::bind(cfg.listen.http)
             .and_then(|l| l.set_nonblocking(true).map(|()| l))
             .map_err(err("HTTP", &cfg.listen.http, "listen.http"))?;
+        let rls = cfg
+            .rls
+            .as_ref()
+            .map(|r| {
+                std::net::TcpListener::bind(r.grpc)
+                    .and_then(|l| l.set_nonblocking(true).map(|()| l))
+                    .map_err(err("the rate-limit service's gRPC", &r.grpc, "rls.grpc"))
+            })
+            .transpose()?;
         Ok(Listeners {
             udp,
             tcp,
             unix,
             http,
+            rls,
         })
     }
 
@@ -170,6 +185,11 @@ impl Listeners {
                 .as_ref()
                 .map(|u| u.file.path().display().to_string()),
             http: self.http.local_addr().ok().map(|a| a.to_string()),
+            rls_grpc: self
+                .rls
+                .as_ref()
+                .and_then(|l| l.local_addr().ok())
+                .map(|a| a.to_string()),
         }
     }
 
@@ -190,6 +210,9 @@ impl Listeners {
         }
         if let Ok(a) = self.http.local_addr() {
             parts.push(format!("{} {a}", if https { "https" } else { "http" }));
+        }
+        if let Some(Ok(a)) = self.rls.as_ref().map(|l| l.local_addr()) {
+            parts.push(format!("rate-limit grpc {a}"));
         }
         parts.join(", ")
     }

@@ -112,6 +112,19 @@ pub async fn serve(
     let receivers = Receivers::spawn(&state, listeners.udp, listeners.tcp, unix_socket, &stop_rx)?;
     let tasks = Tasks::spawn(&state, &stop_rx, &notifier).map_err(start("SIGHUP handler"))?;
     let http = tokio::net::TcpListener::from_std(listeners.http).map_err(start("HTTP listener"))?;
+    let rls_server = match (listeners.rls, &state.rls) {
+        (Some(l), Some(rls)) => {
+            let l =
+                tokio::net::TcpListener::from_std(l).map_err(start("rate-limit gRPC listener"))?;
+            Some(tokio::spawn(crate::rls::grpc::serve(
+                l,
+                rls.clone(),
+                state.clock.clone(),
+                stop_rx.clone(),
+            )))
+        }
+        _ => None,
+    };
     let server = tokio::spawn(crate::http::serve::serve(
         http,
         state.router(udp_port),
@@ -154,6 +167,14 @@ pub async fn serve(
         Ok(Ok(())) => {}
         Ok(Err(e)) => tracing::warn!(error = %e, "HTTP server task failed."),
         Err(_) => tracing::warn!("HTTP connections still open after 5s; exiting anyway."),
+    }
+    if let Some(rls) = rls_server {
+        match tokio::time::timeout(Duration::from_secs(5), rls).await {
+            Ok(Ok(Ok(()))) => {}
+            Ok(Ok(Err(e))) => tracing::warn!(error = %e, "The rate-limit gRPC server failed."),
+            Ok(Err(e)) => tracing::warn!(error = %e, "The rate-limit gRPC server task failed."),
+            Err(_) => tracing::warn!("Rate-limit gRPC calls still open after 5s; exiting anyway."),
+        }
     }
     // Nothing feeds the relays any more: each sends what it holds, within
     // [ingest] drain_timeout_ms of now, then counts the rest.

@@ -25,6 +25,7 @@ use crate::ingest::Ingestor;
 use crate::parse::ParseOptions;
 use crate::relay::Relays;
 use crate::reload::Reloader;
+use crate::rls::service::Rls;
 use crate::series::{Plan, Registry};
 use crate::service::{ServiceError, ServiceHandle, Services};
 use crate::store::{Op, RedisStore, StoreSetupError};
@@ -79,6 +80,8 @@ pub struct State {
     /// The HTTP listener's TLS settings with `[http.tls]`, swapped by
     /// reloads.
     pub tls: Option<Arc<ServerTls>>,
+    /// Envoy's rate-limit service, with `[rls] grpc`.
+    pub rls: Option<Arc<Rls>>,
     /// Set while every listener and task runs (`/-/ready`).
     pub serving: Arc<std::sync::atomic::AtomicBool>,
     /// The statsd receivers (reader threads, TCP accept loop) and whether
@@ -148,6 +151,15 @@ impl State {
                 .register(&telemetry.registry)
                 .map_err(BuildError::Telemetry)?;
         }
+        let rls = match &config.rls {
+            Some(settings) => {
+                let rls = Rls::new(settings.clone()).map_err(BuildError::Telemetry)?;
+                rls.register(&telemetry.registry)
+                    .map_err(BuildError::Telemetry)?;
+                Some(Arc::new(rls))
+            }
+            None => None,
+        };
         // Shared windows: only when a mapping rule shares its series at start.
         let fleet = store
             .as_ref()
@@ -215,6 +227,7 @@ impl State {
             reloader,
             access,
             tls,
+            rls,
             serving: Arc::default(),
             liveness: Arc::default(),
             faults: Arc::new(Faults::none()),

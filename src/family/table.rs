@@ -183,6 +183,12 @@ table! {
     BREAKER_TRANSITIONS_TOTAL: Counter "rollstat_breaker_transitions_total" ["breaker", "from", "to"]
         "Breaker state transitions, by from and to.";
 
+    // Envoy's rate-limit service (`rls::service::Rls`).
+    RLS_REQUESTS_TOTAL: Counter "rollstat_rls_requests_total" ["result"]
+        "ShouldRateLimit calls answered over gRPC, by result: ok, over_limit, refused (a malformed request or one past an [rls] cap, answered INVALID_ARGUMENT or RESOURCE_EXHAUSTED).";
+    RLS_REFUSED_TOTAL: Counter "rollstat_rls_refused_total" ["reason"]
+        "ShouldRateLimit calls refused before any decision, by reason: too_large (past max_request_bytes), no_domain, no_descriptors, no_entries, too_many_descriptors, too_many_entries, value_too_long, hits_too_large, bad_override.";
+
     // Rate limits, read at scrape time (`expose::signals`).
     LIMIT_DECISIONS_TOTAL: Counter "rollstat_limit_decisions_total" ["limit", "decision"]
         "Rate-limit decisions, by limit and decision: allowed and denied by a limiter (this instance's, its local fallback, or Redis), error (a request refused: too heavy, or a new key at max_keys), fallback_allowed and fallback_denied (answered by on_store_error = allow or deny while the shared store failed).";

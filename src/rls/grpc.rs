@@ -2,8 +2,9 @@
 //! `grpc.health.v1.Health` over HTTP/2 without TLS (h2c), on tonic.
 //!
 //! Caps on what one client can make the service do: a request's encoded
-//! size (`[rls] max_request_bytes`, larger ones get RESOURCE_EXHAUSTED
-//! before they are decoded), streams per connection
+//! size (`[rls] max_request_bytes`: larger ones get RESOURCE_EXHAUSTED,
+//! counted as `too_large`; past [`DECODE_CAP_FACTOR`] times that tonic
+//! answers OUT_OF_RANGE without decoding them), streams per connection
 //! ([`MAX_STREAMS_PER_CONNECTION`]), a deadline per call
 //! ([`CALL_TIMEOUT`]), and HTTP/2 keepalive pings that close a connection
 //! whose peer stopped answering.
@@ -18,6 +19,10 @@ use super::proto::rate_limit_service_server::{RateLimitService, RateLimitService
 use super::proto::{RateLimitRequest, RateLimitResponse};
 use super::service::Rls;
 use crate::clock::Clock;
+
+/// How many times `max_request_bytes` a request may be before it is not
+/// even decoded.
+pub const DECODE_CAP_FACTOR: usize = 4;
 
 /// Concurrent streams (calls) one connection may hold open.
 pub const MAX_STREAMS_PER_CONNECTION: u32 = 256;
@@ -69,8 +74,8 @@ pub async fn serve(
     health
         .set_serving::<RateLimitServiceServer<Handler>>()
         .await;
-    let service =
-        RateLimitServiceServer::new(Handler { rls, clock }).max_decoding_message_size(max_bytes);
+    let service = RateLimitServiceServer::new(Handler { rls, clock })
+        .max_decoding_message_size(max_bytes.saturating_mul(DECODE_CAP_FACTOR));
     let incoming = tonic::transport::server::TcpIncoming::from(listener);
     tonic::transport::Server::builder()
         .timeout(CALL_TIMEOUT)

@@ -3,19 +3,20 @@
 //! the gRPC layer (`grpc.rs`) hands requests in and answers out, and tests
 //! call [`Rls::should_rate_limit`] directly with a manual clock.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use prometheus::{IntCounterVec, Registry};
 
 use super::decide::{Answer, Descriptor, Limiters, Status};
 use super::proto::{rate_limit_response as pb, HeaderValue, RateLimitRequest, RateLimitResponse};
 use super::settings::{RateUnit, RlsSettings};
 use super::tree::Domains;
 use crate::clock::Timestamp;
+use crate::family::table as t;
 
 /// Why a request is refused before any decision, with the message the
 /// client gets. Each is counted under [`Refusal::reason`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Refusal {
-    /// A stable reason: `no_domain`, `no_descriptors`, `no_entries`,
+    /// A stable reason: `too_large`, `no_domain`, `no_descriptors`, `no_entries`,
     /// `too_many_descriptors`, `too_many_entries`, `value_too_long`,
     /// `hits_too_large`, `bad_override`.
     pub reason: &'static str,
@@ -27,7 +28,8 @@ pub struct Refusal {
 }
 
 /// Every refusal reason, in the order of the self-metric's labels.
-pub const REFUSALS: [&str; 8] = [
+pub const REFUSALS: [&str; 9] = [
+    "too_large",
     "no_domain",
     "no_descriptors",
     "no_entries",
@@ -44,26 +46,45 @@ pub struct Rls {
     settings: RlsSettings,
     domains: Domains,
     limiters: Limiters,
-    /// Requests decided OK, OVER_LIMIT, and refused by reason.
-    ok: AtomicU64,
-    over: AtomicU64,
-    refused: [AtomicU64; REFUSALS.len()],
+    /// `rollstat_rls_requests_total{result}`.
+    requests: IntCounterVec,
+    /// `rollstat_rls_refused_total{reason}`.
+    refusals: IntCounterVec,
 }
 
 impl Rls {
     /// The service of `settings` (no I/O: the files were read by `config`).
-    #[must_use]
-    pub fn new(settings: RlsSettings) -> Rls {
+    ///
+    /// # Errors
+    ///
+    /// The prometheus crate's, if a family cannot be made.
+    pub fn new(settings: RlsSettings) -> prometheus::Result<Rls> {
         let domains = Domains::new(&settings.domains);
         let limiters = Limiters::new(&domains, settings.max_keys);
-        Rls {
+        let rls = Rls {
             settings,
             domains,
             limiters,
-            ok: AtomicU64::new(0),
-            over: AtomicU64::new(0),
-            refused: Default::default(),
+            requests: t::RLS_REQUESTS_TOTAL.int_counter_vec()?,
+            refusals: t::RLS_REFUSED_TOTAL.int_counter_vec()?,
+        };
+        for r in ["ok", "over_limit", "refused"] {
+            rls.requests.with_label_values(&[r]);
         }
+        for r in REFUSALS {
+            rls.refusals.with_label_values(&[r]);
+        }
+        Ok(rls)
+    }
+
+    /// Registers its families in `r`.
+    ///
+    /// # Errors
+    ///
+    /// The registry's, if a family of that name is there already.
+    pub fn register(&self, r: &Registry) -> prometheus::Result<()> {
+        r.register(Box::new(self.requests.clone()))?;
+        r.register(Box::new(self.refusals.clone()))
     }
 
     /// The settings it was built from.
@@ -75,16 +96,14 @@ impl Rls {
     /// Requests answered OK and OVER_LIMIT so far.
     #[must_use]
     pub fn decided(&self) -> (u64, u64) {
-        (
-            self.ok.load(Ordering::Relaxed),
-            self.over.load(Ordering::Relaxed),
-        )
+        let n = |r: &str| self.requests.with_label_values(&[r]).get();
+        (n("ok"), n("over_limit"))
     }
 
     /// Requests refused so far, by reason ([`REFUSALS`]'s order).
     #[must_use]
     pub fn refused(&self) -> [u64; REFUSALS.len()] {
-        std::array::from_fn(|i| self.refused[i].load(Ordering::Relaxed))
+        std::array::from_fn(|i| self.refusals.with_label_values(&[REFUSALS[i]]).get())
     }
 
     /// Decides `req` at `now`.
@@ -101,20 +120,29 @@ impl Rls {
         let answer = self
             .limiters
             .decide(&self.domains, &req.domain, &descriptors, now);
-        let counter = if answer.over { &self.over } else { &self.ok };
-        counter.fetch_add(1, Ordering::Relaxed);
+        let result = if answer.over { "over_limit" } else { "ok" };
+        self.requests.with_label_values(&[result]).inc();
         Ok(self.response(&answer))
     }
 
     fn count_refusal(&self, r: &Refusal) {
-        if let Some(i) = REFUSALS.iter().position(|x| *x == r.reason) {
-            self.refused[i].fetch_add(1, Ordering::Relaxed);
-        }
+        self.requests.with_label_values(&["refused"]).inc();
+        self.refusals.with_label_values(&[r.reason]).inc();
     }
 
     /// The request's descriptors, checked against the caps.
     fn read(&self, req: &RateLimitRequest) -> Result<Vec<Descriptor>, Refusal> {
         let s = &self.settings;
+        let size = prost::Message::encoded_len(req);
+        if size > s.max_request_bytes {
+            return Err(exhausted(
+                "too_large",
+                format!(
+                    "a request of {size} bytes; at most {} (`[rls] max_request_bytes`)",
+                    s.max_request_bytes
+                ),
+            ));
+        }
         if req.domain.is_empty() {
             return Err(invalid(
                 "no_domain",

@@ -140,6 +140,7 @@ impl Launch {
                 udp: None,
                 tcp: None,
                 http: SocketAddr::from(([0, 0, 0, 0], 0)),
+                rls_grpc: None,
             },
             config,
             log,
@@ -184,6 +185,8 @@ pub struct Listening {
     pub tcp: Option<SocketAddr>,
     /// HTTP.
     pub http: SocketAddr,
+    /// The rate-limit service's gRPC listener, if the config turns it on.
+    pub rls_grpc: Option<SocketAddr>,
 }
 
 impl Listening {
@@ -219,6 +222,7 @@ impl Listening {
             udp: addr("statsd_udp")?,
             tcp: addr("statsd_tcp")?,
             http: addr("http")?.ok_or_else(|| format!("no http= in {line:?}"))?,
+            rls_grpc: addr("rls_grpc")?,
         })
     }
 }

@@ -33,7 +33,7 @@ fn rls(response_headers: bool) -> Rls {
         }],
         file: PathBuf::from("edge.yaml"),
     }];
-    Rls::new(s)
+    Rls::new(s).unwrap()
 }
 
 fn request(entries: &[(&str, &str)], hits: u32) -> RateLimitRequest {

@@ -79,6 +79,11 @@ impl Daemon {
         matches!(self.run.try_wait(), Ok(None))
     }
 
+    /// The rate-limit service's gRPC address, if `[rls] grpc` is set.
+    pub fn rls_grpc(&self) -> Option<SocketAddr> {
+        self.run.listening.rls_grpc
+    }
+
     /// The daemon's process id.
     pub fn pid(&self) -> u32 {
         self.run.pid()

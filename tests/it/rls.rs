@@ -1,0 +1,237 @@
+//! Envoy's rate-limit service over gRPC, asked by a real gRPC client
+//! (tonic's, generated from the same vendored protos) as Envoy asks it:
+//! decisions, statuses in order, hits_addend, wildcards, unknown domains and
+//! descriptors, refusals with their gRPC codes, health, and the counts on
+//! /metrics.
+
+use std::time::Duration;
+
+use rollstat::rls::proto::rate_limit_descriptor::Entry;
+use rollstat::rls::proto::rate_limit_response::Code;
+use rollstat::rls::proto::rate_limit_service_client::RateLimitServiceClient;
+use rollstat::rls::proto::{RateLimitDescriptor, RateLimitRequest, RateLimitResponse};
+use tonic::transport::Channel;
+
+use crate::support::{sample_config_on_port_0, Daemon, TempDir};
+
+const EDGE: &str = "domain: edge
+descriptors:
+  - key: api_key
+    rate_limit:
+      name: per_key
+      unit: minute
+      requests_per_unit: 3
+  - key: path
+    value: /login*
+    rate_limit:
+      unit: hour
+      requests_per_unit: 1
+";
+
+fn start(dir: &TempDir) -> Daemon {
+    std::fs::write(dir.path().join("edge.yaml"), EDGE).unwrap();
+    let config = format!(
+        "{}\n[rls]\ngrpc = \"127.0.0.1:0\"\nconfig_dir = \"{}\"\nresponse_headers = true\nmax_descriptors = 4\n",
+        sample_config_on_port_0(),
+        dir.path().display()
+    );
+    Daemon::start_with(&config)
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+async fn client(d: &Daemon) -> RateLimitServiceClient<Channel> {
+    let addr = d.rls_grpc().expect("the listening line names rls_grpc");
+    let channel = Channel::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .timeout(Duration::from_secs(5))
+        .connect()
+        .await
+        .expect("connect to the rate-limit service");
+    RateLimitServiceClient::new(channel)
+}
+
+fn descriptor(entries: &[(&str, &str)]) -> RateLimitDescriptor {
+    RateLimitDescriptor {
+        entries: entries
+            .iter()
+            .map(|(k, v)| Entry {
+                key: (*k).into(),
+                value: (*v).into(),
+            })
+            .collect(),
+        limit: None,
+        hits_addend: None,
+    }
+}
+
+fn request(domain: &str, descriptors: Vec<RateLimitDescriptor>, hits: u32) -> RateLimitRequest {
+    RateLimitRequest {
+        domain: domain.into(),
+        descriptors,
+        hits_addend: hits,
+    }
+}
+
+async fn ask(c: &mut RateLimitServiceClient<Channel>, r: RateLimitRequest) -> RateLimitResponse {
+    c.should_rate_limit(r)
+        .await
+        .expect("ShouldRateLimit")
+        .into_inner()
+}
+
+fn codes(r: &RateLimitResponse) -> (i32, Vec<i32>) {
+    (r.overall_code, r.statuses.iter().map(|s| s.code).collect())
+}
+
+#[test]
+fn envoys_calls_are_decided_exactly_and_answered_in_order() {
+    let dir = TempDir::new("rls");
+    let d = start(&dir);
+    runtime().block_on(async {
+        let mut c = client(&d).await;
+        let key = || descriptor(&[("api_key", "alice")]);
+        let (ok, over) = (Code::Ok as i32, Code::OverLimit as i32);
+        for left in [2, 1, 0] {
+            let r = ask(&mut c, request("edge", vec![key()], 0)).await;
+            assert_eq!(codes(&r), (ok, vec![ok]));
+            assert_eq!(r.statuses[0].limit_remaining, left);
+            let limit = r.statuses[0].current_limit.as_ref().unwrap();
+            assert_eq!(
+                (limit.name.as_str(), limit.requests_per_unit, limit.unit),
+                ("per_key", 3, 2)
+            );
+        }
+        // Full: the 4th is over, and so is the request; the wait is until
+        // the first hit leaves the minute.
+        let r = ask(
+            &mut c,
+            request("edge", vec![key(), descriptor(&[("api_key", "bob")])], 1),
+        )
+        .await;
+        assert_eq!(
+            codes(&r),
+            (over, vec![over, ok]),
+            "statuses in the descriptors' order"
+        );
+        let wait = r.statuses[0].duration_until_reset.unwrap();
+        assert!(wait.seconds >= 55 && wait.seconds <= 60, "{wait:?}");
+        assert_eq!(
+            r.statuses[1].limit_remaining, 3,
+            "bob was not charged by the refused request"
+        );
+        let fields: Vec<&str> = r
+            .response_headers_to_add
+            .iter()
+            .map(|h| h.key.as_str())
+            .collect();
+        assert_eq!(fields, ["ratelimit-policy", "ratelimit"]);
+        // hits_addend weighs; a wildcard value matches; unknown passes.
+        let r = ask(
+            &mut c,
+            request("edge", vec![descriptor(&[("api_key", "carol")])], 3),
+        )
+        .await;
+        assert_eq!((r.overall_code, r.statuses[0].limit_remaining), (ok, 0));
+        let login = || descriptor(&[("path", "/login/form")]);
+        assert_eq!(
+            codes(&ask(&mut c, request("edge", vec![login()], 1)).await),
+            (ok, vec![ok])
+        );
+        assert_eq!(
+            codes(&ask(&mut c, request("edge", vec![login()], 1)).await),
+            (over, vec![over])
+        );
+        let r = ask(&mut c, request("elsewhere", vec![key()], 1)).await;
+        assert_eq!(codes(&r), (ok, vec![ok]));
+        assert!(r.statuses[0].current_limit.is_none());
+    });
+    let s = d.scrape();
+    let n = |result: &str| s.value("rollstat_rls_requests_total", &[("result", result)]);
+    assert_eq!((n("ok"), n("over_limit")), (Some(6.0), Some(2.0)));
+}
+
+#[test]
+fn malformed_and_oversized_calls_get_their_grpc_codes_and_are_counted() {
+    let dir = TempDir::new("rls-bad");
+    let d = start(&dir);
+    runtime().block_on(async {
+        let mut c = client(&d).await;
+        let code =
+            |r: Result<tonic::Response<RateLimitResponse>, tonic::Status>| r.unwrap_err().code();
+        let e = c
+            .should_rate_limit(request("", vec![descriptor(&[("a", "b")])], 1))
+            .await;
+        assert_eq!(code(e), tonic::Code::InvalidArgument);
+        let e = c.should_rate_limit(request("edge", vec![], 1)).await;
+        assert_eq!(code(e), tonic::Code::InvalidArgument);
+        let many = vec![descriptor(&[("api_key", "x")]); 5];
+        let e = c.should_rate_limit(request("edge", many, 1)).await;
+        assert_eq!(code(e), tonic::Code::ResourceExhausted);
+        let huge = descriptor(&[("api_key", &"v".repeat(70_000))]);
+        let e = c.should_rate_limit(request("edge", vec![huge], 1)).await;
+        assert_eq!(
+            code(e),
+            tonic::Code::ResourceExhausted,
+            "past max_request_bytes"
+        );
+        let vast = descriptor(&[("api_key", &"v".repeat(300_000))]);
+        let e = c.should_rate_limit(request("edge", vec![vast], 1)).await;
+        assert_eq!(
+            code(e),
+            tonic::Code::OutOfRange,
+            "past 4 x max_request_bytes: not decoded"
+        );
+        // The service goes on.
+        let r = ask(
+            &mut c,
+            request("edge", vec![descriptor(&[("api_key", "y")])], 1),
+        )
+        .await;
+        assert_eq!(r.overall_code, Code::Ok as i32);
+    });
+    let s = d.scrape();
+    let refused = |reason: &str| s.value("rollstat_rls_refused_total", &[("reason", reason)]);
+    assert_eq!(refused("no_domain"), Some(1.0));
+    assert_eq!(refused("no_descriptors"), Some(1.0));
+    assert_eq!(refused("too_many_descriptors"), Some(1.0));
+    assert_eq!(refused("too_large"), Some(1.0));
+    assert_eq!(
+        s.value("rollstat_rls_requests_total", &[("result", "refused")]),
+        Some(4.0)
+    );
+}
+
+#[test]
+fn the_health_service_says_serving() {
+    let dir = TempDir::new("rls-health");
+    let d = start(&dir);
+    runtime().block_on(async {
+        let addr = d.rls_grpc().unwrap();
+        let channel = Channel::from_shared(format!("http://{addr}"))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
+        for service in ["", "envoy.service.ratelimit.v3.RateLimitService"] {
+            let r = health
+                .check(tonic_health::pb::HealthCheckRequest {
+                    service: service.into(),
+                })
+                .await
+                .unwrap()
+                .into_inner();
+            assert_eq!(
+                r.status,
+                tonic_health::pb::health_check_response::ServingStatus::Serving as i32,
+                "{service:?}"
+            );
+        }
+    });
+}
