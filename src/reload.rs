@@ -348,6 +348,11 @@ impl Reloader {
             "[listen] and [ingest] changes (tag_styles included) take effect only after a restart",
         );
         note(
+            cfg.rls != started.rls,
+            "[rls] changes, and changes to the files of its config_dir, take effect only after a restart; the rate-limit service goes on with what it started with.",
+            "[rls] changes (and its config_dir files) take effect only after a restart",
+        );
+        note(
             cfg.relays != started.relays,
             "[[relay]] changes take effect only after a restart; the relays the daemon started with go on.",
             "[[relay]] changes take effect only after a restart",

@@ -14,22 +14,20 @@ use tonic::transport::Channel;
 
 use crate::support::{sample_config_on_port_0, Daemon, TempDir};
 
-const EDGE: &str = "domain: edge
-descriptors:
-  - key: api_key
-    rate_limit:
-      name: per_key
-      unit: minute
-      requests_per_unit: 3
-  - key: path
-    value: /login*
-    rate_limit:
-      unit: hour
-      requests_per_unit: 1
-";
+/// The config file of docs/envoy.md, as the page shows it: the page's
+/// example is the one these tests run.
+fn edge_yaml() -> String {
+    let page = std::fs::read_to_string(crate::support::repo().join("docs/envoy.md")).unwrap();
+    let marker = "<!-- ratelimit-config: edge.yaml -->\n```yaml\n";
+    let at = page
+        .find(marker)
+        .expect("docs/envoy.md: the edge.yaml block")
+        + marker.len();
+    page[at..at + page[at..].find("```").unwrap()].to_string()
+}
 
 fn start(dir: &TempDir) -> Daemon {
-    std::fs::write(dir.path().join("edge.yaml"), EDGE).unwrap();
+    std::fs::write(dir.path().join("edge.yaml"), edge_yaml()).unwrap();
     let config = format!(
         "{}\n[rls]\ngrpc = \"127.0.0.1:0\"\nconfig_dir = \"{}\"\nresponse_headers = true\nmax_descriptors = 4\n",
         sample_config_on_port_0(),
