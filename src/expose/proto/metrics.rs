@@ -65,11 +65,11 @@ pub struct Histogram {
     pub bucket: ::prost::alloc::vec::Vec<Bucket>,
     #[prost(message, optional, tag = "15")]
     pub created_timestamp: ::core::option::Option<::prost_types::Timestamp>,
-    /// schema defines the bucket schema. Currently, valid numbers are -4 <= n <= 8.
+    /// schema defines the bucket schema. Currently, valid numbers are -4 \<= n \<= 8.
     /// They are all for base-2 bucket schemas, where 1 is a bucket boundary in each case, and
     /// then each power of two is divided into 2^n logarithmic buckets.
     /// Or in other words, each bucket boundary is the previous boundary times 2^(2^-n).
-    /// In the future, more bucket schemas may be added using numbers < -4 or > 8.
+    /// In the future, more bucket schemas may be added using numbers \< -4 or > 8.
     #[prost(sint32, optional, tag = "5")]
     pub schema: ::core::option::Option<i32>,
     /// Breadth of the zero bucket.
