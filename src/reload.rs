@@ -66,6 +66,7 @@ use crate::clock::Clock;
 use crate::config::{Config, ConfigError};
 use crate::error::Causes;
 use crate::http::HttpLimits;
+use crate::rls::service::RlsHandle;
 use crate::series::Registry;
 use crate::service::{ServiceError, ServiceHandle, Services};
 use crate::telemetry::Telemetry;
@@ -170,6 +171,8 @@ pub struct Reloader {
     started: Config,
     /// The HTTP listener's TLS settings, when it speaks HTTPS.
     tls: Option<Arc<ServerTls>>,
+    /// Envoy's rate-limit service, whose rules a reload replaces.
+    rls: Option<Arc<RlsHandle>>,
 }
 
 impl Reloader {
@@ -198,6 +201,7 @@ impl Reloader {
             started: config.clone(),
             current: Mutex::new(config),
             tls: None,
+            rls: None,
         }
     }
 
@@ -206,6 +210,14 @@ impl Reloader {
     #[must_use]
     pub fn with_tls(mut self, tls: Option<Arc<ServerTls>>) -> Self {
         self.tls = tls;
+        self
+    }
+
+    /// The reloader of a daemon that serves `rls`, the rate-limit service
+    /// whose rules and caps a reload replaces (each rule's history kept).
+    #[must_use]
+    pub fn with_rls(mut self, rls: Option<Arc<RlsHandle>>) -> Self {
+        self.rls = rls;
         self
     }
 
@@ -229,6 +241,7 @@ impl Reloader {
             Ok((cfg, services, tls)) => {
                 self.services.replace(services);
                 self.apply_tls(path, &cfg, tls);
+                self.apply_rls(&cfg);
                 let needs_restart = self.restart_notes(path, &cfg);
                 let now = self.clock.now();
                 self.registry
@@ -333,6 +346,23 @@ impl Reloader {
     /// what else changed that only a restart applies: against the config
     /// the daemon started with, so that a second reload of the same change
     /// still says so.
+    /// The new `[rls]` rules and caps in force (the listener's address
+    /// needs a restart: [`Self::restart_notes`]).
+    fn apply_rls(&self, cfg: &Config) {
+        let (Some(handle), Some(settings)) = (&self.rls, &cfg.rls) else {
+            return;
+        };
+        let current = handle.current();
+        if current.settings() == settings {
+            return;
+        }
+        handle.replace(current.successor(settings.clone(), self.clock.now()));
+        tracing::info!(
+            domains = settings.domains.len(),
+            "Rate-limit service rules reloaded; each unchanged rule keeps its history, a changed one carries it onto its new limit."
+        );
+    }
+
     fn restart_notes(&self, path: &std::path::Path, cfg: &Config) -> Vec<&'static str> {
         let mut needs_restart = Vec::new();
         let started = &self.started;
@@ -348,9 +378,9 @@ impl Reloader {
             "[listen] and [ingest] changes (tag_styles included) take effect only after a restart",
         );
         note(
-            cfg.rls != started.rls,
-            "[rls] changes, and changes to the files of its config_dir, take effect only after a restart; the rate-limit service goes on with what it started with.",
-            "[rls] changes (and its config_dir files) take effect only after a restart",
+            cfg.rls.as_ref().map(|r| r.grpc) != started.rls.as_ref().map(|r| r.grpc),
+            "[rls] grpc changes (turning the rate-limit service on, off, or onto another address) take effect only after a restart.",
+            "[rls] grpc changes take effect only after a restart",
         );
         note(
             cfg.relays != started.relays,

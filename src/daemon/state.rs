@@ -25,7 +25,7 @@ use crate::ingest::Ingestor;
 use crate::parse::ParseOptions;
 use crate::relay::Relays;
 use crate::reload::Reloader;
-use crate::rls::service::Rls;
+use crate::rls::service::{Rls, RlsHandle};
 use crate::series::{Plan, Registry};
 use crate::service::{ServiceError, ServiceHandle, Services};
 use crate::store::{Op, RedisStore, StoreSetupError};
@@ -81,7 +81,7 @@ pub struct State {
     /// reloads.
     pub tls: Option<Arc<ServerTls>>,
     /// Envoy's rate-limit service, with `[rls] grpc`.
-    pub rls: Option<Arc<Rls>>,
+    pub rls: Option<Arc<RlsHandle>>,
     /// Set while every listener and task runs (`/-/ready`).
     pub serving: Arc<std::sync::atomic::AtomicBool>,
     /// The statsd receivers (reader threads, TCP accept loop) and whether
@@ -156,7 +156,7 @@ impl State {
                 let rls = Rls::new(settings.clone()).map_err(BuildError::Telemetry)?;
                 rls.register(&telemetry.registry)
                     .map_err(BuildError::Telemetry)?;
-                Some(Arc::new(rls))
+                Some(Arc::new(RlsHandle::new(rls)))
             }
             None => None,
         };
@@ -211,7 +211,8 @@ impl State {
                 clock.clone(),
                 access.clone(),
             )
-            .with_tls(tls.clone()),
+            .with_tls(tls.clone())
+            .with_rls(rls.clone()),
         );
         Ok(State {
             config,

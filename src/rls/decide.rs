@@ -76,7 +76,8 @@ type Log = KeyedLimiter<SlidingLog>;
 
 /// The limiters of a config's rules, and of the overrides proxies sent.
 pub struct Limiters {
-    rules: HashMap<String, Arc<Log>>,
+    /// Each limited rule's spec and limiter, by the rule's path.
+    rules: HashMap<String, (RateLimitSpec, Arc<Log>)>,
     overrides: Mutex<HashMap<(u32, RateUnit), Arc<Log>>>,
     max_keys: usize,
     /// Held from the first check of a request to its last record.
@@ -105,13 +106,41 @@ impl Limiters {
     /// keys (a new key past it is refused, counted as over the limit).
     #[must_use]
     pub fn new(domains: &Domains, max_keys: usize) -> Limiters {
+        Limiters::carried(domains, max_keys, None, Timestamp::EPOCH)
+    }
+
+    /// The limiters of `domains` after a reload at `now`: a rule at the same
+    /// path as one of `old`'s keeps its limiter as it is if its limit and
+    /// `max_keys` are unchanged, else every key's history is carried onto
+    /// the new limit (so hits already admitted still count). The proxies'
+    /// overrides are kept.
+    #[must_use]
+    pub fn carried(
+        domains: &Domains,
+        max_keys: usize,
+        old: Option<&Limiters>,
+        now: Timestamp,
+    ) -> Limiters {
         let rules = domains
             .rules()
-            .filter_map(|r| Some((r.path.clone(), Arc::new(log_for(&r.spec, max_keys)?))))
+            .filter_map(|r| {
+                let before = old.and_then(|o| o.rules.get(&r.path));
+                let log = match before {
+                    Some((spec, log))
+                        if *spec == r.spec && old.is_some_and(|o| o.max_keys == max_keys) =>
+                    {
+                        log.clone()
+                    }
+                    Some((_, log)) => Arc::new(carry_log(&r.spec, max_keys, log, now)?),
+                    None => Arc::new(log_for(&r.spec, max_keys)?),
+                };
+                Some((r.path.clone(), (r.spec.clone(), log)))
+            })
             .collect();
+        let overrides = old.map(|o| o.overrides.lock().clone()).unwrap_or_default();
         Limiters {
             rules,
-            overrides: Mutex::new(HashMap::new()),
+            overrides: Mutex::new(overrides),
             max_keys,
             decide: Mutex::new(()),
         }
@@ -201,7 +230,7 @@ impl Limiters {
             unit,
         };
         match self.rules.get(&rule.path) {
-            Some(log) => Target::Limited {
+            Some((_, log)) => Target::Limited {
                 log: log.clone(),
                 key,
                 limit,
@@ -236,10 +265,18 @@ impl Limiters {
 
 /// The limiter of a limited rule (`None` for 0 or unlimited).
 fn log_for(spec: &RateLimitSpec, max_keys: usize) -> Option<Log> {
+    KeyedLimiter::new(limits_of(spec)?, KeyedConfig::new(max_keys.max(1))).ok()
+}
+
+/// [`log_for`], holding `old`'s keys with their history at `now`.
+fn carry_log(spec: &RateLimitSpec, max_keys: usize, old: &Log, now: Timestamp) -> Option<Log> {
+    let config = KeyedConfig::new(max_keys.max(1));
+    KeyedLimiter::carried(limits_of(spec)?, config, old, now, SlidingLog::carry).ok()
+}
+
+fn limits_of(spec: &RateLimitSpec) -> Option<Limits> {
     let unit = spec.unit.filter(|_| !spec.unlimited)?;
-    let limit = Limit::new(spec.requests_per_unit, unit.window()).ok()?;
-    let limits = Limits::new([limit]).ok()?;
-    KeyedLimiter::new(limits, KeyedConfig::new(max_keys.max(1))).ok()
+    Limits::new([Limit::new(spec.requests_per_unit, unit.window()).ok()?]).ok()
 }
 
 /// The names that a matched rule's `replaces` takes out of this request.

@@ -17,7 +17,7 @@ use tonic::{Request, Response, Status};
 
 use super::proto::rate_limit_service_server::{RateLimitService, RateLimitServiceServer};
 use super::proto::{RateLimitRequest, RateLimitResponse};
-use super::service::Rls;
+use super::service::RlsHandle;
 use crate::clock::Clock;
 
 /// How many times `max_request_bytes` a request may be before it is not
@@ -38,7 +38,7 @@ const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The service as tonic calls it.
 struct Handler {
-    rls: Arc<Rls>,
+    rls: Arc<RlsHandle>,
     clock: Arc<dyn Clock>,
 }
 
@@ -49,7 +49,7 @@ impl RateLimitService for Handler {
         request: Request<RateLimitRequest>,
     ) -> Result<Response<RateLimitResponse>, Status> {
         let now = self.clock.now();
-        match self.rls.should_rate_limit(request.get_ref(), now) {
+        match self.rls.current().should_rate_limit(request.get_ref(), now) {
             Ok(answer) => Ok(Response::new(answer)),
             Err(r) if r.exhausted => Err(Status::resource_exhausted(r.message)),
             Err(r) => Err(Status::invalid_argument(r.message)),
@@ -65,11 +65,11 @@ impl RateLimitService for Handler {
 /// The transport's, if the server cannot go on.
 pub async fn serve(
     listener: tokio::net::TcpListener,
-    rls: Arc<Rls>,
+    rls: Arc<RlsHandle>,
     clock: Arc<dyn Clock>,
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), tonic::transport::Error> {
-    let max_bytes = rls.settings().max_request_bytes;
+    let max_bytes = rls.current().settings().max_request_bytes;
     let (health, health_service) = tonic_health::server::health_reporter();
     health
         .set_serving::<RateLimitServiceServer<Handler>>()

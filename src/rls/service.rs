@@ -3,6 +3,8 @@
 //! the gRPC layer (`grpc.rs`) hands requests in and answers out, and tests
 //! call [`Rls::should_rate_limit`] directly with a manual clock.
 
+use std::sync::Arc;
+
 use prometheus::{IntCounterVec, Registry};
 
 use super::decide::{Answer, Descriptor, Limiters, Status};
@@ -75,6 +77,22 @@ impl Rls {
             rls.refusals.with_label_values(&[r]);
         }
         Ok(rls)
+    }
+
+    /// The service of `settings` replacing this one at a reload at `now`:
+    /// each rule's history kept (see [`Limiters::carried`]), the counts
+    /// going on.
+    #[must_use]
+    pub fn successor(&self, settings: RlsSettings, now: Timestamp) -> Rls {
+        let domains = Domains::new(&settings.domains);
+        let limiters = Limiters::carried(&domains, settings.max_keys, Some(&self.limiters), now);
+        Rls {
+            settings,
+            domains,
+            limiters,
+            requests: self.requests.clone(),
+            refusals: self.refusals.clone(),
+        }
     }
 
     /// Registers its families in `r`.
@@ -319,6 +337,29 @@ fn headers(statuses: &[Status]) -> Vec<HeaderValue> {
             format!("\"{name}\";r={};t={reset}", s.remaining),
         ),
     ]
+}
+
+/// The service in force, swapped whole by a reload: a call decides on the
+/// one it took at its start.
+pub struct RlsHandle(parking_lot::RwLock<Arc<Rls>>);
+
+impl RlsHandle {
+    /// A handle on `rls`.
+    #[must_use]
+    pub fn new(rls: Rls) -> RlsHandle {
+        RlsHandle(parking_lot::RwLock::new(Arc::new(rls)))
+    }
+
+    /// The service in force.
+    #[must_use]
+    pub fn current(&self) -> Arc<Rls> {
+        self.0.read().clone()
+    }
+
+    /// Puts `rls` in force.
+    pub fn replace(&self, rls: Rls) {
+        *self.0.write() = Arc::new(rls);
+    }
 }
 
 #[cfg(test)]

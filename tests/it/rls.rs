@@ -233,3 +233,72 @@ fn the_health_service_says_serving() {
         }
     });
 }
+
+#[test]
+fn a_sighup_rereads_the_files_and_keeps_each_keys_history() {
+    let dir = TempDir::new("rls-reload");
+    let d = start(&dir);
+    let rt = runtime();
+    let alice = || request("edge", vec![descriptor(&[("api_key", "alice")])], 1);
+    rt.block_on(async {
+        let mut c = client(&d).await;
+        for _ in 0..3 {
+            assert_eq!(ask(&mut c, alice()).await.overall_code, Code::Ok as i32);
+        }
+        assert_eq!(
+            ask(&mut c, alice()).await.overall_code,
+            Code::OverLimit as i32
+        );
+    });
+    // The limit raised from 3 to 5 a minute, and a new domain added.
+    let raised = edge_yaml().replace("requests_per_unit: 3", "requests_per_unit: 5");
+    std::fs::write(dir.path().join("edge.yaml"), raised).unwrap();
+    std::fs::write(
+        dir.path().join("admin.yaml"),
+        "domain: admin\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 1}\n",
+    )
+    .unwrap();
+    d.signal("HUP");
+    d.wait_scrape(Duration::from_secs(10), "the SIGHUP reload", |s| {
+        s.value("rollstat_config_reloads_total", &[("result", "ok")]) == Some(1.0)
+    });
+    rt.block_on(async {
+        let mut c = client(&d).await;
+        // alice's 3 hits still count against the new 5.
+        let r = ask(&mut c, alice()).await;
+        assert_eq!(
+            (r.overall_code, r.statuses[0].limit_remaining),
+            (Code::Ok as i32, 1)
+        );
+        assert_eq!(ask(&mut c, alice()).await.statuses[0].limit_remaining, 0);
+        assert_eq!(
+            ask(&mut c, alice()).await.overall_code,
+            Code::OverLimit as i32
+        );
+        let admin = || request("admin", vec![descriptor(&[("user", "root")])], 1);
+        assert_eq!(ask(&mut c, admin()).await.overall_code, Code::Ok as i32);
+        assert_eq!(
+            ask(&mut c, admin()).await.overall_code,
+            Code::OverLimit as i32
+        );
+    });
+    // A broken file is refused whole: the rules in force stay.
+    std::fs::write(dir.path().join("admin.yaml"), "domain: admin\ndescriptors:\n  - key: user\n    rate_limit: {unit: year, requests_per_unit: 1}\n").unwrap();
+    d.signal("HUP");
+    d.wait_scrape(Duration::from_secs(10), "the refused reload", |s| {
+        s.value("rollstat_config_reloads_total", &[("result", "error")]) == Some(1.0)
+    });
+    rt.block_on(async {
+        let mut c = client(&d).await;
+        let r = ask(
+            &mut c,
+            request("admin", vec![descriptor(&[("user", "root")])], 1),
+        )
+        .await;
+        assert_eq!(
+            r.overall_code,
+            Code::OverLimit as i32,
+            "the old admin rule still decides"
+        );
+    });
+}

@@ -230,3 +230,35 @@ fn a_burst_across_a_fixed_window_edge_is_n_here_and_2n_fixed() {
         .count();
     assert_eq!((sliding, fixed), (n as usize, 2 * n as usize));
 }
+
+#[test]
+fn a_reload_keeps_an_unchanged_rules_log_and_carries_a_changed_ones_history() {
+    let (d, l) = setup(vec![
+        rule("k", 3, RateUnit::Minute),
+        rule("same", 1, RateUnit::Minute),
+    ]);
+    for _ in 0..3 {
+        assert!(!l.decide(&d, "d", &[desc("k", "v", 1)], T0).over);
+    }
+    assert!(!l.decide(&d, "d", &[desc("same", "v", 1)], T0).over);
+    let raised = Domains::new(&[DomainRules {
+        domain: "d".into(),
+        descriptors: vec![
+            rule("k", 5, RateUnit::Minute),
+            rule("same", 1, RateUnit::Minute),
+        ],
+        file: PathBuf::from("d.yaml"),
+    }]);
+    let next = Limiters::carried(&raised, 1000, Some(&l), at_ms(10));
+    let r = next.decide(&raised, "d", &[desc("k", "v", 1)], at_ms(10));
+    assert_eq!(
+        (r.over, r.statuses[0].remaining),
+        (false, 1),
+        "3 of 5 were used before the reload"
+    );
+    assert!(
+        next.decide(&raised, "d", &[desc("same", "v", 1)], at_ms(10))
+            .over,
+        "the same log, full"
+    );
+}
