@@ -302,3 +302,64 @@ fn a_sighup_rereads_the_files_and_keeps_each_keys_history() {
         );
     });
 }
+
+#[test]
+fn a_python_grpcio_client_is_answered_the_same() {
+    let dir = TempDir::new("rls-python");
+    let d = start(&dir);
+    let addr = d.rls_grpc().unwrap();
+    let requests = [
+        r#"{"domain": "edge", "descriptors": [[["api_key", "py"]]]}"#,
+        r#"{"domain": "edge", "descriptors": [[["api_key", "py"]]], "hits_addend": 2}"#,
+        r#"{"domain": "edge", "descriptors": [[["api_key", "py"]], [["path", "/login/x"]]]}"#,
+        r#"{"domain": "edge", "descriptors": [[["path", "/login/x"]]]}"#,
+        r#"{"domain": "", "descriptors": [[["api_key", "py"]]]}"#,
+    ];
+    let mut child = std::process::Command::new(crate::support::python())
+        .arg(crate::support::repo().join("tests/clients/python/rls_client.py"))
+        .arg(addr.to_string())
+        .arg(crate::support::repo().join("proto"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the Python client");
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        for r in requests {
+            writeln!(stdin, "{r}").unwrap();
+        }
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let answers: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let overall: Vec<&str> = answers
+        .iter()
+        .map(|a| a["overall"].as_str().or(a["error"].as_str()).unwrap())
+        .collect();
+    assert_eq!(
+        overall,
+        ["OK", "OK", "OVER_LIMIT", "OK", "INVALID_ARGUMENT"]
+    );
+    // remaining after 1, then 2 more hits of 3; then over, the login path
+    // not charged by the refused request.
+    assert_eq!(answers[0]["statuses"][0][1], 2);
+    assert_eq!(answers[1]["statuses"][0][1], 0);
+    assert_eq!(answers[2]["statuses"][0][0], "OVER_LIMIT");
+    assert_eq!(answers[2]["statuses"][1][0], "OK");
+    let wait_ms = answers[2]["statuses"][0][2].as_u64().unwrap();
+    assert!((55_000..=60_000).contains(&wait_ms), "{wait_ms} ms");
+    assert_eq!(
+        answers[3]["statuses"][0][1], 0,
+        "the login path's one hit an hour, used now"
+    );
+}
