@@ -264,6 +264,7 @@ impl State {
             self.config.ingest.http_max_body_bytes,
         )
         .with_udp_port(udp_port)
+        .with_rls(self.rls.clone())
     }
 
     /// The whole `/metrics` body as of the clock's now, as the handler

@@ -185,9 +185,9 @@ table! {
 
     // Envoy's rate-limit service (`rls::service::Rls`).
     RLS_REQUESTS_TOTAL: Counter "rollstat_rls_requests_total" ["result"]
-        "ShouldRateLimit calls answered over gRPC, by result: ok, over_limit, refused (a malformed request or one past an [rls] cap, answered INVALID_ARGUMENT or RESOURCE_EXHAUSTED).";
+        "ShouldRateLimit calls answered (over gRPC, or POST /json), by result: ok, over_limit, refused (a malformed request or one past an [rls] cap, answered INVALID_ARGUMENT or RESOURCE_EXHAUSTED).";
     RLS_REFUSED_TOTAL: Counter "rollstat_rls_refused_total" ["reason"]
-        "ShouldRateLimit calls refused before any decision, by reason: too_large (past max_request_bytes), no_domain, no_descriptors, no_entries, too_many_descriptors, too_many_entries, value_too_long, hits_too_large, bad_override.";
+        "ShouldRateLimit calls refused before any decision, by reason: bad_json (a POST /json body that is not a request), too_large (past max_request_bytes), no_domain, no_descriptors, no_entries, too_many_descriptors, too_many_entries, value_too_long, hits_too_large, bad_override.";
 
     // Rate limits, read at scrape time (`expose::signals`).
     LIMIT_DECISIONS_TOTAL: Counter "rollstat_limit_decisions_total" ["limit", "decision"]

@@ -49,12 +49,15 @@ pub struct AccessState {
 }
 
 /// The group a request belongs to, from its method and path alone, so that
-/// no route can be added without one: `/healthz`, `/-/healthy` and
-/// `/-/ready` none (always open, for probes), `/-/*` admin (the lifecycle API), every other `GET`/`HEAD`
+/// no route can be added without one: `/healthz`, `/-/healthy`, `/-/ready`
+/// and `/healthcheck` none (always open, for probes), `/-/*` admin (the lifecycle API), every other `GET`/`HEAD`
 /// read, every other method write (it may change state).
 #[must_use]
 pub fn group_of(method: &Method, path: &str) -> Option<RouteGroup> {
-    if matches!(path, "/healthz" | "/-/healthy" | "/-/ready") {
+    if matches!(
+        path,
+        "/healthz" | "/-/healthy" | "/-/ready" | "/healthcheck"
+    ) {
         None
     } else if path.starts_with("/-/") {
         Some(RouteGroup::Admin)

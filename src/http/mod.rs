@@ -53,6 +53,7 @@ pub mod ingest;
 pub mod limits;
 pub mod query;
 pub mod reads;
+pub mod rls;
 pub mod serve;
 pub mod settings;
 
@@ -95,6 +96,8 @@ pub struct AppState {
     pub access: access::AccessState,
     /// What `/-/ready` reads ([`health`]).
     pub health: health::Health,
+    /// Envoy's rate-limit service, for `POST /json` (with `[rls]`).
+    pub rls: Option<Arc<crate::rls::service::RlsHandle>>,
 }
 
 /// What `POST /-/reload` asks of the daemon: read the config file again
@@ -135,6 +138,7 @@ impl AppState {
             ingestor,
             reloader,
             udp_port: None,
+            rls: None,
             max_body,
             metrics_buffers: text::ChunkPool::new(),
             state_families,
@@ -153,6 +157,13 @@ impl AppState {
     #[must_use]
     pub fn with_udp_port(mut self, port: Option<u16>) -> AppState {
         self.udp_port = port;
+        self
+    }
+
+    /// This state, answering `POST /json` with `rls`.
+    #[must_use]
+    pub fn with_rls(mut self, rls: Option<Arc<crate::rls::service::RlsHandle>>) -> AppState {
+        self.rls = rls;
         self
     }
 }
@@ -183,6 +194,8 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/-/healthy", get(health::healthy))
         .route("/-/ready", get(health::ready))
+        .route("/healthcheck", get(health::ready))
+        .route("/json", post(rls::decide))
         .route("/api/v1/series", get(reads::series))
         .route("/api/v1/metrics", get(reads::metric_names))
         .route(

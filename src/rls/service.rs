@@ -18,7 +18,7 @@ use crate::family::table as t;
 /// client gets. Each is counted under [`Refusal::reason`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Refusal {
-    /// A stable reason: `too_large`, `no_domain`, `no_descriptors`, `no_entries`,
+    /// A stable reason: `bad_json` (`POST /json` only), `too_large`, `no_domain`, `no_descriptors`, `no_entries`,
     /// `too_many_descriptors`, `too_many_entries`, `value_too_long`,
     /// `hits_too_large`, `bad_override`.
     pub reason: &'static str,
@@ -30,7 +30,8 @@ pub struct Refusal {
 }
 
 /// Every refusal reason, in the order of the self-metric's labels.
-pub const REFUSALS: [&str; 9] = [
+pub const REFUSALS: [&str; 10] = [
+    "bad_json",
     "too_large",
     "no_domain",
     "no_descriptors",
@@ -141,6 +142,12 @@ impl Rls {
         let result = if answer.over { "over_limit" } else { "ok" };
         self.requests.with_label_values(&[result]).inc();
         Ok(self.response(&answer))
+    }
+
+    /// Counts a `POST /json` body that is not a request.
+    pub fn count_bad_json(&self) {
+        self.requests.with_label_values(&["refused"]).inc();
+        self.refusals.with_label_values(&["bad_json"]).inc();
     }
 
     fn count_refusal(&self, r: &Refusal) {

@@ -363,3 +363,77 @@ fn a_python_grpcio_client_is_answered_the_same() {
         "the login path's one hit an hour, used now"
     );
 }
+
+#[test]
+fn post_json_answers_as_the_reference_services_json_endpoint() {
+    let dir = TempDir::new("rls-json");
+    let d = start(&dir);
+    let body = br#"{"domain": "edge", "descriptors": [{"entries": [{"key": "api_key", "value": "json"}]}], "hitsAddend": 3}"#;
+    let r = d.post("/json", "application/json", body);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v: serde_json::Value = serde_json::from_str(&r.text()).unwrap();
+    assert_eq!(v["overallCode"], "OK");
+    assert_eq!(v["statuses"][0]["currentLimit"]["unit"], "MINUTE");
+    assert!(
+        v["statuses"][0].get("limitRemaining").is_none(),
+        "0 is left out, as protojson does"
+    );
+    let r = d.post("/json", "application/json", body);
+    assert_eq!(r.status, 429, "{}", r.text());
+    let v: serde_json::Value = serde_json::from_str(&r.text()).unwrap();
+    assert_eq!(v["overallCode"], "OVER_LIMIT");
+    let reset = v["statuses"][0]["durationUntilReset"].as_str().unwrap();
+    assert!(
+        reset.starts_with("59.") || reset.starts_with("60"),
+        "{reset}"
+    );
+    // Not a request; a refused one; the probe.
+    let bad = d.post("/json", "application/json", br#"{"domain": 5}"#);
+    assert_eq!(bad.status, 400, "{}", bad.text());
+    assert!(
+        bad.text().contains("domain: not a string"),
+        "{}",
+        bad.text()
+    );
+    let refused = d.post("/json", "application/json", br#"{"domain": "edge"}"#);
+    assert_eq!(refused.status, 400);
+    assert_eq!(d.get("/healthcheck", &[]).status, 200);
+    let s = d.scrape();
+    assert_eq!(
+        s.value("rollstat_rls_refused_total", &[("reason", "bad_json")]),
+        Some(1.0)
+    );
+    assert_eq!(
+        s.value(
+            "rollstat_rls_refused_total",
+            &[("reason", "no_descriptors")]
+        ),
+        Some(1.0)
+    );
+}
+
+#[test]
+fn the_json_example_of_the_page_is_what_the_daemon_answers() {
+    let dir = TempDir::new("rls-json-doc");
+    let d = start(&dir);
+    let page = std::fs::read_to_string(crate::support::repo().join("docs/envoy.md")).unwrap();
+    let body = page
+        .split("-d '")
+        .nth(1)
+        .and_then(|rest| rest.split('\'').next())
+        .expect("docs/envoy.md: the curl -d body of POST /json");
+    let shown = page
+        .lines()
+        .find_map(|l| l.strip_prefix("# {\"overallCode\""))
+        .expect("docs/envoy.md: the answer shown");
+    let r = d.post("/json", "application/json", body.as_bytes());
+    assert_eq!(r.text().trim(), format!("{{\"overallCode\"{shown}"));
+}
+
+#[test]
+fn post_json_without_the_service_says_how_to_turn_it_on() {
+    let d = Daemon::start_with(&sample_config_on_port_0());
+    let r = d.post("/json", "application/json", br#"{"domain": "edge"}"#);
+    assert_eq!(r.status, 404);
+    assert!(r.text().contains("[rls] grpc"), "{}", r.text());
+}
