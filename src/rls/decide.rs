@@ -46,6 +46,8 @@ pub struct Status {
     /// The time until enough hits leave the window for one more to pass
     /// (zero while one more passes).
     pub until_reset: Duration,
+    /// Over the limit, but answered OK: the rule is in shadow mode.
+    pub shadowed: bool,
 }
 
 /// `current_limit` of a status.
@@ -66,6 +68,37 @@ pub struct Answer {
     pub over: bool,
     /// One status per descriptor, in the request's order.
     pub statuses: Vec<Status>,
+    /// What each descriptor that fell under a configured rule did, for
+    /// the per-rule counts (`None`: no rule, unlimited, or an override).
+    pub hits: Vec<Option<RuleHits>>,
+}
+
+/// The hits of one descriptor under its configured rule.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RuleHits {
+    /// The rule's path (`domain.key_value.key2`).
+    pub path: String,
+    /// The hits the descriptor asked for.
+    pub hits: u32,
+    /// What became of them.
+    pub outcome: HitOutcome,
+}
+
+/// What became of a descriptor's hits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HitOutcome {
+    /// Recorded.
+    Within {
+        /// Past 80 % of the limit once recorded.
+        near: bool,
+    },
+    /// Over the limit.
+    Over {
+        /// Answered OK all the same (shadow mode).
+        shadow: bool,
+    },
+    /// Not recorded: another descriptor of the request was over.
+    NotCharged,
 }
 
 /// The most distinct limits the proxies' `limit` overrides may create;
@@ -98,6 +131,8 @@ enum Target {
         key: String,
         limit: CurrentLimit,
         shadow: bool,
+        /// The rule's path; `None` for an override.
+        path: Option<String>,
     },
 }
 
@@ -188,7 +223,17 @@ impl Limiters {
                 .map(|(t, d)| record(t, d.hits, now))
                 .collect()
         };
-        Answer { over, statuses }
+        let hits = targets
+            .iter()
+            .zip(descriptors)
+            .zip(&statuses)
+            .map(|((t, d), s)| rule_hits(t, d.hits, s, over))
+            .collect();
+        Answer {
+            over,
+            statuses,
+            hits,
+        }
     }
 
     fn target(
@@ -211,6 +256,7 @@ impl Limiters {
                     key,
                     limit,
                     shadow: false,
+                    path: None,
                 };
             }
         }
@@ -235,6 +281,7 @@ impl Limiters {
                 key,
                 limit,
                 shadow: rule.shadow_mode,
+                path: Some(rule.path.clone()),
             },
             None => Target::Zero(limit),
         }
@@ -301,6 +348,37 @@ fn descriptor_key(domain: &str, entries: &[(String, String)]) -> String {
     key
 }
 
+/// The per-rule count of a descriptor decided as `s` (`blocked`: the
+/// request was over, so nothing was recorded).
+fn rule_hits(t: &Target, hits: u32, s: &Status, blocked: bool) -> Option<RuleHits> {
+    let Target::Limited {
+        path: Some(path),
+        shadow,
+        limit,
+        ..
+    } = t
+    else {
+        return None;
+    };
+    let outcome = if s.over || s.shadowed {
+        HitOutcome::Over { shadow: *shadow }
+    } else if blocked {
+        HitOutcome::NotCharged
+    } else {
+        // Past 80 % of the limit once recorded (envoyproxy/ratelimit's
+        // near-limit ratio).
+        let used = limit.requests_per_unit.saturating_sub(s.remaining);
+        HitOutcome::Within {
+            near: u64::from(used) * 5 > u64::from(limit.requests_per_unit) * 4,
+        }
+    };
+    Some(RuleHits {
+        path: path.clone(),
+        hits,
+        outcome,
+    })
+}
+
 /// What `t` would answer for `hits` at `now`, recording nothing.
 fn check(t: &Target, hits: u32, now: Timestamp) -> Status {
     match t {
@@ -338,8 +416,9 @@ fn record(t: &Target, hits: u32, now: Timestamp) -> Status {
                 Ok(d) => from_decision(log, key, limit, &d, now),
                 Err(_) => status(limit, false, 0, Duration::ZERO),
             };
-            if *shadow {
+            if *shadow && s.over {
                 s.over = false;
+                s.shadowed = true;
             }
             s
         }
@@ -356,12 +435,14 @@ fn fixed(t: &Target) -> Status {
             limit: None,
             remaining: u32::MAX,
             until_reset: Duration::ZERO,
+            shadowed: false,
         },
         Target::None | Target::Limited { .. } => Status {
             over: false,
             limit: None,
             remaining: 0,
             until_reset: Duration::ZERO,
+            shadowed: false,
         },
     }
 }
@@ -390,6 +471,7 @@ fn status(limit: &CurrentLimit, allowed: bool, remaining: u32, until_reset: Dura
         limit: Some(limit.clone()),
         remaining,
         until_reset,
+        shadowed: false,
     }
 }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use prometheus::{IntCounterVec, Registry};
 
-use super::decide::{Answer, Descriptor, Limiters, Status};
+use super::decide::{Answer, Descriptor, HitOutcome, Limiters, Status};
 use super::proto::{rate_limit_response as pb, HeaderValue, RateLimitRequest, RateLimitResponse};
 use super::settings::{RateUnit, RlsSettings};
 use super::tree::Domains;
@@ -53,6 +53,8 @@ pub struct Rls {
     requests: IntCounterVec,
     /// `rollstat_rls_refused_total{reason}`.
     refusals: IntCounterVec,
+    /// `rollstat_rls_hits_total{domain,descriptor,result}`.
+    hits: IntCounterVec,
 }
 
 impl Rls {
@@ -70,6 +72,7 @@ impl Rls {
             limiters,
             requests: t::RLS_REQUESTS_TOTAL.int_counter_vec()?,
             refusals: t::RLS_REFUSED_TOTAL.int_counter_vec()?,
+            hits: t::RLS_HITS_TOTAL.int_counter_vec()?,
         };
         for r in ["ok", "over_limit", "refused"] {
             rls.requests.with_label_values(&[r]);
@@ -93,6 +96,7 @@ impl Rls {
             limiters,
             requests: self.requests.clone(),
             refusals: self.refusals.clone(),
+            hits: self.hits.clone(),
         }
     }
 
@@ -103,6 +107,7 @@ impl Rls {
     /// The registry's, if a family of that name is there already.
     pub fn register(&self, r: &Registry) -> prometheus::Result<()> {
         r.register(Box::new(self.requests.clone()))?;
+        r.register(Box::new(self.hits.clone()))?;
         r.register(Box::new(self.refusals.clone()))
     }
 
@@ -141,7 +146,40 @@ impl Rls {
             .decide(&self.domains, &req.domain, &descriptors, now);
         let result = if answer.over { "over_limit" } else { "ok" };
         self.requests.with_label_values(&[result]).inc();
+        self.count_hits(&req.domain, &answer);
         Ok(self.response(&answer))
+    }
+
+    /// The per-rule counts of `answer`, as envoyproxy/ratelimit keeps them.
+    fn count_hits(&self, domain: &str, answer: &Answer) {
+        for h in answer.hits.iter().flatten() {
+            let below = h
+                .path
+                .strip_prefix(domain)
+                .and_then(|p| p.strip_prefix('.'));
+            let descriptor = below.unwrap_or(&h.path);
+            let add = |result: &str| {
+                self.hits
+                    .with_label_values(&[domain, descriptor, result])
+                    .inc_by(u64::from(h.hits));
+            };
+            add("total_hits");
+            match h.outcome {
+                HitOutcome::Within { near } => {
+                    add("within_limit");
+                    if near {
+                        add("near_limit");
+                    }
+                }
+                HitOutcome::Over { shadow } => {
+                    add("over_limit");
+                    if shadow {
+                        add("shadow_mode");
+                    }
+                }
+                HitOutcome::NotCharged => {}
+            }
+        }
     }
 
     /// Counts a `POST /json` body that is not a request.

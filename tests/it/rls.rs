@@ -152,6 +152,24 @@ fn envoys_calls_are_decided_exactly_and_answered_in_order() {
     let s = d.scrape();
     let n = |result: &str| s.value("rollstat_rls_requests_total", &[("result", result)]);
     assert_eq!((n("ok"), n("over_limit")), (Some(6.0), Some(2.0)));
+    // Per rule, as envoyproxy/ratelimit counts (alice 3 within, 1 over;
+    // bob not charged; carol 3 within and past 80 % once recorded; login
+    // 1 within, 1 over).
+    let hits = |descriptor: &str, result: &str| {
+        s.value(
+            "rollstat_rls_hits_total",
+            &[
+                ("domain", "edge"),
+                ("descriptor", descriptor),
+                ("result", result),
+            ],
+        )
+    };
+    assert_eq!(hits("api_key", "total_hits"), Some(8.0));
+    assert_eq!(hits("api_key", "within_limit"), Some(6.0));
+    assert_eq!(hits("api_key", "over_limit"), Some(1.0));
+    assert_eq!(hits("api_key", "near_limit"), Some(4.0));
+    assert_eq!(hits("path_/login*", "over_limit"), Some(1.0));
 }
 
 #[test]

@@ -147,7 +147,8 @@ fn no_rule_unlimited_zero_and_replaced() {
             over: false,
             limit: None,
             remaining: 0,
-            until_reset: Duration::ZERO
+            until_reset: Duration::ZERO,
+            shadowed: false,
         }
     );
     assert_eq!(a.statuses[1].remaining, u32::MAX);
@@ -261,4 +262,45 @@ fn a_reload_keeps_an_unchanged_rules_log_and_carries_a_changed_ones_history() {
             .over,
         "the same log, full"
     );
+}
+
+#[test]
+fn each_descriptors_hits_are_told_by_outcome() {
+    let mut shadow = rule("s", 1, RateUnit::Minute);
+    shadow.shadow_mode = true;
+    let (d, l) = setup(vec![rule("k", 5, RateUnit::Minute), shadow]);
+    let outcome = |a: &Answer, i: usize| {
+        a.hits[i]
+            .as_ref()
+            .map(|h| (h.path.clone(), h.hits, h.outcome))
+    };
+    let a = l.decide(&d, "d", &[desc("k", "v", 3)], T0);
+    assert_eq!(
+        outcome(&a, 0),
+        Some(("d.k".into(), 3, HitOutcome::Within { near: false }))
+    );
+    let a = l.decide(&d, "d", &[desc("k", "v", 2)], T0);
+    assert_eq!(
+        outcome(&a, 0),
+        Some(("d.k".into(), 2, HitOutcome::Within { near: true })),
+        "5 of 5"
+    );
+    let a = l.decide(&d, "d", &[desc("s", "v", 1), desc("k", "v", 1)], T0);
+    assert_eq!(
+        outcome(&a, 0),
+        Some(("d.s".into(), 1, HitOutcome::NotCharged)),
+        "k was over"
+    );
+    assert_eq!(
+        outcome(&a, 1),
+        Some(("d.k".into(), 1, HitOutcome::Over { shadow: false }))
+    );
+    l.decide(&d, "d", &[desc("s", "v", 1)], T0);
+    let a = l.decide(&d, "d", &[desc("s", "v", 1)], T0);
+    assert!(!a.over && a.statuses[0].shadowed);
+    assert_eq!(
+        outcome(&a, 0),
+        Some(("d.s".into(), 1, HitOutcome::Over { shadow: true }))
+    );
+    assert_eq!(l.decide(&d, "d", &[desc("none", "v", 1)], T0).hits, [None]);
 }
