@@ -55,15 +55,18 @@ fn load(file: &Path) -> Result<Config, ConfigError> {
 }
 
 /// What only building them tells (nothing is connected): the reader saw
-/// the [http.tls] files readable, but whether they hold a certificate
+/// the [http.tls] and [rls.tls] files readable, but whether they hold a certificate
 /// chain and the key that matches it is known only by building the
 /// server's TLS settings; the Redis client and rustls may still refuse
 /// [redis] (a CA file rustls cannot read, a client key that does not match
 /// its certificate).
 fn built_problems(cfg: &Config) -> Vec<String> {
     let mut problems = Vec::new();
-    if let Some(Err(e)) = cfg.http.tls.as_ref().map(rollstat::tls::server_config) {
-        problems.push(e.to_string());
+    let rls_tls = cfg.rls.as_ref().and_then(|r| r.tls.as_ref());
+    for tls in cfg.http.tls.iter().chain(rls_tls) {
+        if let Err(e) = rollstat::tls::server_config(tls) {
+            problems.push(e.to_string());
+        }
     }
     if let Some(Err(e)) = cfg.redis.as_ref().map(rollstat::store::check) {
         problems.push(e.to_string());

@@ -51,7 +51,7 @@ pub(super) fn read(
     let tls_table = t.table(p, "tls");
     let tls_at = tls_table.as_ref().map(Table::start);
     if let Some(mut tt) = tls_table {
-        h.tls = http_tls::read_tls(&mut tt, p);
+        h.tls = http_tls::read_tls(&mut tt, p, crate::tls::TlsSource::Http);
         tt.finish(p, http_tls::TLS_KEYS);
     }
     // A web config's tls_server_config is the listener's TLS, as

@@ -12,7 +12,7 @@
 use std::path::PathBuf;
 
 use super::reader::{Problems, Table};
-use crate::tls::{ClientAuth, TlsConfig, TlsVersion};
+use crate::tls::{ClientAuth, TlsConfig, TlsSource, TlsVersion};
 
 /// The keys of `[http.tls]`.
 pub(super) const TLS_KEYS: &[&str] = &[
@@ -24,7 +24,11 @@ pub(super) const TLS_KEYS: &[&str] = &[
 ];
 
 /// Reads `[http.tls]`; `None` if a key has a problem (recorded in `p`).
-pub(super) fn read_tls(t: &mut Table<'_, '_>, p: &mut Problems<'_>) -> Option<TlsConfig> {
+pub(super) fn read_tls(
+    t: &mut Table<'_, '_>,
+    p: &mut Problems<'_>,
+    source: TlsSource,
+) -> Option<TlsConfig> {
     let cert_file = readable_file(
         t,
         p,
@@ -55,13 +59,16 @@ pub(super) fn read_tls(t: &mut Table<'_, '_>, p: &mut Problems<'_>) -> Option<Tl
         p.at(
             t.start(),
             &t.key_path("cert_file"),
-            "`[http.tls]` needs `cert_file` (the certificate chain, PEM) and `key_file` (its private key, PEM)",
+            format!("`{}` needs `cert_file` (the certificate chain, PEM) and `key_file` (its private key, PEM)", source.section()),
         );
     } else if key_file.is_none() && t.raw("key_file").is_none() {
         p.at(
             t.start(),
             &t.key_path("key_file"),
-            "`[http.tls]` needs `key_file`: the private key of `cert_file` (PEM)",
+            format!(
+                "`{}` needs `key_file`: the private key of `cert_file` (PEM)",
+                source.section()
+            ),
         );
     }
     let (Some(Some(cert_file)), Some(Some(key_file)), Some(client_ca_file)) =
@@ -70,7 +77,7 @@ pub(super) fn read_tls(t: &mut Table<'_, '_>, p: &mut Problems<'_>) -> Option<Tl
         return None;
     };
     ok.then_some(TlsConfig {
-        from_web_config: false,
+        source,
         cert_file,
         key_file,
         client_ca_file,

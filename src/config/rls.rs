@@ -16,6 +16,7 @@ pub(super) const KEYS: &[&str] = &[
     "max_entries",
     "max_value_bytes",
     "max_request_bytes",
+    "tls",
 ];
 
 /// `[rls]`; `None` when `grpc` is unset or `""` (the service is off).
@@ -43,6 +44,10 @@ pub(super) fn read(t: &mut Table<'_, '_>, p: &mut Problems<'_>) -> Option<RlsSet
         if let Some(n) = t.int(p, key, 1, max) {
             *field = n as usize;
         }
+    }
+    if let Some(mut tt) = t.table(p, "tls") {
+        s.tls = super::http_tls::read_tls(&mut tt, p, crate::tls::TlsSource::Rls);
+        tt.finish(p, super::http_tls::TLS_KEYS);
     }
     if let Some((dir, at)) = t.string(p, "config_dir").filter(|(d, _)| !d.is_empty()) {
         let dir = PathBuf::from(dir);

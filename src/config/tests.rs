@@ -566,7 +566,7 @@ fn a_web_config_tls_server_config_is_the_listeners_tls_and_cannot_sit_beside_htt
         .http
         .tls
         .expect("the web config's TLS is the listener's");
-    assert!(tls.from_web_config);
+    assert_eq!(tls.source, crate::tls::TlsSource::WebConfig);
     assert_eq!(tls.cert_file, dir.join("cert.pem"));
     assert_eq!(tls.min_version, crate::tls::TlsVersion::Tls13);
     let both = format!(

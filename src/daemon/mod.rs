@@ -119,6 +119,7 @@ pub async fn serve(
             Some(tokio::spawn(crate::rls::grpc::serve(
                 l,
                 rls.clone(),
+                state.rls_tls.clone(),
                 state.clock.clone(),
                 stop_rx.clone(),
             )))

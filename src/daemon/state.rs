@@ -82,6 +82,8 @@ pub struct State {
     pub tls: Option<Arc<ServerTls>>,
     /// Envoy's rate-limit service, with `[rls] grpc`.
     pub rls: Option<Arc<RlsHandle>>,
+    /// Its listener's TLS settings, with `[rls.tls]`.
+    pub rls_tls: Option<Arc<ServerTls>>,
     /// Set while every listener and task runs (`/-/ready`).
     pub serving: Arc<std::sync::atomic::AtomicBool>,
     /// The statsd receivers (reader threads, TCP accept loop) and whether
@@ -151,15 +153,7 @@ impl State {
                 .register(&telemetry.registry)
                 .map_err(BuildError::Telemetry)?;
         }
-        let rls = match &config.rls {
-            Some(settings) => {
-                let rls = Rls::new(settings.clone()).map_err(BuildError::Telemetry)?;
-                rls.register(&telemetry.registry)
-                    .map_err(BuildError::Telemetry)?;
-                Some(Arc::new(RlsHandle::new(rls)))
-            }
-            None => None,
-        };
+        let (rls, rls_tls) = build_rls(&config, &telemetry)?;
         // Shared windows: only when a mapping rule shares its series at start.
         let fleet = store
             .as_ref()
@@ -229,6 +223,7 @@ impl State {
             access,
             tls,
             rls,
+            rls_tls,
             serving: Arc::default(),
             liveness: Arc::default(),
             faults: Arc::new(Faults::none()),
@@ -394,6 +389,26 @@ impl State {
             .with_label_values(&[result])
             .inc();
     }
+}
+
+/// The rate-limit service and its listener's TLS settings, each if on.
+type RlsParts = (Option<Arc<RlsHandle>>, Option<Arc<ServerTls>>);
+
+/// Envoy's rate-limit service of `config` (its families registered in
+/// `telemetry`) and its listener's TLS settings, each if configured.
+fn build_rls(config: &Config, telemetry: &Telemetry) -> Result<RlsParts, BuildError> {
+    let Some(settings) = &config.rls else {
+        return Ok((None, None));
+    };
+    let rls = Rls::new(settings.clone()).map_err(BuildError::Telemetry)?;
+    rls.register(&telemetry.registry)
+        .map_err(BuildError::Telemetry)?;
+    let tls = settings
+        .tls
+        .as_ref()
+        .map(|t| ServerTls::new(t).map(Arc::new).map_err(BuildError::Tls))
+        .transpose()?;
+    Ok((Some(Arc::new(RlsHandle::new(rls))), tls))
 }
 
 #[cfg(test)]

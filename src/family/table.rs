@@ -189,7 +189,7 @@ table! {
     RLS_HITS_TOTAL: Counter "rollstat_rls_hits_total" ["domain", "descriptor", "result"]
         "Hits of descriptors that fell under a configured rule, by domain, descriptor (the rule's place below its domain, as envoyproxy/ratelimit names its stats: key_value.key2) and result: total_hits, within_limit (recorded), near_limit (recorded past 80% of the limit), over_limit, shadow_mode (over the limit, answered OK in shadow mode).";
     RLS_REFUSED_TOTAL: Counter "rollstat_rls_refused_total" ["reason"]
-        "ShouldRateLimit calls refused before any decision, by reason: bad_json (a POST /json body that is not a request), too_large (past max_request_bytes), no_domain, no_descriptors, no_entries, too_many_descriptors, too_many_entries, value_too_long, hits_too_large, bad_override.";
+        "ShouldRateLimit calls refused before any decision, by reason: tls_handshake (a connection, with [rls.tls]: a failed or stalled handshake), bad_json (a POST /json body that is not a request), too_large (past max_request_bytes), no_domain, no_descriptors, no_entries, too_many_descriptors, too_many_entries, value_too_long, hits_too_large, bad_override.";
 
     // Rate limits, read at scrape time (`expose::signals`).
     LIMIT_DECISIONS_TOTAL: Counter "rollstat_limit_decisions_total" ["limit", "decision"]

@@ -352,7 +352,7 @@ mod tests {
             std::fs::write(dir.join("c.pem"), cert.cert.pem()).unwrap();
             std::fs::write(dir.join("k.pem"), cert.key_pair.serialize_pem()).unwrap();
             let tls = TlsConfig {
-                from_web_config: false,
+                source: crate::tls::TlsSource::Http,
                 cert_file: dir.join("c.pem"),
                 key_file: dir.join("k.pem"),
                 client_ca_file: None,

@@ -1,5 +1,6 @@
 //! The gRPC listener: `envoy.service.ratelimit.v3.RateLimitService` and
-//! `grpc.health.v1.Health` over HTTP/2 without TLS (h2c), on tonic.
+//! `grpc.health.v1.Health` over HTTP/2, without TLS (h2c) or with
+//! `[rls.tls]` (`handshake.rs`), on tonic.
 //!
 //! Caps on what one client can make the service do: a request's encoded
 //! size (`[rls] max_request_bytes`: larger ones get RESOURCE_EXHAUSTED,
@@ -15,10 +16,12 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tonic::{Request, Response, Status};
 
+use super::handshake;
 use super::proto::rate_limit_service_server::{RateLimitService, RateLimitServiceServer};
 use super::proto::{RateLimitRequest, RateLimitResponse};
 use super::service::RlsHandle;
 use crate::clock::Clock;
+use crate::tls::ServerTls;
 
 /// How many times `max_request_bytes` a request may be before it is not
 /// even decoded.
@@ -66,26 +69,39 @@ impl RateLimitService for Handler {
 pub async fn serve(
     listener: tokio::net::TcpListener,
     rls: Arc<RlsHandle>,
+    tls: Option<Arc<ServerTls>>,
     clock: Arc<dyn Clock>,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) -> Result<(), tonic::transport::Error> {
     let max_bytes = rls.current().settings().max_request_bytes;
     let (health, health_service) = tonic_health::server::health_reporter();
     health
         .set_serving::<RateLimitServiceServer<Handler>>()
         .await;
-    let service = RateLimitServiceServer::new(Handler { rls, clock })
-        .max_decoding_message_size(max_bytes.saturating_mul(DECODE_CAP_FACTOR));
-    let incoming = tonic::transport::server::TcpIncoming::from(listener);
-    tonic::transport::Server::builder()
+    let service = RateLimitServiceServer::new(Handler {
+        rls: rls.clone(),
+        clock,
+    })
+    .max_decoding_message_size(max_bytes.saturating_mul(DECODE_CAP_FACTOR));
+    let router = tonic::transport::Server::builder()
         .timeout(CALL_TIMEOUT)
         .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION)
         .http2_keepalive_interval(Some(KEEPALIVE))
         .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
         .add_service(health_service)
-        .add_service(service)
-        .serve_with_incoming_shutdown(incoming, async move {
-            let _ = stop.wait_for(|s| *s).await;
-        })
-        .await
+        .add_service(service);
+    let mut on_stop = stop.clone();
+    let stopped = async move {
+        let _ = on_stop.wait_for(|s| *s).await;
+    };
+    match tls {
+        None => {
+            let incoming = tonic::transport::server::TcpIncoming::from(listener);
+            router.serve_with_incoming_shutdown(incoming, stopped).await
+        }
+        Some(tls) => {
+            let incoming = handshake::incoming(listener, tls, rls, stop);
+            router.serve_with_incoming_shutdown(incoming, stopped).await
+        }
+    }
 }

@@ -10,12 +10,14 @@
 //! * `service.rs`: a request read, checked against the caps, decided and
 //!   answered, counted (no I/O);
 //! * `grpc.rs`: the gRPC listener (tonic), with `grpc.health.v1`;
+//! * `handshake.rs`: TLS in front of it, with `[rls.tls]`;
 //! * `json.rs`: the proto3 JSON of the messages, for `POST /json`;
 //! * `proto/`: the service's messages, server and client, generated from
 //!   `proto/envoy/` (committed; `tests/proto_generated.rs` checks them).
 
 pub mod decide;
 pub mod grpc;
+pub mod handshake;
 pub mod json;
 pub mod proto;
 pub mod service;

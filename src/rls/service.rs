@@ -18,7 +18,8 @@ use crate::family::table as t;
 /// client gets. Each is counted under [`Refusal::reason`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Refusal {
-    /// A stable reason: `bad_json` (`POST /json` only), `too_large`, `no_domain`, `no_descriptors`, `no_entries`,
+    /// A stable reason: `tls_handshake` (a connection, with `[rls.tls]`),
+    /// `bad_json` (`POST /json` only), `too_large`, `no_domain`, `no_descriptors`, `no_entries`,
     /// `too_many_descriptors`, `too_many_entries`, `value_too_long`,
     /// `hits_too_large`, `bad_override`.
     pub reason: &'static str,
@@ -30,7 +31,8 @@ pub struct Refusal {
 }
 
 /// Every refusal reason, in the order of the self-metric's labels.
-pub const REFUSALS: [&str; 10] = [
+pub const REFUSALS: [&str; 11] = [
+    "tls_handshake",
     "bad_json",
     "too_large",
     "no_domain",
@@ -180,6 +182,12 @@ impl Rls {
                 HitOutcome::NotCharged => {}
             }
         }
+    }
+
+    /// Counts a connection whose TLS handshake failed, stalled, or found
+    /// every handshake slot taken.
+    pub fn count_tls_failure(&self) {
+        self.refusals.with_label_values(&["tls_handshake"]).inc();
     }
 
     /// Counts a `POST /json` body that is not a request.

@@ -167,6 +167,8 @@ pub struct RlsSettings {
     pub max_value_bytes: usize,
     /// `max_request_bytes`: bytes of one encoded request.
     pub max_request_bytes: usize,
+    /// `[rls.tls]`: the listener speaks TLS only, with these files.
+    pub tls: Option<crate::tls::TlsConfig>,
 }
 
 impl RlsSettings {
@@ -183,6 +185,7 @@ impl RlsSettings {
             max_entries: 16,
             max_value_bytes: 1024,
             max_request_bytes: 65_536,
+            tls: None,
         }
     }
 }

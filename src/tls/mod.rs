@@ -27,12 +27,15 @@ use rustls::{RootCertStore, ServerConfig, SupportedProtocolVersion};
 
 mod settings;
 
-pub use self::settings::{ClientAuth, TlsConfig, TlsVersion};
+pub use self::settings::{ClientAuth, TlsConfig, TlsSource, TlsVersion};
 
 /// The ALPN protocols offered: the listener speaks HTTP/1 only, so a client
 /// that asks for h2 alone is refused in the handshake rather than
 /// misunderstood after it.
 pub const ALPN: &[&[u8]] = &[b"http/1.1"];
+
+/// The ALPN protocol of the rate-limit service's gRPC listener: HTTP/2.
+pub const ALPN_GRPC: &[&[u8]] = &[b"h2"];
 
 /// A `[http.tls]` file whose contents cannot be used, by its config key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,18 +71,22 @@ struct Keys {
 }
 
 fn keys(cfg: &TlsConfig) -> Keys {
-    if cfg.from_web_config {
-        Keys {
+    match cfg.source {
+        TlsSource::WebConfig => Keys {
             cert: "http.web_config_file: tls_server_config.cert_file",
             key: "http.web_config_file: tls_server_config.key_file",
             ca: "http.web_config_file: tls_server_config.client_ca_file",
-        }
-    } else {
-        Keys {
+        },
+        TlsSource::Http => Keys {
             cert: "http.tls.cert_file",
             key: "http.tls.key_file",
             ca: "http.tls.client_ca_file",
-        }
+        },
+        TlsSource::Rls => Keys {
+            cert: "rls.tls.cert_file",
+            key: "rls.tls.key_file",
+            ca: "rls.tls.client_ca_file",
+        },
     }
 }
 
@@ -176,7 +183,11 @@ pub fn server_config(cfg: &TlsConfig) -> Result<Arc<ServerConfig>, TlsError> {
     let mut config = builder
         .with_single_cert(chain, key)
         .map_err(|e| key_problem(cfg, &e))?;
-    config.alpn_protocols = ALPN.iter().map(|p| p.to_vec()).collect();
+    let alpn = match cfg.source {
+        TlsSource::Http | TlsSource::WebConfig => ALPN,
+        TlsSource::Rls => ALPN_GRPC,
+    };
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     Ok(Arc::new(config))
 }
 
@@ -298,7 +309,7 @@ mod tests {
 
     fn config(cert: PathBuf, key: PathBuf) -> TlsConfig {
         TlsConfig {
-            from_web_config: false,
+            source: TlsSource::Http,
             cert_file: cert,
             key_file: key,
             client_ca_file: None,

@@ -20,9 +20,32 @@ pub struct TlsConfig {
     pub client_auth: ClientAuth,
     /// The oldest protocol version accepted.
     pub min_version: TlsVersion,
-    /// Read from `http.web_config_file`'s `tls_server_config` rather than
-    /// `[http.tls]`: problems then name that file's keys.
-    pub from_web_config: bool,
+    /// Where it was read: problems name that section's keys, and the
+    /// listener it is for decides the protocol offered (ALPN).
+    pub source: TlsSource,
+}
+
+/// The section a [`TlsConfig`] was read from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TlsSource {
+    /// `[http.tls]`: the HTTP listener, HTTP/1.1.
+    Http,
+    /// `http.web_config_file`'s `tls_server_config`: the HTTP listener.
+    WebConfig,
+    /// `[rls.tls]`: the rate-limit service's gRPC listener, HTTP/2.
+    Rls,
+}
+
+impl TlsSource {
+    /// The section as a config file names it, e.g. `[http.tls]`.
+    #[must_use]
+    pub fn section(self) -> &'static str {
+        match self {
+            TlsSource::Http => "[http.tls]",
+            TlsSource::WebConfig => "http.web_config_file's tls_server_config",
+            TlsSource::Rls => "[rls.tls]",
+        }
+    }
 }
 
 /// What is asked of clients when `client_ca_file` is set.

@@ -455,3 +455,75 @@ fn post_json_without_the_service_says_how_to_turn_it_on() {
     assert_eq!(r.status, 404);
     assert!(r.text().contains("[rls] grpc"), "{}", r.text());
 }
+
+#[test]
+fn over_tls_only_a_client_trusting_the_certificate_is_answered() {
+    let dir = TempDir::new("rls-tls");
+    std::fs::write(dir.path().join("edge.yaml"), edge_yaml()).unwrap();
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let pem = TempDir::new("rls-tls-pem");
+    let (cert_file, key_file) = (pem.path().join("cert.pem"), pem.path().join("key.pem"));
+    std::fs::write(&cert_file, cert.cert.pem()).unwrap();
+    std::fs::write(&key_file, cert.key_pair.serialize_pem()).unwrap();
+    let config = format!(
+        "{}\n[rls]\ngrpc = \"127.0.0.1:0\"\nconfig_dir = \"{}\"\n[rls.tls]\ncert_file = \"{}\"\nkey_file = \"{}\"\n",
+        sample_config_on_port_0(),
+        dir.path().display(),
+        cert_file.display(),
+        key_file.display()
+    );
+    let d = Daemon::start_with(&config);
+    let addr = d.rls_grpc().unwrap();
+    runtime().block_on(async {
+        let tls = tonic::transport::ClientTlsConfig::new()
+            .ca_certificate(tonic::transport::Certificate::from_pem(cert.cert.pem()))
+            .domain_name("localhost");
+        let channel = Channel::from_shared(format!("https://{addr}"))
+            .unwrap()
+            .tls_config(tls)
+            .unwrap()
+            .connect()
+            .await
+            .expect("a TLS client trusting the certificate connects");
+        let mut c = RateLimitServiceClient::new(channel);
+        let r = ask(
+            &mut c,
+            request("edge", vec![descriptor(&[("api_key", "tls")])], 1),
+        )
+        .await;
+        assert_eq!(r.overall_code, Code::Ok as i32);
+        // Plain HTTP/2 to the TLS port is not answered.
+        let plain = Channel::from_shared(format!("http://{addr}"))
+            .unwrap()
+            .timeout(Duration::from_secs(2))
+            .connect()
+            .await;
+        if let Ok(ch) = plain {
+            let e = RateLimitServiceClient::new(ch)
+                .should_rate_limit(request("edge", vec![descriptor(&[("api_key", "x")])], 1))
+                .await;
+            assert!(e.is_err(), "h2c to the TLS port must fail");
+        }
+    });
+    d.wait_scrape(
+        Duration::from_secs(10),
+        "the failed handshake counted",
+        |s| s.value("rollstat_rls_refused_total", &[("reason", "tls_handshake")]) >= Some(1.0),
+    );
+    // check-config builds the TLS settings and names a bad key by its key.
+    std::fs::write(
+        &key_file,
+        "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
+    )
+    .unwrap();
+    let file = pem.path().join("rollstat.toml");
+    std::fs::write(&file, &config).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rollstat"))
+        .arg("check-config")
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("rls.tls.key_file"), "{err}");
+}

@@ -44,7 +44,7 @@ use super::yaml::{load_document, read_named_file, type_name, Reader, YamlProblem
 
 use crate::access::Credentials;
 use crate::config::reader::{Problems, Table};
-use crate::tls::{ClientAuth, TlsConfig, TlsVersion};
+use crate::tls::{ClientAuth, TlsConfig, TlsSource, TlsVersion};
 
 /// What a web config file says, validated.
 #[derive(Clone, PartialEq, Eq)]
@@ -186,7 +186,7 @@ impl WebTls {
             }
         };
         TlsConfig {
-            from_web_config: true,
+            source: TlsSource::WebConfig,
             cert_file: self.cert_file.clone(),
             key_file: self.key_file.clone(),
             client_ca_file,
@@ -734,7 +734,7 @@ mod tests {
         assert_eq!(
             tls,
             TlsConfig {
-                from_web_config: true,
+                source: TlsSource::WebConfig,
                 cert_file: dir.0.join("server.crt"),
                 key_file: dir.0.join("server.key"),
                 client_ca_file: Some(dir.0.join("ca.crt")),

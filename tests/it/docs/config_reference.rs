@@ -147,6 +147,8 @@ fn contexts(path: &str) -> Vec<String> {
             "[[mappings]]\nmatch = \"a\"\nobserver = \"summary\"\n".into(),
         ],
         "[[relay]]" => vec!["[[relay]]\naddress = \"127.0.0.1:9\"\n".into()],
+        // [rls.tls] is read once the service is on.
+        "[rls.tls]" => vec!["[rls]\ngrpc = \"127.0.0.1:0\"\n[rls.tls]\n".into()],
         p => vec![format!("{p}\n")],
     }
 }
