@@ -26,8 +26,8 @@ use crate::limit::{Decision, KeyedConfig, KeyedLimiter, Limit, Limits, SlidingLo
 pub struct Descriptor {
     /// Its entries, in order: (key, value).
     pub entries: Vec<(String, String)>,
-    /// The hits it adds: its own `hits_addend`, else the request's, and 1
-    /// where both are 0 or unset.
+    /// The hits it adds: its own `hits_addend` (0: checked, nothing
+    /// counted), else the request's (0 or unset: 1).
     pub hits: u32,
     /// `limit`: the proxy's own limit for this descriptor, used instead of
     /// the configured one.

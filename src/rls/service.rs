@@ -285,7 +285,9 @@ impl Rls {
                     format!("descriptor {i}'s hits_addend {h} is more than 4294967295"),
                 )
             })?,
-            None => request_hits,
+            // The request's, where 0 (unset) is 1; a descriptor's own 0
+            // checks without counting, as in the reference service.
+            None => request_hits.max(1),
         };
         let limit = match &d.limit {
             None => None,
@@ -302,7 +304,7 @@ impl Rls {
                 .iter()
                 .map(|e| (e.key.clone(), e.value.clone()))
                 .collect(),
-            hits: hits.max(1),
+            hits,
             limit,
         })
     }

@@ -105,6 +105,14 @@ fn hits_addend_on_the_request_and_the_descriptor() {
         r.should_rate_limit(&one, T0).unwrap().statuses[0].limit_remaining,
         1
     );
+    let mut peek = request(&[("api_key", "i")], 5);
+    peek.descriptors[0].hits_addend = Some(0);
+    let a = r.should_rate_limit(&peek, T0).unwrap();
+    assert_eq!(
+        (a.overall_code, a.statuses[0].limit_remaining),
+        (pb::Code::Ok as i32, 1),
+        "0 checks, counts nothing"
+    );
     let mut huge = request(&[("api_key", "j")], 1);
     huge.descriptors[0].hits_addend = Some(1_000_000);
     let a = r.should_rate_limit(&huge, T0).unwrap();
