@@ -204,24 +204,17 @@ impl Limiters {
             .zip(&found)
             .map(|(d, rule)| self.target(domain, d, rule.map(|r| &**r), &replaced))
             .collect();
-        let _one_at_a_time = self.decide.lock();
-        let checked: Vec<Status> = targets
-            .iter()
-            .zip(descriptors)
-            .map(|(t, d)| check(t, d.hits, now))
-            .collect();
-        let over = targets
-            .iter()
-            .zip(&checked)
-            .any(|(t, s)| s.over && !matches!(t, Target::Limited { shadow: true, .. }));
-        let statuses = if over {
-            checked
-        } else {
-            targets
+        let (over, statuses) = if only_one_limiter(&targets) {
+            // Nothing else can refuse: one atomic acquire decides, and no
+            // lock across limiters is needed.
+            let statuses: Vec<Status> = targets
                 .iter()
                 .zip(descriptors)
                 .map(|(t, d)| record(t, d.hits, now))
-                .collect()
+                .collect();
+            (statuses.iter().any(|s| s.over), statuses)
+        } else {
+            self.all_or_nothing(&targets, descriptors, now)
         };
         let hits = targets
             .iter()
@@ -234,6 +227,35 @@ impl Limiters {
             statuses,
             hits,
         }
+    }
+
+    /// Checks every target, then records in all of them if none is over,
+    /// under one lock so that no other request comes in between.
+    fn all_or_nothing(
+        &self,
+        targets: &[Target],
+        descriptors: &[Descriptor],
+        now: Timestamp,
+    ) -> (bool, Vec<Status>) {
+        let _one_at_a_time = self.decide.lock();
+        let checked: Vec<Status> = targets
+            .iter()
+            .zip(descriptors)
+            .map(|(t, d)| check(t, d.hits, now))
+            .collect();
+        let over = targets
+            .iter()
+            .zip(&checked)
+            .any(|(t, s)| s.over && !matches!(t, Target::Limited { shadow: true, .. }));
+        if over {
+            return (true, checked);
+        }
+        let recorded = targets
+            .iter()
+            .zip(descriptors)
+            .map(|(t, d)| record(t, d.hits, now))
+            .collect();
+        (false, recorded)
     }
 
     fn target(
@@ -346,6 +368,16 @@ fn descriptor_key(domain: &str, entries: &[(String, String)]) -> String {
         key.push_str(v);
     }
     key
+}
+
+/// Whether exactly one target has a limiter and none always refuses: then
+/// that limiter's own acquire is the whole decision.
+fn only_one_limiter(targets: &[Target]) -> bool {
+    let limited = targets
+        .iter()
+        .filter(|t| matches!(t, Target::Limited { .. }))
+        .count();
+    limited == 1 && !targets.iter().any(|t| matches!(t, Target::Zero(_)))
 }
 
 /// The per-rule count of a descriptor decided as `s` (`blocked`: the

@@ -86,6 +86,8 @@ pub fn incoming(
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             };
+            // As for plain connections: answers go out at once.
+            let _ = tcp.set_nodelay(true);
             let Ok(slot) = slots.clone().try_acquire_owned() else {
                 rls.current().count_tls_failure();
                 continue;
