@@ -527,3 +527,57 @@ fn over_tls_only_a_client_trusting_the_certificate_is_answered() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("rls.tls.key_file"), "{err}");
 }
+
+#[test]
+fn a_stalled_call_is_cut_at_its_deadline_while_other_calls_are_answered() {
+    let dir = TempDir::new("rls-stall");
+    let d = start(&dir);
+    let addr = d.rls_grpc().unwrap();
+    runtime().block_on(async {
+        // A raw HTTP/2 client opens a call and never sends its message.
+        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (mut h2, conn) = h2::client::handshake(tcp).await.unwrap();
+        tokio::spawn(conn);
+        let call = axum::http::Request::post(format!(
+            "http://{addr}/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
+        ))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(())
+        .unwrap();
+        let (stalled, _body_never_sent) = h2.send_request(call, false).unwrap();
+        // Other calls, on another connection, are answered meanwhile.
+        let mut c = client(&d).await;
+        for i in 0..20 {
+            let r = ask(
+                &mut c,
+                request(
+                    "edge",
+                    vec![descriptor(&[("api_key", &format!("s{i}"))])],
+                    1,
+                ),
+            )
+            .await;
+            assert_eq!(r.overall_code, Code::Ok as i32);
+        }
+        // The stalled call ends with a gRPC error status at its deadline
+        // (1 s), not never.
+        let response = tokio::time::timeout(Duration::from_secs(5), stalled)
+            .await
+            .expect("the stalled call is answered within 5 s")
+            .unwrap();
+        let status = match response.headers().get("grpc-status") {
+            Some(s) => s.to_str().unwrap().to_string(),
+            None => {
+                let mut body = response.into_body();
+                let trailers = tokio::time::timeout(Duration::from_secs(5), body.trailers())
+                    .await
+                    .expect("trailers within 5 s")
+                    .unwrap()
+                    .expect("trailers");
+                trailers["grpc-status"].to_str().unwrap().to_string()
+            }
+        };
+        assert_ne!(status, "0", "a call without its message is not OK");
+    });
+}
