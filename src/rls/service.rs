@@ -119,16 +119,18 @@ impl Rls {
         &self.settings
     }
 
-    /// Requests answered OK and OVER_LIMIT so far.
-    #[must_use]
-    pub fn decided(&self) -> (u64, u64) {
+    /// Requests answered OK and OVER_LIMIT so far (for tests; /metrics
+    /// carries them as `rollstat_rls_requests_total`).
+    #[cfg(test)]
+    fn decided(&self) -> (u64, u64) {
         let n = |r: &str| self.requests.with_label_values(&[r]).get();
         (n("ok"), n("over_limit"))
     }
 
-    /// Requests refused so far, by reason ([`REFUSALS`]'s order).
-    #[must_use]
-    pub fn refused(&self) -> [u64; REFUSALS.len()] {
+    /// Requests refused so far, by reason ([`REFUSALS`]'s order; for
+    /// tests, as [`Self::decided`]).
+    #[cfg(test)]
+    fn refused(&self) -> [u64; REFUSALS.len()] {
         std::array::from_fn(|i| self.refusals.with_label_values(&[REFUSALS[i]]).get())
     }
 

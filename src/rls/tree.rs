@@ -79,12 +79,6 @@ impl Domains {
         out.into_iter()
     }
 
-    /// Whether `domain` is configured.
-    #[must_use]
-    pub fn has(&self, domain: &str) -> bool {
-        self.domains.contains_key(domain)
-    }
-
     /// The rule a descriptor of `entries` (key, value) in `domain` falls
     /// under, if any.
     #[must_use]
