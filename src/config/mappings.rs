@@ -51,7 +51,7 @@ pub(super) fn read(
         .and_then(|(s, off)| template(pattern.as_ref(), p, &t.key_path("rename"), &s, off));
     let labels = read_labels(t, p, pattern.as_ref());
     let windows_sel = read_window_names(t, p, windows);
-    let shared = read_shared(t, p, redis_configured);
+    let shared = super::store_use::read_shared(t, p, redis_configured, "a shared mapping");
     let honor_labels = t.bool(p, "honor_labels").unwrap_or(false);
     // A TTL shorter than a window is a warning (`Config::ttl_warnings`):
     // the series lives until its longest window has drained.
@@ -215,20 +215,6 @@ fn read_window_names(
         }
     }
     Some(ids)
-}
-
-/// `shared`, which needs `[redis]`.
-fn read_shared(t: &mut Table<'_, '_>, p: &mut Problems<'_>, redis_configured: bool) -> bool {
-    let shared_off = t.raw("shared").map(|v| v.span().start);
-    let shared = t.bool(p, "shared").unwrap_or(false);
-    if let (true, false, Some(off)) = (shared, redis_configured, shared_off) {
-        p.at(
-            off,
-            &t.key_path("shared"),
-            "a shared mapping needs a `[redis]` section (url = \"redis://127.0.0.1:6379\" or cluster_nodes = [...])",
-        );
-    }
-    shared
 }
 
 /// `histogram_buckets`: strictly increasing upper bounds.

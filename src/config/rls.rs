@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use super::compat::ratelimit;
 use super::reader::{Problems, Table};
+use super::store_use;
 use crate::rls::settings::RlsSettings;
 
 pub(super) const KEYS: &[&str] = &[
@@ -17,10 +18,16 @@ pub(super) const KEYS: &[&str] = &[
     "max_value_bytes",
     "max_request_bytes",
     "tls",
+    "shared",
+    "on_store_error",
 ];
 
 /// `[rls]`; `None` when `grpc` is unset or `""` (the service is off).
-pub(super) fn read(t: &mut Table<'_, '_>, p: &mut Problems<'_>) -> Option<RlsSettings> {
+pub(super) fn read(
+    t: &mut Table<'_, '_>,
+    p: &mut Problems<'_>,
+    redis_configured: bool,
+) -> Option<RlsSettings> {
     let (grpc, at) = t.string(p, "grpc")?;
     if grpc.is_empty() {
         return None;
@@ -33,6 +40,8 @@ pub(super) fn read(t: &mut Table<'_, '_>, p: &mut Problems<'_>) -> Option<RlsSet
     if let Some(b) = t.bool(p, "response_headers") {
         s.response_headers = b;
     }
+    s.shared = store_use::read_shared(t, p, redis_configured, "a shared rate-limit service");
+    s.on_store_error = store_use::read_on_store_error(t, p);
     let caps: [(&str, &mut usize, u64); 5] = [
         ("max_keys", &mut s.max_keys, 100_000_000),
         ("max_descriptors", &mut s.max_descriptors, 1024),

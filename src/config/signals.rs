@@ -5,7 +5,7 @@ use std::time::Duration;
 use super::reader::{Problems, Table};
 use crate::breaker::{ErrorRateConfig, SlowCallConfig, SreConfig};
 use crate::service::{
-    BreakerDef, BreakerInputs, BreakerKind, LimitAlgorithm, LimitDef, OutcomeTag, StoreFallback,
+    BreakerDef, BreakerInputs, BreakerKind, LimitAlgorithm, LimitDef, OutcomeTag,
     DEFAULT_HALF_OPEN_MAX_WAIT,
 };
 
@@ -371,30 +371,8 @@ pub(super) fn read_limit(
             false
         }
     };
-    let shared = match t.raw("shared").map(|v| v.span().start) {
-        Some(off) => {
-            let shared = t.bool(p, "shared").unwrap_or(false);
-            if shared && !redis_configured {
-                p.at(
-                    off,
-                    &t.key_path("shared"),
-                    "a shared limit needs a `[redis]` section (url = \"redis://127.0.0.1:6379\" or cluster_nodes = [...])",
-                );
-            }
-            shared
-        }
-        None => false,
-    };
-    let on_store_error = match t.string(p, "on_store_error") {
-        None => StoreFallback::Local,
-        Some((o, _)) if o == "local" => StoreFallback::Local,
-        Some((o, _)) if o == "deny" => StoreFallback::Deny,
-        Some((o, _)) if o == "allow" => StoreFallback::Allow,
-        Some((o, off)) => {
-            p.at(off, &t.key_path("on_store_error"), format!("unknown policy `{o}`; use \"local\" (decide with this instance's limiter), \"deny\" (fail closed) or \"allow\" (fail open)"));
-            StoreFallback::Local
-        }
-    };
+    let shared = super::store_use::read_shared(t, p, redis_configured, "a shared limit");
+    let on_store_error = super::store_use::read_on_store_error(t, p);
     if rules.is_empty() {
         return None;
     }

@@ -31,7 +31,7 @@ pub(super) async fn decide(State(st): State<AppState>, JsonBody(body): JsonBody)
             return api_error(StatusCode::BAD_REQUEST, msg);
         }
     };
-    match rls.should_rate_limit(&request, st.ingestor.now()) {
+    match rls.should_rate_limit(&request, st.ingestor.now()).await {
         Ok(answer) => {
             let status = if answer.overall_code == Code::OverLimit as i32 {
                 StatusCode::TOO_MANY_REQUESTS

@@ -118,7 +118,7 @@ pub struct Limiters {
 }
 
 /// What a descriptor is decided by.
-enum Target {
+pub(super) enum Target {
     /// No limit: OK, nothing counted.
     None,
     /// `unlimited: true`: OK.
@@ -189,6 +189,17 @@ impl Limiters {
         descriptors: &[Descriptor],
         now: Timestamp,
     ) -> Answer {
+        let targets = self.targets(domains, domain, descriptors);
+        self.decide_targets(&targets, descriptors, now)
+    }
+
+    /// What decides each of `descriptors` of `domain`, in order.
+    pub(super) fn targets(
+        &self,
+        domains: &Domains,
+        domain: &str,
+        descriptors: &[Descriptor],
+    ) -> Vec<Target> {
         let found: Vec<Option<&Arc<Rule>>> = descriptors
             .iter()
             .map(|d| {
@@ -199,12 +210,21 @@ impl Limiters {
             })
             .collect();
         let replaced = replaced_names(&found);
-        let targets: Vec<Target> = descriptors
+        descriptors
             .iter()
             .zip(&found)
             .map(|(d, rule)| self.target(domain, d, rule.map(|r| &**r), &replaced))
-            .collect();
-        let (over, statuses) = if only_one_limiter(&targets) {
+            .collect()
+    }
+
+    /// Decides `targets` (of `descriptors`) with this instance's limiters.
+    pub(super) fn decide_targets(
+        &self,
+        targets: &[Target],
+        descriptors: &[Descriptor],
+        now: Timestamp,
+    ) -> Answer {
+        let (over, statuses) = if only_one_limiter(targets) {
             // Nothing else can refuse: one atomic acquire decides, and no
             // lock across limiters is needed.
             let statuses: Vec<Status> = targets
@@ -214,18 +234,59 @@ impl Limiters {
                 .collect();
             (statuses.iter().any(|s| s.over), statuses)
         } else {
-            self.all_or_nothing(&targets, descriptors, now)
+            self.all_or_nothing(targets, descriptors, now)
         };
-        let hits = targets
+        answer(targets, descriptors, statuses, over)
+    }
+
+    /// The answer of this instance's own history where it refuses
+    /// `targets` without asking a shared store: a descriptor over its limit
+    /// here alone (`history`: what this instance admitted, through the store
+    /// or by itself), or a new key past `max_keys`. `None`: the store must
+    /// decide.
+    pub(super) fn local_refusal(
+        &self,
+        targets: &[Target],
+        descriptors: &[Descriptor],
+        history: bool,
+        now: Timestamp,
+    ) -> Option<Answer> {
+        let checked: Vec<Status> = targets
             .iter()
             .zip(descriptors)
-            .zip(&statuses)
-            .map(|((t, d), s)| rule_hits(t, d.hits, s, over))
+            .map(|(t, d)| {
+                let s = check(t, d.hits, now);
+                let no_room = matches!(t, Target::Limited { log, key, .. }
+                    if !log.contains(key) && log.room_for_new_key(now).is_err());
+                Status {
+                    over: no_room || (history && s.over),
+                    ..s
+                }
+            })
             .collect();
-        Answer {
-            over,
-            statuses,
-            hits,
+        let over = targets
+            .iter()
+            .zip(&checked)
+            .any(|(t, s)| s.over && !is_shadow(t));
+        over.then(|| answer(targets, descriptors, checked, true))
+    }
+
+    /// Records in this instance's limiters the hits a shared store admitted
+    /// for `targets` (`fitted[i]`: target `i`'s hits fitted and were
+    /// recorded there), so that this instance's history is whole for a
+    /// failover.
+    pub(super) fn mirror(
+        targets: &[Target],
+        descriptors: &[Descriptor],
+        fitted: &[bool],
+        now: Timestamp,
+    ) {
+        for ((t, d), fit) in targets.iter().zip(descriptors).zip(fitted) {
+            if let (Target::Limited { log, key, .. }, true) = (t, fit) {
+                if d.hits > 0 {
+                    log.record(key, d.hits, now);
+                }
+            }
         }
     }
 
@@ -246,7 +307,7 @@ impl Limiters {
         let over = targets
             .iter()
             .zip(&checked)
-            .any(|(t, s)| s.over && !matches!(t, Target::Limited { shadow: true, .. }));
+            .any(|(t, s)| s.over && !is_shadow(t));
         if over {
             return (true, checked);
         }
@@ -330,6 +391,32 @@ impl Limiters {
         all.insert((n, unit), log.clone());
         Some(log)
     }
+}
+
+/// The answer of `targets`, decided as `statuses` (`over`: the request is
+/// refused, so nothing was recorded), with each rule's hits.
+pub(super) fn answer(
+    targets: &[Target],
+    descriptors: &[Descriptor],
+    statuses: Vec<Status>,
+    over: bool,
+) -> Answer {
+    let hits = targets
+        .iter()
+        .zip(descriptors)
+        .zip(&statuses)
+        .map(|((t, d), s)| rule_hits(t, d.hits, s, over))
+        .collect();
+    Answer {
+        over,
+        statuses,
+        hits,
+    }
+}
+
+/// Whether `t` is a rule in shadow mode (over its limit, answered OK).
+pub(super) fn is_shadow(t: &Target) -> bool {
+    matches!(t, Target::Limited { shadow: true, .. })
 }
 
 /// The limiter of a limited rule (`None` for 0 or unlimited).
@@ -459,7 +546,7 @@ fn record(t: &Target, hits: u32, now: Timestamp) -> Status {
 }
 
 /// The answer of a target without a limiter.
-fn fixed(t: &Target) -> Status {
+pub(super) fn fixed(t: &Target) -> Status {
     match t {
         Target::Zero(limit) => status(limit, false, 0, limit.unit.window()),
         Target::Unlimited => Status {
@@ -497,7 +584,12 @@ fn from_decision(
     status(limit, d.allowed, d.remaining, until_reset)
 }
 
-fn status(limit: &CurrentLimit, allowed: bool, remaining: u32, until_reset: Duration) -> Status {
+pub(super) fn status(
+    limit: &CurrentLimit,
+    allowed: bool,
+    remaining: u32,
+    until_reset: Duration,
+) -> Status {
     Status {
         over: !allowed,
         limit: Some(limit.clone()),

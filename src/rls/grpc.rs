@@ -34,6 +34,10 @@ pub const MAX_STREAMS_PER_CONNECTION: u32 = 256;
 /// DEADLINE_EXCEEDED (Envoy's own default timeout is 20 ms).
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// How often the health service looks at whether the service can answer
+/// as configured (see [`super::service::Rls::serving`]).
+const HEALTH_EVERY: Duration = Duration::from_millis(250);
+
 /// Keepalive pings on idle connections, and how long a ping may go
 /// unanswered before the connection is closed.
 const KEEPALIVE: Duration = Duration::from_secs(30);
@@ -52,10 +56,43 @@ impl RateLimitService for Handler {
         request: Request<RateLimitRequest>,
     ) -> Result<Response<RateLimitResponse>, Status> {
         let now = self.clock.now();
-        match self.rls.current().should_rate_limit(request.get_ref(), now) {
+        let rls = self.rls.current();
+        match rls.should_rate_limit(request.get_ref(), now).await {
             Ok(answer) => Ok(Response::new(answer)),
             Err(r) if r.exhausted => Err(Status::resource_exhausted(r.message)),
             Err(r) => Err(Status::invalid_argument(r.message)),
+        }
+    }
+}
+
+/// Keeps the health service's answer, for the whole server ("") and for
+/// the rate-limit service by name, true to [`super::service::Rls::serving`]
+/// until `stop` turns true: SERVING from the start, NOT_SERVING while the
+/// shared store fails under `on_store_error = "deny"`.
+async fn report_health(
+    health: tonic_health::server::HealthReporter,
+    rls: Arc<RlsHandle>,
+    mut stop: watch::Receiver<bool>,
+) {
+    use tonic::server::NamedService;
+    use tonic_health::ServingStatus;
+    let name = <RateLimitServiceServer<Handler> as NamedService>::NAME;
+    let mut said = None;
+    let mut tick = tokio::time::interval(HEALTH_EVERY);
+    loop {
+        let status = if rls.current().serving() {
+            ServingStatus::Serving
+        } else {
+            ServingStatus::NotServing
+        };
+        if said != Some(status) {
+            health.set_service_status("", status).await;
+            health.set_service_status(name, status).await;
+            said = Some(status);
+        }
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.wait_for(|s| *s) => return,
         }
     }
 }
@@ -75,9 +112,7 @@ pub async fn serve(
 ) -> Result<(), tonic::transport::Error> {
     let max_bytes = rls.current().settings().max_request_bytes;
     let (health, health_service) = tonic_health::server::health_reporter();
-    health
-        .set_serving::<RateLimitServiceServer<Handler>>()
-        .await;
+    tokio::spawn(report_health(health, rls.clone(), stop.clone()));
     let service = RateLimitServiceServer::new(Handler {
         rls: rls.clone(),
         clock,

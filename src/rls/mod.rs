@@ -7,6 +7,8 @@
 //!   service finds it;
 //! * `decide.rs`: one request's decision, all or nothing across its
 //!   descriptors;
+//! * `shared.rs`: the same decision in the `[redis]` store, for a fleet,
+//!   and what answers while the store fails;
 //! * `service.rs`: a request read, checked against the caps, decided and
 //!   answered, counted (no I/O);
 //! * `grpc.rs`: the gRPC listener (tonic), with `grpc.health.v1`;
@@ -22,6 +24,7 @@ pub mod json;
 pub mod proto;
 pub mod service;
 pub mod settings;
+pub mod shared;
 pub mod tree;
 
 pub use settings::{DescriptorRule, DomainRules, RateLimitSpec, RateUnit, RlsSettings};

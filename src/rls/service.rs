@@ -10,9 +10,11 @@ use prometheus::{IntCounterVec, Registry};
 use super::decide::{Answer, Descriptor, HitOutcome, Limiters, Status};
 use super::proto::{rate_limit_response as pb, HeaderValue, RateLimitRequest, RateLimitResponse};
 use super::settings::{RateUnit, RlsSettings};
+use super::shared::Shared;
 use super::tree::Domains;
 use crate::clock::Timestamp;
 use crate::family::table as t;
+use crate::store::RedisStore;
 
 /// Why a request is refused before any decision, with the message the
 /// client gets. Each is counted under [`Refusal::reason`].
@@ -51,6 +53,12 @@ pub struct Rls {
     settings: RlsSettings,
     domains: Domains,
     limiters: Limiters,
+    /// The `[redis]` store, if there is one (a reload may turn `shared` on).
+    store: Option<Arc<RedisStore>>,
+    /// The store every rule is decided in, with `shared = true`.
+    shared: Option<Shared>,
+    /// `rollstat_rls_shared_total{by}`.
+    decided_by: IntCounterVec,
     /// `rollstat_rls_requests_total{result}`.
     requests: IntCounterVec,
     /// `rollstat_rls_refused_total{reason}`.
@@ -60,18 +68,25 @@ pub struct Rls {
 }
 
 impl Rls {
-    /// The service of `settings` (no I/O: the files were read by `config`).
+    /// The service of `settings` (no I/O: the files were read by `config`),
+    /// deciding in `store` if `settings.shared` (the config reader makes
+    /// sure there is one).
     ///
     /// # Errors
     ///
     /// The prometheus crate's, if a family cannot be made.
-    pub fn new(settings: RlsSettings) -> prometheus::Result<Rls> {
+    pub fn new(settings: RlsSettings, store: Option<Arc<RedisStore>>) -> prometheus::Result<Rls> {
         let domains = Domains::new(&settings.domains);
         let limiters = Limiters::new(&domains, settings.max_keys);
+        let decided_by = t::RLS_SHARED_TOTAL.int_counter_vec()?;
+        let shared = shared_of(&settings, store.clone(), &decided_by);
         let rls = Rls {
             settings,
             domains,
             limiters,
+            store,
+            shared,
+            decided_by,
             requests: t::RLS_REQUESTS_TOTAL.int_counter_vec()?,
             refusals: t::RLS_REFUSED_TOTAL.int_counter_vec()?,
             hits: t::RLS_HITS_TOTAL.int_counter_vec()?,
@@ -92,10 +107,14 @@ impl Rls {
     pub fn successor(&self, settings: RlsSettings, now: Timestamp) -> Rls {
         let domains = Domains::new(&settings.domains);
         let limiters = Limiters::carried(&domains, settings.max_keys, Some(&self.limiters), now);
+        let shared = shared_of(&settings, self.store.clone(), &self.decided_by);
         Rls {
             settings,
             domains,
             limiters,
+            store: self.store.clone(),
+            shared,
+            decided_by: self.decided_by.clone(),
             requests: self.requests.clone(),
             refusals: self.refusals.clone(),
             hits: self.hits.clone(),
@@ -110,6 +129,7 @@ impl Rls {
     pub fn register(&self, r: &Registry) -> prometheus::Result<()> {
         r.register(Box::new(self.requests.clone()))?;
         r.register(Box::new(self.hits.clone()))?;
+        r.register(Box::new(self.decided_by.clone()))?;
         r.register(Box::new(self.refusals.clone()))
     }
 
@@ -134,20 +154,31 @@ impl Rls {
         std::array::from_fn(|i| self.refusals.with_label_values(&[REFUSALS[i]]).get())
     }
 
-    /// Decides `req` at `now`.
+    /// Whether the health service says SERVING: always, but while the
+    /// shared store fails under `on_store_error = "deny"`.
+    #[must_use]
+    pub fn serving(&self) -> bool {
+        self.shared.as_ref().is_none_or(Shared::serving)
+    }
+
+    /// Decides `req` at `now`: at once, or in the shared store.
     ///
     /// # Errors
     ///
     /// A [`Refusal`] when the request is malformed or past a cap (counted).
-    pub fn should_rate_limit(
+    pub async fn should_rate_limit(
         &self,
         req: &RateLimitRequest,
         now: Timestamp,
     ) -> Result<RateLimitResponse, Refusal> {
         let descriptors = self.read(req).inspect_err(|r| self.count_refusal(r))?;
-        let answer = self
+        let targets = self
             .limiters
-            .decide(&self.domains, &req.domain, &descriptors, now);
+            .targets(&self.domains, &req.domain, &descriptors);
+        let answer = match &self.shared {
+            None => self.limiters.decide_targets(&targets, &descriptors, now),
+            Some(s) => s.decide(&self.limiters, &targets, &descriptors, now).await,
+        };
         let result = if answer.over { "over_limit" } else { "ok" };
         self.requests.with_label_values(&[result]).inc();
         self.count_hits(&req.domain, &answer);
@@ -340,6 +371,20 @@ impl Rls {
             ..RateLimitResponse::default()
         }
     }
+}
+
+/// The shared store of `settings`, if it asks for one and `store` is there.
+fn shared_of(
+    settings: &RlsSettings,
+    store: Option<Arc<RedisStore>>,
+    decided_by: &IntCounterVec,
+) -> Option<Shared> {
+    let store = store.filter(|_| settings.shared)?;
+    Some(Shared::new(
+        store,
+        settings.on_store_error,
+        decided_by.clone(),
+    ))
 }
 
 fn invalid(reason: &'static str, message: String) -> Refusal {

@@ -5,6 +5,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::service::StoreFallback;
+
 /// A rate limit's unit, with the numbers of
 /// `envoy.service.ratelimit.v3.RateLimitResponse.RateLimit.Unit`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -169,6 +171,11 @@ pub struct RlsSettings {
     pub max_request_bytes: usize,
     /// `[rls.tls]`: the listener speaks TLS only, with these files.
     pub tls: Option<crate::tls::TlsConfig>,
+    /// `shared`: every rule is decided in the `[redis]` store, one limit
+    /// for the whole fleet.
+    pub shared: bool,
+    /// `on_store_error`: the answer while that store fails.
+    pub on_store_error: StoreFallback,
 }
 
 impl RlsSettings {
@@ -186,6 +193,8 @@ impl RlsSettings {
             max_value_bytes: 1024,
             max_request_bytes: 65_536,
             tls: None,
+            shared: false,
+            on_store_error: StoreFallback::Local,
         }
     }
 }

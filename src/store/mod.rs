@@ -45,8 +45,8 @@ use crate::limit::{AcquireError, Decision, KeyedLimiter, LimitError, LimitState,
 pub use self::connect::{check, Redactor};
 pub use self::redact::{redact_url, redact_urls_in};
 pub use self::redis::{
-    EntryFate, Op, RedisLimits, RedisStore, SharedAlgorithm, StoreMetrics, SyncOutcome,
-    WindowResult, WriteBackOutcome,
+    EntryFate, LogEntry, LogState, LogsAnswer, Op, RedisLimits, RedisStore, SharedAlgorithm,
+    StoreMetrics, SyncOutcome, WindowResult, WriteBackOutcome,
 };
 pub use self::settings::{
     ClientIdentity, Password, PemFile, RedisConfig, RedisTarget, RedisTls, Secret,

@@ -90,6 +90,7 @@ mod redis_shapes;
 // [[relay]] to a second rollstat over UDP and TCP, filtered, and to destinations that are down.
 mod relay;
 mod rls;
+mod rls_shared;
 // Series bounds from outside: cap, type conflicts, expiry.
 mod registry;
 // Reload keeps state: limits and breakers edited at a SIGHUP.

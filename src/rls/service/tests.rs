@@ -8,6 +8,20 @@ use crate::rls::settings::{DescriptorRule, DomainRules, RateLimitSpec};
 
 const T0: Timestamp = Timestamp::from_secs(1_767_225_600);
 
+/// A decision without a shared store, which must be ready at once.
+trait Ask {
+    fn ask(&self, req: &RateLimitRequest, now: Timestamp) -> Result<RateLimitResponse, Refusal>;
+}
+
+impl Ask for Rls {
+    fn ask(&self, req: &RateLimitRequest, now: Timestamp) -> Result<RateLimitResponse, Refusal> {
+        use futures_util::FutureExt;
+        self.should_rate_limit(req, now)
+            .now_or_never()
+            .expect("a decision without a shared store is ready at once")
+    }
+}
+
 fn rls(response_headers: bool) -> Rls {
     let mut s = RlsSettings::new("127.0.0.1:0".parse().unwrap());
     s.response_headers = response_headers;
@@ -33,7 +47,7 @@ fn rls(response_headers: bool) -> Rls {
         }],
         file: PathBuf::from("edge.yaml"),
     }];
-    Rls::new(s).unwrap()
+    Rls::new(s, None).unwrap()
 }
 
 fn request(entries: &[(&str, &str)], hits: u32) -> RateLimitRequest {
@@ -57,9 +71,7 @@ fn request(entries: &[(&str, &str)], hits: u32) -> RateLimitRequest {
 #[test]
 fn statuses_carry_the_limit_what_is_left_and_the_sliding_wait() {
     let r = rls(false);
-    let ok = r
-        .should_rate_limit(&request(&[("api_key", "a")], 0), T0)
-        .unwrap();
+    let ok = r.ask(&request(&[("api_key", "a")], 0), T0).unwrap();
     assert_eq!(ok.overall_code, pb::Code::Ok as i32);
     let s = &ok.statuses[0];
     assert_eq!(s.limit_remaining, 1);
@@ -69,9 +81,7 @@ fn statuses_carry_the_limit_what_is_left_and_the_sliding_wait() {
         ("per_key", 2, 1)
     );
     let t = T0 + Duration::from_millis(250);
-    let full = r
-        .should_rate_limit(&request(&[("api_key", "a")], 1), t)
-        .unwrap();
+    let full = r.ask(&request(&[("api_key", "a")], 1), t).unwrap();
     assert_eq!(full.statuses[0].limit_remaining, 0);
     // One more passes when the hit of T0 leaves the window: 750 ms on.
     assert_eq!(
@@ -81,9 +91,7 @@ fn statuses_carry_the_limit_what_is_left_and_the_sliding_wait() {
             nanos: 750_000_000
         })
     );
-    let over = r
-        .should_rate_limit(&request(&[("api_key", "a")], 1), t)
-        .unwrap();
+    let over = r.ask(&request(&[("api_key", "a")], 1), t).unwrap();
     assert_eq!(over.overall_code, pb::Code::OverLimit as i32);
     assert_eq!(over.statuses[0].code, pb::Code::OverLimit as i32);
     assert_eq!(r.decided(), (2, 1));
@@ -93,7 +101,7 @@ fn statuses_carry_the_limit_what_is_left_and_the_sliding_wait() {
 fn hits_addend_on_the_request_and_the_descriptor() {
     let r = rls(false);
     assert_eq!(
-        r.should_rate_limit(&request(&[("api_key", "h")], 2), T0)
+        r.ask(&request(&[("api_key", "h")], 2), T0)
             .unwrap()
             .statuses[0]
             .limit_remaining,
@@ -101,13 +109,10 @@ fn hits_addend_on_the_request_and_the_descriptor() {
     );
     let mut one = request(&[("api_key", "i")], 2);
     one.descriptors[0].hits_addend = Some(1);
-    assert_eq!(
-        r.should_rate_limit(&one, T0).unwrap().statuses[0].limit_remaining,
-        1
-    );
+    assert_eq!(r.ask(&one, T0).unwrap().statuses[0].limit_remaining, 1);
     let mut peek = request(&[("api_key", "i")], 5);
     peek.descriptors[0].hits_addend = Some(0);
-    let a = r.should_rate_limit(&peek, T0).unwrap();
+    let a = r.ask(&peek, T0).unwrap();
     assert_eq!(
         (a.overall_code, a.statuses[0].limit_remaining),
         (pb::Code::Ok as i32, 1),
@@ -115,7 +120,7 @@ fn hits_addend_on_the_request_and_the_descriptor() {
     );
     let mut huge = request(&[("api_key", "j")], 1);
     huge.descriptors[0].hits_addend = Some(1_000_000);
-    let a = r.should_rate_limit(&huge, T0).unwrap();
+    let a = r.ask(&huge, T0).unwrap();
     assert_eq!(
         a.overall_code,
         pb::Code::OverLimit as i32,
@@ -180,7 +185,7 @@ fn bad_requests_are_refused_with_a_reason_and_counted() {
         ),
     ];
     for (req, reason, exhausted) in cases {
-        let e = r.should_rate_limit(&req, T0).unwrap_err();
+        let e = r.ask(&req, T0).unwrap_err();
         assert_eq!(
             (e.reason, e.exhausted),
             (reason, exhausted),
@@ -197,14 +202,12 @@ fn bad_requests_are_refused_with_a_reason_and_counted() {
 fn response_headers_name_the_closest_limit_when_asked() {
     let quiet = rls(false);
     assert!(quiet
-        .should_rate_limit(&request(&[("api_key", "a")], 1), T0)
+        .ask(&request(&[("api_key", "a")], 1), T0)
         .unwrap()
         .response_headers_to_add
         .is_empty());
     let r = rls(true);
-    let a = r
-        .should_rate_limit(&request(&[("api_key", "a")], 1), T0)
-        .unwrap();
+    let a = r.ask(&request(&[("api_key", "a")], 1), T0).unwrap();
     let h: Vec<(String, String)> = a
         .response_headers_to_add
         .iter()
@@ -220,9 +223,7 @@ fn response_headers_name_the_closest_limit_when_asked() {
             ("ratelimit".to_string(), "\"per_key\";r=1;t=0".to_string()),
         ]
     );
-    let unknown = r
-        .should_rate_limit(&request(&[("other", "x")], 1), T0)
-        .unwrap();
+    let unknown = r.ask(&request(&[("other", "x")], 1), T0).unwrap();
     assert!(
         unknown.response_headers_to_add.is_empty(),
         "no limit, no fields"

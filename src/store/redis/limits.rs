@@ -95,7 +95,7 @@ impl RedisStore {
 
     /// Runs a limit script under the store's deadline and gate, and checks
     /// that it answered `expect` integers.
-    async fn run_limit_script(
+    pub(super) async fn run_limit_script(
         &self,
         script: &Script,
         cmd: &Cmd,

@@ -35,6 +35,7 @@ use crate::store::RedisConfig;
 
 pub mod health;
 pub mod limits;
+pub mod logs;
 pub mod metrics;
 pub mod sync;
 pub mod writeback;
@@ -42,12 +43,21 @@ pub mod writeback;
 use self::health::Health;
 pub use self::health::Op;
 pub use self::limits::{RedisLimits, SharedAlgorithm};
+pub use self::logs::{LogEntry, LogState, LogsAnswer};
 pub use self::metrics::StoreMetrics;
 pub use self::sync::{SyncOutcome, WindowResult};
 pub use self::writeback::{EntryFate, WriteBackOutcome};
 
-/// The exact sliding log script.
-pub const SLIDING_LOG_LUA: &str = include_str!("sliding_log.lua");
+/// The exact sliding log script: the log's storage (`log_lib.lua`), then
+/// one key's decision under all its rules.
+pub const SLIDING_LOG_LUA: &str =
+    concat!(include_str!("log_lib.lua"), include_str!("sliding_log.lua"));
+/// Several exact sliding logs decided together, all or nothing (a
+/// rate-limit request's descriptors): `log_lib.lua`, then its decision.
+pub const SLIDING_LOGS_LUA: &str = concat!(
+    include_str!("log_lib.lua"),
+    include_str!("sliding_logs.lua")
+);
 /// The approximate sliding counter script.
 pub const SLIDING_COUNTER_LUA: &str = include_str!("sliding_counter.lua");
 /// The shared window script: apply a window's deltas at most once, then
@@ -114,6 +124,7 @@ pub struct RedisStore {
     /// Whether Redis last refused a write for `maxmemory` (logged once).
     oom: AtomicBool,
     log_script: Script,
+    logs_script: Script,
     counter_script: Script,
     window_script: Script,
     metrics: StoreMetrics,
@@ -173,6 +184,7 @@ impl RedisStore {
             seq: AtomicU64::new(0),
             oom: AtomicBool::new(false),
             log_script: Script::new(SLIDING_LOG_LUA),
+            logs_script: Script::new(SLIDING_LOGS_LUA),
             counter_script: Script::new(SLIDING_COUNTER_LUA),
             window_script: Script::new(WINDOW_SYNC_LUA),
             metrics,
@@ -299,6 +311,7 @@ mod tests {
         for src in [
             include_str!("mod.rs"),
             include_str!("limits.rs"),
+            include_str!("logs.rs"),
             include_str!("sync.rs"),
             include_str!("writeback.rs"),
             include_str!("../windows.rs"),
@@ -309,7 +322,12 @@ mod tests {
                 sent.push(part.split('"').next().unwrap().to_ascii_lowercase());
             }
         }
-        for script in [SLIDING_LOG_LUA, SLIDING_COUNTER_LUA, WINDOW_SYNC_LUA] {
+        for script in [
+            SLIDING_LOG_LUA,
+            SLIDING_LOGS_LUA,
+            SLIDING_COUNTER_LUA,
+            WINDOW_SYNC_LUA,
+        ] {
             for part in script.split("redis.call('").skip(1) {
                 sent.push(part.split('\'').next().unwrap().to_ascii_lowercase());
             }
