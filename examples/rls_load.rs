@@ -5,6 +5,8 @@
 //! rls_load http ADDR [seconds] [streams] [keys]   # POST /api/v1/limits/api/acquire, one keep-alive connection per stream
 //! ```
 //!
+//! `ROLLSTAT_LIMIT` names another limit for the HTTP door (`api` by default).
+//!
 //! `streams` calls are kept in flight (32 by default) for `seconds` (5),
 //! each on its own key of `keys` (1000) in turn. Prints one line:
 //! `decisions/s`, then p50, p99 and p999 latency in microseconds, and the
@@ -126,6 +128,7 @@ async fn grpc(addr: &str, s: u64, streams: u64, keys: u64, until: Instant) -> Ru
 }
 
 async fn http(addr: &str, s: u64, streams: u64, keys: u64, until: Instant) -> Run {
+    let limit = std::env::var("ROLLSTAT_LIMIT").unwrap_or_else(|_| "api".into());
     let mut conn = TcpStream::connect(addr).await.expect("connect");
     conn.set_nodelay(true).unwrap();
     let mut run = Run {
@@ -136,7 +139,7 @@ async fn http(addr: &str, s: u64, streams: u64, keys: u64, until: Instant) -> Ru
     let mut key = s;
     while Instant::now() < until {
         let req = format!(
-            "POST /api/v1/limits/api/acquire?key=k{key} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\n\r\n"
+            "POST /api/v1/limits/{limit}/acquire?key=k{key} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\n\r\n"
         );
         let t = Instant::now();
         conn.write_all(req.as_bytes()).await.unwrap();

@@ -321,6 +321,68 @@ fn a_sighup_rereads_the_files_and_keeps_each_keys_history() {
     });
 }
 
+/// A Kubernetes ConfigMap mount: `edge.yaml -> ..data/edge.yaml`, `..data
+/// -> ..<timestamp>/`; an update writes a new timestamped directory and
+/// swaps `..data` in one rename.
+fn configmap_version(dir: &std::path::Path, version: &str, yaml: &str) {
+    let v = dir.join(format!("..{version}"));
+    std::fs::create_dir(&v).unwrap();
+    std::fs::write(v.join("edge.yaml"), yaml).unwrap();
+    let tmp = dir.join("..data_tmp");
+    std::os::unix::fs::symlink(format!("..{version}"), &tmp).unwrap();
+    std::fs::rename(&tmp, dir.join("..data")).unwrap();
+    let link = dir.join("edge.yaml");
+    if std::fs::symlink_metadata(&link).is_err() {
+        std::os::unix::fs::symlink("..data/edge.yaml", &link).unwrap();
+    }
+}
+
+#[test]
+fn a_configmap_swapped_by_symlink_is_read_once_and_reloaded() {
+    let dir = TempDir::new("rls-configmap");
+    configmap_version(dir.path(), "2026_12_02_01", &edge_yaml());
+    let config = format!(
+        "{}\n[rls]\ngrpc = \"127.0.0.1:0\"\nconfig_dir = \"{}\"\n",
+        sample_config_on_port_0(),
+        dir.path().display()
+    );
+    let d = Daemon::start_with(&config);
+    let rt = runtime();
+    let alice = || request("edge", vec![descriptor(&[("api_key", "alice")])], 1);
+    rt.block_on(async {
+        let mut c = client(&d).await;
+        // Read once (not again through the hidden directory): 3 a minute.
+        let r = ask(&mut c, alice()).await;
+        assert_eq!(
+            (r.overall_code, r.statuses[0].limit_remaining),
+            (Code::Ok as i32, 2)
+        );
+    });
+    let raised = edge_yaml().replace("requests_per_unit: 3", "requests_per_unit: 7");
+    configmap_version(dir.path(), "2026_12_02_02", &raised);
+    d.signal("HUP");
+    d.wait_scrape(Duration::from_secs(10), "the SIGHUP reload", |s| {
+        s.value("rollstat_config_reloads_total", &[("result", "ok")]) == Some(1.0)
+    });
+    rt.block_on(async {
+        let mut c = client(&d).await;
+        let r = ask(&mut c, alice()).await;
+        assert_eq!(
+            (r.overall_code, r.statuses[0].limit_remaining),
+            (Code::Ok as i32, 5),
+            "the new version's 7 a minute, alice's first hit kept"
+        );
+        assert_eq!(
+            r.statuses[0]
+                .current_limit
+                .as_ref()
+                .unwrap()
+                .requests_per_unit,
+            7
+        );
+    });
+}
+
 #[test]
 fn a_python_grpcio_client_is_answered_the_same() {
     let dir = TempDir::new("rls-python");
