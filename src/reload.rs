@@ -97,12 +97,14 @@ pub enum ReloadError {
         #[source]
         source: crate::store::StoreSetupError,
     },
-    /// The file reads well, but the files of its `[http.tls]` cannot be
-    /// used; the certificate in use stays.
-    #[error("{}: the config reads well, but the files of its [http.tls] cannot be used; the certificate in use stays", path.display())]
+    /// The file reads well, but the files of its `[http.tls]` (or
+    /// `[rls.tls]`) cannot be used; the certificates in use stay.
+    #[error("{}: the config reads well, but the files of its [{section}] cannot be used; the certificates in use stay", path.display())]
     Tls {
         /// The config file.
         path: PathBuf,
+        /// `http.tls` or `rls.tls`.
+        section: &'static str,
         /// Which file, and why.
         #[source]
         source: TlsError,
@@ -173,6 +175,16 @@ pub struct Reloader {
     tls: Option<Arc<ServerTls>>,
     /// Envoy's rate-limit service, whose rules a reload replaces.
     rls: Option<Arc<RlsHandle>>,
+    /// Its gRPC listener's TLS settings, when it speaks TLS.
+    rls_tls: Option<Arc<ServerTls>>,
+}
+
+/// The TLS settings a reload puts in force, built before anything is
+/// applied: for the HTTP listener and the rate-limit service's (each `None`
+/// when that listener speaks no TLS, or the new config turns it off).
+struct NextTls {
+    http: Option<Arc<rustls::ServerConfig>>,
+    rls: Option<Arc<rustls::ServerConfig>>,
 }
 
 impl Reloader {
@@ -202,6 +214,7 @@ impl Reloader {
             current: Mutex::new(config),
             tls: None,
             rls: None,
+            rls_tls: None,
         }
     }
 
@@ -218,6 +231,14 @@ impl Reloader {
     #[must_use]
     pub fn with_rls(mut self, rls: Option<Arc<RlsHandle>>) -> Self {
         self.rls = rls;
+        self
+    }
+
+    /// Reloads also re-read the files of `[rls.tls]` into `tls`, the
+    /// settings the rate-limit service's handshakes use.
+    #[must_use]
+    pub fn with_rls_tls(mut self, tls: Option<Arc<ServerTls>>) -> Self {
+        self.rls_tls = tls;
         self
     }
 
@@ -240,7 +261,16 @@ impl Reloader {
         match self.build(path) {
             Ok((cfg, services, tls)) => {
                 self.services.replace(services);
-                self.apply_tls(path, &cfg, tls);
+                let rls_tls = cfg.rls.as_ref().and_then(|r| r.tls.as_ref());
+                apply_tls(
+                    path,
+                    "http.tls",
+                    "HTTPS",
+                    &self.tls,
+                    cfg.http.tls.as_ref(),
+                    tls.http,
+                );
+                apply_tls(path, "rls.tls", "TLS", &self.rls_tls, rls_tls, tls.rls);
                 self.apply_rls(&cfg);
                 let needs_restart = self.restart_notes(path, &cfg);
                 let now = self.clock.now();
@@ -283,10 +313,7 @@ impl Reloader {
 
     /// Reads `path` and builds everything a reload applies, before any of
     /// it is applied: the config, its services, the TLS settings.
-    fn build(
-        &self,
-        path: &std::path::Path,
-    ) -> Result<(Config, Services, Option<Arc<rustls::ServerConfig>>), ReloadError> {
+    fn build(&self, path: &std::path::Path) -> Result<(Config, Services, NextTls), ReloadError> {
         let cfg = Config::load(path)?;
         // Breakers and limits whose definition is unchanged keep their state.
         let previous = self.services.current();
@@ -304,42 +331,17 @@ impl Reloader {
             });
         }
         // Built before anything is applied: bad files fail the whole
-        // reload, and the certificate in use stays.
-        let tls = match (&self.tls, &cfg.http.tls) {
-            (Some(_), Some(t)) => {
-                Some(
-                    crate::tls::server_config(t).map_err(|source| ReloadError::Tls {
-                        path: path.to_path_buf(),
-                        source,
-                    })?,
-                )
-            }
-            _ => None,
+        // reload, and the certificates in use stay.
+        let tls = NextTls {
+            http: next_tls(path, "http.tls", &self.tls, cfg.http.tls.as_ref())?,
+            rls: next_tls(
+                path,
+                "rls.tls",
+                &self.rls_tls,
+                cfg.rls.as_ref().and_then(|r| r.tls.as_ref()),
+            )?,
         };
         Ok((cfg, services, tls))
-    }
-
-    /// The new `[http.tls]` files in use; HTTPS turned on or off waits for
-    /// a restart (logged).
-    fn apply_tls(
-        &self,
-        path: &std::path::Path,
-        cfg: &Config,
-        tls: Option<Arc<rustls::ServerConfig>>,
-    ) {
-        if let (Some(server), Some(next)) = (&self.tls, tls) {
-            server.replace(next);
-            tracing::info!(path = %path.display(), "[http.tls] files read again; new HTTPS connections use them.");
-        }
-        match (&self.tls, &cfg.http.tls) {
-            (None, Some(_)) => {
-                tracing::warn!(path = %path.display(), "[http.tls] is set, but turning HTTPS on takes effect only after a restart; the listener keeps speaking plain HTTP.")
-            }
-            (Some(_), None) => {
-                tracing::warn!(path = %path.display(), "[http.tls] is gone, but turning HTTPS off takes effect only after a restart; the listener keeps speaking HTTPS with the certificate in use.")
-            }
-            _ => {}
-        }
     }
 
     /// Takes the new access rules at once, and says (logged, returned)
@@ -407,6 +409,59 @@ impl Reloader {
             "[redis] changes take effect only after a restart; the shared store keeps the [redis] the daemon started with",
         );
         needs_restart
+    }
+}
+
+/// The settings of a listener's new TLS files (`wanted`, the config's
+/// `[section]`), if the listener speaks TLS (`server`) and still asks for
+/// it.
+///
+/// # Errors
+///
+/// [`ReloadError::Tls`]: a file cannot be used.
+fn next_tls(
+    path: &std::path::Path,
+    section: &'static str,
+    server: &Option<Arc<ServerTls>>,
+    wanted: Option<&crate::tls::TlsConfig>,
+) -> Result<Option<Arc<rustls::ServerConfig>>, ReloadError> {
+    match (server, wanted) {
+        (Some(_), Some(t)) => {
+            crate::tls::server_config(t)
+                .map(Some)
+                .map_err(|source| ReloadError::Tls {
+                    path: path.to_path_buf(),
+                    section,
+                    source,
+                })
+        }
+        _ => Ok(None),
+    }
+}
+
+/// The new `[section]` files in use by the listener's next handshakes;
+/// TLS (`what`: HTTPS on the HTTP listener) turned on or off waits for a
+/// restart (logged).
+fn apply_tls(
+    path: &std::path::Path,
+    section: &str,
+    what: &str,
+    server: &Option<Arc<ServerTls>>,
+    wanted: Option<&crate::tls::TlsConfig>,
+    next: Option<Arc<rustls::ServerConfig>>,
+) {
+    if let (Some(server), Some(next)) = (server, next) {
+        server.replace(next);
+        tracing::info!(path = %path.display(), "[{section}] files read again; new connections use them.");
+    }
+    match (server, wanted) {
+        (None, Some(_)) => {
+            tracing::warn!(path = %path.display(), "[{section}] is set, but turning {what} on takes effect only after a restart; the listener keeps speaking without TLS.")
+        }
+        (Some(_), None) => {
+            tracing::warn!(path = %path.display(), "[{section}] is gone, but turning {what} off takes effect only after a restart; the listener keeps speaking {what} with the certificate in use.")
+        }
+        _ => {}
     }
 }
 

@@ -206,7 +206,8 @@ impl State {
                 access.clone(),
             )
             .with_tls(tls.clone())
-            .with_rls(rls.clone()),
+            .with_rls(rls.clone())
+            .with_rls_tls(rls_tls.clone()),
         );
         Ok(State {
             config,

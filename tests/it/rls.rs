@@ -590,6 +590,82 @@ fn over_tls_only_a_client_trusting_the_certificate_is_answered() {
     assert!(err.contains("rls.tls.key_file"), "{err}");
 }
 
+/// Connects over TLS trusting `ca_pem` only; `Err` if the handshake fails.
+async fn tls_channel(
+    addr: std::net::SocketAddr,
+    ca_pem: String,
+) -> Result<Channel, tonic::transport::Error> {
+    let tls = tonic::transport::ClientTlsConfig::new()
+        .ca_certificate(tonic::transport::Certificate::from_pem(ca_pem))
+        .domain_name("localhost");
+    Channel::from_shared(format!("https://{addr}"))
+        .unwrap()
+        .timeout(Duration::from_secs(2))
+        .tls_config(tls)
+        .unwrap()
+        .connect()
+        .await
+}
+
+#[test]
+fn a_sighup_puts_new_rls_tls_files_in_force_and_a_bad_one_keeps_the_old() {
+    let dir = TempDir::new("rls-tls-reload");
+    std::fs::write(dir.path().join("edge.yaml"), edge_yaml()).unwrap();
+    let pem = TempDir::new("rls-tls-reload-pem");
+    let (cert_file, key_file) = (pem.path().join("cert.pem"), pem.path().join("key.pem"));
+    let write = |c: &rcgen::CertifiedKey| {
+        std::fs::write(&cert_file, c.cert.pem()).unwrap();
+        std::fs::write(&key_file, c.key_pair.serialize_pem()).unwrap();
+    };
+    let first = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    write(&first);
+    let config = format!(
+        "{}\n[rls]\ngrpc = \"127.0.0.1:0\"\nconfig_dir = \"{}\"\n[rls.tls]\ncert_file = \"{}\"\nkey_file = \"{}\"\n",
+        sample_config_on_port_0(),
+        dir.path().display(),
+        cert_file.display(),
+        key_file.display()
+    );
+    let d = Daemon::start_with(&config);
+    let addr = d.rls_grpc().unwrap();
+    let rt = runtime();
+    assert!(rt.block_on(tls_channel(addr, first.cert.pem())).is_ok());
+    // A new certificate in the same files, then SIGHUP.
+    let second = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    write(&second);
+    d.signal("HUP");
+    d.wait_scrape(Duration::from_secs(10), "the SIGHUP reload", |s| {
+        s.value("rollstat_config_reloads_total", &[("result", "ok")]) == Some(1.0)
+    });
+    rt.block_on(async {
+        let ch = tls_channel(addr, second.cert.pem())
+            .await
+            .expect("the new certificate is served after the reload");
+        let r = ask(
+            &mut RateLimitServiceClient::new(ch),
+            request("edge", vec![descriptor(&[("api_key", "tls")])], 1),
+        )
+        .await;
+        assert_eq!(r.overall_code, Code::Ok as i32);
+        assert!(
+            tls_channel(addr, first.cert.pem()).await.is_err(),
+            "the old certificate is no longer served"
+        );
+    });
+    // A broken key: the reload is refused whole, the certificate in use stays.
+    std::fs::write(
+        &key_file,
+        "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
+    )
+    .unwrap();
+    d.signal("HUP");
+    d.wait_scrape(Duration::from_secs(10), "the refused reload", |s| {
+        s.value("rollstat_config_reloads_total", &[("result", "error")]) == Some(1.0)
+    });
+    assert!(d.log().contains("[rls.tls] cannot be used"), "{}", d.log());
+    assert!(rt.block_on(tls_channel(addr, second.cert.pem())).is_ok());
+}
+
 #[test]
 fn a_stalled_call_is_cut_at_its_deadline_while_other_calls_are_answered() {
     let dir = TempDir::new("rls-stall");
