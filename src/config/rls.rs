@@ -20,6 +20,7 @@ pub(super) const KEYS: &[&str] = &[
     "tls",
     "shared",
     "on_store_error",
+    "approximate",
 ];
 
 /// `[rls]`; `None` when `grpc` is unset or `""` (the service is off).
@@ -58,11 +59,13 @@ pub(super) fn read(
         s.tls = super::http_tls::read_tls(&mut tt, p, crate::tls::TlsSource::Rls);
         tt.finish(p, super::http_tls::TLS_KEYS);
     }
+    let mut dir_failed = false;
     if let Some((dir, at)) = t.string(p, "config_dir").filter(|(d, _)| !d.is_empty()) {
         let dir = PathBuf::from(dir);
         match ratelimit::read_dir(&dir) {
             Ok(domains) => s.domains = domains,
             Err(problems) => {
+                dir_failed = true;
                 for problem in problems {
                     p.at(at, &t.key_path("config_dir"), problem.to_string());
                 }
@@ -70,5 +73,35 @@ pub(super) fn read(
         }
         s.config_dir = Some(dir);
     }
+    read_approximate(t, p, &mut s, dir_failed);
     Some(s)
+}
+
+/// `approximate`: each entry a domain or a rule path of `config_dir`'s
+/// files (not checked when they could not be read: that is said already),
+/// and not with `shared = true` (shared rules are exact sliding logs in
+/// Redis).
+fn read_approximate(
+    t: &mut Table<'_, '_>,
+    p: &mut Problems<'_>,
+    s: &mut RlsSettings,
+    dir_failed: bool,
+) {
+    let Some(list) = t.strings(p, "approximate") else {
+        return;
+    };
+    let domains = crate::rls::tree::Domains::new(&s.domains);
+    let paths: Vec<&str> = domains.rules().map(|r| r.path.as_str()).collect();
+    for (entry, at) in list {
+        let covers = |path: &&str| {
+            path.strip_prefix(entry.as_str())
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+        };
+        if s.shared {
+            p.at(at, &t.key_path("approximate"), "approximate rules are decided on this instance only; with `shared = true` every rule is an exact sliding log in Redis: remove `approximate` or `shared`");
+        } else if !dir_failed && !paths.iter().any(covers) {
+            p.at(at, &t.key_path("approximate"), format!("`{entry}` names no domain or rule of config_dir's files (a domain, or a rule's path such as `edge.api_key`, as the metrics name it)"));
+        }
+        s.approximate.push(entry);
+    }
 }

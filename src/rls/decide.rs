@@ -19,7 +19,8 @@ use parking_lot::Mutex;
 use super::settings::{RateLimitSpec, RateUnit};
 use super::tree::{Domains, Rule};
 use crate::clock::Timestamp;
-use crate::limit::{Decision, KeyedConfig, KeyedLimiter, Limit, Limits, SlidingLog};
+use crate::limit::{Decision, KeyedConfig, Limit, Limits};
+use crate::service::{LimitAlgorithm, Local};
 
 /// One descriptor of a request, read from the wire.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -105,12 +106,12 @@ pub enum HitOutcome {
 /// past it an override is decided by the configured limit.
 pub const MAX_OVERRIDES: usize = 64;
 
-type Log = KeyedLimiter<SlidingLog>;
+type Log = Local;
 
 /// The limiters of a config's rules, and of the overrides proxies sent.
 pub struct Limiters {
-    /// Each limited rule's spec and limiter, by the rule's path.
-    rules: HashMap<String, (RateLimitSpec, Arc<Log>)>,
+    /// Each limited rule's spec, algorithm and limiter, by the rule's path.
+    rules: HashMap<String, (RateLimitSpec, LimitAlgorithm, Arc<Log>)>,
     overrides: Mutex<HashMap<(u32, RateUnit), Arc<Log>>>,
     max_keys: usize,
     /// Held from the first check of a request to its last record.
@@ -138,38 +139,43 @@ pub(super) enum Target {
 
 impl Limiters {
     /// A limiter per rule of `domains`, each holding at most `max_keys`
-    /// keys (a new key past it is refused, counted as over the limit).
+    /// keys (a new key past it is refused, counted as over the limit): the
+    /// exact sliding log, or the approximate sliding counter for the rules
+    /// `approximate` names (see [`approximate_for`]).
     #[must_use]
-    pub fn new(domains: &Domains, max_keys: usize) -> Limiters {
-        Limiters::carried(domains, max_keys, None, Timestamp::EPOCH)
+    pub fn new(domains: &Domains, max_keys: usize, approximate: &[String]) -> Limiters {
+        Limiters::carried(domains, max_keys, approximate, None, Timestamp::EPOCH)
     }
 
     /// The limiters of `domains` after a reload at `now`: a rule at the same
-    /// path as one of `old`'s keeps its limiter as it is if its limit and
-    /// `max_keys` are unchanged, else every key's history is carried onto
-    /// the new limit (so hits already admitted still count). The proxies'
-    /// overrides are kept.
+    /// path as one of `old`'s keeps its limiter as it is if its limit,
+    /// algorithm and `max_keys` are unchanged, else every key's history is
+    /// carried onto the new limit or algorithm (so hits already admitted
+    /// still count). The proxies' overrides are kept.
     #[must_use]
     pub fn carried(
         domains: &Domains,
         max_keys: usize,
+        approximate: &[String],
         old: Option<&Limiters>,
         now: Timestamp,
     ) -> Limiters {
         let rules = domains
             .rules()
             .filter_map(|r| {
+                let algorithm = approximate_for(&r.path, approximate);
                 let before = old.and_then(|o| o.rules.get(&r.path));
+                let same_keys = old.is_some_and(|o| o.max_keys == max_keys);
                 let log = match before {
-                    Some((spec, log))
-                        if *spec == r.spec && old.is_some_and(|o| o.max_keys == max_keys) =>
-                    {
+                    Some((spec, a, log)) if *spec == r.spec && *a == algorithm && same_keys => {
                         log.clone()
                     }
-                    Some((_, log)) => Arc::new(carry_log(&r.spec, max_keys, log, now)?),
-                    None => Arc::new(log_for(&r.spec, max_keys)?),
+                    Some((_, _, log)) => {
+                        Arc::new(carry_log(&r.spec, algorithm, max_keys, log, now)?)
+                    }
+                    None => Arc::new(log_for(&r.spec, algorithm, max_keys)?),
                 };
-                Some((r.path.clone(), (r.spec.clone(), log)))
+                Some((r.path.clone(), (r.spec.clone(), algorithm, log)))
             })
             .collect();
         let overrides = old.map(|o| o.overrides.lock().clone()).unwrap_or_default();
@@ -257,7 +263,7 @@ impl Limiters {
             .map(|(t, d)| {
                 let s = check(t, d.hits, now);
                 let no_room = matches!(t, Target::Limited { log, key, .. }
-                    if !log.contains(key) && log.room_for_new_key(now).is_err());
+                    if log.room_for(key, now).is_err());
                 Status {
                     over: no_room || (history && s.over),
                     ..s
@@ -359,7 +365,7 @@ impl Limiters {
             unit,
         };
         match self.rules.get(&rule.path) {
-            Some((_, log)) => Target::Limited {
+            Some((_, _, log)) => Target::Limited {
                 log: log.clone(),
                 key,
                 limit,
@@ -387,7 +393,7 @@ impl Limiters {
             name: None,
             replaces: Vec::new(),
         };
-        let log = Arc::new(log_for(&spec, self.max_keys)?);
+        let log = Arc::new(log_for(&spec, LimitAlgorithm::Exact, self.max_keys)?);
         all.insert((n, unit), log.clone());
         Some(log)
     }
@@ -419,15 +425,43 @@ pub(super) fn is_shadow(t: &Target) -> bool {
     matches!(t, Target::Limited { shadow: true, .. })
 }
 
+/// The algorithm of the rule at `path`: approximate if `approximate`
+/// names it, its domain, or a rule above it (`edge` covers every rule of
+/// the domain `edge`, `edge.api_key` that rule and those nested under it);
+/// else exact.
+#[must_use]
+pub fn approximate_for(path: &str, approximate: &[String]) -> LimitAlgorithm {
+    let covers = |a: &String| {
+        path.strip_prefix(a.as_str())
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+    };
+    if approximate.iter().any(covers) {
+        LimitAlgorithm::Approximate
+    } else {
+        LimitAlgorithm::Exact
+    }
+}
+
 /// The limiter of a limited rule (`None` for 0 or unlimited).
-fn log_for(spec: &RateLimitSpec, max_keys: usize) -> Option<Log> {
-    KeyedLimiter::new(limits_of(spec)?, KeyedConfig::new(max_keys.max(1))).ok()
+fn log_for(spec: &RateLimitSpec, algorithm: LimitAlgorithm, max_keys: usize) -> Option<Log> {
+    Local::fresh(
+        algorithm,
+        limits_of(spec)?,
+        KeyedConfig::new(max_keys.max(1)),
+    )
+    .ok()
 }
 
 /// [`log_for`], holding `old`'s keys with their history at `now`.
-fn carry_log(spec: &RateLimitSpec, max_keys: usize, old: &Log, now: Timestamp) -> Option<Log> {
+fn carry_log(
+    spec: &RateLimitSpec,
+    algorithm: LimitAlgorithm,
+    max_keys: usize,
+    old: &Log,
+    now: Timestamp,
+) -> Option<Log> {
     let config = KeyedConfig::new(max_keys.max(1));
-    KeyedLimiter::carried(limits_of(spec)?, config, old, now, SlidingLog::carry).ok()
+    Local::carried(algorithm, old, limits_of(spec)?, config, now).ok()
 }
 
 fn limits_of(spec: &RateLimitSpec) -> Option<Limits> {

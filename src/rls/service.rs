@@ -77,7 +77,7 @@ impl Rls {
     /// The prometheus crate's, if a family cannot be made.
     pub fn new(settings: RlsSettings, store: Option<Arc<RedisStore>>) -> prometheus::Result<Rls> {
         let domains = Domains::new(&settings.domains);
-        let limiters = Limiters::new(&domains, settings.max_keys);
+        let limiters = Limiters::new(&domains, settings.max_keys, &settings.approximate);
         let decided_by = t::RLS_SHARED_TOTAL.int_counter_vec()?;
         let shared = shared_of(&settings, store.clone(), &decided_by);
         let rls = Rls {
@@ -106,7 +106,13 @@ impl Rls {
     #[must_use]
     pub fn successor(&self, settings: RlsSettings, now: Timestamp) -> Rls {
         let domains = Domains::new(&settings.domains);
-        let limiters = Limiters::carried(&domains, settings.max_keys, Some(&self.limiters), now);
+        let limiters = Limiters::carried(
+            &domains,
+            settings.max_keys,
+            &settings.approximate,
+            Some(&self.limiters),
+            now,
+        );
         let shared = shared_of(&settings, self.store.clone(), &self.decided_by);
         Rls {
             settings,

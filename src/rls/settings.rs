@@ -176,6 +176,10 @@ pub struct RlsSettings {
     pub shared: bool,
     /// `on_store_error`: the answer while that store fails.
     pub on_store_error: StoreFallback,
+    /// `approximate`: domains and rule paths (`edge`, `edge.api_key`)
+    /// whose rules use the approximate sliding counter (a few integers per
+    /// key) instead of the exact sliding log.
+    pub approximate: Vec<String>,
 }
 
 impl RlsSettings {
@@ -195,6 +199,7 @@ impl RlsSettings {
             tls: None,
             shared: false,
             on_store_error: StoreFallback::Local,
+            approximate: Vec::new(),
         }
     }
 }

@@ -22,142 +22,19 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::fallback::on_store_error;
+use super::local::Local;
 pub use super::verdict::{Source, Verdict};
 use super::writeback::{WriteBackQueue, WRITEBACK_CAP};
 use super::ServiceError;
 use super::{LimitAlgorithm, LimitDef, StoreFallback};
 use crate::clock::Timestamp;
-use crate::limit::{
-    AcquireError, Decision, KeyedConfig, KeyedConfigError, KeyedLimiter, KeyedStats, Limit, Limits,
-    OverflowPolicy, SlidingCounter, SlidingLog,
-};
+use crate::limit::{KeyedConfig, KeyedStats, Limit, Limits, OverflowPolicy};
 use crate::store::{
-    EntryFate, LimitStore, MemoryLimits, RedisLimits, RedisStore, SharedAlgorithm, StoreError,
-    WriteBackOutcome,
+    EntryFate, LimitStore, RedisLimits, RedisStore, SharedAlgorithm, StoreError, WriteBackOutcome,
 };
 
 /// Admissions written back per pipeline.
 const WRITEBACK_CHUNK: usize = 256;
-
-/// This instance's own limiter, of either algorithm.
-enum Local {
-    Exact(MemoryLimits<SlidingLog>),
-    Approximate(MemoryLimits<SlidingCounter>),
-}
-
-impl Local {
-    /// An empty limiter of `algorithm`.
-    fn fresh(
-        algorithm: LimitAlgorithm,
-        limits: Limits,
-        cfg: KeyedConfig,
-    ) -> Result<Local, KeyedConfigError> {
-        Ok(match algorithm {
-            LimitAlgorithm::Exact => Local::Exact(MemoryLimits(KeyedLimiter::new(limits, cfg)?)),
-            LimitAlgorithm::Approximate => {
-                Local::Approximate(MemoryLimits(KeyedLimiter::new(limits, cfg)?))
-            }
-        })
-    }
-
-    /// A limiter of `algorithm` holding `old`'s keys carried onto `limits`
-    /// at `now`, whichever algorithm `old` runs (see the `limit` module's
-    /// "Rules that change"): log to log and counter to counter re-evaluate
-    /// the history under the new rules, log to counter sums it into fixed
-    /// windows, counter to log stamps its counts at the latest times they
-    /// could have happened. The most recent keys up to the new `max_keys`.
-    fn carried(
-        algorithm: LimitAlgorithm,
-        old: &Local,
-        limits: Limits,
-        cfg: KeyedConfig,
-        now: Timestamp,
-    ) -> Result<Local, KeyedConfigError> {
-        Ok(match (algorithm, old) {
-            (LimitAlgorithm::Exact, Local::Exact(o)) => Local::Exact(MemoryLimits(
-                KeyedLimiter::carried(limits, cfg, &o.0, now, SlidingLog::carry)?,
-            )),
-            (LimitAlgorithm::Exact, Local::Approximate(o)) => Local::Exact(MemoryLimits(
-                KeyedLimiter::carried(limits, cfg, &o.0, now, SlidingLog::from_counter)?,
-            )),
-            (LimitAlgorithm::Approximate, Local::Approximate(o)) => {
-                Local::Approximate(MemoryLimits(KeyedLimiter::carried(
-                    limits,
-                    cfg,
-                    &o.0,
-                    now,
-                    SlidingCounter::carry,
-                )?))
-            }
-            (LimitAlgorithm::Approximate, Local::Exact(o)) => Local::Approximate(MemoryLimits(
-                KeyedLimiter::carried(limits, cfg, &o.0, now, SlidingCounter::from_log)?,
-            )),
-        })
-    }
-
-    /// As a store: how a limit that is not shared decides.
-    fn store(&self) -> &dyn LimitStore {
-        match self {
-            Local::Exact(m) => m,
-            Local::Approximate(m) => m,
-        }
-    }
-
-    /// Decides at once: the fallback of a shared limit under `local`.
-    fn acquire(&self, key: &str, n: u32, now: Timestamp) -> Result<Decision, AcquireError> {
-        match self {
-            Local::Exact(m) => m.acquire(key, n, now),
-            Local::Approximate(m) => m.acquire(key, n, now),
-        }
-    }
-
-    fn limits(&self) -> &Limits {
-        self.store().limits()
-    }
-
-    /// What this instance's limiter would decide, recording nothing
-    /// (`None`: a key it does not hold, which it would admit).
-    fn check(&self, key: &str, n: u32, now: Timestamp) -> Option<Decision> {
-        match self {
-            Local::Exact(m) => m.0.check(key, n, now),
-            Local::Approximate(m) => m.0.check(key, n, now),
-        }
-    }
-
-    /// Whether the shared store may be asked about `key`: it is held here,
-    /// or a new key fits under `max_keys` (see
-    /// `KeyedLimiter::room_for_new_key`).
-    fn room_for(&self, key: &str, now: Timestamp) -> Result<(), AcquireError> {
-        match self {
-            Local::Exact(m) if !m.0.contains(key) => m.0.room_for_new_key(now),
-            Local::Approximate(m) if !m.0.contains(key) => m.0.room_for_new_key(now),
-            _ => Ok(()),
-        }
-    }
-
-    /// Mirrors an admission the shared store made (see
-    /// `LimitState::record`).
-    fn record(&self, key: &str, n: u32, now: Timestamp) {
-        match self {
-            Local::Exact(m) => m.0.record(key, n, now),
-            Local::Approximate(m) => m.0.record(key, n, now),
-        };
-    }
-
-    fn stats(&self) -> KeyedStats {
-        match self {
-            Local::Exact(m) => m.0.stats(),
-            Local::Approximate(m) => m.0.stats(),
-        }
-    }
-
-    fn sweep(&self, now: Timestamp) -> usize {
-        match self {
-            Local::Exact(m) => m.0.sweep(now),
-            Local::Approximate(m) => m.0.sweep(now),
-        }
-    }
-}
 
 /// One configured limit.
 pub struct NamedLimit {

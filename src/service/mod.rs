@@ -6,6 +6,8 @@
 //! * `limits.rs`: [`LimitSet`]; each [`NamedLimit`] decides through its
 //!   [`LimitStore`](crate::store::LimitStore): this instance's limiter, or
 //!   Redis for a shared limit.
+//! * `local.rs`: [`Local`], this instance's own limiter of either algorithm
+//!   (also what Envoy's rate-limit service keeps per rule).
 //! * `fallback.rs`: [`on_store_error`](fallback::on_store_error), the one
 //!   place that says what a shared limit answers when Redis fails (the
 //!   `on_store_error` policies `local`, `deny`, `allow`) and what is counted.
@@ -13,6 +15,7 @@
 pub mod breakers;
 pub mod fallback;
 pub mod limits;
+pub mod local;
 pub mod settings;
 pub mod verdict;
 pub mod writeback;
@@ -26,6 +29,7 @@ use crate::limit::{KeyedConfigError, LimitError};
 use crate::store::RedisStore;
 pub use breakers::{BreakerConfigError, Breakers, NamedBreaker};
 pub use limits::{LimitSet, NamedLimit};
+pub use local::Local;
 pub use settings::{
     BreakerDef, BreakerInputs, BreakerKind, LimitAlgorithm, LimitDef, OutcomeTag, Settings,
     StoreFallback, DEFAULT_HALF_OPEN_MAX_WAIT,

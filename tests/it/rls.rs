@@ -719,3 +719,42 @@ fn a_stalled_call_is_cut_at_its_deadline_while_other_calls_are_answered() {
         assert_ne!(status, "0", "a call without its message is not OK");
     });
 }
+
+#[test]
+fn check_config_names_an_approximate_entry_that_matches_no_rule_and_one_beside_shared() {
+    let dir = TempDir::new("rls-approx");
+    std::fs::write(dir.path().join("edge.yaml"), edge_yaml()).unwrap();
+    let files = TempDir::new("rls-approx-toml");
+    let check = |rls_extra: &str| {
+        let file = files.path().join("rollstat.toml");
+        let config = format!(
+            "[redis]\nurl = \"redis://127.0.0.1:1\"\n[rls]\ngrpc = \"127.0.0.1:0\"\nconfig_dir = \"{}\"\n{rls_extra}\n",
+            dir.path().display()
+        );
+        std::fs::write(&file, config).unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_rollstat"))
+            .arg("check-config")
+            .arg(&file)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).to_string()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    let (code, _) = check("approximate = [\"edge\", \"edge.api_key\"]");
+    assert_eq!(code, Some(0));
+    let (code, text) = check("approximate = [\"edge.nope\"]");
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains("rls.approximate") && text.contains("`edge.nope` names no domain or rule"),
+        "{text}"
+    );
+    let (code, text) = check("shared = true\napproximate = [\"edge\"]");
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains("with `shared = true` every rule is an exact sliding log"),
+        "{text}"
+    );
+}

@@ -36,7 +36,7 @@ fn setup(rules: Vec<DescriptorRule>) -> (Domains, Limiters) {
         descriptors: rules,
         file: PathBuf::from("d.yaml"),
     }]);
-    let limiters = Limiters::new(&domains, 1000);
+    let limiters = Limiters::new(&domains, 1000, &[]);
     (domains, limiters)
 }
 
@@ -250,7 +250,7 @@ fn a_reload_keeps_an_unchanged_rules_log_and_carries_a_changed_ones_history() {
         ],
         file: PathBuf::from("d.yaml"),
     }]);
-    let next = Limiters::carried(&raised, 1000, Some(&l), at_ms(10));
+    let next = Limiters::carried(&raised, 1000, &[], Some(&l), at_ms(10));
     let r = next.decide(&raised, "d", &[desc("k", "v", 1)], at_ms(10));
     assert_eq!(
         (r.over, r.statuses[0].remaining),
@@ -303,4 +303,64 @@ fn each_descriptors_hits_are_told_by_outcome() {
         Some(("d.s".into(), 1, HitOutcome::Over { shadow: true }))
     );
     assert_eq!(l.decide(&d, "d", &[desc("none", "v", 1)], T0).hits, [None]);
+}
+
+#[test]
+fn approximate_names_a_domain_or_a_subtree_on_dot_boundaries() {
+    let a = |list: &[&str], path: &str| {
+        let list: Vec<String> = list.iter().map(|s| (*s).to_string()).collect();
+        approximate_for(path, &list)
+    };
+    assert_eq!(a(&["edge"], "edge.api_key"), LimitAlgorithm::Approximate);
+    assert_eq!(
+        a(&["edge.api_key"], "edge.api_key"),
+        LimitAlgorithm::Approximate
+    );
+    assert_eq!(
+        a(&["edge.api_key"], "edge.api_key.path"),
+        LimitAlgorithm::Approximate
+    );
+    assert_eq!(a(&["edge.api"], "edge.api_key"), LimitAlgorithm::Exact);
+    assert_eq!(a(&["edg"], "edge.api_key"), LimitAlgorithm::Exact);
+    assert_eq!(a(&[], "edge.api_key"), LimitAlgorithm::Exact);
+}
+
+#[test]
+fn an_approximate_rule_counts_in_a_sliding_counter_and_a_reload_carries_it_to_a_log() {
+    let domains = Domains::new(&[DomainRules {
+        domain: "d".into(),
+        descriptors: vec![
+            rule("k", 10, RateUnit::Second),
+            rule("e", 10, RateUnit::Second),
+        ],
+        file: PathBuf::from("d.yaml"),
+    }]);
+    let l = Limiters::new(&domains, 1000, &["d.k".to_string()]);
+    assert!(matches!(*l.rules["d.k"].2, Local::Approximate(_)));
+    assert!(matches!(*l.rules["d.e"].2, Local::Exact(_)));
+    // 10 in the second [0, 1 s), then at 1.5 s the counter weighs the
+    // previous window by half: 5 of it still count, so 5 more pass; the
+    // exact log, whose 10 all left at 1 s (they came at 0 ms), takes 10.
+    for _ in 0..10 {
+        assert!(!l.decide(&domains, "d", &[desc("k", "v", 1)], at_ms(0)).over);
+        assert!(!l.decide(&domains, "d", &[desc("e", "v", 1)], at_ms(0)).over);
+    }
+    let pass = |path: &str, t: u64| {
+        (0..20)
+            .filter(|_| {
+                !l.decide(&domains, "d", &[desc(path, "v", 1)], at_ms(t))
+                    .over
+            })
+            .count()
+    };
+    let t0 = T0.as_nanos() / 1_000_000 % 1000;
+    assert_eq!(t0, 0, "T0 is on a second's edge");
+    assert_eq!((pass("k", 1500), pass("e", 1500)), (5, 10));
+    // Reloaded as exact: the counter's history is carried onto a log.
+    let next = Limiters::carried(&domains, 1000, &[], Some(&l), at_ms(1600));
+    assert!(matches!(*next.rules["d.k"].2, Local::Exact(_)));
+    assert!(
+        next.decide(&domains, "d", &[desc("k", "v", 1)], at_ms(1600))
+            .over
+    );
 }
