@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use super::compat::ratelimit;
 use super::reader::{Problems, Table};
 use crate::rls::settings::RlsSettings;
+use crate::series::NamedWindow;
 
 pub(super) const KEYS: &[&str] = &[
     "grpc",
@@ -16,11 +17,16 @@ pub(super) const KEYS: &[&str] = &[
     "max_entries",
     "max_value_bytes",
     "max_request_bytes",
+    "max_detailed_series",
     "tls",
 ];
 
 /// `[rls]`; `None` when `grpc` is unset or `""` (the service is off).
-pub(super) fn read(t: &mut Table<'_, '_>, p: &mut Problems<'_>) -> Option<RlsSettings> {
+pub(super) fn read(
+    t: &mut Table<'_, '_>,
+    p: &mut Problems<'_>,
+    windows: &[NamedWindow],
+) -> Option<RlsSettings> {
     let (grpc, at) = t.string(p, "grpc")?;
     if grpc.is_empty() {
         return None;
@@ -30,15 +36,17 @@ pub(super) fn read(t: &mut Table<'_, '_>, p: &mut Problems<'_>) -> Option<RlsSet
         return None;
     };
     let mut s = RlsSettings::new(addr);
+    s.windows = windows.to_vec();
     if let Some(b) = t.bool(p, "response_headers") {
         s.response_headers = b;
     }
-    let caps: [(&str, &mut usize, u64); 5] = [
+    let caps: [(&str, &mut usize, u64); 6] = [
         ("max_keys", &mut s.max_keys, 100_000_000),
         ("max_descriptors", &mut s.max_descriptors, 1024),
         ("max_entries", &mut s.max_entries, 256),
         ("max_value_bytes", &mut s.max_value_bytes, 65_536),
         ("max_request_bytes", &mut s.max_request_bytes, 16 << 20),
+        ("max_detailed_series", &mut s.max_detailed_series, 1_000_000),
     ];
     for (key, field, max) in caps {
         if let Some(n) = t.int(p, key, 1, max) {

@@ -5,6 +5,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::series::NamedWindow;
+use crate::window::WindowSpec;
+
 /// A rate limit's unit, with the numbers of
 /// `envoy.service.ratelimit.v3.RateLimitResponse.RateLimit.Unit`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -169,6 +172,11 @@ pub struct RlsSettings {
     pub max_request_bytes: usize,
     /// `[rls.tls]`: the listener speaks TLS only, with these files.
     pub tls: Option<crate::tls::TlsConfig>,
+    /// `max_detailed_series`: names of request values each rule with
+    /// `detailed_metric` or `value_to_metric` counts its hits under.
+    pub max_detailed_series: usize,
+    /// The `[[windows]]` the hits' rates are read over.
+    pub windows: Vec<NamedWindow>,
 }
 
 impl RlsSettings {
@@ -186,6 +194,13 @@ impl RlsSettings {
             max_value_bytes: 1024,
             max_request_bytes: 65_536,
             tls: None,
+            max_detailed_series: 1000,
+            windows: vec![NamedWindow {
+                name: "10s".into(),
+                // 10 x 1 s is a valid shape (the built-in series window).
+                spec: WindowSpec::new(10, Duration::from_secs(1))
+                    .unwrap_or_else(|_| unreachable!()),
+            }],
         }
     }
 }
