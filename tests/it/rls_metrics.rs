@@ -148,6 +148,35 @@ fn detailed_and_value_to_metric_rules_name_the_requests_values_up_to_the_cap() {
     assert_eq!(hits(&s, "path_/api/*", "total_hits"), None);
     // Neither flag: the rule's place in its domain.
     assert_eq!(hits(&s, "plain", "total_hits"), Some(1.0));
+
+    // A reload that changes the rules keeps the names taken, so the cap
+    // still holds: a 4th name folds, the first ones stay their own.
+    std::fs::write(
+        dir.path().join("other.yaml"),
+        "domain: other\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n",
+    )
+    .unwrap();
+    d.signal("HUP");
+    d.wait_scrape(Duration::from_secs(10), "the SIGHUP reload", |s| {
+        s.value("rollstat_config_reloads_total", &[("result", "ok")]) == Some(1.0)
+    });
+    send(&d, &[&[("client", "d")], &[("client", "b")]]);
+    let s = d.scrape();
+    assert_eq!(hits(&s, "client_d", "total_hits"), None, "past the cap");
+    assert_eq!(hits(&s, "client", "total_hits"), Some(2.0));
+    assert_eq!(hits(&s, "client_b", "total_hits"), Some(2.0));
+    assert_eq!(
+        s.value(
+            "rollstat_rls_detail_dropped_total",
+            &[("domain", "metered"), ("descriptor", "client")]
+        ),
+        Some(2.0)
+    );
+    assert!(
+        rate(&s, "client_a", "total_hits", "10s").is_some_and(|r| r > 0.0),
+        "the rates go on across the reload: {:?}",
+        s.show("rollstat_rls_hits_rate")
+    );
 }
 
 /// Seconds since the Unix epoch: the windows' grid is epoch-aligned.
