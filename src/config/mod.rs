@@ -291,7 +291,7 @@ impl Config {
 
         read_signals_and_relays(&mut top, &mut p, &mut cfg);
         if let Some(mut t) = top.table(&mut p, "rls") {
-            cfg.rls = rls::read(&mut t, &mut p, cfg.redis.is_some());
+            cfg.rls = rls::read(&mut t, &mut p, cfg.redis.is_some(), &cfg.windows);
             t.finish(&mut p, rls::KEYS);
         }
         // A relay to this daemon's own listener, as far as the file tells

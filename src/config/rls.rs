@@ -7,6 +7,7 @@ use super::compat::ratelimit;
 use super::reader::{Problems, Table};
 use super::store_use;
 use crate::rls::settings::RlsSettings;
+use crate::series::NamedWindow;
 
 pub(super) const KEYS: &[&str] = &[
     "grpc",
@@ -17,6 +18,7 @@ pub(super) const KEYS: &[&str] = &[
     "max_entries",
     "max_value_bytes",
     "max_request_bytes",
+    "max_detailed_series",
     "tls",
     "shared",
     "on_store_error",
@@ -28,6 +30,7 @@ pub(super) fn read(
     t: &mut Table<'_, '_>,
     p: &mut Problems<'_>,
     redis_configured: bool,
+    windows: &[NamedWindow],
 ) -> Option<RlsSettings> {
     let (grpc, at) = t.string(p, "grpc")?;
     if grpc.is_empty() {
@@ -38,17 +41,19 @@ pub(super) fn read(
         return None;
     };
     let mut s = RlsSettings::new(addr);
+    s.windows = windows.to_vec();
     if let Some(b) = t.bool(p, "response_headers") {
         s.response_headers = b;
     }
     s.shared = store_use::read_shared(t, p, redis_configured, "a shared rate-limit service");
     s.on_store_error = store_use::read_on_store_error(t, p);
-    let caps: [(&str, &mut usize, u64); 5] = [
+    let caps: [(&str, &mut usize, u64); 6] = [
         ("max_keys", &mut s.max_keys, 100_000_000),
         ("max_descriptors", &mut s.max_descriptors, 1024),
         ("max_entries", &mut s.max_entries, 256),
         ("max_value_bytes", &mut s.max_value_bytes, 65_536),
         ("max_request_bytes", &mut s.max_request_bytes, 16 << 20),
+        ("max_detailed_series", &mut s.max_detailed_series, 1_000_000),
     ];
     for (key, field, max) in caps {
         if let Some(n) = t.int(p, key, 1, max) {

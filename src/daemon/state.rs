@@ -153,7 +153,7 @@ impl State {
                 .register(&telemetry.registry)
                 .map_err(BuildError::Telemetry)?;
         }
-        let (rls, rls_tls) = build_rls(&config, &telemetry, store.clone())?;
+        let (rls, rls_tls) = build_rls(&config, &telemetry, store.clone(), clock.now())?;
         // Shared windows: only when a mapping rule shares its series at start.
         let fleet = store
             .as_ref()
@@ -397,16 +397,20 @@ type RlsParts = (Option<Arc<RlsHandle>>, Option<Arc<ServerTls>>);
 
 /// Envoy's rate-limit service of `config` (its families registered in
 /// `telemetry`, deciding in `store` with `[rls] shared = true`) and its
-/// listener's TLS settings, each if configured.
+/// listener's TLS settings, each if configured; its rates watched from
+/// `now`.
 fn build_rls(
     config: &Config,
     telemetry: &Telemetry,
     store: Option<Arc<RedisStore>>,
+    now: crate::clock::Timestamp,
 ) -> Result<RlsParts, BuildError> {
     let Some(settings) = &config.rls else {
         return Ok((None, None));
     };
-    let rls = Rls::new(settings.clone(), store).map_err(BuildError::Telemetry)?;
+    let rls = Rls::new(settings.clone(), store)
+        .map_err(BuildError::Telemetry)?
+        .watched_from(now);
     rls.register(&telemetry.registry)
         .map_err(BuildError::Telemetry)?;
     let tls = settings

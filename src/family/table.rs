@@ -187,9 +187,13 @@ table! {
     RLS_REQUESTS_TOTAL: Counter "rollstat_rls_requests_total" ["result"]
         "ShouldRateLimit calls answered (over gRPC, or POST /json), by result: ok, over_limit, refused (a malformed request or one past an [rls] cap, answered INVALID_ARGUMENT or RESOURCE_EXHAUSTED).";
     RLS_HITS_TOTAL: Counter "rollstat_rls_hits_total" ["domain", "descriptor", "result"]
-        "Hits of descriptors that fell under a configured rule, by domain, descriptor (the rule's place below its domain, as envoyproxy/ratelimit names its stats: key_value.key2) and result: total_hits, within_limit (recorded), near_limit (recorded past 80% of the limit), over_limit, shadow_mode (over the limit, answered OK in shadow mode).";
+        "Hits of descriptors that fell under a configured rule, by domain, descriptor (the rule's place below its domain, as envoyproxy/ratelimit names its stats: key_value.key2; with detailed_metric or value_to_metric, the request's values as the reference names them, up to [rls] max_detailed_series names per rule) and result: total_hits, within_limit (recorded), near_limit (recorded past 80% of the limit), over_limit, shadow_mode (over the limit, answered OK in shadow mode).";
     RLS_SHARED_TOTAL: Counter "rollstat_rls_shared_total" ["by"]
         "ShouldRateLimit calls decided with [rls] shared = true, by who decided: store (Redis, all or nothing), partial (a Redis Cluster race: refused on one slot after the request's other slots recorded it), local_history (refused by this instance's own history, or a new key past max_keys, without asking Redis), fallback_local, fallback_allow, fallback_deny (answered as on_store_error says while Redis failed).";
+    RLS_HITS_RATE: Gauge "rollstat_rls_hits_rate" ["domain", "descriptor", "result", "window"]
+        "Hits per second of each rollstat_rls_hits_total row over each of the [[windows]] (read at scrape time, as rollstat_window_rate is): by domain, descriptor, result and window.";
+    RLS_DETAIL_DROPPED_TOTAL: Counter "rollstat_rls_detail_dropped_total" ["domain", "descriptor"]
+        "Descriptors of a rule with detailed_metric or value_to_metric counted under the rule's own name (descriptor) because the rule already had [rls] max_detailed_series names of request values.";
     RLS_REFUSED_TOTAL: Counter "rollstat_rls_refused_total" ["reason"]
         "ShouldRateLimit calls refused before any decision, by reason: tls_handshake (a connection, with [rls.tls]: a failed or stalled handshake), bad_json (a POST /json body that is not a request), too_large (past max_request_bytes), no_domain, no_descriptors, no_entries, too_many_descriptors, too_many_entries, value_too_long, hits_too_large, bad_override.";
 

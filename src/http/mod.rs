@@ -437,6 +437,9 @@ pub fn render_metrics(
     let now = st.state_families.now();
     let mut families = tel.registry.gather();
     families.extend(st.state_families.collect_at(now));
+    if let Some(rls) = &st.rls {
+        families.extend(rls.current().families(now));
+    }
     // One writer per core, up to MAX_RENDER_THREADS (below 20k series one
     // writer does it all).
     let threads =

@@ -9,6 +9,9 @@
 //!   descriptors;
 //! * `shared.rs`: the same decision in the `[redis]` store, for a fleet,
 //!   and what answers while the store fails;
+//! * `detail.rs`: the name a rule's hits are counted under
+//!   (`detailed_metric`, `value_to_metric`), capped per rule;
+//! * `rates.rs`: the windowed rates of those hits, read at scrape time;
 //! * `service.rs`: a request read, checked against the caps, decided and
 //!   answered, counted (no I/O);
 //! * `grpc.rs`: the gRPC listener (tonic), with `grpc.health.v1`;
@@ -18,10 +21,12 @@
 //!   `proto/envoy/` (committed; `tests/proto_generated.rs` checks them).
 
 pub mod decide;
+pub mod detail;
 pub mod grpc;
 pub mod handshake;
 pub mod json;
 pub mod proto;
+pub mod rates;
 pub mod service;
 pub mod settings;
 pub mod shared;

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use prometheus::{IntCounterVec, Registry};
 
 use super::decide::{Answer, Descriptor, HitOutcome, Limiters, Status};
+use super::detail::{Named, StatNames};
 use super::proto::{rate_limit_response as pb, HeaderValue, RateLimitRequest, RateLimitResponse};
+use super::rates::HitRates;
 use super::settings::{RateUnit, RlsSettings};
 use super::shared::Shared;
 use super::tree::Domains;
@@ -65,6 +67,12 @@ pub struct Rls {
     refusals: IntCounterVec,
     /// `rollstat_rls_hits_total{domain,descriptor,result}`.
     hits: IntCounterVec,
+    /// The `descriptor` each rule's hits go under.
+    names: StatNames,
+    /// `rollstat_rls_detail_dropped_total{domain,descriptor}`.
+    detail_dropped: IntCounterVec,
+    /// `rollstat_rls_hits_rate`, read at scrape time.
+    rates: Arc<HitRates>,
 }
 
 impl Rls {
@@ -80,6 +88,8 @@ impl Rls {
         let limiters = Limiters::new(&domains, settings.max_keys, &settings.approximate);
         let decided_by = t::RLS_SHARED_TOTAL.int_counter_vec()?;
         let shared = shared_of(&settings, store.clone(), &decided_by);
+        let names = StatNames::new(&domains, settings.max_detailed_series);
+        let rates = Arc::new(HitRates::new(&settings.windows, Timestamp::EPOCH));
         let rls = Rls {
             settings,
             domains,
@@ -90,6 +100,9 @@ impl Rls {
             requests: t::RLS_REQUESTS_TOTAL.int_counter_vec()?,
             refusals: t::RLS_REFUSED_TOTAL.int_counter_vec()?,
             hits: t::RLS_HITS_TOTAL.int_counter_vec()?,
+            names,
+            detail_dropped: t::RLS_DETAIL_DROPPED_TOTAL.int_counter_vec()?,
+            rates,
         };
         for r in ["ok", "over_limit", "refused"] {
             rls.requests.with_label_values(&[r]);
@@ -114,6 +127,8 @@ impl Rls {
             now,
         );
         let shared = shared_of(&settings, self.store.clone(), &self.decided_by);
+        let names = StatNames::carried(&domains, settings.max_detailed_series, Some(&self.names));
+        self.rates.rewindow(&settings.windows, now);
         Rls {
             settings,
             domains,
@@ -124,7 +139,25 @@ impl Rls {
             requests: self.requests.clone(),
             refusals: self.refusals.clone(),
             hits: self.hits.clone(),
+            names,
+            detail_dropped: self.detail_dropped.clone(),
+            rates: self.rates.clone(),
         }
+    }
+
+    /// This service with its rates watched from `now` (the daemon's
+    /// start): a window younger than its length divides by the time
+    /// watched, as the series' rates do.
+    #[must_use]
+    pub fn watched_from(mut self, now: Timestamp) -> Rls {
+        self.rates = Arc::new(HitRates::new(&self.settings.windows, now));
+        self
+    }
+
+    /// The families read at scrape time, at `now`: the hits' rates.
+    #[must_use]
+    pub fn families(&self, now: Timestamp) -> Vec<prometheus::proto::MetricFamily> {
+        self.rates.families(now)
     }
 
     /// Registers its families in `r`.
@@ -136,6 +169,7 @@ impl Rls {
         r.register(Box::new(self.requests.clone()))?;
         r.register(Box::new(self.hits.clone()))?;
         r.register(Box::new(self.decided_by.clone()))?;
+        r.register(Box::new(self.detail_dropped.clone()))?;
         r.register(Box::new(self.refusals.clone()))
     }
 
@@ -187,39 +221,43 @@ impl Rls {
         };
         let result = if answer.over { "over_limit" } else { "ok" };
         self.requests.with_label_values(&[result]).inc();
-        self.count_hits(&req.domain, &answer);
+        self.count_hits(&req.domain, &descriptors, &answer, now);
         Ok(self.response(&answer))
     }
 
-    /// The per-rule counts of `answer`, as envoyproxy/ratelimit keeps them.
-    fn count_hits(&self, domain: &str, answer: &Answer) {
-        for h in answer.hits.iter().flatten() {
+    /// The per-rule counts of `answer` (for `descriptors`, at `now`), as
+    /// envoyproxy/ratelimit keeps them, and their windowed rates.
+    fn count_hits(
+        &self,
+        domain: &str,
+        descriptors: &[Descriptor],
+        answer: &Answer,
+        now: Timestamp,
+    ) {
+        for (h, d) in answer.hits.iter().zip(descriptors) {
+            let Some(h) = h else { continue };
             let below = h
                 .path
                 .strip_prefix(domain)
                 .and_then(|p| p.strip_prefix('.'));
-            let descriptor = below.unwrap_or(&h.path);
-            let add = |result: &str| {
-                self.hits
-                    .with_label_values(&[domain, descriptor, result])
-                    .inc_by(u64::from(h.hits));
-            };
-            add("total_hits");
-            match h.outcome {
-                HitOutcome::Within { near } => {
-                    add("within_limit");
-                    if near {
-                        add("near_limit");
-                    }
-                }
-                HitOutcome::Over { shadow } => {
-                    add("over_limit");
-                    if shadow {
-                        add("shadow_mode");
-                    }
-                }
-                HitOutcome::NotCharged => {}
+            let plain = below.unwrap_or(&h.path);
+            let named = self
+                .names
+                .name(&self.domains, domain, &h.path, plain, &d.entries);
+            if let Named::Folded(rule) = named {
+                self.detail_dropped.with_label_values(&[domain, rule]).inc();
             }
+            let counts = hit_counts(h.hits, h.outcome);
+            let descriptor = named.as_str();
+            for (result, n) in super::rates::RESULTS.iter().zip(counts) {
+                if let Some(n) = n {
+                    self.hits
+                        .with_label_values(&[domain, descriptor, result])
+                        .inc_by(n);
+                }
+            }
+            let counts = counts.map(|n| n.unwrap_or(0));
+            self.rates.add(domain, descriptor, counts, now);
         }
     }
 
@@ -391,6 +429,19 @@ fn shared_of(
         settings.on_store_error,
         decided_by.clone(),
     ))
+}
+
+/// The hits a descriptor of `hits` adds to each of
+/// [`super::rates::RESULTS`], by what became of them (`None`: that result
+/// is not counted at all).
+fn hit_counts(hits: u32, outcome: HitOutcome) -> [Option<u64>; 5] {
+    let n = Some(u64::from(hits));
+    let on = |b: bool| if b { n } else { None };
+    match outcome {
+        HitOutcome::Within { near } => [n, n, on(near), None, None],
+        HitOutcome::Over { shadow } => [n, None, None, n, on(shadow)],
+        HitOutcome::NotCharged => [n, None, None, None, None],
+    }
 }
 
 fn invalid(reason: &'static str, message: String) -> Refusal {

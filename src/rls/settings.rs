@@ -5,7 +5,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::series::NamedWindow;
 use crate::service::StoreFallback;
+use crate::window::WindowSpec;
 
 /// A rate limit's unit, with the numbers of
 /// `envoy.service.ratelimit.v3.RateLimitResponse.RateLimit.Unit`.
@@ -180,6 +182,11 @@ pub struct RlsSettings {
     /// whose rules use the approximate sliding counter (a few integers per
     /// key) instead of the exact sliding log.
     pub approximate: Vec<String>,
+    /// `max_detailed_series`: names of request values each rule with
+    /// `detailed_metric` or `value_to_metric` counts its hits under.
+    pub max_detailed_series: usize,
+    /// The `[[windows]]` the hits' rates are read over.
+    pub windows: Vec<NamedWindow>,
 }
 
 impl RlsSettings {
@@ -200,6 +207,13 @@ impl RlsSettings {
             shared: false,
             on_store_error: StoreFallback::Local,
             approximate: Vec::new(),
+            max_detailed_series: 1000,
+            windows: vec![NamedWindow {
+                name: "10s".into(),
+                // 10 x 1 s is a valid shape (the built-in series window).
+                spec: WindowSpec::new(10, Duration::from_secs(1))
+                    .unwrap_or_else(|_| unreachable!()),
+            }],
         }
     }
 }

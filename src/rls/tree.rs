@@ -29,7 +29,8 @@ pub struct Rule {
     pub shadow_mode: bool,
     /// `detailed_metric`.
     pub detailed_metric: bool,
-    /// `value_to_metric`.
+    /// `value_to_metric` on this node or on one above it: the stat name
+    /// may carry the request's values ([`Domains::stat_name`]).
     pub value_to_metric: bool,
 }
 
@@ -46,6 +47,19 @@ struct Level {
 struct Node {
     rule: Option<Arc<Rule>>,
     below: Level,
+    /// The node's own `value_to_metric`.
+    value_to_metric: bool,
+}
+
+/// How an entry reached its node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Step {
+    /// By `key_value`.
+    Value,
+    /// By a wildcard `key_value*`.
+    Wildcard,
+    /// By `key` alone.
+    Key,
 }
 
 /// Every domain's tree, built once per config.
@@ -61,7 +75,10 @@ impl Domains {
     pub fn new(files: &[DomainRules]) -> Domains {
         let domains = files
             .iter()
-            .map(|f| (f.domain.clone(), Level::new(&f.domain, &f.descriptors)))
+            .map(|f| {
+                let level = Level::new(&f.domain, &f.descriptors, false);
+                (f.domain.clone(), level)
+            })
             .collect();
         Domains { domains }
     }
@@ -103,10 +120,48 @@ impl Domains {
         }
         found
     }
+
+    /// The name envoyproxy/ratelimit counts the hits of a descriptor of
+    /// `entries` in `domain` under, below the domain, where `rule` (the one
+    /// it falls under) names request values; `None` where it does not (the
+    /// rule's path is the name). With `detailed_metric`, every entry as
+    /// `key_value`; else, with `value_to_metric` on some node of the path,
+    /// each entry as the reference names it: `key_value` where its node
+    /// has a value, or a wildcard or key alone with `value_to_metric`;
+    /// `key_pattern*` for a wildcard without it; `key` for a key alone
+    /// without it (`GetLimit` in its `src/config/config_impl.go`).
+    #[must_use]
+    pub fn stat_name(
+        &self,
+        domain: &str,
+        rule: &Rule,
+        entries: &[(String, String)],
+    ) -> Option<String> {
+        if rule.detailed_metric {
+            let parts: Vec<String> = entries.iter().map(|(k, v)| format!("{k}_{v}")).collect();
+            return Some(parts.join("."));
+        }
+        if !rule.value_to_metric {
+            return None;
+        }
+        let mut level = self.domains.get(domain)?;
+        let mut parts = Vec::with_capacity(entries.len());
+        for (key, value) in entries {
+            let (name, node, step) = level.step_how(key, value)?;
+            let own = node.value_to_metric && !value.is_empty();
+            parts.push(match step {
+                Step::Value => format!("{key}_{value}"),
+                Step::Wildcard | Step::Key if own => format!("{key}_{value}"),
+                Step::Wildcard | Step::Key => name.to_string(),
+            });
+            level = &node.below;
+        }
+        Some(parts.join("."))
+    }
 }
 
 impl Level {
-    fn new(parent: &str, rules: &[DescriptorRule]) -> Level {
+    fn new(parent: &str, rules: &[DescriptorRule], above_named: bool) -> Level {
         let mut level = Level::default();
         for r in rules {
             let name = match &r.value {
@@ -114,6 +169,7 @@ impl Level {
                 None => r.key.clone(),
             };
             let path = format!("{parent}.{name}");
+            let named = above_named || r.value_to_metric;
             if name.contains('*') {
                 let parts = name.split('*').map(str::to_string).collect();
                 level.wildcards.push((name.clone(), parts));
@@ -124,27 +180,42 @@ impl Level {
                     spec: spec.clone(),
                     shadow_mode: r.shadow_mode,
                     detailed_metric: r.detailed_metric,
-                    value_to_metric: r.value_to_metric,
+                    value_to_metric: named,
                 })
             });
-            let below = Level::new(&path, &r.descriptors);
-            level.nodes.insert(name, Node { rule, below });
+            let below = Level::new(&path, &r.descriptors, named);
+            let node = Node {
+                rule,
+                below,
+                value_to_metric: r.value_to_metric,
+            };
+            level.nodes.insert(name, node);
         }
         level
     }
 
     /// The node an entry reaches: `key_value`, a wildcard, or `key`.
     fn step(&self, key: &str, value: &str) -> Option<&Node> {
+        self.step_how(key, value).map(|(_, node, _)| node)
+    }
+
+    /// [`Self::step`], with the node's name on this level and how it was
+    /// reached.
+    fn step_how(&self, key: &str, value: &str) -> Option<(&str, &Node, Step)> {
         let key_value = format!("{key}_{value}");
-        if let Some(n) = self.nodes.get(&key_value) {
-            return Some(n);
+        if let Some((name, n)) = self.nodes.get_key_value(&key_value) {
+            return Some((name, n, Step::Value));
         }
         let wild = self
             .wildcards
             .iter()
             .find(|(_, parts)| wildcard_match(parts, &key_value))
-            .and_then(|(name, _)| self.nodes.get(name));
-        wild.or_else(|| self.nodes.get(key))
+            .and_then(|(name, _)| self.nodes.get_key_value(name));
+        if let Some((name, n)) = wild {
+            return Some((name, n, Step::Wildcard));
+        }
+        let (name, n) = self.nodes.get_key_value(key)?;
+        Some((name, n, Step::Key))
     }
 }
 

@@ -91,6 +91,8 @@ mod redis_shapes;
 mod relay;
 mod rls;
 mod rls_shared;
+// The rate-limit service's per-rule metrics: windowed rates of the hits, detailed_metric and value_to_metric names, capped.
+mod rls_metrics;
 // Series bounds from outside: cap, type conflicts, expiry.
 mod registry;
 // Reload keeps state: limits and breakers edited at a SIGHUP.

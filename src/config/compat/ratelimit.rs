@@ -16,7 +16,7 @@
 //! | `rate_limit.unit` | `second`, `minute`, `hour`, `day`, `week`, `month` (30 days), in any case; `year` is refused (rollstat's limits are exact sliding windows); required unless `unlimited` (`invalid rate limit unit`), refused with it (`should not specify rate limit unit when unlimited`) |
 //! | `rate_limit.requests_per_unit` | a whole number from 0 to 4294967295 (0 refuses every request) |
 //! | `rate_limit.unlimited`, `name`, `replaces[].name` | kept; a `replaces` entry is not empty and does not name its own limit |
-//! | `shadow_mode`, `detailed_metric`, `value_to_metric` | kept |
+//! | `shadow_mode`, `detailed_metric`, `value_to_metric` | kept, and honoured as the reference does (the last two name the hits on /metrics: `rls::detail`) |
 //! | `quota_mode: true`, `share_threshold: true`, a non-empty `metadata` | refused: rollstat does not honour them (`false` and an empty `metadata` are accepted, as they change nothing) |
 //!
 //! Where rollstat is stricter than the reference, on purpose:

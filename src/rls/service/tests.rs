@@ -234,3 +234,32 @@ fn response_headers_name_the_closest_limit_when_asked() {
         "an unknown descriptor passes, as in the reference"
     );
 }
+
+#[test]
+fn each_result_of_a_rules_hits_has_its_rate_at_the_scrapes_now() {
+    // Watched from T0; the built-in `10s` window (10 x 1 s, the bucket
+    // being filled read).
+    let r = rls(false).watched_from(T0);
+    let at = T0 + Duration::from_millis(1500);
+    for _ in 0..3 {
+        r.ask(&request(&[("api_key", "a")], 1), at)
+            .unwrap();
+    }
+    let families = r.families(T0 + Duration::from_secs(2));
+    let rate = |result: &str| {
+        families[0]
+            .get_metric()
+            .iter()
+            .find(|m| {
+                m.get_label()
+                    .iter()
+                    .any(|l| l.name() == "result" && l.value() == result)
+            })
+            .map(|m| m.get_gauge().get_value())
+    };
+    // 3 hits (2 within, 1 over) over the 2 s watched.
+    assert_eq!(rate("total_hits"), Some(1.5));
+    assert_eq!(rate("within_limit"), Some(1.0));
+    assert_eq!(rate("over_limit"), Some(0.5));
+    assert_eq!(rate("shadow_mode"), Some(0.0));
+}

@@ -233,3 +233,118 @@ fn model(p: &str, s: &str) -> bool {
         Some(c) => s.starts_with(c) && model(&p[1..], &s[1..]),
     }
 }
+
+/// `node` with `value_to_metric` (and `detailed_metric`) set.
+fn flagged(mut n: DescriptorRule, value_to_metric: bool, detailed: bool) -> DescriptorRule {
+    n.value_to_metric = value_to_metric;
+    n.detailed_metric = detailed;
+    n
+}
+
+/// The stat name of `entries` below the domain: the rule's path where
+/// the rule names no request values.
+fn stat(d: &Domains, entries: &[(&str, &str)]) -> String {
+    let rule = d
+        .find("test-domain", entries.iter().copied())
+        .expect("a rule");
+    let owned: Vec<(String, String)> = entries
+        .iter()
+        .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+        .collect();
+    d.stat_name("test-domain", rule, &owned)
+        .unwrap_or_else(|| rule.path["test-domain.".len()..].to_string())
+}
+
+// envoyproxy/ratelimit's `TestValueToMetric_*` (test/config/config_test.go).
+#[test]
+fn value_to_metric_names_values_as_the_reference_service_does() {
+    let subject = node("subject_id", None, Some(60), vec![]);
+    let method = flagged(node("http_method", None, None, vec![subject]), true, false);
+    let d = domains(vec![flagged(
+        node("route", None, None, vec![method]),
+        true,
+        false,
+    )]);
+    let req = [
+        ("route", "draw"),
+        ("http_method", "GET"),
+        ("subject_id", "123"),
+    ];
+    assert_eq!(stat(&d, &req), "route_draw.http_method_GET.subject_id");
+
+    // Only a middle level flagged: the levels above and below keep their key.
+    let k3 = node("k3", None, Some(1), vec![]);
+    let k2 = flagged(node("k2", None, None, vec![k3]), true, false);
+    let d = domains(vec![node("k1", None, None, vec![k2])]);
+    assert_eq!(
+        stat(&d, &[("k1", "X"), ("k2", "Y"), ("k3", "Z")]),
+        "k1.k2_Y.k3"
+    );
+
+    // No flag anywhere: the rule's path.
+    let k2 = node("k2", None, Some(1), vec![]);
+    let d = domains(vec![node("k1", None, None, vec![k2])]);
+    assert_eq!(stat(&d, &[("k1", "X"), ("k2", "Y")]), "k1.k2");
+
+    // A configured value is named as configured, flag or not.
+    let subject = node("subject_id", None, Some(60), vec![]);
+    let get = flagged(
+        node("http_method", Some("GET"), None, vec![subject]),
+        true,
+        false,
+    );
+    let d = domains(vec![flagged(
+        node("route", None, None, vec![get]),
+        true,
+        false,
+    )]);
+    let req = [
+        ("route", "api"),
+        ("http_method", "GET"),
+        ("subject_id", "s"),
+    ];
+    assert_eq!(stat(&d, &req), "route_api.http_method_GET.subject_id");
+
+    // A wildcard: the request's value with the flag, the pattern without.
+    let resource = node("resource", None, Some(100), vec![]);
+    let read = flagged(
+        node("action", Some("read*"), None, vec![resource.clone()]),
+        true,
+        false,
+    );
+    let write = node("action", Some("write*"), None, vec![resource]);
+    let d = domains(vec![flagged(
+        node("user", None, None, vec![read, write]),
+        true,
+        false,
+    )]);
+    let req = [("user", "alice"), ("action", "readAll"), ("resource", "r")];
+    assert_eq!(stat(&d, &req), "user_alice.action_readAll.resource");
+    let req = [("user", "bob"), ("action", "writeOne"), ("resource", "r")];
+    assert_eq!(stat(&d, &req), "user_bob.action_write*.resource");
+}
+
+// `TestValueToMetric_DoesNotOverrideDetailedMetric`, and detailed alone.
+#[test]
+fn detailed_metric_names_every_entry_whatever_value_to_metric_says() {
+    let subject = flagged(node("subject_id", None, Some(60), vec![]), false, true);
+    let method = flagged(node("http_method", None, None, vec![subject]), true, false);
+    let d = domains(vec![flagged(
+        node("route", None, None, vec![method]),
+        true,
+        false,
+    )]);
+    let req = [
+        ("route", "draw"),
+        ("http_method", "GET"),
+        ("subject_id", "123"),
+    ];
+    assert_eq!(stat(&d, &req), "route_draw.http_method_GET.subject_id_123");
+
+    let d = domains(vec![flagged(
+        node("key", Some("v*"), Some(1), vec![]),
+        false,
+        true,
+    )]);
+    assert_eq!(stat(&d, &[("key", "v9")]), "key_v9");
+}
