@@ -36,14 +36,15 @@ fn start(dir: &TempDir) -> Daemon {
     Daemon::start_with(&config)
 }
 
-fn runtime() -> tokio::runtime::Runtime {
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap()
 }
 
-async fn client(d: &Daemon) -> RateLimitServiceClient<Channel> {
+/// A tonic client on `d`'s gRPC listener (h2c).
+pub(crate) async fn client(d: &Daemon) -> RateLimitServiceClient<Channel> {
     let addr = d.rls_grpc().expect("the listening line names rls_grpc");
     let channel = Channel::from_shared(format!("http://{addr}"))
         .unwrap()
@@ -54,7 +55,8 @@ async fn client(d: &Daemon) -> RateLimitServiceClient<Channel> {
     RateLimitServiceClient::new(channel)
 }
 
-fn descriptor(entries: &[(&str, &str)]) -> RateLimitDescriptor {
+/// A descriptor of `entries`, with no override and no hits of its own.
+pub(crate) fn descriptor(entries: &[(&str, &str)]) -> RateLimitDescriptor {
     RateLimitDescriptor {
         entries: entries
             .iter()

@@ -6,11 +6,9 @@
 
 use std::time::{Duration, Instant};
 
-use rollstat::rls::proto::rate_limit_descriptor::Entry;
-use rollstat::rls::proto::rate_limit_service_client::RateLimitServiceClient;
-use rollstat::rls::proto::{RateLimitDescriptor, RateLimitRequest};
-use tonic::transport::Channel;
+use rollstat::rls::proto::RateLimitRequest;
 
+use crate::rls::{client, descriptor, runtime};
 use crate::support::{sample_config_on_port_0, Daemon, TempDir};
 
 const METERED: &str = "\
@@ -42,35 +40,10 @@ fn start(dir: &TempDir, rls_extra: &str) -> Daemon {
     Daemon::start_with(&config)
 }
 
-fn descriptor(entries: &[(&str, &str)]) -> RateLimitDescriptor {
-    RateLimitDescriptor {
-        entries: entries
-            .iter()
-            .map(|(k, v)| Entry {
-                key: (*k).into(),
-                value: (*v).into(),
-            })
-            .collect(),
-        limit: None,
-        hits_addend: None,
-    }
-}
-
 /// Sends one call per descriptor, each alone in its request.
 fn send(d: &Daemon, calls: &[&[(&str, &str)]]) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let addr = d.rls_grpc().expect("the listening line names rls_grpc");
-        let channel = Channel::from_shared(format!("http://{addr}"))
-            .unwrap()
-            .timeout(Duration::from_secs(5))
-            .connect()
-            .await
-            .expect("connect to the rate-limit service");
-        let mut c = RateLimitServiceClient::new(channel);
+    runtime().block_on(async {
+        let mut c = client(d).await;
         for entries in calls {
             let req = RateLimitRequest {
                 domain: "metered".into(),

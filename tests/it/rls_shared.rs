@@ -13,7 +13,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rollstat::limit::Limit;
-use rollstat::rls::proto::rate_limit_descriptor::Entry;
 use rollstat::rls::proto::rate_limit_response::Code;
 use rollstat::rls::proto::rate_limit_service_client::RateLimitServiceClient;
 use rollstat::rls::proto::{RateLimitDescriptor, RateLimitRequest, RateLimitResponse};
@@ -22,6 +21,7 @@ use rollstat::Timestamp;
 use tonic::transport::Channel;
 
 use crate::redis_server::{Cluster, Redis};
+use crate::rls::client;
 use crate::support::{wait_true, Daemon, TempDir};
 
 // ---------------------------------------------------------------------------
@@ -235,25 +235,10 @@ fn fleet_config(dir: &TempDir, redis_section: &str, extra: &str) -> String {
     )
 }
 
-async fn client(d: &Daemon) -> RateLimitServiceClient<Channel> {
-    let addr = d.rls_grpc().expect("the listening line names rls_grpc");
-    let channel = Channel::from_shared(format!("http://{addr}"))
-        .unwrap()
-        .timeout(Duration::from_secs(5))
-        .connect()
-        .await
-        .expect("connect to the rate-limit service");
-    RateLimitServiceClient::new(channel)
-}
-
 fn descriptor(key: &str, value: &str, hits: Option<u64>) -> RateLimitDescriptor {
     RateLimitDescriptor {
-        entries: vec![Entry {
-            key: key.into(),
-            value: value.into(),
-        }],
-        limit: None,
         hits_addend: hits,
+        ..crate::rls::descriptor(&[(key, value)])
     }
 }
 

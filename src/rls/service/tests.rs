@@ -242,8 +242,7 @@ fn each_result_of_a_rules_hits_has_its_rate_at_the_scrapes_now() {
     let r = rls(false).watched_from(T0);
     let at = T0 + Duration::from_millis(1500);
     for _ in 0..3 {
-        r.ask(&request(&[("api_key", "a")], 1), at)
-            .unwrap();
+        r.ask(&request(&[("api_key", "a")], 1), at).unwrap();
     }
     let families = r.families(T0 + Duration::from_secs(2));
     let rate = |result: &str| {
