@@ -385,6 +385,11 @@ impl Reloader {
             "[rls] grpc changes take effect only after a restart",
         );
         note(
+            cfg.rls.as_ref().map(|r| r.listener) != started.rls.as_ref().map(|r| r.listener),
+            "[rls] max_connections, max_streams_per_connection and the listener's timeouts take effect only after a restart.",
+            "[rls] listener caps and timeouts take effect only after a restart",
+        );
+        note(
             cfg.relays != started.relays,
             "[[relay]] changes take effect only after a restart; the relays the daemon started with go on.",
             "[[relay]] changes take effect only after a restart",

@@ -2,11 +2,12 @@
 //! `config_dir` read as envoyproxy/ratelimit reads its directory.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use super::compat::ratelimit;
 use super::reader::{Problems, Table};
 use super::store_use;
-use crate::rls::settings::RlsSettings;
+use crate::rls::settings::{ListenerCaps, RlsSettings};
 use crate::series::NamedWindow;
 
 pub(super) const KEYS: &[&str] = &[
@@ -19,6 +20,12 @@ pub(super) const KEYS: &[&str] = &[
     "max_value_bytes",
     "max_request_bytes",
     "max_detailed_series",
+    "max_connections",
+    "max_streams_per_connection",
+    "call_timeout_ms",
+    "handshake_timeout_ms",
+    "keepalive_interval_ms",
+    "keepalive_timeout_ms",
     "tls",
     "shared",
     "on_store_error",
@@ -60,6 +67,7 @@ pub(super) fn read(
             *field = n as usize;
         }
     }
+    read_listener(t, p, &mut s.listener);
     if let Some(mut tt) = t.table(p, "tls") {
         s.tls = super::http_tls::read_tls(&mut tt, p, crate::tls::TlsSource::Rls);
         tt.finish(p, super::http_tls::TLS_KEYS);
@@ -108,5 +116,30 @@ fn read_approximate(
             p.at(at, &t.key_path("approximate"), format!("`{entry}` names no domain or rule of config_dir's files (a domain, or a rule's path such as `edge.api_key`, as the metrics name it)"));
         }
         s.approximate.push(entry);
+    }
+}
+
+/// The listener's caps and deadlines (`max_connections` and the rest).
+fn read_listener(t: &mut Table<'_, '_>, p: &mut Problems<'_>, l: &mut ListenerCaps) {
+    if let Some(n) = t.int(p, "max_connections", 1, 1_000_000) {
+        l.max_connections = n as usize;
+    }
+    // h2 takes up to 2^31 - 1; past this many a connection is no cap.
+    if let Some(n) = t.int(p, "max_streams_per_connection", 1, 65_536) {
+        l.max_streams_per_connection = n as u32;
+    }
+    for (key, field, max) in [
+        ("call_timeout_ms", &mut l.call_timeout, 3_600_000),
+        ("handshake_timeout_ms", &mut l.handshake_timeout, 3_600_000),
+        (
+            "keepalive_interval_ms",
+            &mut l.keepalive_interval,
+            86_400_000,
+        ),
+        ("keepalive_timeout_ms", &mut l.keepalive_timeout, 3_600_000),
+    ] {
+        if let Some(ms) = t.int(p, key, 1, max) {
+            *field = Duration::from_millis(ms);
+        }
     }
 }

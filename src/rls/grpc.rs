@@ -2,13 +2,16 @@
 //! `grpc.health.v1.Health` over HTTP/2, without TLS (h2c) or with
 //! `[rls.tls]` (`handshake.rs`), on tonic.
 //!
-//! Caps on what one client can make the service do: a request's encoded
-//! size (`[rls] max_request_bytes`: larger ones get RESOURCE_EXHAUSTED,
-//! counted as `too_large`; past [`DECODE_CAP_FACTOR`] times that tonic
-//! answers OUT_OF_RANGE without decoding them), streams per connection
-//! ([`MAX_STREAMS_PER_CONNECTION`]), a deadline per call
-//! ([`CALL_TIMEOUT`]), and HTTP/2 keepalive pings that close a connection
-//! whose peer stopped answering.
+//! Caps on what one client can make the service do: connections and
+//! their setup deadline (`accept.rs`), a request's encoded size (`[rls]
+//! max_request_bytes`: larger ones get RESOURCE_EXHAUSTED, counted as
+//! `too_large`; past [`DECODE_CAP_FACTOR`] times that tonic answers
+//! OUT_OF_RANGE without decoding them), and, from
+//! [`ListenerCaps`](super::settings::ListenerCaps),
+//! streams per connection (more are refused with REFUSED_STREAM), a
+//! deadline per call, and HTTP/2 keepalive pings that close a connection
+//! whose peer stopped answering (one that stopped reading, too: its
+//! pings cannot go out).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,7 +19,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tonic::{Request, Response, Status};
 
-use super::handshake;
+use super::accept;
 use super::proto::rate_limit_service_server::{RateLimitService, RateLimitServiceServer};
 use super::proto::{RateLimitRequest, RateLimitResponse};
 use super::service::RlsHandle;
@@ -27,21 +30,9 @@ use crate::tls::ServerTls;
 /// even decoded.
 pub const DECODE_CAP_FACTOR: usize = 4;
 
-/// Concurrent streams (calls) one connection may hold open.
-pub const MAX_STREAMS_PER_CONNECTION: u32 = 256;
-
-/// The longest a call may take, past which it is answered
-/// DEADLINE_EXCEEDED (Envoy's own default timeout is 20 ms).
-pub const CALL_TIMEOUT: Duration = Duration::from_secs(1);
-
 /// How often the health service looks at whether the service can answer
 /// as configured (see [`super::service::Rls::serving`]).
 const HEALTH_EVERY: Duration = Duration::from_millis(250);
-
-/// Keepalive pings on idle connections, and how long a ping may go
-/// unanswered before the connection is closed.
-const KEEPALIVE: Duration = Duration::from_secs(30);
-const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The service as tonic calls it.
 struct Handler {
@@ -110,7 +101,10 @@ pub async fn serve(
     clock: Arc<dyn Clock>,
     stop: watch::Receiver<bool>,
 ) -> Result<(), tonic::transport::Error> {
-    let max_bytes = rls.current().settings().max_request_bytes;
+    let (max_bytes, caps) = {
+        let s = rls.current();
+        (s.settings().max_request_bytes, s.settings().listener)
+    };
     let (health, health_service) = tonic_health::server::health_reporter();
     tokio::spawn(report_health(health, rls.clone(), stop.clone()));
     let service = RateLimitServiceServer::new(Handler {
@@ -119,27 +113,16 @@ pub async fn serve(
     })
     .max_decoding_message_size(max_bytes.saturating_mul(DECODE_CAP_FACTOR));
     let router = tonic::transport::Server::builder()
-        .timeout(CALL_TIMEOUT)
-        .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION)
-        .http2_keepalive_interval(Some(KEEPALIVE))
-        .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
+        .timeout(caps.call_timeout)
+        .max_concurrent_streams(caps.max_streams_per_connection)
+        .http2_keepalive_interval(Some(caps.keepalive_interval))
+        .http2_keepalive_timeout(Some(caps.keepalive_timeout))
         .add_service(health_service)
         .add_service(service);
     let mut on_stop = stop.clone();
     let stopped = async move {
         let _ = on_stop.wait_for(|s| *s).await;
     };
-    match tls {
-        None => {
-            // TCP_NODELAY: a small answer goes out at once, not after the
-            // peer's delayed ACK (40 ms on Linux).
-            let incoming =
-                tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
-            router.serve_with_incoming_shutdown(incoming, stopped).await
-        }
-        Some(tls) => {
-            let incoming = handshake::incoming(listener, tls, rls, stop);
-            router.serve_with_incoming_shutdown(incoming, stopped).await
-        }
-    }
+    let incoming = accept::incoming(listener, tls, rls, caps, stop);
+    router.serve_with_incoming_shutdown(incoming, stopped).await
 }

@@ -15,11 +15,13 @@
 //! * `service.rs`: a request read, checked against the caps, decided and
 //!   answered, counted (no I/O);
 //! * `grpc.rs`: the gRPC listener (tonic), with `grpc.health.v1`;
+//! * `accept.rs`: its connections, under a cap and a setup deadline;
 //! * `handshake.rs`: TLS in front of it, with `[rls.tls]`;
 //! * `json.rs`: the proto3 JSON of the messages, for `POST /json`;
 //! * `proto/`: the service's messages, server and client, generated from
 //!   `proto/envoy/` (committed; `tests/proto_generated.rs` checks them).
 
+pub mod accept;
 pub mod decide;
 pub mod detail;
 pub mod grpc;
@@ -32,4 +34,6 @@ pub mod settings;
 pub mod shared;
 pub mod tree;
 
-pub use settings::{DescriptorRule, DomainRules, RateLimitSpec, RateUnit, RlsSettings};
+pub use settings::{
+    DescriptorRule, DomainRules, ListenerCaps, RateLimitSpec, RateUnit, RlsSettings,
+};

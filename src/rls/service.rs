@@ -25,7 +25,8 @@ pub struct Refusal {
     /// A stable reason: `tls_handshake` (a connection, with `[rls.tls]`),
     /// `bad_json` (`POST /json` only), `too_large`, `no_domain`, `no_descriptors`, `no_entries`,
     /// `too_many_descriptors`, `too_many_entries`, `value_too_long`,
-    /// `hits_too_large`, `bad_override`.
+    /// `hits_too_large`, `bad_override`; and for connections, not calls,
+    /// `connection_cap`, `preface_timeout`, `bad_preface` (`accept.rs`).
     pub reason: &'static str,
     /// What is wrong, for the client.
     pub message: String,
@@ -35,7 +36,7 @@ pub struct Refusal {
 }
 
 /// Every refusal reason, in the order of the self-metric's labels.
-pub const REFUSALS: [&str; 11] = [
+pub const REFUSALS: [&str; 14] = [
     "tls_handshake",
     "bad_json",
     "too_large",
@@ -47,6 +48,9 @@ pub const REFUSALS: [&str; 11] = [
     "value_too_long",
     "hits_too_large",
     "bad_override",
+    "connection_cap",
+    "preface_timeout",
+    "bad_preface",
 ];
 
 /// The service's state for one config: its settings, the domains' trees,
@@ -265,6 +269,13 @@ impl Rls {
     /// every handshake slot taken.
     pub fn count_tls_failure(&self) {
         self.refusals.with_label_values(&["tls_handshake"]).inc();
+    }
+
+    /// Counts a connection refused or closed before its first call, under
+    /// `reason` (one of [`REFUSALS`]: `tls_handshake`, `connection_cap`,
+    /// `preface_timeout`, `bad_preface`).
+    pub fn count_connection_refusal(&self, reason: &'static str) {
+        self.refusals.with_label_values(&[reason]).inc();
     }
 
     /// Counts a `POST /json` body that is not a request.

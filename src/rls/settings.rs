@@ -187,6 +187,45 @@ pub struct RlsSettings {
     pub max_detailed_series: usize,
     /// The `[[windows]]` the hits' rates are read over.
     pub windows: Vec<NamedWindow>,
+    /// What one client may hold of the listener (taken at start).
+    pub listener: ListenerCaps,
+}
+
+/// The gRPC listener's caps and deadlines, read once at start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ListenerCaps {
+    /// `max_connections`: connections served at once; one past it is sent
+    /// a GOAWAY and closed (`connection_cap`).
+    pub max_connections: usize,
+    /// `max_streams_per_connection`: calls one connection may hold open
+    /// (SETTINGS_MAX_CONCURRENT_STREAMS; more are refused with
+    /// REFUSED_STREAM).
+    pub max_streams_per_connection: u32,
+    /// `call_timeout_ms`: the longest a call may take, past which it is
+    /// answered with an error status.
+    pub call_timeout: Duration,
+    /// `handshake_timeout_ms`: the longest a new connection may take to
+    /// finish its TLS handshake and send the HTTP/2 preface.
+    pub handshake_timeout: Duration,
+    /// `keepalive_interval_ms`: a connection that sent nothing this long is
+    /// pinged.
+    pub keepalive_interval: Duration,
+    /// `keepalive_timeout_ms`: a ping unanswered this long closes the
+    /// connection.
+    pub keepalive_timeout: Duration,
+}
+
+impl Default for ListenerCaps {
+    fn default() -> ListenerCaps {
+        ListenerCaps {
+            max_connections: 1024,
+            max_streams_per_connection: 256,
+            call_timeout: Duration::from_secs(1),
+            handshake_timeout: Duration::from_secs(10),
+            keepalive_interval: Duration::from_secs(30),
+            keepalive_timeout: Duration::from_secs(10),
+        }
+    }
 }
 
 impl RlsSettings {
@@ -214,6 +253,7 @@ impl RlsSettings {
                 spec: WindowSpec::new(10, Duration::from_secs(1))
                     .unwrap_or_else(|_| unreachable!()),
             }],
+            listener: ListenerCaps::default(),
         }
     }
 }

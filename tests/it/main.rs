@@ -93,6 +93,8 @@ mod rls;
 mod rls_shared;
 // The rate-limit service's per-rule metrics: windowed rates of the hits, detailed_metric and value_to_metric names, capped.
 mod rls_metrics;
+// Hostile clients on the rate-limit gRPC listener: connection and stream caps, deadlines, slow readers, statsd beside a flood.
+mod rls_hostile;
 // Series bounds from outside: cap, type conflicts, expiry.
 mod registry;
 // Reload keeps state: limits and breakers edited at a SIGHUP.

@@ -17,9 +17,11 @@
 //! * `prometheus`: a real Prometheus and its query API.
 //! * `proto`: `/metrics` as protobuf, decoded ([`decode_families`]).
 //! * `load`: a steady load on the daemon ([`Load`]).
+//! * `h2_frames`: a raw HTTP/2 client that breaks the rules on purpose.
 
 mod configs;
 mod daemon;
+pub mod h2_frames;
 mod http;
 mod load;
 mod poll;
@@ -29,7 +31,7 @@ mod proto;
 
 pub use configs::{sample_config_on_port_0, LOAD_CONFIG, TEST_CONFIG};
 pub use daemon::Daemon;
-pub use http::{http, try_http};
+pub use http::{http, try_http, Response};
 pub use load::{Load, LOAD_METRICS};
 pub use poll::{assert_close, wait_for, wait_true, wait_until, wait_until_every};
 pub use process::{free_port, missing, python, repo, require_tool, run, Output, Proc, TempDir};
