@@ -3,7 +3,7 @@
 //! `rollstat check-config` warn when the configured connection caps cannot
 //! fit in it.
 //!
-//! Every statsd TCP and HTTP connection holds a descriptor. Many systems
+//! Every statsd TCP, HTTP and rate-limit gRPC connection holds a descriptor. Many systems
 //! start services with a soft limit of 1024, below the default caps
 //! (1024 + 1024): at the caps, `accept` would fail with EMFILE ("Too many
 //! open files"). The hard limit is what an unprivileged process may raise
@@ -34,6 +34,8 @@ pub struct Needs {
     pub tcp: u64,
     /// `http.max_connections`.
     pub http: u64,
+    /// `rls.max_connections` (0 with the rate-limit service off).
+    pub rls: u64,
     /// One per UDP reader socket (`ingest.udp_readers`, 0 with UDP off).
     pub udp: u64,
     /// [`RESERVE`].
@@ -55,6 +57,10 @@ impl Needs {
         Needs {
             tcp,
             http: cfg.http.max_connections as u64,
+            rls: cfg
+                .rls
+                .as_ref()
+                .map_or(0, |r| r.listener.max_connections as u64),
             udp,
             reserve: RESERVE,
         }
@@ -63,7 +69,7 @@ impl Needs {
     /// All of them.
     #[must_use]
     pub fn total(&self) -> u64 {
-        self.tcp + self.http + self.udp + self.reserve
+        self.tcp + self.http + self.rls + self.udp + self.reserve
     }
 }
 
@@ -164,20 +170,31 @@ impl fmt::Display for Shortfall {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let n = &self.needs;
         let total = n.total();
+        let rls = if n.rls > 0 {
+            format!(" + rls.max_connections = {}", n.rls)
+        } else {
+            String::new()
+        };
+        // The caps to lower, as one phrase.
+        let caps = if n.rls > 0 {
+            "ingest.tcp_max_connections, http.max_connections and rls.max_connections"
+        } else {
+            "ingest.tcp_max_connections and http.max_connections"
+        };
         write!(
             f,
             "the connection caps need up to {total} open files \
-             (ingest.tcp_max_connections = {} + http.max_connections = {} + {} UDP sockets \
+             (ingest.tcp_max_connections = {} + http.max_connections = {}{rls} + {} UDP sockets \
              + {} for listeners, Redis and logs), but this process can open at most {}; \
              at the caps, new connections would fail with 'Too many open files'. ",
             n.tcp, n.http, n.udp, n.reserve, self.limit
         )?;
-        // What the two caps may add up to under this limit.
+        // What the caps may add up to under this limit.
         let fit = self.limit.saturating_sub(n.udp + n.reserve);
         if total > RAISE_CAP {
             write!(
                 f,
-                "Lower ingest.tcp_max_connections and http.max_connections: rollstat asks \
+                "Lower {caps}: rollstat asks \
                  for at most {RAISE_CAP} open files, so together they must stay at or below {} \
                  (at or below {fit} under the limit here).",
                 RAISE_CAP.saturating_sub(n.udp + n.reserve)
@@ -187,7 +204,7 @@ impl fmt::Display for Shortfall {
                 f,
                 "Raise the limit to at least {total} (`ulimit -n {total}` in the shell that \
                  starts rollstat, or `LimitNOFILE={total}` in its systemd unit), or lower \
-                 ingest.tcp_max_connections and http.max_connections to {fit} or less together."
+                 {caps} to {fit} or less together."
             )
         }
     }
@@ -295,6 +312,7 @@ mod tests {
         let needs = Needs {
             tcp: 1024,
             http: 1024,
+            rls: 0,
             udp: 2,
             reserve: RESERVE,
         };
@@ -321,6 +339,28 @@ mod tests {
         assert!(s.contains("at or below 1048510"), "{s}");
         let s = Shortfall::check(huge, 256).unwrap().to_string();
         assert!(s.contains("at or below 190 under the limit here"), "{s}");
+    }
+
+    #[test]
+    fn the_rate_limit_services_connections_count_when_it_is_on() {
+        let needs = Needs {
+            tcp: 1024,
+            http: 1024,
+            rls: 1024,
+            udp: 2,
+            reserve: RESERVE,
+        };
+        assert_eq!(needs.total(), 3138);
+        let s = Shortfall::check(needs, 1024).unwrap().to_string();
+        for want in [
+            "+ rls.max_connections = 1024",
+            "ingest.tcp_max_connections, http.max_connections and rls.max_connections to 958 or less together",
+        ] {
+            assert!(s.contains(want), "{want:?} missing from: {s}");
+        }
+        let on = Config::parse("[rls]\ngrpc = \"127.0.0.1:0\"\nmax_connections = 7\n").unwrap();
+        assert_eq!(Needs::of(&on).rls, 7);
+        assert_eq!(Needs::of(&Config::parse("").unwrap()).rls, 0);
     }
 
     #[test]
