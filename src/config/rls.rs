@@ -26,6 +26,7 @@ pub(super) const KEYS: &[&str] = &[
     "handshake_timeout_ms",
     "keepalive_interval_ms",
     "keepalive_timeout_ms",
+    "max_connection_age_ms",
     "tls",
     "shared",
     "on_store_error",
@@ -141,5 +142,9 @@ fn read_listener(t: &mut Table<'_, '_>, p: &mut Problems<'_>, l: &mut ListenerCa
         if let Some(ms) = t.int(p, key, 1, max) {
             *field = Duration::from_millis(ms);
         }
+    }
+    // 0 (the default) is never; at most 30 days.
+    if let Some(ms) = t.int(p, "max_connection_age_ms", 0, 2_592_000_000) {
+        l.max_connection_age = (ms > 0).then(|| Duration::from_millis(ms));
     }
 }

@@ -14,9 +14,15 @@
 //!   port, say). A client that connects and closes without a byte is not
 //!   counted. Past the preface, HTTP/2 keepalive pings (`grpc.rs`) bound
 //!   how long a connection may stop answering.
+//! * **Age.** With `max_connection_age_ms`, a connection that old is
+//!   closed, whatever its calls still hold, counted as `connection_age`: a
+//!   client that never opens its flow-control window holds its answers in
+//!   the server until then (without it, until it closes; at most
+//!   `max_streams_per_connection` of them).
 //! * **Accept errors** (out of descriptors) wait 10 ms, doubling to 1 s,
 //!   before the next accept, rather than spinning on the error.
 
+use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -48,6 +54,10 @@ pub struct Conn {
     io: Io,
     /// Bytes of [`PREFACE`] already handed on.
     replayed: usize,
+    /// When it is closed, however busy (`max_connection_age_ms`).
+    expires: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// Counts the close at `expires`, once.
+    rls: Option<Arc<RlsHandle>>,
     _slot: OwnedSemaphorePermit,
 }
 
@@ -131,13 +141,17 @@ async fn accept_loop(
             },
         };
         let (tx, rls) = (tx.clone(), rls.clone());
-        let deadline = Instant::now() + caps.handshake_timeout;
+        let accepted = Instant::now();
+        let deadline = accepted + caps.handshake_timeout;
+        let expires = caps.max_connection_age.map(|age| accepted + age);
         tokio::spawn(async move {
             match setup(tcp, tls, deadline).await {
                 Ok(io) => {
                     let conn = Conn {
                         io,
                         replayed: 0,
+                        expires: expires.map(|at| Box::pin(tokio::time::sleep_until(at))),
+                        rls: Some(rls),
                         _slot: slot,
                     };
                     let _ = tx.send(Ok(conn)).await;
@@ -239,6 +253,22 @@ impl tonic::transport::server::Connected for Conn {
     fn connect_info(&self) -> Self::ConnectInfo {}
 }
 
+impl Conn {
+    /// An error once the connection has expired (counted the first time).
+    fn expired(&mut self, cx: &mut Context<'_>) -> Option<io::Error> {
+        let expired = self
+            .expires
+            .as_mut()
+            .is_some_and(|e| e.as_mut().poll(cx).is_ready());
+        expired.then(|| {
+            if let Some(rls) = self.rls.take() {
+                rls.current().count_connection_refusal("connection_age");
+            }
+            io::Error::new(io::ErrorKind::TimedOut, "past [rls] max_connection_age_ms")
+        })
+    }
+}
+
 impl AsyncRead for Conn {
     fn poll_read(
         mut self: Pin<&mut Self>,
@@ -246,6 +276,9 @@ impl AsyncRead for Conn {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = &mut *self;
+        if let Some(e) = this.expired(cx) {
+            return Poll::Ready(Err(e));
+        }
         if this.replayed < PREFACE.len() {
             let rest = &PREFACE[this.replayed..];
             let n = rest.len().min(buf.remaining());
@@ -266,6 +299,9 @@ impl AsyncWrite for Conn {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
+        if let Some(e) = self.expired(cx) {
+            return Poll::Ready(Err(e));
+        }
         match &mut self.io {
             Io::Plain(s) => Pin::new(s).poll_write(cx, buf),
             Io::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),

@@ -9,9 +9,12 @@
 //! OUT_OF_RANGE without decoding them), and, from
 //! [`ListenerCaps`](super::settings::ListenerCaps),
 //! streams per connection (more are refused with REFUSED_STREAM), a
-//! deadline per call, and HTTP/2 keepalive pings that close a connection
+//! deadline per call, HTTP/2 keepalive pings that close a connection
 //! whose peer stopped answering (one that stopped reading, too: its
-//! pings cannot go out).
+//! pings cannot go out). A connection's age is capped in `accept.rs`, not
+//! with tonic's `max_connection_age`: in tonic 0.14.5 that panics the
+//! connection's task when the age is reached without a grace
+//! (hyperium/tonic#2522), and with a grace closes it without a GOAWAY.
 
 use std::sync::Arc;
 use std::time::Duration;

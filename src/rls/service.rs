@@ -26,7 +26,8 @@ pub struct Refusal {
     /// `bad_json` (`POST /json` only), `too_large`, `no_domain`, `no_descriptors`, `no_entries`,
     /// `too_many_descriptors`, `too_many_entries`, `value_too_long`,
     /// `hits_too_large`, `bad_override`; and for connections, not calls,
-    /// `connection_cap`, `preface_timeout`, `bad_preface` (`accept.rs`).
+    /// `connection_cap`, `preface_timeout`, `bad_preface`,
+    /// `connection_age` (`accept.rs`).
     pub reason: &'static str,
     /// What is wrong, for the client.
     pub message: String,
@@ -36,7 +37,7 @@ pub struct Refusal {
 }
 
 /// Every refusal reason, in the order of the self-metric's labels.
-pub const REFUSALS: [&str; 14] = [
+pub const REFUSALS: [&str; 15] = [
     "tls_handshake",
     "bad_json",
     "too_large",
@@ -51,6 +52,7 @@ pub const REFUSALS: [&str; 14] = [
     "connection_cap",
     "preface_timeout",
     "bad_preface",
+    "connection_age",
 ];
 
 /// The service's state for one config: its settings, the domains' trees,
@@ -273,7 +275,8 @@ impl Rls {
 
     /// Counts a connection refused or closed before its first call, under
     /// `reason` (one of [`REFUSALS`]: `tls_handshake`, `connection_cap`,
-    /// `preface_timeout`, `bad_preface`).
+    /// `preface_timeout`, `bad_preface`), or closed at its age with calls
+    /// still held (`connection_age`).
     pub fn count_connection_refusal(&self, reason: &'static str) {
         self.refusals.with_label_values(&[reason]).inc();
     }

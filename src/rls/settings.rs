@@ -213,6 +213,11 @@ pub struct ListenerCaps {
     /// `keepalive_timeout_ms`: a ping unanswered this long closes the
     /// connection.
     pub keepalive_timeout: Duration,
+    /// `max_connection_age_ms`: a connection this old is closed, calls in
+    /// flight on it included; `None` (0, the default): never. What bounds
+    /// a client that keeps its flow-control window shut (its answers held
+    /// in the server until it closes).
+    pub max_connection_age: Option<Duration>,
 }
 
 impl Default for ListenerCaps {
@@ -224,6 +229,7 @@ impl Default for ListenerCaps {
             handshake_timeout: Duration::from_secs(10),
             keepalive_interval: Duration::from_secs(30),
             keepalive_timeout: Duration::from_secs(10),
+            max_connection_age: None,
         }
     }
 }

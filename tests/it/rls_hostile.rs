@@ -296,3 +296,187 @@ fn streams_past_the_connections_cap_are_refused_and_the_open_ones_end_at_their_d
     let (ends, _) = raw.ends(&[next], Instant::now() + Duration::from_secs(5));
     assert_eq!(ends, [Some(End::Closed { data: true })]);
 }
+
+/// The daemon's resident memory, in KiB (`VmRSS`).
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("VmRSS in /proc/<pid>/status")
+}
+
+/// The daemon's open file descriptors.
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count()
+}
+
+/// A raw client with a 4 KiB receive buffer that writes whole calls, 100
+/// to a write, until a write blocks for 2 s (the server stopped reading),
+/// 50,000 calls, or 5 s, and never reads: how many calls it wrote.
+fn slow_reader(addr: SocketAddr) -> (RawH2, usize) {
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    sock.set_recv_buffer_size(4096).unwrap();
+    sock.connect_timeout(&addr.into(), Duration::from_secs(5))
+        .unwrap();
+    let mut raw = RawH2::on(sock.into()).unwrap();
+    raw.set_write_timeout(Duration::from_secs(2)).unwrap();
+    let authority = addr.to_string();
+    let message = encoded("slow");
+    let t = Instant::now();
+    let mut written = 0;
+    while written < 50_000 && t.elapsed() < Duration::from_secs(5) {
+        let batch: Vec<u8> = (0..100)
+            .flat_map(|i| h2f::call_frames(1 + 2 * (written + i) as u32, &authority, &message))
+            .collect();
+        if raw.send(&batch).is_err() {
+            break;
+        }
+        written += 100;
+    }
+    (raw, written)
+}
+
+#[test]
+fn a_client_that_never_reads_its_answers_is_closed_and_costs_bounded_memory() {
+    let dir = TempDir::new("rls-slow-read");
+    let d = Daemon::start_with(&config(
+        &dir,
+        "keepalive_interval_ms = 1000\nkeepalive_timeout_ms = 1000",
+    ));
+    let addr = d.rls_grpc().unwrap();
+    let pid = d.pid();
+    let rt = runtime();
+    let mut other = rt.block_on(client(addr)).unwrap();
+    rt.block_on(decide(&mut other, "warm")).unwrap();
+    let (rss_before, fds_before) = (rss_kib(pid), open_fds(pid));
+
+    let hostile = std::thread::spawn(move || slow_reader(addr));
+    // Another client is answered all along; the daemon's memory sampled.
+    let mut slowest = Duration::ZERO;
+    let mut rss_max = rss_before;
+    let mut calls = 0;
+    while !hostile.is_finished() && calls < 5_000 {
+        let t = Instant::now();
+        rt.block_on(decide(&mut other, &format!("o{calls}")))
+            .unwrap();
+        slowest = slowest.max(t.elapsed());
+        rss_max = rss_max.max(rss_kib(pid));
+        calls += 1;
+    }
+    let (raw, written) = hostile.join().unwrap();
+    // The server closes the connection at its keepalive deadline (a
+    // ping every 1 s, 1 s to answer), whether or not its writes block.
+    let t = Instant::now();
+    crate::support::wait_true(
+        Duration::from_secs(15),
+        "the slow reader's connection closed",
+        || {
+            rss_max = rss_max.max(rss_kib(pid));
+            open_fds(pid) <= fds_before
+        },
+    );
+    let closed_after = t.elapsed();
+    drop(raw);
+    let grown = rss_max.saturating_sub(rss_before);
+    eprintln!(
+        "slow reader: {written} calls written, never read; meanwhile {calls} calls on another connection, slowest {slowest:?}; \
+         RSS {rss_before} KiB before, at most {rss_max} KiB (+{grown} KiB); closed {closed_after:?} after its last write"
+    );
+    assert!(written > 0);
+    assert!(grown < 64 * 1024, "memory bounded: +{grown} KiB");
+    assert!(slowest < Duration::from_secs(2), "{slowest:?}");
+    rt.block_on(decide(&mut other, "after")).unwrap();
+}
+
+/// One gRPC message's bytes on the wire (its 5-byte prefix, then it).
+fn grpc_message(message: &[u8]) -> Vec<u8> {
+    let mut out = vec![0];
+    out.extend_from_slice(&u32::try_from(message.len()).unwrap().to_be_bytes());
+    out.extend_from_slice(message);
+    out
+}
+
+/// A well-behaved HTTP/2 client (h2's: it keeps to the stream cap and
+/// answers pings) whose application never reads: its window is 0, so no
+/// answer's message can reach it. It sends `calls` whole calls and keeps
+/// them; the connection's task, which ends when the server closes it.
+async fn shut_window_client(
+    addr: SocketAddr,
+    calls: usize,
+) -> (
+    tokio::task::JoinHandle<Result<(), h2::Error>>,
+    Vec<h2::client::ResponseFuture>,
+) {
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (h2c, conn) = h2::client::Builder::new()
+        .initial_window_size(0)
+        .handshake::<_, axum::body::Bytes>(tcp)
+        .await
+        .unwrap();
+    let conn = tokio::spawn(conn);
+    let mut h2c = h2c.ready().await.unwrap();
+    let mut kept = Vec::new();
+    for i in 0..calls {
+        let call = axum::http::Request::post(format!("http://{addr}{}", h2f::SHOULD_RATE_LIMIT))
+            .header("content-type", "application/grpc")
+            .header("te", "trailers")
+            .body(())
+            .unwrap();
+        let (answer, mut body) = h2c.send_request(call, false).unwrap();
+        body.send_data(grpc_message(&encoded(&format!("shut{i}"))).into(), true)
+            .unwrap();
+        kept.push(answer);
+        h2c = h2c.ready().await.unwrap();
+    }
+    (conn, kept)
+}
+
+#[test]
+fn a_client_that_keeps_its_window_shut_is_closed_at_max_connection_age() {
+    let dir = TempDir::new("rls-shut-window");
+    let d = Daemon::start_with(&config(&dir, "max_connection_age_ms = 2000"));
+    let addr = d.rls_grpc().unwrap();
+    let pid = d.pid();
+    let rt = runtime();
+    rt.block_on(async {
+        let mut other = client(addr).await.unwrap();
+        decide(&mut other, "warm").await.unwrap();
+        let rss_before = rss_kib(pid);
+        // 8 connections x 256 calls: every answer's head arrives, none of
+        // its messages can.
+        let mut stuck = Vec::new();
+        for _ in 0..8 {
+            stuck.push(shut_window_client(addr, 256).await);
+        }
+        let t = Instant::now();
+        for i in 0..20 {
+            decide(&mut other, &format!("o{i}")).await.unwrap();
+        }
+        let others = t.elapsed();
+        let rss_stuck = rss_kib(pid);
+        let grown = rss_stuck.saturating_sub(rss_before);
+        eprintln!(
+            "8 x 256 calls whose answers cannot be sent: RSS {rss_before} KiB before, {rss_stuck} KiB with them (+{grown} KiB, {} B a call); 20 other calls meanwhile in {others:?}",
+            grown * 1024 / 2048
+        );
+        assert!(grown < 64 * 1024, "+{grown} KiB");
+        // Closed at 2 s, its calls with it.
+        let t = Instant::now();
+        for (conn, answers) in stuck {
+            let ended = tokio::time::timeout(Duration::from_secs(20), conn).await;
+            assert!(ended.is_ok(), "a shut-window connection still open after 20 s");
+            drop(answers);
+        }
+        eprintln!("the shut-window connections closed {:?} after the last opened", t.elapsed());
+        // The server goes on; its memory came back down.
+        decide(&mut other, "after").await.unwrap();
+        eprintln!("RSS after they closed: {} KiB", rss_kib(pid));
+    });
+    let aged = metric(&d, "rollstat_rls_refused_total", &[("reason", "connection_age")]);
+    assert!(aged >= Some(8.0), "the 8 closed at their age, counted: {aged:?}");
+}

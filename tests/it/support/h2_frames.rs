@@ -99,6 +99,11 @@ impl RawH2 {
         Ok(c)
     }
 
+    /// How long a write may block before it fails (5 s unless set).
+    pub fn set_write_timeout(&self, limit: Duration) -> std::io::Result<()> {
+        self.tcp.set_write_timeout(Some(limit))
+    }
+
     /// Writes `bytes` (frames made by [`call_frames`] and friends).
     pub fn send(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         self.tcp.write_all(bytes)
