@@ -477,6 +477,205 @@ fn a_client_that_keeps_its_window_shut_is_closed_at_max_connection_age() {
         decide(&mut other, "after").await.unwrap();
         eprintln!("RSS after they closed: {} KiB", rss_kib(pid));
     });
-    let aged = metric(&d, "rollstat_rls_refused_total", &[("reason", "connection_age")]);
-    assert!(aged >= Some(8.0), "the 8 closed at their age, counted: {aged:?}");
+    let aged = metric(
+        &d,
+        "rollstat_rls_refused_total",
+        &[("reason", "connection_age")],
+    );
+    assert!(
+        aged >= Some(8.0),
+        "the 8 closed at their age, counted: {aged:?}"
+    );
+}
+
+/// `calls` calls at once on one new connection, each within 5 s: how
+/// many were answered, the errors, and the slowest.
+async fn calls_on_new_connection(
+    addr: SocketAddr,
+    tag: usize,
+    calls: usize,
+) -> (
+    usize,
+    Vec<String>,
+    Duration,
+    Option<RateLimitServiceClient<Channel>>,
+) {
+    let t = Instant::now();
+    let mut c = match client(addr).await {
+        Ok(c) => c,
+        Err(e) => return (0, vec![e; calls], t.elapsed(), None),
+    };
+    let answers = futures_util::future::join_all((0..calls).map(|i| {
+        let mut c = c.clone();
+        async move {
+            let t = Instant::now();
+            let r = decide(&mut c, &format!("c{tag}-{i}")).await;
+            (r, t.elapsed())
+        }
+    }))
+    .await;
+    let ok = answers.iter().filter(|(r, _)| r.is_ok()).count();
+    let errors = answers
+        .iter()
+        .filter_map(|(r, _)| {
+            r.as_ref()
+                .err()
+                .map(|s| format!("{:?}: {}", s.code(), s.message()))
+        })
+        .collect();
+    let slowest = answers.iter().map(|(_, d)| *d).max().unwrap_or_default();
+    let _ = &mut c;
+    (ok, errors, slowest, Some(c))
+}
+
+#[test]
+fn two_hundred_connections_at_once_are_each_answered_or_refused_quickly() {
+    let dir = TempDir::new("rls-many");
+    let d = Daemon::start_with(&config(&dir, "max_connections = 150"));
+    let addr = d.rls_grpc().unwrap();
+    let rt = runtime();
+    rt.block_on(async {
+        let mut other = client(addr).await.unwrap();
+        decide(&mut other, "warm").await.unwrap();
+        let t = Instant::now();
+        let results = futures_util::future::join_all(
+            (0..200).map(|tag| tokio::spawn(calls_on_new_connection(addr, tag, 4))),
+        )
+        .await;
+        let took = t.elapsed();
+        // Every connection still held here: 149 beside `other` served.
+        let results: Vec<_> = results.into_iter().map(Result::unwrap).collect();
+        let served = results.iter().filter(|r| r.0 == 4).count();
+        let refused = results.iter().filter(|r| r.0 == 0).count();
+        let slowest = results.iter().map(|r| r.2).max().unwrap();
+        let mut errors: Vec<&String> = results.iter().flat_map(|r| &r.1).collect();
+        errors.sort();
+        errors.dedup();
+        eprintln!("200 connections x 4 calls in {took:?}: {served} connections answered, {refused} refused, slowest call {slowest:?}; errors: {errors:?}");
+        assert_eq!((served, refused), (149, 51), "none half served");
+        assert!(slowest < Duration::from_secs(5), "no call waits for its client's deadline: {slowest:?}");
+        decide(&mut other, "meanwhile").await.unwrap();
+        drop(results);
+    });
+    let capped = metric(
+        &d,
+        "rollstat_rls_refused_total",
+        &[("reason", "connection_cap")],
+    );
+    assert!(capped >= Some(51.0), "{capped:?}");
+}
+
+#[test]
+fn statsd_and_metrics_go_on_through_a_grpc_flood_and_hostile_clients() {
+    let dir = TempDir::new("rls-flood");
+    let d = Daemon::start_with(&config(&dir, ""));
+    let addr = d.rls_grpc().unwrap();
+    let rt = runtime();
+    // Hostile clients first: 300 streams opened at once that never send
+    // their message (44 refused, 256 ended at their deadline), and 4
+    // connections whose 256 calls each hold answers they never take.
+    let mut stalled = RawH2::connect(addr).unwrap();
+    let authority = addr.to_string();
+    let headers: Vec<u8> = (0..300)
+        .flat_map(|i| h2f::call_headers(1 + 2 * i, &authority, false))
+        .collect();
+    stalled.send(&headers).unwrap();
+    let shut = rt.block_on(async {
+        let mut v = Vec::new();
+        for _ in 0..4 {
+            v.push(shut_window_client(addr, 256).await);
+        }
+        v
+    });
+    // statsd over UDP and TCP and scrapes of /metrics, on threads, while
+    // the flood runs: 20,000 lines each way.
+    let (udp, tcp, http) = (d.udp, d.tcp, d.http);
+    let statsd = std::thread::spawn(move || {
+        use std::io::Write;
+        let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut stream = std::net::TcpStream::connect(tcp).unwrap();
+        let datagram: String = (0..50).map(|_| "flood.udp:1|c\n").collect();
+        let lines: String = (0..50).map(|_| "flood.tcp:1|c\n").collect();
+        for _ in 0..400 {
+            sock.send_to(datagram.as_bytes(), udp).unwrap();
+            stream.write_all(lines.as_bytes()).unwrap();
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    });
+    let scrapes = std::thread::spawn(move || {
+        let mut times = Vec::new();
+        for _ in 0..40 {
+            let (r, took) = get_within(http, "/metrics", Duration::from_secs(10)).unwrap();
+            assert_eq!(r.status, 200);
+            times.push(took);
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        times
+    });
+    // The flood: 16 connections x 8 calls in flight, for 5 s or 50,000
+    // calls.
+    let (calls, failed, took) = rt.block_on(async {
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let failed = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let t = Instant::now();
+        let mut tasks = Vec::new();
+        for conn in 0..16 {
+            let c = client(addr).await.unwrap();
+            for lane in 0..8 {
+                let (mut c, done, failed) = (c.clone(), done.clone(), failed.clone());
+                tasks.push(tokio::spawn(async move {
+                    use std::sync::atomic::Ordering::Relaxed;
+                    let mut i = 0;
+                    while t.elapsed() < Duration::from_secs(5) && done.load(Relaxed) < 50_000 {
+                        if decide(&mut c, &format!("f{conn}-{lane}-{i}"))
+                            .await
+                            .is_err()
+                        {
+                            failed.fetch_add(1, Relaxed);
+                        }
+                        done.fetch_add(1, Relaxed);
+                        i += 1;
+                    }
+                }));
+            }
+        }
+        for task in tasks {
+            task.await.unwrap();
+        }
+        use std::sync::atomic::Ordering::Relaxed;
+        (done.load(Relaxed), failed.load(Relaxed), t.elapsed())
+    });
+    statsd.join().unwrap();
+    let times = scrapes.join().unwrap();
+    let slowest = *times.iter().max().unwrap();
+    let mut sorted = times.clone();
+    sorted.sort();
+    eprintln!(
+        "flood: {calls} calls in {took:?} ({:.0}/s), {failed} failed; /metrics during it: median {:?}, slowest {slowest:?} over {} scrapes",
+        calls as f64 / took.as_secs_f64(),
+        sorted[sorted.len() / 2],
+        times.len()
+    );
+    // Every statsd line counted, each way.
+    let s = d.wait_scrape(
+        Duration::from_secs(30),
+        "20,000 lines over UDP and TCP",
+        |s| {
+            s.value("rollstat_ingest_lines_total", &[("transport", "udp")]) >= Some(20_000.0)
+                && s.value("rollstat_ingest_lines_total", &[("transport", "tcp")]) >= Some(20_000.0)
+        },
+    );
+    for t in ["udp", "tcp"] {
+        assert_eq!(
+            s.value("rollstat_ingest_lines_total", &[("transport", t)]),
+            Some(20_000.0),
+            "{t}"
+        );
+    }
+    assert_eq!(failed, 0, "the flood's calls are all answered");
+    assert!(
+        slowest < Duration::from_secs(2),
+        "/metrics within 2 s: {slowest:?}"
+    );
+    drop((stalled, shut));
 }
