@@ -148,3 +148,62 @@ fn read_listener(t: &mut Table<'_, '_>, p: &mut Problems<'_>, l: &mut ListenerCa
         l.max_connection_age = (ms > 0).then(|| Duration::from_millis(ms));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use crate::config::Config;
+    use crate::rls::settings::ListenerCaps;
+
+    fn listener(keys: &str) -> Result<ListenerCaps, String> {
+        Config::parse(&format!("[rls]\ngrpc = \"127.0.0.1:0\"\n{keys}"))
+            .map(|c| c.rls.unwrap().listener)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_listeners_caps_have_their_defaults_and_take_their_keys() {
+        assert_eq!(listener(""), Ok(ListenerCaps::default()));
+        let l = listener(
+            "max_connections = 8\nmax_streams_per_connection = 16\ncall_timeout_ms = 20\n\
+             handshake_timeout_ms = 500\nkeepalive_interval_ms = 1000\nkeepalive_timeout_ms = 2000\n\
+             max_connection_age_ms = 3600000\n",
+        )
+        .unwrap();
+        assert_eq!(
+            l,
+            ListenerCaps {
+                max_connections: 8,
+                max_streams_per_connection: 16,
+                call_timeout: Duration::from_millis(20),
+                handshake_timeout: Duration::from_millis(500),
+                keepalive_interval: Duration::from_secs(1),
+                keepalive_timeout: Duration::from_secs(2),
+                max_connection_age: Some(Duration::from_secs(3600)),
+            }
+        );
+        assert_eq!(
+            listener("max_connection_age_ms = 0\n")
+                .unwrap()
+                .max_connection_age,
+            None
+        );
+    }
+
+    #[test]
+    fn a_cap_out_of_range_is_named_by_its_key() {
+        for (keys, key) in [
+            ("max_connections = 0\n", "rls.max_connections"),
+            (
+                "max_streams_per_connection = 100000\n",
+                "rls.max_streams_per_connection",
+            ),
+            ("call_timeout_ms = 0\n", "rls.call_timeout_ms"),
+            ("handshake_timeout_ms = -1\n", "rls.handshake_timeout_ms"),
+        ] {
+            let e = listener(keys).unwrap_err();
+            assert!(e.contains(key), "{keys}: {e}");
+        }
+    }
+}
