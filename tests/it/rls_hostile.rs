@@ -240,6 +240,33 @@ fn a_connection_that_never_sends_the_http2_preface_is_closed_at_its_deadline() {
         ),
         Some(2.0)
     );
+    // HTTP/1 to the gRPC port is closed at its first byte that is not the
+    // preface's, without waiting for the deadline.
+    let mut http1 = std::net::TcpStream::connect(addr).unwrap();
+    std::io::Write::write_all(&mut http1, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    http1
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let t = Instant::now();
+    let mut buf = [0u8; 256];
+    while let Ok(n) = std::io::Read::read(&mut http1, &mut buf) {
+        if n == 0 {
+            break;
+        }
+    }
+    assert!(
+        t.elapsed() < Duration::from_millis(400),
+        "{:?}",
+        t.elapsed()
+    );
+    assert_eq!(
+        metric(
+            &d,
+            "rollstat_rls_refused_total",
+            &[("reason", "bad_preface")]
+        ),
+        Some(1.0)
+    );
     // The listener goes on.
     runtime().block_on(async {
         let mut c = client(addr).await.unwrap();
