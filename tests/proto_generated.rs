@@ -232,6 +232,8 @@ fn generate_rls() -> String {
         .build_server(true)
         .build_client(true)
         .build_transport(false)
+        // tonic-prost's codec with a small encode buffer (src/rls/codec.rs).
+        .codec_path("crate::rls::codec::RlsCodec")
         .out_dir(&out)
         .compile_protos(&[root.join(RLS_PROTO)], &[root.join(PROTO_DIR), include])
         .unwrap_or_else(|e| panic!("tonic-prost-build failed on {RLS_PROTO}: {e}"));

@@ -16,12 +16,14 @@
 //!   answered, counted (no I/O);
 //! * `grpc.rs`: the gRPC listener (tonic), with `grpc.health.v1`;
 //! * `accept.rs`: its connections, under a cap and a setup deadline;
+//! * `codec.rs`: tonic-prost's codec with a small encode buffer;
 //! * `handshake.rs`: TLS in front of it, with `[rls.tls]`;
 //! * `json.rs`: the proto3 JSON of the messages, for `POST /json`;
 //! * `proto/`: the service's messages, server and client, generated from
 //!   `proto/envoy/` (committed; `tests/proto_generated.rs` checks them).
 
 pub mod accept;
+pub mod codec;
 pub mod decide;
 pub mod detail;
 pub mod grpc;

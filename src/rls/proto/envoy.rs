@@ -657,7 +657,7 @@ pub mod envoy {
                                     e.into()
                                 ))
                             })?;
-                            let codec = tonic_prost::ProstCodec::default();
+                            let codec = crate::rls::codec::RlsCodec::default();
                             let path = http::uri::PathAndQuery::from_static(
                                 "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit",
                             );
@@ -805,7 +805,7 @@ pub mod envoy {
                                     let inner = self.inner.clone();
                                     let fut = async move {
                                         let method = ShouldRateLimitSvc(inner);
-                                        let codec = tonic_prost::ProstCodec::default();
+                                        let codec = crate::rls::codec::RlsCodec::default();
                                         let mut grpc = tonic::server::Grpc::new(codec)
                                             .apply_compression_config(
                                                 accept_compression_encodings,
