@@ -415,7 +415,9 @@ fn a_client_that_never_reads_its_answers_is_closed_and_costs_bounded_memory() {
          RSS {rss_before} KiB before, at most {rss_max} KiB (+{grown} KiB); closed {closed_after:?} after its last write"
     );
     assert!(written > 0);
-    assert!(grown < 64 * 1024, "memory bounded: +{grown} KiB");
+    // Measured +7 to +32 MB over runs (not in proportion to the calls:
+    // 148,900 calls took +7.7 MB); the bound is generous.
+    assert!(grown < 128 * 1024, "memory bounded: +{grown} KiB");
     assert!(slowest < Duration::from_secs(2), "{slowest:?}");
     rt.block_on(decide(&mut other, "after")).unwrap();
 }
