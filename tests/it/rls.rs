@@ -1,6 +1,7 @@
 //! Envoy's rate-limit service over gRPC, asked by a real gRPC client
 //! (tonic's, generated from the same vendored protos) as Envoy asks it:
-//! decisions, statuses in order, hits_addend, wildcards, unknown domains and
+//! decisions, statuses in order, hits_addend, wildcards, nested rules,
+//! `replaces`, shadow mode, a proxy's own limit, unknown domains and
 //! descriptors, refusals with their gRPC codes, health, and the counts on
 //! /metrics.
 
@@ -759,4 +760,106 @@ fn check_config_names_an_approximate_entry_that_matches_no_rule_and_one_beside_s
         text.contains("with `shared = true` every rule is an exact sliding log"),
         "{text}"
     );
+}
+
+/// Nested descriptors, `replaces`, shadow mode and a proxy's own limit.
+const SHOP_YAML: &str = "domain: shop
+descriptors:
+  - key: client
+    value: acme
+    rate_limit: {unit: minute, requests_per_unit: 10}
+    descriptors:
+      - key: path
+        value: /checkout
+        rate_limit: {unit: minute, requests_per_unit: 2, name: checkout}
+  - key: region
+    rate_limit: {unit: minute, requests_per_unit: 1, name: region_cap}
+  - key: vip
+    rate_limit:
+      unit: minute
+      requests_per_unit: 100
+      replaces:
+        - name: region_cap
+  - key: trial
+    shadow_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+";
+
+#[test]
+fn nested_rules_replaces_shadow_mode_and_overrides_are_answered_over_grpc() {
+    use rollstat::rls::proto::rate_limit_descriptor::RateLimitOverride;
+    let dir = TempDir::new("rls-shop");
+    std::fs::write(dir.path().join("shop.yaml"), SHOP_YAML).unwrap();
+    let config = format!(
+        "{}\n[rls]\ngrpc = \"127.0.0.1:0\"\nconfig_dir = \"{}\"\n",
+        sample_config_on_port_0(),
+        dir.path().display()
+    );
+    let d = Daemon::start_with(&config);
+    let (ok, over) = (Code::Ok as i32, Code::OverLimit as i32);
+    let shop = |ds: Vec<RateLimitDescriptor>| request("shop", ds, 1);
+    runtime().block_on(async {
+        let mut c = client(&d).await;
+        // Nested: client=acme, path=/checkout falls under `checkout` (2 a
+        // minute), client=acme alone under its parent (10 a minute).
+        let checkout = || descriptor(&[("client", "acme"), ("path", "/checkout")]);
+        for want in [ok, ok, over] {
+            let r = ask(&mut c, shop(vec![checkout()])).await;
+            assert_eq!(r.overall_code, want);
+            assert_eq!(
+                r.statuses[0].current_limit.as_ref().unwrap().name,
+                "checkout"
+            );
+        }
+        let r = ask(&mut c, shop(vec![descriptor(&[("client", "acme")])])).await;
+        assert_eq!((r.overall_code, r.statuses[0].limit_remaining), (ok, 9));
+        // replaces: with vip in the request, region_cap does not apply.
+        for _ in 0..2 {
+            let r = ask(
+                &mut c,
+                shop(vec![
+                    descriptor(&[("region", "eu")]),
+                    descriptor(&[("vip", "yes")]),
+                ]),
+            )
+            .await;
+            assert_eq!(codes(&r), (ok, vec![ok, ok]));
+            assert!(r.statuses[0].current_limit.is_none(), "region_cap replaced");
+        }
+        let region = || shop(vec![descriptor(&[("region", "eu")])]);
+        assert_eq!(ask(&mut c, region()).await.overall_code, ok);
+        assert_eq!(ask(&mut c, region()).await.overall_code, over);
+        // Shadow mode: over its limit, answered OK, counted.
+        for _ in 0..2 {
+            let r = ask(&mut c, shop(vec![descriptor(&[("trial", "t1")])])).await;
+            assert_eq!(codes(&r), (ok, vec![ok]));
+        }
+        // The proxy's own limit for a descriptor no rule has: 1 a minute.
+        let mut own = descriptor(&[("client", "zzz")]);
+        own.limit = Some(RateLimitOverride {
+            requests_per_unit: 1,
+            unit: 2,
+        });
+        let first = ask(&mut c, shop(vec![own.clone()])).await;
+        assert_eq!(first.overall_code, ok);
+        assert_eq!(
+            first.statuses[0]
+                .current_limit
+                .as_ref()
+                .unwrap()
+                .requests_per_unit,
+            1
+        );
+        assert_eq!(ask(&mut c, shop(vec![own])).await.overall_code, over);
+    });
+    d.wait_scrape(Duration::from_secs(5), "the shadow-mode hit counted", |s| {
+        s.value(
+            "rollstat_rls_hits_total",
+            &[
+                ("domain", "shop"),
+                ("descriptor", "trial"),
+                ("result", "shadow_mode"),
+            ],
+        ) == Some(1.0)
+    });
 }
