@@ -863,3 +863,91 @@ fn nested_rules_replaces_shadow_mode_and_overrides_are_answered_over_grpc() {
         ) == Some(1.0)
     });
 }
+
+/// The page's Envoy bootstrap.
+fn envoy_bootstrap() -> String {
+    let page = std::fs::read_to_string(crate::support::repo().join("docs/envoy.md")).unwrap();
+    let marker = "<!-- envoy-bootstrap -->\n```yaml\n";
+    let at = page
+        .find(marker)
+        .expect("docs/envoy.md: the bootstrap block")
+        + marker.len();
+    page[at..at + page[at..].find("```").unwrap()].to_string()
+}
+
+#[test]
+fn the_envoy_bootstrap_on_the_page_asks_this_service_about_the_pages_rules() {
+    use saphyr::LoadableYamlNode;
+    let text = envoy_bootstrap();
+    let docs = saphyr::Yaml::load_from_str(&text).expect("the bootstrap is YAML");
+    let s = &docs[0]["static_resources"];
+    let hcm = &s["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"];
+    let filters = hcm["http_filters"].as_vec().unwrap();
+    let names: Vec<&str> = filters
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["envoy.filters.http.ratelimit", "envoy.filters.http.router"],
+        "the rate-limit filter before the router"
+    );
+    let rl = &filters[0]["typed_config"];
+    // The domain is edge.yaml's, and the service is called over V3.
+    let domain = edge_yaml()
+        .lines()
+        .next()
+        .unwrap()
+        .trim_start_matches("domain: ")
+        .to_string();
+    assert_eq!(rl["domain"].as_str(), Some(domain.as_str()));
+    assert_eq!(
+        rl["rate_limit_service"]["transport_api_version"].as_str(),
+        Some("V3")
+    );
+    let cluster = rl["rate_limit_service"]["grpc_service"]["envoy_grpc"]["cluster_name"]
+        .as_str()
+        .unwrap();
+    // That cluster speaks HTTP/2 to [rls] grpc's usual port.
+    let c = s["clusters"]
+        .as_vec()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"].as_str() == Some(cluster))
+        .expect("the rate-limit cluster");
+    let opts = &c["typed_extension_protocol_options"]
+        ["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"];
+    assert!(
+        !opts["explicit_http_config"]["http2_protocol_options"].is_badvalue(),
+        "HTTP/2 to the service"
+    );
+    let addr = &c["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"]
+        ["socket_address"];
+    assert_eq!(addr["port_value"].as_integer(), Some(8081));
+    // Every descriptor key the routes send has a rule in edge.yaml.
+    let vhost = &hcm["route_config"]["virtual_hosts"][0];
+    let keys: Vec<&str> = vhost["rate_limits"]
+        .as_vec()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            r["actions"][0]["request_headers"]["descriptor_key"]
+                .as_str()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(keys, ["api_key", "path"]);
+    for k in keys {
+        assert!(
+            edge_yaml().contains(&format!("key: {k}")),
+            "edge.yaml has no rule for `{k}`"
+        );
+    }
+    // The route goes to a cluster the file defines.
+    let to = vhost["routes"][0]["route"]["cluster"].as_str().unwrap();
+    assert!(s["clusters"]
+        .as_vec()
+        .unwrap()
+        .iter()
+        .any(|c| c["name"].as_str() == Some(to)));
+}
