@@ -19,7 +19,9 @@ pub fn summary(cfg: &Config) -> String {
 }
 
 /// Warnings for the operator: an HTTP listener beyond loopback with open
-/// groups, or with no host name but this machine's accepted.
+/// groups, or with no host name but this machine's accepted; windows
+/// longer than the TTL; a shared rate-limit service slower on Redis than
+/// Envoy waits.
 #[must_use]
 pub fn warnings(cfg: &Config) -> Vec<String> {
     let mut out = Vec::new();
@@ -43,6 +45,7 @@ pub fn warnings(cfg: &Config) -> Vec<String> {
         }
     }
     out.extend(cfg.ttl_warnings());
+    out.extend(super::rls::warnings(cfg));
     out
 }
 

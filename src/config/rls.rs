@@ -207,3 +207,40 @@ mod tests {
         }
     }
 }
+
+/// Envoy's rate-limit filter gives up after 20 ms unless told otherwise.
+const ENVOY_DEFAULT_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// A warning when a shared rate-limit service may wait on Redis longer than
+/// Envoy waits on it: Envoy's `failure_mode_deny` then answers before
+/// `on_store_error` can.
+pub(super) fn warnings(cfg: &super::Config) -> Vec<String> {
+    let (Some(rls), Some(redis)) = (&cfg.rls, &cfg.redis) else {
+        return Vec::new();
+    };
+    if !rls.shared || redis.timeout < ENVOY_DEFAULT_TIMEOUT {
+        return Vec::new();
+    }
+    vec![format!(
+        "[rls] shared = true with redis.timeout_ms = {}: Envoy's rate-limit filter gives up after 20 ms by default, so while Redis is slow Envoy answers by its failure_mode_deny before rollstat's on_store_error can; set redis.timeout_ms below the filter's timeout (10, say), or raise the filter's timeout",
+        redis.timeout.as_millis()
+    )]
+}
+
+#[cfg(test)]
+mod warning_tests {
+    use super::super::Config;
+
+    #[test]
+    fn a_shared_service_waiting_on_redis_past_envoys_timeout_is_warned_of() {
+        let cfg = |timeout: u32| {
+            Config::parse(&format!("[redis]\nurl = \"redis://127.0.0.1:6379\"\ntimeout_ms = {timeout}\n[rls]\ngrpc = \"127.0.0.1:0\"\nshared = true\n")).unwrap()
+        };
+        assert!(super::warnings(&cfg(10)).is_empty());
+        let w = super::warnings(&cfg(100));
+        assert_eq!(w.len(), 1);
+        assert!(w[0].contains("redis.timeout_ms = 100"), "{w:?}");
+        let unshared = Config::parse("[redis]\nurl = \"redis://127.0.0.1:6379\"\n[rls]\ngrpc = \"127.0.0.1:0\"\n").unwrap();
+        assert!(super::warnings(&unshared).is_empty());
+    }
+}
