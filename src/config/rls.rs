@@ -240,7 +240,10 @@ mod warning_tests {
         let w = super::warnings(&cfg(100));
         assert_eq!(w.len(), 1);
         assert!(w[0].contains("redis.timeout_ms = 100"), "{w:?}");
-        let unshared = Config::parse("[redis]\nurl = \"redis://127.0.0.1:6379\"\n[rls]\ngrpc = \"127.0.0.1:0\"\n").unwrap();
+        let unshared = Config::parse(
+            "[redis]\nurl = \"redis://127.0.0.1:6379\"\n[rls]\ngrpc = \"127.0.0.1:0\"\n",
+        )
+        .unwrap();
         assert!(super::warnings(&unshared).is_empty());
     }
 }
