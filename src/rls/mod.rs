@@ -5,6 +5,8 @@
 //! * `settings.rs`: the domains and descriptor trees as `config` reads them;
 //! * `tree.rs`: which rule a descriptor falls under, as the reference
 //!   service finds it;
+//! * `answer.rs`: what a decision reads and answers (descriptors,
+//!   statuses, each rule's hits);
 //! * `decide.rs`: one request's decision, all or nothing across its
 //!   descriptors;
 //! * `shared.rs`: the same decision in the `[redis]` store, for a fleet,
@@ -23,6 +25,7 @@
 //!   `proto/envoy/` (committed; `tests/proto_generated.rs` checks them).
 
 pub mod accept;
+pub mod answer;
 pub mod codec;
 pub mod decide;
 pub mod detail;

@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use prometheus::{IntCounterVec, Registry};
 
-use super::decide::{Answer, Descriptor, HitOutcome, Limiters, Status};
+use super::answer::{Answer, Descriptor, HitOutcome, Status};
+use super::decide::Limiters;
 use super::detail::{Named, StatNames};
 use super::proto::{rate_limit_response as pb, HeaderValue, RateLimitRequest, RateLimitResponse};
 use super::rates::HitRates;

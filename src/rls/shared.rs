@@ -26,7 +26,8 @@ use std::time::Duration;
 
 use prometheus::IntCounterVec;
 
-use super::decide::{self, Answer, Descriptor, Limiters, Status, Target};
+use super::answer::{Answer, Descriptor, Status};
+use super::decide::{self, Limiters, Target};
 use crate::clock::Timestamp;
 use crate::limit::Limit;
 use crate::service::StoreFallback;
