@@ -368,6 +368,7 @@ async fn every_rollstat_family_on_metrics_is_a_row_of_the_table_with_its_type_an
             table::RLS_SHARED_TOTAL.name,
             table::RLS_HITS_RATE.name,
             table::RLS_DETAIL_DROPPED_TOTAL.name,
+            table::RLS_CONNECTIONS.name,
             table::RLS_REFUSED_TOTAL.name,
         ]
     );

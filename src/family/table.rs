@@ -194,6 +194,8 @@ table! {
         "Hits per second of each rollstat_rls_hits_total row over each of the [[windows]] (read at scrape time, as rollstat_window_rate is): by domain, descriptor, result and window.";
     RLS_DETAIL_DROPPED_TOTAL: Counter "rollstat_rls_detail_dropped_total" ["domain", "descriptor"]
         "Descriptors of a rule with detailed_metric or value_to_metric counted under the rule's own name (descriptor) because the rule already had [rls] max_detailed_series names of request values.";
+    RLS_CONNECTIONS: Gauge "rollstat_rls_connections" []
+        "Connections open on the rate-limit service's gRPC listener, in setup or served (at most [rls] max_connections; one more is refused, counted as connection_cap).";
     RLS_REFUSED_TOTAL: Counter "rollstat_rls_refused_total" ["reason"]
         "ShouldRateLimit calls refused before any decision, by reason: tls_handshake (a connection, with [rls.tls]: a failed or stalled handshake), connection_cap (a connection past rls.max_connections: GOAWAY, closed), preface_timeout (a connection that sent no HTTP/2 preface within rls.handshake_timeout_ms), bad_preface (a connection whose first bytes are not the HTTP/2 preface), connection_age (a connection closed at rls.max_connection_age_ms), bad_json (a POST /json body that is not a request), too_large (past max_request_bytes), no_domain, no_descriptors, no_entries, too_many_descriptors, too_many_entries, value_too_long, hits_too_large, bad_override.";
 

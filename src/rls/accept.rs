@@ -58,7 +58,30 @@ pub struct Conn {
     expires: Option<Pin<Box<tokio::time::Sleep>>>,
     /// Counts the close at `expires`, once.
     rls: Option<Arc<RlsHandle>>,
-    _slot: OwnedSemaphorePermit,
+    _slot: Slot,
+}
+
+/// A connection's place under `max_connections`, counted in
+/// `rollstat_rls_connections` while it is held.
+struct Slot {
+    _permit: OwnedSemaphorePermit,
+    open: prometheus::IntGauge,
+}
+
+impl Slot {
+    fn new(permit: OwnedSemaphorePermit, open: prometheus::IntGauge) -> Slot {
+        open.inc();
+        Slot {
+            _permit: permit,
+            open,
+        }
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.open.dec();
+    }
 }
 
 enum Io {
@@ -123,13 +146,14 @@ async fn accept_loop(
         };
         // Answers go out at once, not after the peer's delayed ACK.
         let _ = tcp.set_nodelay(true);
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
+        let Ok(permit) = slots.clone().try_acquire_owned() else {
             if tls.is_none() {
                 refuse(&tcp);
             }
             rls.current().count_connection_refusal("connection_cap");
             continue;
         };
+        let slot = Slot::new(permit, rls.current().connections());
         let tls = match &tls {
             None => None,
             Some(t) => match handshakes.clone().try_acquire_owned() {

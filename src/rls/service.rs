@@ -68,6 +68,8 @@ pub struct Rls {
     shared: Option<Shared>,
     /// `rollstat_rls_shared_total{by}`.
     decided_by: IntCounterVec,
+    /// `rollstat_rls_connections`.
+    connections: prometheus::IntGauge,
     /// `rollstat_rls_requests_total{result}`.
     requests: IntCounterVec,
     /// `rollstat_rls_refused_total{reason}`.
@@ -104,6 +106,7 @@ impl Rls {
             store,
             shared,
             decided_by,
+            connections: t::RLS_CONNECTIONS.int_gauge()?,
             requests: t::RLS_REQUESTS_TOTAL.int_counter_vec()?,
             refusals: t::RLS_REFUSED_TOTAL.int_counter_vec()?,
             hits: t::RLS_HITS_TOTAL.int_counter_vec()?,
@@ -143,6 +146,7 @@ impl Rls {
             store: self.store.clone(),
             shared,
             decided_by: self.decided_by.clone(),
+            connections: self.connections.clone(),
             requests: self.requests.clone(),
             refusals: self.refusals.clone(),
             hits: self.hits.clone(),
@@ -176,8 +180,16 @@ impl Rls {
         r.register(Box::new(self.requests.clone()))?;
         r.register(Box::new(self.hits.clone()))?;
         r.register(Box::new(self.decided_by.clone()))?;
+        r.register(Box::new(self.connections.clone()))?;
         r.register(Box::new(self.detail_dropped.clone()))?;
         r.register(Box::new(self.refusals.clone()))
+    }
+
+    /// `rollstat_rls_connections`, the open connections the listener
+    /// counts (the same gauge across reloads).
+    #[must_use]
+    pub fn connections(&self) -> prometheus::IntGauge {
+        self.connections.clone()
     }
 
     /// The settings it was built from.

@@ -584,8 +584,22 @@ fn two_hundred_connections_at_once_are_each_answered_or_refused_quickly() {
         assert_eq!((served, refused), (149, 51), "none half served");
         assert!(slowest < Duration::from_secs(5), "no call waits for its client's deadline: {slowest:?}");
         decide(&mut other, "meanwhile").await.unwrap();
+        assert_eq!(
+            metric(&d, "rollstat_rls_connections", &[]),
+            Some(150.0),
+            "the cap is full: `other` and the 149 served"
+        );
         drop(results);
     });
+    // The 149 closed: only `other`'s (dropped with the runtime) may linger.
+    let t = Instant::now();
+    while metric(&d, "rollstat_rls_connections", &[]) > Some(1.0) {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "closed connections still counted"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let capped = metric(
         &d,
         "rollstat_rls_refused_total",
