@@ -231,28 +231,33 @@ fn the_health_service_says_serving() {
     let dir = TempDir::new("rls-health");
     let d = start(&dir);
     runtime().block_on(async {
-        let addr = d.rls_grpc().unwrap();
-        let channel = Channel::from_shared(format!("http://{addr}"))
-            .unwrap()
-            .connect()
-            .await
-            .unwrap();
-        let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
         for service in ["", "envoy.service.ratelimit.v3.RateLimitService"] {
-            let r = health
-                .check(tonic_health::pb::HealthCheckRequest {
-                    service: service.into(),
-                })
-                .await
-                .unwrap()
-                .into_inner();
             assert_eq!(
-                r.status,
+                health(&d, service).await,
                 tonic_health::pb::health_check_response::ServingStatus::Serving as i32,
                 "{service:?}"
             );
         }
     });
+}
+
+/// What `d`'s `grpc.health.v1` service answers for `service` ("" for the
+/// whole server).
+pub(crate) async fn health(d: &Daemon, service: &str) -> i32 {
+    let addr = d.rls_grpc().unwrap();
+    let channel = Channel::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut h = tonic_health::pb::health_client::HealthClient::new(channel);
+    h.check(tonic_health::pb::HealthCheckRequest {
+        service: service.into(),
+    })
+    .await
+    .unwrap()
+    .into_inner()
+    .status
 }
 
 #[test]

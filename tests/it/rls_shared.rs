@@ -406,20 +406,7 @@ async fn three_daemons_on_a_cluster_admit_n_across_a_window_edge() {
 
 /// The health service's answer for the rate-limit service.
 async fn health(d: &Daemon) -> i32 {
-    let addr = d.rls_grpc().unwrap();
-    let channel = Channel::from_shared(format!("http://{addr}"))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let mut h = tonic_health::pb::health_client::HealthClient::new(channel);
-    h.check(tonic_health::pb::HealthCheckRequest {
-        service: "envoy.service.ratelimit.v3.RateLimitService".into(),
-    })
-    .await
-    .unwrap()
-    .into_inner()
-    .status
+    crate::rls::health(d, "envoy.service.ratelimit.v3.RateLimitService").await
 }
 
 async fn admitted_of(c: &mut RateLimitServiceClient<Channel>, key: &str, n: usize) -> usize {
