@@ -13,7 +13,8 @@
 //!  8 config                      config.toml read into the settings each
 //!                                module below owns
 //!  7 http                        the HTTP router and its handlers
-//!  6 ingest                      sockets to the registry
+//!  6 ingest output               sockets to the registry; [[outputs]]: pushes to
+//!                                remote-write and OTLP receivers
 //!  5 expose relay rls            /metrics, OpenMetrics, JSON, the page; lines
 //!                                copied to other statsd servers; Envoy's rate-limit service
 //!  4 fleet service telemetry     shared windows; named breakers and limits; self-metrics
@@ -68,6 +69,7 @@ const FLOORS: &[(&str, u8)] = &[
     ("relay", 5),
     ("rls", 5),
     ("ingest", 6),
+    ("output", 6),
     ("http", 7),
     ("config", 8),
     ("reload", 9),
