@@ -34,6 +34,7 @@ pub mod page;
 pub mod paging;
 pub mod prometheus;
 pub mod proto;
+pub mod push;
 pub mod signals;
 pub mod text;
 mod walk;

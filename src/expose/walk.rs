@@ -37,6 +37,11 @@ use crate::Timestamp;
 /// How one exposition format spells the series families. Each thread of
 /// the walk has its own writer (its scratch buffers), made by the caller.
 pub(crate) trait Writer: Send {
+    /// Whether the series `meta` is written at all (a push output's
+    /// selection); every scrape writes every series.
+    fn wants(&mut self, _meta: &SeriesMeta) -> bool {
+        true
+    }
     /// The series `meta` begins: its labels as this format spells them.
     fn series(&mut self, meta: &SeriesMeta);
     /// Its window `name` begins: the labels its windowed samples share.
@@ -208,6 +213,9 @@ impl<'q, W: Writer> Partial<'q, W> {
     }
 
     fn add(&mut self, meta: &SeriesMeta, state: &SeriesState, now: Timestamp) {
+        if !self.writer.wants(meta) {
+            return;
+        }
         self.series += 1;
         self.writer.series(meta);
         for (i, wname) in meta.windows.iter().enumerate() {

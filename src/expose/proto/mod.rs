@@ -23,7 +23,7 @@
 
 #[allow(clippy::all, clippy::pedantic, missing_docs)]
 pub mod metrics;
-mod wire;
+pub(crate) mod wire;
 
 #[cfg(test)]
 mod tests;
