@@ -481,12 +481,13 @@ impl RelayFamilies {
 }
 
 /// The background tasks, as `rollstat_task_panics_total` names them.
-pub const TASKS: [&str; 7] = [
+pub const TASKS: [&str; 8] = [
     "sweep",
     "tick",
     "store_sync",
     "clock",
     "sighup_reload",
+    "output",
     "udp_reader",
     "unix_reader",
 ];

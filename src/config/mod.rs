@@ -18,6 +18,7 @@ mod listen;
 mod mappings;
 mod reader;
 mod redis;
+mod outputs;
 mod relay;
 pub mod relay_loop;
 mod report;
@@ -45,6 +46,7 @@ pub(crate) use mappings::ttl_note;
 
 use crate::http::HttpLimits;
 use crate::ingest::{AllowedSources, Ingest, Listen, SourceNet};
+use crate::output::settings::OutputDef;
 use crate::relay::RelayDef;
 use crate::series::{KindSet, Mapping, NamedWindow, SeriesConfig};
 use crate::service::{BreakerDef, LimitDef};
@@ -83,6 +85,9 @@ pub struct Config {
     pub web_config: Option<web::WebConfig>,
     /// Other statsd servers accepted lines are copied to (`[[relay]]`).
     pub relays: Vec<RelayDef>,
+    /// Receivers the families `/metrics` serves are pushed to
+    /// (`[[outputs]]`).
+    pub outputs: Vec<OutputDef>,
     /// Envoy's rate-limit service (`[rls]`), if on.
     pub rls: Option<crate::rls::settings::RlsSettings>,
 }
@@ -200,6 +205,7 @@ const TOP_KEYS: &[&str] = &[
     "statsd_exporter",
     "relay",
     "rls",
+    "outputs",
 ];
 
 impl Default for Config {
@@ -220,6 +226,7 @@ impl Default for Config {
             exporter_names: false,
             web_config: None,
             relays: Vec::new(),
+            outputs: Vec::new(),
             rls: None,
         }
     }
@@ -339,7 +346,8 @@ fn syntax_error(p: &Problems<'_>, e: &toml::de::Error) -> ConfigError {
     }
 }
 
-/// `[[breakers]]`, `[[limits]]` and `[[relay]]`: each list's names unique.
+/// `[[breakers]]`, `[[limits]]`, `[[relay]]` and `[[outputs]]`: each list's
+/// names unique.
 fn read_signals_and_relays(top: &mut Table<'_, '_>, p: &mut Problems<'_>, cfg: &mut Config) {
     let mut names = Vec::new();
     for mut t in top.tables(p, "breakers") {
@@ -361,6 +369,13 @@ fn read_signals_and_relays(top: &mut Table<'_, '_>, p: &mut Problems<'_>, cfg: &
             cfg.relays.push(r);
         }
         t.finish(p, relay::RELAY_KEYS);
+    }
+    let mut names = Vec::new();
+    for mut t in top.tables(p, "outputs") {
+        if let Some(o) = outputs::read_output(&mut t, p, &mut names) {
+            cfg.outputs.push(o);
+        }
+        t.finish(p, outputs::OUTPUT_KEYS);
     }
 }
 

@@ -257,14 +257,33 @@ impl SeriesCollector {
         } else {
             Vec::new()
         };
-        if let Some(f) = &self.fleet {
-            out.extend(crate::expose::fleet::families(f, &self.registry, now));
-        }
-        out.extend(crate::telemetry::registry_families(&self.registry));
-        out.extend(crate::expose::signals::families(
-            &self.services.current(),
-            now,
-        ));
+        let g = self.groups_at(now);
+        out.extend(g.fleet);
+        out.extend(g.registry);
+        out.extend(g.signals);
         out
     }
+
+    /// What [`collect_at`](Self::collect_at) returns but the series, by
+    /// group (what a push output selects).
+    #[must_use]
+    pub fn groups_at(&self, now: crate::Timestamp) -> StateGroups {
+        StateGroups {
+            fleet: self.fleet.as_ref().map_or_else(Vec::new, |f| {
+                crate::expose::fleet::families(f, &self.registry, now)
+            }),
+            registry: crate::telemetry::registry_families(&self.registry),
+            signals: crate::expose::signals::families(&self.services.current(), now),
+        }
+    }
+}
+
+/// The families of [`SeriesCollector::groups_at`].
+pub struct StateGroups {
+    /// The fleet view of shared windows (windowed).
+    pub fleet: Vec<MetricFamily>,
+    /// The registry's own statistics (self-metrics).
+    pub registry: Vec<MetricFamily>,
+    /// Breakers and limits.
+    pub signals: Vec<MetricFamily>,
 }

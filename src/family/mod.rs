@@ -97,6 +97,12 @@ impl Family {
         prometheus::Gauge::with_opts(self.opts())
     }
 
+    /// A gauge with the row's labels.
+    pub fn gauge_vec(&self) -> prometheus::Result<prometheus::GaugeVec> {
+        self.check(Kind::Gauge, true);
+        prometheus::GaugeVec::new(self.opts(), self.labels)
+    }
+
     /// A gauge whose labels are constant: `values` in the row's label
     /// order (`rollstat_build_info`).
     pub fn const_gauge(&self, values: &[&str]) -> prometheus::Result<IntGauge> {

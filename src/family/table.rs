@@ -101,7 +101,7 @@ table! {
     BUILD_INFO: Gauge "rollstat_build_info" ["version", "commit", "rustc", "profile"]
         "A metric with a constant 1 value labelled by the version, git commit, rustc version and build profile rollstat was built from.";
     TASK_PANICS_TOTAL: Counter "rollstat_task_panics_total" ["task"]
-        "Panics of the daemon's background tasks, by task: sweep (idle series), tick (breakers), store_sync (shared windows), clock (the offset check), sighup_reload; and the statsd reader threads: udp_reader, unix_reader (restarted on the same socket). The task logs it and goes on at its next round; never expected.";
+        "Panics of the daemon's background tasks, by task: sweep (idle series), tick (breakers), store_sync (shared windows), clock (the offset check), sighup_reload; output (an [[outputs]] push task, restarted with its queue); and the statsd reader threads: udp_reader, unix_reader (restarted on the same socket). The task logs it and goes on at its next round; never expected.";
     CLOCK_OFFSET_SECONDS: Gauge "rollstat_clock_offset_seconds" []
         "The wall clock minus the daemon's clock, in seconds, checked every second. The daemon's clock is the wall clock at start plus monotonic time since, so windows never jump; this moves when the wall clock is stepped (NTP, an operator), and a change of a second or more is logged.";
     SHUTDOWN_DRAIN_DEADLINE_TOTAL: Counter "rollstat_shutdown_drain_deadline_total" ["transport"]
@@ -120,6 +120,22 @@ table! {
         "Bytes of lines waiting for a [[relay]] destination (at most its buffer_bytes), by relay.";
     RELAY_CONNECTED: Gauge "rollstat_relay_connected" ["relay"]
         "1 while a [[relay]] destination is usable (UDP: address resolved; TCP: connected), else 0, by relay.";
+
+    // `[[outputs]]`: pushes to remote-write receivers (`output::metrics`).
+    OUTPUT_BATCHES_TOTAL: Counter "rollstat_output_batches_total" ["output", "result"]
+        "Batches an [[outputs]] receiver was sent or lost, by output and result: sent (answered 2xx), refused (answered 4xx other than 429: never retried, the receiver says the batch is bad), queue_full (dropped unsent, the oldest first, to keep queue_max_bytes), stop_deadline (still queued when the stop's final flush ran out of stop_timeout_ms), removed (queued for an output a reload removed).";
+    OUTPUT_SAMPLES_TOTAL: Counter "rollstat_output_samples_total" ["output", "result"]
+        "Samples in the batches of rollstat_output_batches_total, by output and the batch's result.";
+    OUTPUT_SENT_BYTES_TOTAL: Counter "rollstat_output_sent_bytes_total" ["output"]
+        "Compressed request bytes an [[outputs]] receiver accepted (2xx), by output.";
+    OUTPUT_RETRIES_TOTAL: Counter "rollstat_output_retries_total" ["output", "reason"]
+        "Tries of a batch that failed and will be tried again after a capped, jittered back-off, by output and reason: server_error (5xx), too_many_requests (429; its Retry-After is honoured), connect, tls, timeout (timeout_ms), protocol (a broken HTTP answer).";
+    OUTPUT_QUEUE_BYTES: Gauge "rollstat_output_queue_bytes" ["output"]
+        "Compressed bytes of batches waiting for an [[outputs]] receiver (at most its queue_max_bytes), by output.";
+    OUTPUT_LAST_SUCCESS_SECONDS: Gauge "rollstat_output_last_success_timestamp_seconds" ["output"]
+        "Unix time of the last batch an [[outputs]] receiver accepted (0: none yet), by output.";
+    OUTPUT_PUSH_SECONDS: Gauge "rollstat_output_push_seconds" ["output"]
+        "Seconds the last push of an [[outputs]] output took to write and compress its batches (not to send them), by output.";
 
     // The series registry, read at scrape time (`telemetry::registry_families`).
     SERIES: Gauge "rollstat_series" []

@@ -1,0 +1,319 @@
+//! `[[outputs]]`: receivers the families `/metrics` serves are pushed to.
+//!
+//! Read here with line-numbered problems. The files an output names
+//! (token, password, headers, TLS) are read once here, so that
+//! `check-config` and a reload refuse one that cannot be read; the token,
+//! password and headers are read again at each push.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::reader::{Problems, Table};
+use crate::expose::negotiate::Escaping;
+use crate::expose::push::{Groups, Selection};
+use crate::mapping::Glob;
+use crate::output::settings::{
+    Auth, OutputDef, OutputKind, OutputTls, DEFAULT_BATCH_BYTES, DEFAULT_INTERVAL,
+    DEFAULT_QUEUE_BYTES, DEFAULT_RETRY_MAX, DEFAULT_RETRY_MIN, DEFAULT_STOP_TIMEOUT,
+    DEFAULT_TIMEOUT,
+};
+
+pub(super) const OUTPUT_KEYS: &[&str] = &[
+    "name",
+    "kind",
+    "url",
+    "interval_ms",
+    "timeout_ms",
+    "queue_max_bytes",
+    "batch_max_bytes",
+    "retry_min_ms",
+    "retry_max_ms",
+    "stop_timeout_ms",
+    "groups",
+    "metrics",
+    "drop_metrics",
+    "families",
+    "drop_families",
+    "escaping",
+    "bearer_token_file",
+    "basic_auth",
+    "headers_file",
+    "tls",
+];
+
+const BASIC_KEYS: &[&str] = &["username", "password_file"];
+const TLS_KEYS: &[&str] = &["ca_file", "cert_file", "key_file", "server_name"];
+
+/// Reads one `[[outputs]]` table; `seen` holds the names read so far.
+pub(super) fn read_output(
+    t: &mut Table<'_, '_>,
+    p: &mut Problems<'_>,
+    seen: &mut Vec<String>,
+) -> Option<OutputDef> {
+    let kind = read_kind(t, p);
+    let url = read_url(t, p);
+    let ms = |t: &mut Table<'_, '_>, p: &mut Problems<'_>, key, min, max, default| {
+        t.int(p, key, min, max)
+            .map_or(default, Duration::from_millis)
+    };
+    let interval = ms(t, p, "interval_ms", 100, 3_600_000, DEFAULT_INTERVAL);
+    let timeout = ms(t, p, "timeout_ms", 10, 600_000, DEFAULT_TIMEOUT);
+    let retry_min = ms(t, p, "retry_min_ms", 10, 600_000, DEFAULT_RETRY_MIN);
+    let retry_max = ms(t, p, "retry_max_ms", 10, 3_600_000, DEFAULT_RETRY_MAX);
+    let stop_timeout = ms(t, p, "stop_timeout_ms", 0, 600_000, DEFAULT_STOP_TIMEOUT);
+    let queue_max_bytes = t
+        .int(p, "queue_max_bytes", 1 << 16, 1 << 34)
+        .map_or(DEFAULT_QUEUE_BYTES, |n| n as usize);
+    let batch_max_bytes = t
+        .int(p, "batch_max_bytes", 1 << 12, 1 << 30)
+        .map_or(DEFAULT_BATCH_BYTES, |n| n as usize);
+    if retry_max < retry_min {
+        p.at(
+            t.start(),
+            &t.key_path("retry_max_ms"),
+            "retry_max_ms is below retry_min_ms; the longest wait between tries cannot be shorter than the first",
+        );
+    }
+    let select = read_selection(t, p);
+    let escaping = read_escaping(t, p);
+    let auth = read_auth(t, p);
+    let headers_file = read_file_key(t, p, "headers_file").map(|(path, off)| {
+        if let Err(e) = crate::output::headers::read(&path) {
+            p.at(off, &t.key_path("headers_file"), e);
+        }
+        path
+    });
+    let tls = read_tls(t, p);
+    let (kind, url, select, escaping, auth) = (kind?, url?, select?, escaping?, auth?);
+    if url.scheme() == "http" && tls != OutputTls::default() {
+        p.at(
+            t.start(),
+            &t.key_path("tls"),
+            "[outputs.tls] is set but the url is http://; use https:// or remove the tls table",
+        );
+    }
+    let name = read_name(t, p, &url, seen)?;
+    Some(OutputDef {
+        name,
+        kind,
+        url,
+        interval,
+        timeout,
+        queue_max_bytes,
+        batch_max_bytes,
+        retry_min,
+        retry_max,
+        stop_timeout,
+        select,
+        escaping,
+        auth,
+        headers_file,
+        tls,
+    })
+}
+
+fn read_kind(t: &mut Table<'_, '_>, p: &mut Problems<'_>) -> Option<OutputKind> {
+    match t.string(p, "kind") {
+        Some((s, _)) if s == "remote_write" => Some(OutputKind::RemoteWrite),
+        Some((s, off)) => {
+            p.at(
+                off,
+                &t.key_path("kind"),
+                format!("unknown output kind `{s}`; the kind rollstat pushes is \"remote_write\" (Prometheus remote write 1.0)"),
+            );
+            None
+        }
+        None => {
+            p.at(
+                t.start(),
+                &t.key_path("kind"),
+                "every output needs a `kind`: \"remote_write\"",
+            );
+            None
+        }
+    }
+}
+
+fn read_url(t: &mut Table<'_, '_>, p: &mut Problems<'_>) -> Option<url::Url> {
+    let Some((s, off)) = t.string(p, "url") else {
+        p.at(
+            t.start(),
+            &t.key_path("url"),
+            "every output needs the `url` its batches are POSTed to, e.g. \"http://prometheus:9090/api/v1/write\"",
+        );
+        return None;
+    };
+    let problem = match url::Url::parse(&s) {
+        Ok(u) if !matches!(u.scheme(), "http" | "https") => {
+            format!("`{s}` is not an http:// or https:// URL")
+        }
+        Ok(u) if u.host_str().is_none_or(str::is_empty) => format!("`{s}` names no host"),
+        Ok(u) if !u.username().is_empty() || u.password().is_some() => {
+            "credentials in the url would be logged; use basic_auth or bearer_token_file".into()
+        }
+        Ok(u) => return Some(u),
+        Err(e) => format!("`{s}` is not a URL: {e}"),
+    };
+    p.at(off, &t.key_path("url"), problem);
+    None
+}
+
+fn read_name(
+    t: &mut Table<'_, '_>,
+    p: &mut Problems<'_>,
+    url: &url::Url,
+    seen: &mut Vec<String>,
+) -> Option<String> {
+    let (name, off) = match t.string(p, "name") {
+        Some((n, off)) => {
+            if n.is_empty() || n.len() > 64 || n.chars().any(char::is_control) {
+                p.at(off, &t.key_path("name"), "give a short name (1 to 64 characters, no control characters): it is the `output` label of the output's metrics");
+                return None;
+            }
+            (n, off)
+        }
+        None => {
+            let host = url.host_str().unwrap_or_default();
+            let port = url.port_or_known_default().unwrap_or(0);
+            (format!("{host}:{port}"), t.start())
+        }
+    };
+    if seen.contains(&name) {
+        p.at(off, &t.key_path("name"), format!("two outputs are named `{name}` (an output's name defaults to its url's host:port); give each a distinct `name`"));
+        return None;
+    }
+    seen.push(name.clone());
+    Some(name)
+}
+
+/// A list of globs under `key`; a bad one is a problem at its place.
+fn globs(t: &mut Table<'_, '_>, p: &mut Problems<'_>, key: &str) -> Option<Vec<Glob>> {
+    let mut out = Vec::new();
+    let mut ok = true;
+    for (s, off) in t.strings(p, key).unwrap_or_default() {
+        match Glob::new(&s) {
+            Ok(g) => out.push(g),
+            Err(e) => {
+                p.at(off, &t.key_path(key), format!("`{s}`: {e}"));
+                ok = false;
+            }
+        }
+    }
+    ok.then_some(out)
+}
+
+fn read_selection(t: &mut Table<'_, '_>, p: &mut Problems<'_>) -> Option<Selection> {
+    let groups = match t.strings(p, "groups") {
+        None => Some(Groups::ALL),
+        Some(names) => {
+            let list: Vec<&str> = names.iter().map(|(s, _)| s.as_str()).collect();
+            let g = Groups::of(&list);
+            if g.is_none() {
+                let off = names.first().map_or(t.start(), |(_, o)| *o);
+                p.at(
+                    off,
+                    &t.key_path("groups"),
+                    format!(
+                        "groups are {}; {list:?} names another",
+                        Groups::NAMES.join(", ")
+                    ),
+                );
+            }
+            g
+        }
+    };
+    Some(Selection {
+        groups: groups?,
+        metrics: globs(t, p, "metrics")?,
+        drop_metrics: globs(t, p, "drop_metrics")?,
+        families: globs(t, p, "families")?,
+        drop_families: globs(t, p, "drop_families")?,
+    })
+}
+
+fn read_escaping(t: &mut Table<'_, '_>, p: &mut Problems<'_>) -> Option<Escaping> {
+    let all = [
+        Escaping::Underscores,
+        Escaping::AllowUtf8,
+        Escaping::Dots,
+        Escaping::Values,
+    ];
+    let Some((s, off)) = t.string(p, "escaping") else {
+        return Some(Escaping::Underscores);
+    };
+    let found = all.into_iter().find(|e| e.as_str() == s);
+    if found.is_none() {
+        p.at(off, &t.key_path("escaping"), format!("unknown escaping `{s}`; use \"underscores\" (the default), \"allow-utf-8\", \"dots\" or \"values\""));
+    }
+    found
+}
+
+/// A path under `key`, checked to name a readable regular file.
+fn read_file_key(
+    t: &mut Table<'_, '_>,
+    p: &mut Problems<'_>,
+    key: &str,
+) -> Option<(PathBuf, usize)> {
+    let (s, off) = t.string(p, key)?;
+    let path = PathBuf::from(&s);
+    if let Err(e) = crate::file::read_bytes(&path) {
+        p.at(off, &t.key_path(key), format!("cannot read `{s}`: {e}"));
+    }
+    Some((path, off))
+}
+
+fn read_auth(t: &mut Table<'_, '_>, p: &mut Problems<'_>) -> Option<Auth> {
+    let bearer = read_file_key(t, p, "bearer_token_file");
+    let basic = t.table(p, "basic_auth").map(|mut b| {
+        let user = b.string(p, "username");
+        let file = read_file_key(&mut b, p, "password_file");
+        if user.is_none() || file.is_none() {
+            p.at(
+                b.start(),
+                &b.key_path("username"),
+                "basic_auth needs both `username` and `password_file`",
+            );
+        }
+        b.finish(p, BASIC_KEYS);
+        user.zip(file)
+    });
+    match (bearer, basic) {
+        (Some((_, off)), Some(_)) => {
+            p.at(
+                off,
+                &t.key_path("bearer_token_file"),
+                "give bearer_token_file or basic_auth, not both",
+            );
+            None
+        }
+        (Some((token_file, _)), None) => Some(Auth::Bearer { token_file }),
+        (None, Some(Some(((username, _), (password_file, _))))) => Some(Auth::Basic {
+            username,
+            password_file,
+        }),
+        (None, Some(None)) => None,
+        (None, None) => Some(Auth::None),
+    }
+}
+
+fn read_tls(t: &mut Table<'_, '_>, p: &mut Problems<'_>) -> OutputTls {
+    let Some(mut s) = t.table(p, "tls") else {
+        return OutputTls::default();
+    };
+    let mut file = |s: &mut Table<'_, '_>, key| read_file_key(s, p, key).map(|(f, _)| f);
+    let tls = OutputTls {
+        ca_file: file(&mut s, "ca_file"),
+        cert_file: file(&mut s, "cert_file"),
+        key_file: file(&mut s, "key_file"),
+        server_name: s.string(p, "server_name").map(|(n, _)| n),
+    };
+    if tls.cert_file.is_some() != tls.key_file.is_some() {
+        p.at(
+            s.start(),
+            &s.key_path("cert_file"),
+            "a client certificate needs both cert_file and key_file",
+        );
+    }
+    s.finish(p, TLS_KEYS);
+    tls
+}

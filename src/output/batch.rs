@@ -1,0 +1,158 @@
+//! One push: every selected family as of one clock reading, written as
+//! remote-write requests of at most `batch_max_bytes` each, compressed.
+
+use std::sync::Arc;
+
+use hyper::body::Bytes;
+
+use super::queue::Batch;
+use super::settings::OutputDef;
+use crate::expose::buffer::ChunkPool;
+use crate::expose::prometheus::SeriesCollector;
+use crate::expose::push::remote_write::{encode_families, render_series};
+use crate::rls::service::RlsHandle;
+use crate::series::Registry;
+use crate::Timestamp;
+
+/// Where a push reads what `/metrics` serves.
+pub struct Source {
+    /// The series.
+    pub registry: Arc<Registry>,
+    /// The fleet view, the registry's statistics, breakers and limits.
+    pub state: Arc<SeriesCollector>,
+    /// The self-metrics.
+    pub telemetry: prometheus::Registry,
+    /// The rate-limit service's families, with `[rls]`.
+    pub rls: Option<Arc<RlsHandle>>,
+}
+
+/// Writer threads of one push at most: pushes run beside scrapes and
+/// ingest, so one core is their share.
+const PUSH_THREADS: usize = 1;
+
+/// The batches of one push of `def`'s selection as of `now`, uncompressed
+/// bytes cut between samples at about `def.batch_max_bytes`.
+#[must_use]
+pub fn render(source: &Source, def: &OutputDef, now: Timestamp, pool: &Arc<ChunkPool>) -> Vec<Batch> {
+    let mut cut = Cutter::new(def.batch_max_bytes);
+    let (select, escaping) = (&def.select, def.escaping);
+    let mut head = Vec::new();
+    let groups = source.state.groups_at(now);
+    if select.groups.self_metrics {
+        encode_families(&source.telemetry.gather(), select, escaping, now, &mut head);
+        encode_families(&groups.registry, select, escaping, now, &mut head);
+    }
+    if select.groups.signals {
+        encode_families(&groups.signals, select, escaping, now, &mut head);
+        if let Some(rls) = &source.rls {
+            encode_families(&rls.current().families(now), select, escaping, now, &mut head);
+        }
+    }
+    if select.groups.windowed {
+        encode_families(&groups.fleet, select, escaping, now, &mut head);
+    }
+    cut.add(&head);
+    render_series(&source.registry, now, select, escaping, PUSH_THREADS, pool, |p| {
+        cut.add(p.as_ref());
+    });
+    cut.finish()
+}
+
+/// Gathers whole `TimeSeries` fields into requests.
+struct Cutter {
+    max: usize,
+    current: Vec<u8>,
+    samples: u64,
+    done: Vec<Batch>,
+}
+
+impl Cutter {
+    fn new(max: usize) -> Cutter {
+        Cutter {
+            max,
+            current: Vec::with_capacity(max + (64 << 10)),
+            samples: 0,
+            done: Vec::new(),
+        }
+    }
+
+    /// Adds a run of whole fields, cutting before any field that would
+    /// take the request past its size (a single larger field goes alone).
+    fn add(&mut self, mut fields: &[u8]) {
+        while !fields.is_empty() {
+            let len = field_len(fields);
+            if !self.current.is_empty() && self.current.len() + len > self.max {
+                self.cut();
+            }
+            self.current.extend_from_slice(&fields[..len]);
+            self.samples += 1;
+            fields = &fields[len..];
+        }
+    }
+
+    fn cut(&mut self) {
+        let body = snap::raw::Encoder::new()
+            .compress_vec(&self.current)
+            .unwrap_or_default();
+        self.done.push(Batch {
+            body: Bytes::from(body),
+            samples: self.samples,
+        });
+        self.current.clear();
+        self.samples = 0;
+    }
+
+    fn finish(mut self) -> Vec<Batch> {
+        if !self.current.is_empty() {
+            self.cut();
+        }
+        self.done
+    }
+}
+
+/// Bytes of the length-delimited field at the front of `b` (its key, its
+/// length and its body); the rest of `b` when the field claims more.
+fn field_len(b: &[u8]) -> usize {
+    let (mut len, mut shift, mut i) = (0usize, 0, 1);
+    while let Some(byte) = b.get(i) {
+        len |= usize::from(byte & 0x7f) << shift;
+        i += 1;
+        if byte & 0x80 == 0 {
+            break;
+        }
+        shift += 7;
+    }
+    (i + len).min(b.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `TimeSeries`-like field of `n` body bytes.
+    fn field(n: usize) -> Vec<u8> {
+        let mut f = vec![0x0a];
+        crate::expose::proto::wire::varint(&mut f, n as u64);
+        f.extend(std::iter::repeat_n(7, n));
+        f
+    }
+
+    #[test]
+    fn requests_are_cut_between_fields_below_the_size() {
+        let mut c = Cutter::new(1000);
+        let mut run = Vec::new();
+        for n in [300, 300, 300, 300, 2000, 10] {
+            run.extend(field(n));
+        }
+        c.add(&run[..606]);
+        c.add(&run[606..]);
+        let batches = c.finish();
+        let samples: Vec<u64> = batches.iter().map(|b| b.samples).collect();
+        assert_eq!(samples, [3, 1, 1, 1]);
+        let raw: Vec<usize> = batches
+            .iter()
+            .map(|b| snap::raw::Decoder::new().decompress_vec(&b.body).unwrap().len())
+            .collect();
+        assert_eq!(raw, [909, 303, 2003, 12]);
+    }
+}

@@ -1,0 +1,286 @@
+//! One output's task: a push every `interval`, its batches queued, the
+//! queue sent oldest first, each batch tried until the receiver takes or
+//! refuses it (or the queue drops it); at stop, one last push and a flush
+//! within `stop_timeout`.
+//!
+//! The task alone touches its queue; the queue lives outside it (in
+//! [`Shared`]) so that a reload, which hands the task a new definition,
+//! and a restart after a panic, keep what is queued.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::header::{HeaderMap, HeaderName, HeaderValue};
+use parking_lot::Mutex;
+use tokio::sync::watch;
+
+use super::batch::{render, Source};
+use super::client::{retry_after, Client, ClientSettings, ClientTls};
+use super::metrics::{result, OutputCounters};
+use super::queue::{Batch, Queue};
+use super::retry::{of_status, Backoff, Fate};
+use super::settings::{Auth, OutputDef};
+use crate::clock::Clock;
+use crate::escape::Escaped;
+use crate::expose::buffer::ChunkPool;
+
+/// What a running output keeps across reloads and restarts.
+pub struct Shared {
+    /// Batches waiting.
+    pub queue: Mutex<Queue>,
+    /// Its self-metrics.
+    pub counters: OutputCounters,
+    /// The buffers its pushes are written into.
+    pub pool: Arc<ChunkPool>,
+}
+
+/// How an output is asked to end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// Running.
+    No,
+    /// The daemon stops: one last push, then send within `stop_timeout`.
+    Flush,
+    /// A reload removed it: what is queued is dropped, counted.
+    Removed,
+}
+
+/// What the task is given.
+pub struct Task {
+    pub def: watch::Receiver<Arc<OutputDef>>,
+    pub stop: watch::Receiver<Stop>,
+    pub source: Arc<Source>,
+    pub clock: Arc<dyn Clock>,
+    pub shared: Arc<Shared>,
+}
+
+/// Runs the output until it is asked to stop.
+pub async fn run(mut t: Task) {
+    let mut def = t.def.borrow_and_update().clone();
+    let mut sender = Sender::new(&def, t.clock.now().as_nanos());
+    let mut next_push = t.clock.now() + def.interval;
+    let mut retry_at = None;
+    loop {
+        let now = t.clock.now();
+        if now >= next_push {
+            push(&t, &def).await;
+            next_push = (next_push + def.interval).max(now);
+        }
+        let due = retry_at.is_none_or(|at| now >= at);
+        if due && !t.shared.queue.lock().is_empty() {
+            retry_at = sender
+                .send_front(&t, &def)
+                .await
+                .map(|wait| t.clock.now() + wait);
+            continue;
+        }
+        let wake = match retry_at {
+            Some(at) if !t.shared.queue.lock().is_empty() => at.min(next_push),
+            _ => next_push,
+        };
+        tokio::select! {
+            () = tokio::time::sleep(wake.saturating_duration_since(now)) => {}
+            r = t.def.changed() => {
+                if r.is_err() { return; }
+                def = t.def.borrow_and_update().clone();
+                sender = Sender::new(&def, now.as_nanos());
+                drop_all(&t.shared, t.shared.queue.lock().set_cap(def.queue_max_bytes), result::QUEUE_FULL);
+                next_push = next_push.min(now + def.interval);
+            }
+            r = t.stop.changed() => {
+                if r.is_err() || *t.stop.borrow() != Stop::No { break; }
+            }
+        }
+    }
+    let how = *t.stop.borrow();
+    match how {
+        Stop::Removed => {
+            let left: Vec<Batch> = std::iter::from_fn(|| t.shared.queue.lock().pop()).collect();
+            drop_all(&t.shared, left, result::REMOVED);
+        }
+        Stop::Flush | Stop::No => flush(&t, &def, &mut sender).await,
+    }
+    t.shared.counters.queue.set(0);
+}
+
+/// Writes one push (off the reactor: CPU work proportional to the series)
+/// and queues its batches.
+async fn push(t: &Task, def: &Arc<OutputDef>) {
+    let (source, def2, pool) = (t.source.clone(), def.clone(), t.shared.pool.clone());
+    let now = t.clock.now();
+    let started = t.clock.now();
+    let batches = tokio::task::spawn_blocking(move || render(&source, &def2, now, &pool)).await;
+    let Ok(batches) = batches else {
+        tracing::error!(output = %def.name, "Writing a push failed (a panic, logged above); the next push is tried at its time.");
+        return;
+    };
+    let c = &t.shared.counters;
+    c.push_seconds
+        .set(t.clock.now().saturating_duration_since(started).as_secs_f64());
+    let mut q = t.shared.queue.lock();
+    for b in batches {
+        let dropped = q.push(b);
+        drop_all(&t.shared, dropped, result::QUEUE_FULL);
+    }
+    c.queue.set(q.bytes() as i64);
+}
+
+/// Counts `batches` as dropped under `why`.
+fn drop_all(shared: &Shared, batches: Vec<Batch>, why: &str) {
+    if batches.is_empty() {
+        return;
+    }
+    let samples: u64 = batches.iter().map(|b| b.samples).sum();
+    for b in &batches {
+        shared.counters.batch(why, b.samples);
+    }
+    shared.counters.queue.set(shared.queue.lock().bytes() as i64);
+    tracing::warn!(batches = batches.len(), samples, reason = why, "Output batches dropped unsent.");
+}
+
+/// The last push and the flush at stop, within `stop_timeout`.
+async fn flush(t: &Task, def: &Arc<OutputDef>, sender: &mut Sender) {
+    let deadline = t.clock.now() + def.stop_timeout;
+    push(t, def).await;
+    while !t.shared.queue.lock().is_empty() && t.clock.now() < deadline {
+        let left = deadline.saturating_duration_since(t.clock.now());
+        match tokio::time::timeout(left, sender.send_front(t, def)).await {
+            Ok(Some(wait)) if wait < deadline.saturating_duration_since(t.clock.now()) => {
+                tokio::time::sleep(wait).await;
+            }
+            Ok(None) => {}
+            _ => break,
+        }
+    }
+    let left: Vec<Batch> = std::iter::from_fn(|| t.shared.queue.lock().pop()).collect();
+    drop_all(&t.shared, left, result::STOP_DEADLINE);
+}
+
+/// The client of one definition and its back-off.
+struct Sender {
+    client: Result<Client, String>,
+    backoff: Backoff,
+    /// Whether the last header or credential file problem was logged.
+    warned: bool,
+}
+
+impl Sender {
+    fn new(def: &OutputDef, seed: u64) -> Sender {
+        let settings = ClientSettings {
+            url: def.url.clone(),
+            timeout: def.timeout,
+            tls: ClientTls {
+                ca_file: def.tls.ca_file.clone(),
+                cert_file: def.tls.cert_file.clone(),
+                key_file: def.tls.key_file.clone(),
+                server_name: def.tls.server_name.clone(),
+            },
+        };
+        let client = Client::new(settings).map_err(|e| e.to_string());
+        if let Err(e) = &client {
+            tracing::error!(output = %def.name, error = %e, "The output cannot send: fix its TLS files and reload.");
+        }
+        Sender {
+            client,
+            backoff: Backoff::new(def.retry_min, def.retry_max, seed),
+            warned: false,
+        }
+    }
+
+    /// Sends the oldest batch once. `None`: it is done (sent or refused);
+    /// else the wait before trying it again.
+    async fn send_front(&mut self, t: &Task, def: &OutputDef) -> Option<Duration> {
+        let batch = t.shared.queue.lock().front().cloned()?;
+        let headers = match headers(def) {
+            Ok(h) => {
+                self.warned = false;
+                h
+            }
+            Err(e) => {
+                if !std::mem::replace(&mut self.warned, true) {
+                    tracing::error!(output = %def.name, error = %e, "The output's credentials or headers cannot be read; its batches wait in the queue.");
+                }
+                return Some(self.backoff.failed(None));
+            }
+        };
+        let client = match &mut self.client {
+            Ok(c) => c,
+            Err(_) => return Some(def.retry_max),
+        };
+        let c = &t.shared.counters;
+        let (fate, asked) = match client.post(&headers, batch.body.clone()).await {
+            Ok(answer) => {
+                let fate = of_status(answer.status);
+                if fate == Fate::Refused {
+                    tracing::warn!(output = %def.name, status = answer.status.as_u16(), answer = %Escaped::new(&answer.body), samples = batch.samples, "The receiver refused a batch; it is dropped (a 4xx is never retried).");
+                }
+                let now_unix = t.clock.now().as_nanos() / 1_000_000_000;
+                (fate, retry_after(&answer.headers, now_unix, def.retry_max))
+            }
+            Err(e) => (Fate::Retry { reason: e.reason() }, None),
+        };
+        match fate {
+            Fate::Sent | Fate::Refused => {
+                let b = t.shared.queue.lock().pop();
+                if let Some(b) = b {
+                    if fate == Fate::Sent {
+                        c.bytes.inc_by(b.body.len() as u64);
+                        c.last_success.set(t.clock.now().as_secs_f64());
+                        c.batch(result::SENT, b.samples);
+                    } else {
+                        c.batch(result::REFUSED, b.samples);
+                    }
+                }
+                c.queue.set(t.shared.queue.lock().bytes() as i64);
+                self.backoff.reset();
+                None
+            }
+            Fate::Retry { reason } => {
+                c.retry(reason);
+                Some(self.backoff.failed(asked))
+            }
+        }
+    }
+}
+
+/// The headers of each request: the protocol's, the credentials and the
+/// `headers_file` lines, files read now.
+fn headers(def: &OutputDef) -> Result<HeaderMap, String> {
+    let mut h = HeaderMap::new();
+    let set = |h: &mut HeaderMap, k: &'static str, v: &'static str| {
+        h.insert(HeaderName::from_static(k), HeaderValue::from_static(v));
+    };
+    set(&mut h, "content-encoding", "snappy");
+    set(&mut h, "content-type", "application/x-protobuf");
+    set(&mut h, "x-prometheus-remote-write-version", "0.1.0");
+    if let Some(f) = &def.headers_file {
+        for (k, v) in super::headers::read(f)? {
+            h.append(k, v);
+        }
+    }
+    let secret = |p: &std::path::Path| {
+        crate::file::read_text(p)
+            .map(|s| s.lines().next().unwrap_or_default().trim().to_string())
+            .map_err(|e| format!("cannot read `{}`: {e}", p.display()))
+    };
+    let auth = match &def.auth {
+        Auth::None => return Ok(h),
+        Auth::Bearer { token_file } => format!("Bearer {}", secret(token_file)?),
+        Auth::Basic {
+            username,
+            password_file,
+        } => {
+            use base64::Engine as _;
+            let pair = format!("{username}:{}", secret(password_file)?);
+            format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(pair)
+            )
+        }
+    };
+    let mut v = HeaderValue::from_str(&auth)
+        .map_err(|_| "the credentials hold a character a header cannot carry".to_string())?;
+    v.set_sensitive(true);
+    h.insert(hyper::header::AUTHORIZATION, v);
+    Ok(h)
+}
