@@ -21,6 +21,9 @@
 //!   model as OpenMetrics (the crate's `TextEncoder` does text 0.0.4);
 //! * [`signals`]: the breaker and limit families; `fleet.rs`: the fleet
 //!   view of shared windows.
+//!
+//! [`push`] holds the messages rollstat pushes (remote write 1.0 and 2.0,
+//! OTLP metrics), generated from the vendored schemas.
 
 pub(crate) mod buffer;
 pub(crate) mod encode;

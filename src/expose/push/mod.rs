@@ -1,16 +1,34 @@
 //! What rollstat pushes: the families `/metrics` serves, written as
-//! remote-write requests for the outputs (`[[outputs]]`) to send.
+//! remote-write requests for the outputs (`[[outputs]]`) to send, and the
+//! messages of the push protocols.
 //!
 //! * `select.rs`: which families and series an output sends;
 //! * `labels.rs`: a sample's sorted label set, encoded once per series;
 //! * `remote_write.rs`: remote write 1.0 `TimeSeries` fields from the
-//!   registry walk and from the `prometheus` crate's model.
+//!   registry walk and from the `prometheus` crate's model;
+//! * the types generated from the vendored schemas under proto/ by
+//!   prost-build and committed (see proto/README.md;
+//!   tests/proto_generated.rs checks they are current): [`prompb`]
+//!   (remote write 1.0, `prometheus.WriteRequest`), [`write_v2`] (remote
+//!   write 2.0, `io.prometheus.write.v2.Request`), [`otlp`] (OTLP metrics,
+//!   `ExportMetricsServiceRequest` in
+//!   `otlp::opentelemetry::proto::collector::metrics::v1`, with the
+//!   common, resource and metrics packages it uses). `schema_tests.rs`
+//!   pins their field numbers.
 
 mod labels;
+#[allow(clippy::all, clippy::pedantic, missing_docs)]
+pub mod otlp;
+#[allow(clippy::all, clippy::pedantic, missing_docs)]
+pub mod prompb;
 pub mod remote_write;
 pub mod select;
+#[allow(clippy::all, clippy::pedantic, missing_docs)]
+pub mod write_v2;
 
 pub use self::select::{Groups, Selection};
 
+#[cfg(test)]
+mod schema_tests;
 #[cfg(test)]
 mod tests;
