@@ -177,6 +177,8 @@ pub struct Reloader {
     rls: Option<Arc<RlsHandle>>,
     /// Its gRPC listener's TLS settings, when it speaks TLS.
     rls_tls: Option<Arc<ServerTls>>,
+    /// `[[outputs]]`, which a reload adds, changes and removes.
+    outputs: Option<Arc<crate::output::Outputs>>,
 }
 
 /// The TLS settings a reload puts in force, built before anything is
@@ -215,6 +217,7 @@ impl Reloader {
             tls: None,
             rls: None,
             rls_tls: None,
+            outputs: None,
         }
     }
 
@@ -231,6 +234,14 @@ impl Reloader {
     #[must_use]
     pub fn with_rls(mut self, rls: Option<Arc<RlsHandle>>) -> Self {
         self.rls = rls;
+        self
+    }
+
+    /// Reloads also apply `[[outputs]]` to `outputs`: new ones start,
+    /// changed ones keep their queue, removed ones stop.
+    #[must_use]
+    pub fn with_outputs(mut self, outputs: Arc<crate::output::Outputs>) -> Self {
+        self.outputs = Some(outputs);
         self
     }
 
@@ -272,6 +283,9 @@ impl Reloader {
                 );
                 apply_tls(path, "rls.tls", "TLS", &self.rls_tls, rls_tls, tls.rls);
                 self.apply_rls(&cfg);
+                if let Some(o) = &self.outputs {
+                    o.apply(&cfg.outputs);
+                }
                 let needs_restart = self.restart_notes(path, &cfg);
                 let now = self.clock.now();
                 self.registry

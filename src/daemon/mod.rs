@@ -111,6 +111,7 @@ pub async fn serve(
         .map_err(start("relay senders"))?;
     let receivers = Receivers::spawn(&state, listeners.udp, listeners.tcp, unix_socket, &stop_rx)?;
     let tasks = Tasks::spawn(&state, &stop_rx, &notifier).map_err(start("SIGHUP handler"))?;
+    state.outputs.apply(&state.config.outputs);
     let http = tokio::net::TcpListener::from_std(listeners.http).map_err(start("HTTP listener"))?;
     let rls_server = match (listeners.rls, &state.rls) {
         (Some(l), Some(rls)) => {
@@ -164,6 +165,8 @@ pub async fn serve(
     tasks.join().await;
     // What the receivers applied last, to the shared store (own deadline).
     state.final_sync().await;
+    // And to every output: a last push, sent within its stop_timeout_ms.
+    state.outputs.stop().await;
     match tokio::time::timeout(Duration::from_secs(5), server).await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => tracing::warn!(error = %e, "HTTP server task failed."),

@@ -23,6 +23,8 @@ use crate::ingest::fault::Faults;
 use crate::ingest::supervise::Liveness;
 use crate::ingest::Ingestor;
 use crate::parse::ParseOptions;
+use crate::output::metrics::OutputFamilies;
+use crate::output::{Outputs, Source as OutputSource};
 use crate::relay::Relays;
 use crate::reload::Reloader;
 use crate::rls::service::{Rls, RlsHandle};
@@ -84,6 +86,8 @@ pub struct State {
     pub rls: Option<Arc<RlsHandle>>,
     /// Its listener's TLS settings, with `[rls.tls]`.
     pub rls_tls: Option<Arc<ServerTls>>,
+    /// `[[outputs]]`: started by the daemon, replaced by reloads.
+    pub outputs: Arc<Outputs>,
     /// Set while every listener and task runs (`/-/ready`).
     pub serving: Arc<std::sync::atomic::AtomicBool>,
     /// The statsd receivers (reader threads, TCP accept loop) and whether
@@ -195,6 +199,17 @@ impl State {
             .map(|t| ServerTls::new(t).map(Arc::new))
             .transpose()
             .map_err(BuildError::Tls)?;
+        let outputs = Arc::new(Outputs::new(
+            Arc::new(OutputSource {
+                registry: registry.clone(),
+                state: families.clone(),
+                telemetry: telemetry.registry.clone(),
+                rls: rls.clone(),
+            }),
+            OutputFamilies::register(&telemetry.registry).map_err(BuildError::Telemetry)?,
+            clock.clone(),
+            telemetry.task_panics.clone(),
+        ));
         let reloader = Arc::new(
             Reloader::new(
                 config_path,
@@ -207,7 +222,8 @@ impl State {
             )
             .with_tls(tls.clone())
             .with_rls(rls.clone())
-            .with_rls_tls(rls_tls.clone()),
+            .with_rls_tls(rls_tls.clone())
+            .with_outputs(outputs.clone()),
         );
         Ok(State {
             config,
@@ -225,6 +241,7 @@ impl State {
             tls,
             rls,
             rls_tls,
+            outputs,
             serving: Arc::default(),
             liveness: Arc::default(),
             faults: Arc::new(Faults::none()),
