@@ -5,3 +5,9 @@
 //! * `client.rs`: one HTTP/1.1 connection to a receiver (plain or TLS),
 //!   a deadline per request, the answer's head and the first bytes of its
 //!   body.
+//! * `retry_after.rs`: the wait a receiver's `Retry-After` header asks
+//!   for (delta-seconds or an IMF-fixdate), capped.
+
+mod retry_after;
+
+pub use self::retry_after::retry_after;
