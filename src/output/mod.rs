@@ -11,7 +11,10 @@
 //! * `retry.rs`: an answer's fate, the jittered back-off;
 //! * `client.rs`: one HTTP/1.1 connection to a receiver (plain or TLS), a
 //!   deadline per request, the answer's head and the first bytes of its
-//!   body; `retry_after.rs`: a `Retry-After` header read;
+//!   body; `client/tls.rs`: the rustls settings of an `https://` receiver
+//!   (CA file or system roots, client certificate, server name);
+//!   `retry_after.rs`: the wait a `Retry-After` header asks for
+//!   (delta-seconds or an IMF-fixdate), capped;
 //! * `run.rs`: an output's task: push, send, retry, flush at stop;
 //! * `headers.rs`: an output's `headers_file`;
 //! * `metrics.rs`: the `rollstat_output_*` families;
@@ -39,6 +42,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 pub use self::batch::Source;
+pub use self::retry_after::retry_after;
 use self::metrics::OutputFamilies;
 use self::queue::Queue;
 use self::run::{Shared, Stop, Task};

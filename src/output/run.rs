@@ -15,7 +15,8 @@ use parking_lot::Mutex;
 use tokio::sync::watch;
 
 use super::batch::{render, Source};
-use super::client::{retry_after, Client, ClientSettings, ClientTls};
+use super::client::{Client, ClientSettings, ClientTls};
+use super::retry_after;
 use super::metrics::{result, OutputCounters};
 use super::queue::{Batch, Queue};
 use super::retry::{of_status, Backoff, Fate};
