@@ -245,8 +245,18 @@ fn pem_problem(e: &pem::Error) -> String {
     }
 }
 
-/// Every certificate in the PEM file at `file`; at least one.
-fn certificates(key: &'static str, file: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+/// Every certificate in the PEM file at `file`; at least one. `key` is the
+/// config key that names the file, for the error. Also read by the
+/// outputs' HTTP client for its CA and client certificate files.
+///
+/// # Errors
+///
+/// [`TlsError`]: the file cannot be read, is not PEM, or holds no
+/// certificate.
+pub fn certificates(
+    key: &'static str,
+    file: &Path,
+) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let pem = read(key, file)?;
     let certs = CertificateDer::pem_slice_iter(&pem)
         .collect::<Result<Vec<_>, _>>()
@@ -261,8 +271,15 @@ fn certificates(key: &'static str, file: &Path) -> Result<Vec<CertificateDer<'st
     Ok(certs)
 }
 
-/// The first private key in the PEM file at `file`.
-fn private_key(key: &'static str, file: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
+/// The first private key in the PEM file at `file`; `key` is the config
+/// key that names the file, for the error. Also read by the outputs' HTTP
+/// client for its client key.
+///
+/// # Errors
+///
+/// [`TlsError`]: the file cannot be read, is not PEM, or holds no
+/// unencrypted private key.
+pub fn private_key(key: &'static str, file: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
     let pem = read(key, file)?;
     PrivateKeyDer::from_pem_slice(&pem).map_err(|e| match e {
         pem::Error::NoItemsFound => error(
