@@ -191,7 +191,7 @@ impl std::error::Error for SendError {
 pub struct Answer {
     /// Its status.
     pub status: StatusCode,
-    /// Its headers (`Retry-After` among them, for [`super::retry_after`]).
+    /// Its headers (`Retry-After` among them, for [`super::retry_after()`]).
     pub headers: HeaderMap,
     /// The first [`EXCERPT_BYTES`] of its body at most; less if the body
     /// was shorter, or stalled or broke off before the deadline.
