@@ -48,10 +48,15 @@ pub enum Stop {
 
 /// What the task is given.
 pub struct Task {
+    /// Its definition, replaced by reloads.
     pub def: watch::Receiver<Arc<OutputDef>>,
+    /// When to end, and how.
     pub stop: watch::Receiver<Stop>,
+    /// What it pushes.
     pub source: Arc<Source>,
+    /// The daemon's clock: push times and sample timestamps.
     pub clock: Arc<dyn Clock>,
+    /// Its queue and counters.
     pub shared: Arc<Shared>,
 }
 
