@@ -4,10 +4,11 @@
 //! dashboards' queries and the live page in headless Chromium.
 //!
 //! External tools (promtool, prometheus, the Python and Node clients,
-//! chromium and chromedriver, redis-server and redis-cli) are installed by
-//! `.ci/install-deps`; a test that misses one fails and says so. The one
-//! exception: off CI, the `redis` tests skip with a message when
-//! redis-server is missing (under CI, with `CI` set, they fail).
+//! chromium and chromedriver, redis-server and redis-cli, victoria-metrics)
+//! are installed by `.ci/install-deps`; a test that misses one fails and
+//! says so. The exceptions: off CI, the `redis` tests skip with a message
+//! when redis-server is missing, and the VictoriaMetrics receiver's tests
+//! when victoria-metrics is (under CI, with `CI` set, they fail).
 
 // These tests run a real process on the real clock: deadlines need `Instant`.
 #![allow(clippy::disallowed_methods)]
@@ -61,6 +62,8 @@ mod overflow;
 mod native_histograms;
 // A real Prometheus scraping the daemon.
 mod prometheus;
+// The remote-write receivers of the [[outputs]] tests (Prometheus, VictoriaMetrics), proven with hand-built requests: 1.0 stored, 2.0 dropped, stale markers.
+mod push_receivers;
 // statsd_exporter mapping files as they are, convert-mapping, check-config, reload.
 mod statsd_exporter;
 // statsd_exporter's summaries: each quantile within its objective's rank error, batches seen at a scrape.

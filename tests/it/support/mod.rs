@@ -15,6 +15,8 @@
 //! * `process`: external tools (promtool, statsd clients) run with a time
 //!   limit, child processes ([`Proc`]) that die with the test, temp dirs.
 //! * `prometheus`: a real Prometheus and its query API.
+//! * `receivers`: remote-write receivers (Prometheus, VictoriaMetrics) and
+//!   their query API ([`Receiver`]), for the `[[outputs]]` tests.
 //! * `proto`: `/metrics` as protobuf, decoded ([`decode_families`]).
 //! * `load`: a steady load on the daemon ([`Load`]).
 //! * `h2_frames`: a raw HTTP/2 client that breaks the rules on purpose.
@@ -28,6 +30,7 @@ mod poll;
 mod process;
 mod prometheus;
 mod proto;
+mod receivers;
 
 pub use configs::{sample_config_on_port_0, LOAD_CONFIG, TEST_CONFIG};
 pub use daemon::Daemon;
@@ -37,4 +40,5 @@ pub use poll::{assert_close, wait_for, wait_true, wait_until, wait_until_every};
 pub use process::{free_port, missing, python, repo, require_tool, run, Output, Proc, TempDir};
 pub use prometheus::Prometheus;
 pub use proto::{decode_families, PROTO_ACCEPT};
+pub use receivers::{Labels, PromReceiver, Receiver, VmReceiver};
 pub use rollstat_testkit::scrape::{sample_value, Scrape};

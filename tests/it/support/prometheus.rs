@@ -9,7 +9,8 @@ use super::poll::wait_until;
 use super::process::{free_port, require_tool, Proc, TempDir};
 
 /// A real Prometheus (the Debian `prometheus` binary) on a free loopback
-/// port, scraping one target every second; killed on drop.
+/// port, scraping one target every second (or none, as the remote-write
+/// receiver of `receivers`); killed on drop.
 pub struct Prometheus {
     // Declared before `_dir`: dropped (and its log read) before the dir goes.
     _proc: Proc,
@@ -48,17 +49,25 @@ impl Prometheus {
     /// the scrape job, each line indented by 4, ending in a newline; "" for
     /// none) added to its scrape job.
     pub fn start_configured(target: SocketAddr, flags: &[&str], job: &str) -> Prometheus {
-        let bin = require_tool("prometheus");
-        let dir = TempDir::new("prometheus");
-        let cfg = dir.path().join("prometheus.yml");
-        std::fs::write(
-            &cfg,
-            format!(
+        Prometheus::launch(
+            &format!(
                 "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
                  scrape_configs:\n  - job_name: rollstat\n{job}    static_configs:\n      - targets: ['{target}']\n"
             ),
+            flags,
+            Duration::from_secs(30),
         )
-        .expect("write prometheus.yml");
+    }
+
+    /// Prometheus on a free loopback port with `config` as its
+    /// prometheus.yml, its own TSDB in a temporary directory and more
+    /// command-line `flags`; fails unless it is ready within `ready_within`
+    /// (its stderr follows the failure).
+    pub(super) fn launch(config: &str, flags: &[&str], ready_within: Duration) -> Prometheus {
+        let bin = require_tool("prometheus");
+        let dir = TempDir::new("prometheus");
+        let cfg = dir.path().join("prometheus.yml");
+        std::fs::write(&cfg, config).expect("write prometheus.yml");
         let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
         let mut proc = Proc::spawn(
             "prometheus",
@@ -73,7 +82,7 @@ impl Prometheus {
                 .args(flags),
             dir.path(),
         );
-        wait_until(Duration::from_secs(30), "Prometheus to be ready", || {
+        wait_until(ready_within, "Prometheus to be ready", || {
             proc.assert_running();
             let r = try_http(addr, "GET", "/-/ready", &[], b"")?;
             if r.status == 200 {
@@ -104,19 +113,10 @@ impl Prometheus {
     /// An instant query: the series of its result (one element for a scalar
     /// or string result; none if nothing matched), or the error it got.
     pub fn query_result(&self, promql: &str) -> Result<Vec<serde_json::Value>, String> {
-        let q: String = promql
-            .bytes()
-            .map(|b| match b {
-                b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' | b'.' | b'-' | b'~' => {
-                    (b as char).to_string()
-                }
-                _ => format!("%{b:02X}"),
-            })
-            .collect();
         let r = try_http(
             self.addr,
             "GET",
-            &format!("/api/v1/query?query={q}"),
+            &format!("/api/v1/query?query={}", query_escape(promql)),
             &[],
             b"",
         )?;
@@ -139,4 +139,17 @@ impl Prometheus {
             .filter_map(|x| x["value"][1].as_str()?.parse().ok())
             .collect())
     }
+}
+
+/// `s` percent-encoded for a URL's query string (all but the unreserved
+/// characters), as the query APIs of Prometheus and VictoriaMetrics read it.
+pub(super) fn query_escape(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' | b'.' | b'-' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }
