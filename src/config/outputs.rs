@@ -67,6 +67,13 @@ pub(super) fn read_output(
     let batch_max_bytes = t
         .int(p, "batch_max_bytes", 1 << 12, 1 << 30)
         .map_or(DEFAULT_BATCH_BYTES, |n| n as usize);
+    if batch_max_bytes > queue_max_bytes {
+        p.at(
+            t.start(),
+            &t.key_path("batch_max_bytes"),
+            format!("batch_max_bytes ({batch_max_bytes}) is above queue_max_bytes ({queue_max_bytes}): a batch that large could never be queued; lower it or raise the queue"),
+        );
+    }
     if retry_max < retry_min {
         p.at(
             t.start(),

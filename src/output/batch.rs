@@ -33,7 +33,12 @@ const PUSH_THREADS: usize = 1;
 /// The batches of one push of `def`'s selection as of `now`, uncompressed
 /// bytes cut between samples at about `def.batch_max_bytes`.
 #[must_use]
-pub fn render(source: &Source, def: &OutputDef, now: Timestamp, pool: &Arc<ChunkPool>) -> Vec<Batch> {
+pub fn render(
+    source: &Source,
+    def: &OutputDef,
+    now: Timestamp,
+    pool: &Arc<ChunkPool>,
+) -> Vec<Batch> {
     let mut cut = Cutter::new(def.batch_max_bytes);
     let (select, escaping) = (&def.select, def.escaping);
     let mut head = Vec::new();
@@ -45,16 +50,30 @@ pub fn render(source: &Source, def: &OutputDef, now: Timestamp, pool: &Arc<Chunk
     if select.groups.signals {
         encode_families(&groups.signals, select, escaping, now, &mut head);
         if let Some(rls) = &source.rls {
-            encode_families(&rls.current().families(now), select, escaping, now, &mut head);
+            encode_families(
+                &rls.current().families(now),
+                select,
+                escaping,
+                now,
+                &mut head,
+            );
         }
     }
     if select.groups.windowed {
         encode_families(&groups.fleet, select, escaping, now, &mut head);
     }
     cut.add(&head);
-    render_series(&source.registry, now, select, escaping, PUSH_THREADS, pool, |p| {
-        cut.add(p.as_ref());
-    });
+    render_series(
+        &source.registry,
+        now,
+        select,
+        escaping,
+        PUSH_THREADS,
+        pool,
+        |p| {
+            cut.add(p.as_ref());
+        },
+    );
     cut.finish()
 }
 
@@ -151,7 +170,12 @@ mod tests {
         assert_eq!(samples, [3, 1, 1, 1]);
         let raw: Vec<usize> = batches
             .iter()
-            .map(|b| snap::raw::Decoder::new().decompress_vec(&b.body).unwrap().len())
+            .map(|b| {
+                snap::raw::Decoder::new()
+                    .decompress_vec(&b.body)
+                    .unwrap()
+                    .len()
+            })
             .collect();
         assert_eq!(raw, [909, 303, 2003, 12]);
     }

@@ -45,8 +45,9 @@ pub fn parse(text: &str) -> Result<Vec<(HeaderName, HeaderValue)>, String> {
                 "line {n}: {name} is set by rollstat itself and cannot be replaced"
             ));
         }
-        let value = HeaderValue::from_str(value.trim())
-            .map_err(|_| format!("line {n}: the value of {name} holds a character a header cannot carry"))?;
+        let value = HeaderValue::from_str(value.trim()).map_err(|_| {
+            format!("line {n}: the value of {name} holds a character a header cannot carry")
+        })?;
         out.push((name, value));
     }
     Ok(out)
@@ -66,7 +67,11 @@ mod tests {
             parse("ok: 1\nnot a header").unwrap_err(),
             "line 2: expected `Name: value`"
         );
-        assert!(parse("Content-Encoding: gzip").unwrap_err().contains("set by rollstat"));
-        assert!(parse("bad name: x").unwrap_err().contains("not a header name"));
+        assert!(parse("Content-Encoding: gzip")
+            .unwrap_err()
+            .contains("set by rollstat"));
+        assert!(parse("bad name: x")
+            .unwrap_err()
+            .contains("not a header name"));
     }
 }

@@ -42,9 +42,9 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 pub use self::batch::Source;
-pub use self::retry_after::retry_after;
 use self::metrics::OutputFamilies;
 use self::queue::Queue;
+pub use self::retry_after::retry_after;
 use self::run::{Shared, Stop, Task};
 use self::settings::OutputDef;
 use crate::clock::Clock;
@@ -133,7 +133,8 @@ impl Outputs {
         });
         let (def_tx, def_rx) = watch::channel(Arc::new(def));
         let (stop_tx, stop_rx) = watch::channel(Stop::No);
-        let (source, clock, panics) = (self.source.clone(), self.clock.clone(), self.panics.clone());
+        let (source, clock, panics) =
+            (self.source.clone(), self.clock.clone(), self.panics.clone());
         let task = tokio::spawn(async move {
             // A panic ends one run; the next starts with the same queue.
             loop {
@@ -144,7 +145,9 @@ impl Outputs {
                     clock: clock.clone(),
                     shared: shared.clone(),
                 };
-                let done = std::panic::AssertUnwindSafe(run::run(t)).catch_unwind().await;
+                let done = std::panic::AssertUnwindSafe(run::run(t))
+                    .catch_unwind()
+                    .await;
                 if done.is_ok() || *stop_rx.borrow() != Stop::No {
                     return;
                 }
@@ -172,15 +175,22 @@ impl Outputs {
             .map(|r| r.def.borrow().stop_timeout)
             .max()
             .unwrap_or_default();
-        for r in &running {
+        // The senders live until the tasks end: a task whose channels
+        // closed would end without its flush.
+        let mut tasks = Vec::with_capacity(running.len());
+        let mut senders = Vec::with_capacity(running.len());
+        for r in running {
             let _ = r.stop.send(Stop::Flush);
+            tasks.push(r.task);
+            senders.push((r.def, r.stop));
         }
-        let all = futures_util::future::join_all(running.into_iter().map(|r| r.task));
+        let all = futures_util::future::join_all(tasks);
         if tokio::time::timeout(longest + Duration::from_secs(1), all)
             .await
             .is_err()
         {
             tracing::warn!("Outputs still flushing after their stop_timeout_ms; exiting anyway.");
         }
+        drop(senders);
     }
 }

@@ -109,7 +109,10 @@ mod tests {
             assert!(q.push(batch(n)).is_empty());
         }
         let dropped = q.push(batch(50));
-        assert_eq!(dropped.iter().map(|b| b.samples).collect::<Vec<_>>(), [40, 30]);
+        assert_eq!(
+            dropped.iter().map(|b| b.samples).collect::<Vec<_>>(),
+            [40, 30]
+        );
         assert_eq!((q.bytes(), q.len()), (70, 2));
         assert_eq!(q.pop().unwrap().samples, 20);
         assert_eq!(q.set_cap(10).len(), 1);

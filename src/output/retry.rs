@@ -106,9 +106,20 @@ mod tests {
         for s in [400, 401, 403, 404, 413, 415, 301] {
             assert_eq!(fate(s), Fate::Refused, "{s}");
         }
-        assert_eq!(fate(429), Fate::Retry { reason: "too_many_requests" });
+        assert_eq!(
+            fate(429),
+            Fate::Retry {
+                reason: "too_many_requests"
+            }
+        );
         for s in [500, 502, 503, 504] {
-            assert_eq!(fate(s), Fate::Retry { reason: "server_error" }, "{s}");
+            assert_eq!(
+                fate(s),
+                Fate::Retry {
+                    reason: "server_error"
+                },
+                "{s}"
+            );
         }
     }
 
@@ -119,7 +130,11 @@ mod tests {
         let mut full = min;
         for _ in 0..12 {
             let w = b.failed(None);
-            assert!(w >= full / 2 && w <= full, "{w:?} outside [{:?}, {full:?}]", full / 2);
+            assert!(
+                w >= full / 2 && w <= full,
+                "{w:?} outside [{:?}, {full:?}]",
+                full / 2
+            );
             full = (full * 2).min(max);
         }
         b.reset();
@@ -129,10 +144,19 @@ mod tests {
     #[test]
     fn retry_after_is_honoured_up_to_the_cap() {
         let mut b = Backoff::new(Duration::from_millis(100), Duration::from_secs(30), 1);
-        assert_eq!(b.failed(Some(Duration::from_secs(5))), Duration::from_secs(5));
-        assert_eq!(b.failed(Some(Duration::from_secs(600))), Duration::from_secs(30));
+        assert_eq!(
+            b.failed(Some(Duration::from_secs(5))),
+            Duration::from_secs(5)
+        );
+        assert_eq!(
+            b.failed(Some(Duration::from_secs(600))),
+            Duration::from_secs(30)
+        );
         let w = b.failed(Some(Duration::ZERO));
-        assert!(w >= Duration::from_millis(200), "never less than the back-off: {w:?}");
+        assert!(
+            w >= Duration::from_millis(200),
+            "never less than the back-off: {w:?}"
+        );
     }
 
     #[test]

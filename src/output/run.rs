@@ -16,10 +16,10 @@ use tokio::sync::watch;
 
 use super::batch::{render, Source};
 use super::client::{Client, ClientSettings, ClientTls};
-use super::retry_after;
 use super::metrics::{result, OutputCounters};
 use super::queue::{Batch, Queue};
 use super::retry::{of_status, Backoff, Fate};
+use super::retry_after;
 use super::settings::{Auth, OutputDef};
 use crate::clock::Clock;
 use crate::escape::Escaped;
@@ -70,7 +70,14 @@ pub async fn run(mut t: Task) {
         let now = t.clock.now();
         if now >= next_push {
             push(&t, &def).await;
-            next_push = (next_push + def.interval).max(now);
+            // A push that overran its interval skips the missed ones, so
+            // that sending always gets its turn.
+            let after = t.clock.now();
+            next_push = next_push + def.interval;
+            if next_push <= after {
+                next_push = after + def.interval;
+            }
+            continue;
         }
         let due = retry_at.is_none_or(|at| now >= at);
         if due && !t.shared.queue.lock().is_empty() {
@@ -87,10 +94,11 @@ pub async fn run(mut t: Task) {
         tokio::select! {
             () = tokio::time::sleep(wake.saturating_duration_since(now)) => {}
             r = t.def.changed() => {
-                if r.is_err() { return; }
+                if r.is_err() { break; }
                 def = t.def.borrow_and_update().clone();
                 sender = Sender::new(&def, now.as_nanos());
-                drop_all(&t.shared, t.shared.queue.lock().set_cap(def.queue_max_bytes), result::QUEUE_FULL);
+                let dropped = t.shared.queue.lock().set_cap(def.queue_max_bytes);
+                drop_all(&t.shared, dropped, result::QUEUE_FULL);
                 next_push = next_push.min(now + def.interval);
             }
             r = t.stop.changed() => {
@@ -121,17 +129,21 @@ async fn push(t: &Task, def: &Arc<OutputDef>) {
         return;
     };
     let c = &t.shared.counters;
-    c.push_seconds
-        .set(t.clock.now().saturating_duration_since(started).as_secs_f64());
-    let mut q = t.shared.queue.lock();
-    for b in batches {
-        let dropped = q.push(b);
-        drop_all(&t.shared, dropped, result::QUEUE_FULL);
-    }
-    c.queue.set(q.bytes() as i64);
+    c.push_seconds.set(
+        t.clock
+            .now()
+            .saturating_duration_since(started)
+            .as_secs_f64(),
+    );
+    let dropped: Vec<Batch> = {
+        let mut q = t.shared.queue.lock();
+        batches.into_iter().flat_map(|b| q.push(b)).collect()
+    };
+    drop_all(&t.shared, dropped, result::QUEUE_FULL);
+    c.queue.set(t.shared.queue.lock().bytes() as i64);
 }
 
-/// Counts `batches` as dropped under `why`.
+/// Counts `batches` as dropped under `why` (the queue's lock not held).
 fn drop_all(shared: &Shared, batches: Vec<Batch>, why: &str) {
     if batches.is_empty() {
         return;
@@ -140,8 +152,16 @@ fn drop_all(shared: &Shared, batches: Vec<Batch>, why: &str) {
     for b in &batches {
         shared.counters.batch(why, b.samples);
     }
-    shared.counters.queue.set(shared.queue.lock().bytes() as i64);
-    tracing::warn!(batches = batches.len(), samples, reason = why, "Output batches dropped unsent.");
+    shared
+        .counters
+        .queue
+        .set(shared.queue.lock().bytes() as i64);
+    tracing::warn!(
+        batches = batches.len(),
+        samples,
+        reason = why,
+        "Output batches dropped unsent."
+    );
 }
 
 /// The last push and the flush at stop, within `stop_timeout`.

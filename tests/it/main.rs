@@ -64,6 +64,8 @@ mod native_histograms;
 mod prometheus;
 // The remote-write receivers of the [[outputs]] tests (Prometheus, VictoriaMetrics), proven with hand-built requests: 1.0 stored, 2.0 dropped, stale markers.
 mod push_receivers;
+// [[outputs]] remote write: what Prometheus and VictoriaMetrics store equals /metrics; the stop's flush; 5xx, 429, 400, a hanging or absent receiver.
+mod push;
 // statsd_exporter mapping files as they are, convert-mapping, check-config, reload.
 mod statsd_exporter;
 // statsd_exporter's summaries: each quantile within its objective's rank error, batches seen at a scrape.

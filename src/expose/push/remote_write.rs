@@ -279,11 +279,7 @@ type SampleSink<'e> = dyn FnMut(&[u8], Option<Extra<'_>>, f64) + 'e;
 /// Hands `emit` each sample of metric `m` of family `f`: its name's
 /// suffix, the label it adds (`le`, `quantile`) and its value, as the
 /// text format spells them.
-fn metric_samples(
-    f: &MetricFamily,
-    m: &prometheus::proto::Metric,
-    emit: &mut SampleSink<'_>,
-) {
+fn metric_samples(f: &MetricFamily, m: &prometheus::proto::Metric, emit: &mut SampleSink<'_>) {
     let mut v = Vec::new();
     match f.get_field_type() {
         MetricType::COUNTER => emit(b"", None, m.get_counter().get_value()),

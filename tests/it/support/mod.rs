@@ -16,7 +16,8 @@
 //!   limit, child processes ([`Proc`]) that die with the test, temp dirs.
 //! * `prometheus`: a real Prometheus and its query API.
 //! * `receivers`: remote-write receivers (Prometheus, VictoriaMetrics) and
-//!   their query API ([`Receiver`]), for the `[[outputs]]` tests.
+//!   their query API ([`Receiver`]), for the `[[outputs]]` tests;
+//!   `rw_fake`: a scripted receiver that fails on purpose ([`FakeReceiver`]).
 //! * `proto`: `/metrics` as protobuf, decoded ([`decode_families`]).
 //! * `load`: a steady load on the daemon ([`Load`]).
 //! * `h2_frames`: a raw HTTP/2 client that breaks the rules on purpose.
@@ -31,6 +32,7 @@ mod process;
 mod prometheus;
 mod proto;
 mod receivers;
+mod rw_fake;
 
 pub use configs::{sample_config_on_port_0, LOAD_CONFIG, TEST_CONFIG};
 pub use daemon::Daemon;
@@ -42,3 +44,4 @@ pub use prometheus::Prometheus;
 pub use proto::{decode_families, PROTO_ACCEPT};
 pub use receivers::{Labels, PromReceiver, Receiver, VmReceiver};
 pub use rollstat_testkit::scrape::{sample_value, Scrape};
+pub use rw_fake::{FakeReceiver, Reply};
