@@ -100,6 +100,28 @@ pub struct State {
     clock_warned: parking_lot::Mutex<f64>,
 }
 
+/// `[[outputs]]`, not yet started, reading what `/metrics` reads.
+fn build_outputs(
+    registry: &Arc<Registry>,
+    families: &Arc<SeriesCollector>,
+    telemetry: &Telemetry,
+    rls: Option<Arc<RlsHandle>>,
+    clock: &Arc<dyn Clock>,
+) -> Result<Arc<Outputs>, BuildError> {
+    let source = OutputSource {
+        registry: registry.clone(),
+        state: families.clone(),
+        telemetry: telemetry.registry.clone(),
+        rls,
+    };
+    Ok(Arc::new(Outputs::new(
+        Arc::new(source),
+        OutputFamilies::register(&telemetry.registry).map_err(BuildError::Telemetry)?,
+        clock.clone(),
+        telemetry.task_panics.clone(),
+    )))
+}
+
 /// Whether the clock offset moved by a second or more from the one last
 /// warned about.
 fn drifted(last: f64, offset: f64) -> bool {
@@ -199,17 +221,7 @@ impl State {
             .map(|t| ServerTls::new(t).map(Arc::new))
             .transpose()
             .map_err(BuildError::Tls)?;
-        let outputs = Arc::new(Outputs::new(
-            Arc::new(OutputSource {
-                registry: registry.clone(),
-                state: families.clone(),
-                telemetry: telemetry.registry.clone(),
-                rls: rls.clone(),
-            }),
-            OutputFamilies::register(&telemetry.registry).map_err(BuildError::Telemetry)?,
-            clock.clone(),
-            telemetry.task_panics.clone(),
-        ));
+        let outputs = build_outputs(&registry, &families, &telemetry, rls.clone(), &clock)?;
         let reloader = Arc::new(
             Reloader::new(
                 config_path,

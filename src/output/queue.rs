@@ -109,13 +109,10 @@ mod tests {
             assert!(q.push(batch(n)).is_empty());
         }
         let dropped = q.push(batch(50));
-        assert_eq!(
-            dropped.iter().map(|b| b.samples).collect::<Vec<_>>(),
-            [40, 30]
-        );
-        assert_eq!((q.bytes(), q.len()), (70, 2));
-        assert_eq!(q.pop().unwrap().samples, 20);
-        assert_eq!(q.set_cap(10).len(), 1);
+        assert_eq!(dropped.iter().map(|b| b.samples).collect::<Vec<_>>(), [40]);
+        assert_eq!((q.bytes(), q.len()), (100, 3));
+        assert_eq!(q.pop().unwrap().samples, 30);
+        assert_eq!(q.set_cap(10).len(), 2);
         assert!(q.is_empty() && q.bytes() == 0);
         // A batch larger than the cap alone is dropped at once.
         assert_eq!(q.push(batch(11)).len(), 1);

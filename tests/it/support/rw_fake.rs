@@ -96,11 +96,6 @@ impl FakeReceiver {
         format!("http://{}/api/v1/write", self.addr)
     }
 
-    /// Replaces the script (from the next request on).
-    pub fn script(&self, script: Vec<Reply>) {
-        *self.script.lock().unwrap() = script;
-    }
-
     /// Every request so far.
     pub fn received(&self) -> Vec<Received> {
         self.got.lock().unwrap().clone()
