@@ -324,3 +324,127 @@ fn read_tls(t: &mut Table<'_, '_>, p: &mut Problems<'_>) -> OutputTls {
     s.finish(p, TLS_KEYS);
     tls
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::Config;
+    use super::*;
+
+    fn problems(src: &str) -> Vec<String> {
+        match Config::parse(src) {
+            Ok(_) => Vec::new(),
+            Err(e) => e.problems.iter().map(ToString::to_string).collect(),
+        }
+    }
+
+    const MIN: &str =
+        "[[outputs]]\nkind = \"remote_write\"\nurl = \"http://127.0.0.1:9090/api/v1/write\"\n";
+
+    #[test]
+    fn an_output_with_a_kind_and_a_url_takes_the_defaults() {
+        let cfg = Config::parse(MIN).unwrap();
+        let o = &cfg.outputs[0];
+        assert_eq!(o.name, "127.0.0.1:9090");
+        assert_eq!(o.kind, OutputKind::RemoteWrite);
+        assert_eq!(o.interval, DEFAULT_INTERVAL);
+        assert_eq!(o.queue_max_bytes, DEFAULT_QUEUE_BYTES);
+        assert_eq!(o.select, Selection::all());
+        assert_eq!(o.escaping, Escaping::Underscores);
+        assert_eq!(o.auth, Auth::None);
+        assert_eq!(o.tls, OutputTls::default());
+    }
+
+    #[test]
+    fn every_selection_key_is_read() {
+        let cfg = Config::parse(&format!(
+            "{MIN}name = \"a\"\ngroups = [\"windowed\", \"self\"]\nmetrics = [\"api.*\"]\ndrop_metrics = [\"api.debug\"]\nfamilies = [\"rollstat_window_*\"]\ndrop_families = [\"rollstat_window_quantile\"]\nescaping = \"allow-utf-8\"\ninterval_ms = 1000\n"
+        ))
+        .unwrap();
+        let o = &cfg.outputs[0];
+        assert!(o.select.groups.windowed && !o.select.groups.cumulative);
+        assert!(o.select.metric("api.x") && !o.select.metric("api.debug"));
+        assert!(!o.select.family("rollstat_window_quantile"));
+        assert_eq!(o.escaping, Escaping::AllowUtf8);
+        assert_eq!(o.interval, Duration::from_secs(1));
+    }
+
+    #[test]
+    fn mistakes_are_refused_with_their_key() {
+        let cases = [
+            ("[[outputs]]\nurl = \"http://a:1/\"\n", "outputs[0].kind"),
+            (
+                "[[outputs]]\nkind = \"otlp\"\nurl = \"http://a:1/\"\n",
+                "unknown output kind",
+            ),
+            ("[[outputs]]\nkind = \"remote_write\"\n", "outputs[0].url"),
+            (
+                "[[outputs]]\nkind = \"remote_write\"\nurl = \"ftp://a/\"\n",
+                "not an http",
+            ),
+            (
+                "[[outputs]]\nkind = \"remote_write\"\nurl = \"http://u:p@a:1/\"\n",
+                "credentials in the url",
+            ),
+            (&format!("{MIN}groups = [\"windows\"]\n"), "groups are"),
+            (
+                &format!("{MIN}metrics = [\"{}\"]\n", "x".repeat(600)),
+                "outputs[0].metrics",
+            ),
+            (&format!("{MIN}escaping = \"utf8\"\n"), "unknown escaping"),
+            (
+                &format!("{MIN}queue_max_bytes = 65536\n"),
+                "batch_max_bytes",
+            ),
+            (
+                &format!("{MIN}retry_min_ms = 5000\nretry_max_ms = 1000\n"),
+                "retry_max_ms",
+            ),
+            (
+                &format!("{MIN}bearer_token_file = \"/nonexistent/token\"\n"),
+                "cannot read",
+            ),
+            (
+                &format!("{MIN}tls = {{ server_name = \"x\" }}\n"),
+                "url is http://",
+            ),
+            (&format!("{MIN}{MIN}"), "two outputs are named"),
+        ];
+        for (src, want) in cases {
+            let p = problems(src);
+            assert!(p.iter().any(|m| m.contains(want)), "{src:?}: {p:?}");
+        }
+    }
+
+    #[test]
+    fn credentials_and_headers_come_from_readable_files() {
+        let dir = std::env::temp_dir().join(format!("rollstat-outputs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let token = dir.join("token");
+        std::fs::write(&token, "s3cret\n").unwrap();
+        let headers = dir.join("headers");
+        std::fs::write(&headers, "X-Scope-OrgID: a\nContent-Type: x\n").unwrap();
+        let cfg = Config::parse(&format!(
+            "{MIN}bearer_token_file = \"{}\"\n",
+            token.display()
+        ))
+        .unwrap();
+        assert_eq!(
+            cfg.outputs[0].auth,
+            Auth::Bearer {
+                token_file: token.clone()
+            }
+        );
+        let p = problems(&format!("{MIN}headers_file = \"{}\"\n", headers.display()));
+        assert!(
+            p.iter()
+                .any(|m| m.contains("line 2: content-type is set by rollstat")),
+            "{p:?}"
+        );
+        let p = problems(&format!(
+            "{MIN}bearer_token_file = \"{0}\"\nbasic_auth = {{ username = \"u\", password_file = \"{0}\" }}\n",
+            token.display()
+        ));
+        assert!(p.iter().any(|m| m.contains("not both")), "{p:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -130,6 +130,9 @@ fn compare(dir: &std::path::Path, paths: &str, keys: &[String]) -> Vec<String> {
     bad
 }
 
+/// The keys an `[[outputs]]` entry needs.
+const OUTPUT: &str = "kind = \"remote_write\"\nurl = \"https://127.0.0.1:9/api/v1/write\"\n";
+
 /// The lines a key of `path` needs around it, one string per context to
 /// try (a breaker's keys depend on its kind).
 fn contexts(path: &str) -> Vec<String> {
@@ -147,6 +150,11 @@ fn contexts(path: &str) -> Vec<String> {
             "[[mappings]]\nmatch = \"a\"\nobserver = \"summary\"\n".into(),
         ],
         "[[relay]]" => vec!["[[relay]]\naddress = \"127.0.0.1:9\"\n".into()],
+        // An output's other keys are read once its kind and url are good;
+        // its sub-tables are those of an `[[outputs]]` entry.
+        "[[outputs]]" => vec![format!("[[outputs]]\n{OUTPUT}")],
+        "[outputs.tls]" => vec![format!("[[outputs]]\n{OUTPUT}[outputs.tls]\n")],
+        "[outputs.basic_auth]" => vec![format!("[[outputs]]\n{OUTPUT}[outputs.basic_auth]\n")],
         // [rls.tls] is read once the service is on.
         "[rls.tls]" => vec!["[rls]\ngrpc = \"127.0.0.1:0\"\n[rls.tls]\n".into()],
         p => vec![format!("{p}\n")],

@@ -28,7 +28,7 @@ type Families = BTreeMap<String, (String, BTreeSet<String>)>;
 #[test]
 fn operations_lists_every_self_metric() {
     let config = format!(
-        "{}\n[redis]\nurl = \"redis://127.0.0.1:{}\"\n\n[[relay]]\naddress = \"127.0.0.1:9\"\n\n[[mappings]]\nmatch = \"shared.**\"\nshared = true\n\n[rls]\ngrpc = \"127.0.0.1:0\"\n",
+        "{}\n[redis]\nurl = \"redis://127.0.0.1:{}\"\n\n[[relay]]\naddress = \"127.0.0.1:9\"\n\n[[mappings]]\nmatch = \"shared.**\"\nshared = true\n\n[rls]\ngrpc = \"127.0.0.1:0\"\n\n[[outputs]]\nkind = \"remote_write\"\nurl = \"http://127.0.0.1:9/api/v1/write\"\n",
         sample_config_on_port_0(),
         free_port()
     );
