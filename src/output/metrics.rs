@@ -121,20 +121,4 @@ impl OutputFamilies {
             push_seconds: self.push_seconds.with_label_values(&[output]),
         }
     }
-
-    /// Forgets the output named `output` (a reload removed it), so that
-    /// its series leave `/metrics`.
-    pub fn forget(&self, output: &str) {
-        for r in result::ALL {
-            let _ = self.batches.remove_label_values(&[output, r]);
-            let _ = self.samples.remove_label_values(&[output, r]);
-        }
-        for r in retry::ALL {
-            let _ = self.retries.remove_label_values(&[output, r]);
-        }
-        let _ = self.bytes.remove_label_values(&[output]);
-        let _ = self.queue.remove_label_values(&[output]);
-        let _ = self.last_success.remove_label_values(&[output]);
-        let _ = self.push_seconds.remove_label_values(&[output]);
-    }
 }

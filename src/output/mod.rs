@@ -97,12 +97,9 @@ impl Outputs {
             .collect();
         for name in gone {
             if let Some(r) = running.remove(&name) {
+                // Its task drops and counts its queue, then ends; its
+                // counters stay (queue bytes at 0) until a restart.
                 let _ = r.stop.send(Stop::Removed);
-                let families = self.forgetter(&name);
-                tokio::spawn(async move {
-                    let _ = r.task.await;
-                    families();
-                });
             }
         }
         for d in defs {
@@ -117,12 +114,6 @@ impl Outputs {
                 }
             }
         }
-    }
-
-    /// Forgets an output's self-metrics once its task has ended.
-    fn forgetter(&self, name: &str) -> impl FnOnce() + Send + 'static {
-        let (name, fam) = (name.to_string(), self.families.clone());
-        move || fam.forget(&name)
     }
 
     fn start(&self, def: OutputDef) -> Running {

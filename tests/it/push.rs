@@ -381,3 +381,62 @@ fn a_receiver_down_at_start_gets_the_queue_when_it_comes_up_and_the_queue_stays_
     });
     assert!(!rx.received().is_empty());
 }
+
+#[test]
+fn a_reload_keeps_the_queue_of_an_output_it_changes_and_drops_that_of_one_it_removes() {
+    let down = FakeReceiver::start(vec![Reply::Status(503, vec![])]);
+    let up = FakeReceiver::start(vec![Reply::Status(204, vec![])]);
+    let extra = "groups = [\"cumulative\"]\nretry_min_ms = 2000\nretry_max_ms = 2000";
+    let d = Daemon::start_with(&config(&down.url(), extra));
+    d.send_udp(b"kept:5|c");
+    wait_true(
+        Duration::from_secs(10),
+        "batches queued behind 503s",
+        || {
+            retries(&d, "server_error") >= 1.0
+                && d.scrape()
+                    .value("rollstat_output_queue_bytes", &[("output", "rw")])
+                    .unwrap_or(0.0)
+                    > 0.0
+        },
+    );
+    let first = down.received()[0].body.clone();
+    // Same name, another receiver: the queued batches go there.
+    std::fs::write(&d.config, config(&up.url(), extra)).unwrap();
+    d.signal("HUP");
+    wait_true(
+        Duration::from_secs(15),
+        "the queue sent to the new url",
+        || up.received().iter().any(|r| r.body == first),
+    );
+    assert_eq!(batches(&d, "removed"), 0.0);
+    // Back to the failing receiver until batches wait again, then removed:
+    // what it still holds is counted, and nothing more is sent.
+    std::fs::write(&d.config, config(&down.url(), extra)).unwrap();
+    d.signal("HUP");
+    let queued = || {
+        d.scrape()
+            .value("rollstat_output_queue_bytes", &[("output", "rw")])
+            .unwrap_or(0.0)
+    };
+    wait_true(Duration::from_secs(10), "batches queued again", || {
+        queued() > 0.0
+    });
+    let head = config(&down.url(), extra);
+    let without = head.split("[[outputs]]").next().unwrap();
+    std::fs::write(&d.config, without).unwrap();
+    d.signal("HUP");
+    wait_true(
+        Duration::from_secs(10),
+        "the removed output's queue counted",
+        || batches(&d, "removed") >= 1.0,
+    );
+    assert_eq!(queued(), 0.0);
+    let before = up.received().len() + down.received().len();
+    std::thread::sleep(Duration::from_millis(1000));
+    assert_eq!(
+        up.received().len() + down.received().len(),
+        before,
+        "sent after its removal"
+    );
+}
