@@ -15,7 +15,7 @@ use parking_lot::Mutex;
 use tokio::sync::watch;
 
 use super::batch::{render, Source};
-use super::client::{Client, ClientSettings, ClientTls};
+use super::client::{Client, ClientSettings};
 use super::metrics::{result, OutputCounters};
 use super::queue::{Batch, Queue};
 use super::retry::{of_status, Backoff, Fate};
@@ -195,12 +195,7 @@ impl Sender {
         let settings = ClientSettings {
             url: def.url.clone(),
             timeout: def.timeout,
-            tls: ClientTls {
-                ca_file: def.tls.ca_file.clone(),
-                cert_file: def.tls.cert_file.clone(),
-                key_file: def.tls.key_file.clone(),
-                server_name: def.tls.server_name.clone(),
-            },
+            tls: def.tls.clone(),
         };
         let client = Client::new(settings).map_err(|e| e.to_string());
         if let Err(e) = &client {

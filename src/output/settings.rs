@@ -62,19 +62,9 @@ pub enum Auth {
     },
 }
 
-/// The TLS files of an `https://` output (`[outputs.tls]`).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct OutputTls {
-    /// The CA that signs the receiver's certificate; the system's roots
-    /// when unset.
-    pub ca_file: Option<PathBuf>,
-    /// A client certificate and its key, for receivers that ask for one.
-    pub cert_file: Option<PathBuf>,
-    /// See `cert_file`.
-    pub key_file: Option<PathBuf>,
-    /// The name the certificate must carry, when not the URL's host.
-    pub server_name: Option<String>,
-}
+/// The TLS files of an `https://` output (`[outputs.tls]`): the client's
+/// own settings.
+pub use super::client::ClientTls as OutputTls;
 
 /// One `[[outputs]]` entry.
 #[derive(Clone, Debug, PartialEq)]
