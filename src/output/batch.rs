@@ -1,6 +1,7 @@
 //! One push: every selected family as of one clock reading, written as
 //! remote-write requests of at most `batch_max_bytes` each, compressed.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use hyper::body::Bytes;
@@ -9,9 +10,10 @@ use super::queue::Batch;
 use super::settings::OutputDef;
 use crate::expose::buffer::ChunkPool;
 use crate::expose::prometheus::SeriesCollector;
-use crate::expose::push::remote_write::{encode_families, render_series};
+use crate::expose::push::remote_write::{encode_families, encode_stale, render_series};
+use crate::expose::push::Selection;
 use crate::rls::service::RlsHandle;
-use crate::series::Registry;
+use crate::series::{fleet_hash, Registry, SeriesMeta};
 use crate::Timestamp;
 
 /// Where a push reads what `/metrics` serves.
@@ -38,10 +40,16 @@ pub fn render(
     def: &OutputDef,
     now: Timestamp,
     pool: &Arc<ChunkPool>,
+    sent: &mut Sent,
 ) -> Vec<Batch> {
     let mut cut = Cutter::new(def.batch_max_bytes);
     let (select, escaping) = (&def.select, def.escaping);
     let mut head = Vec::new();
+    if select.groups.windowed || select.groups.cumulative {
+        let gone = sent.update(&source.registry, select);
+        let quantiles = &source.registry.plan().quantiles;
+        encode_stale(&gone, quantiles, select, escaping, now, &mut head);
+    }
     let groups = source.state.groups_at(now);
     if select.groups.self_metrics {
         encode_families(&source.telemetry.gather(), select, escaping, now, &mut head);
@@ -75,6 +83,35 @@ pub fn render(
         },
     );
     cut.finish()
+}
+
+/// The series the last push sent, by identity (statsd name and labels),
+/// to find those that left the registry since: each gets its stale
+/// markers once.
+#[derive(Default)]
+pub struct Sent {
+    series: HashMap<u128, Arc<SeriesMeta>>,
+}
+
+impl Sent {
+    /// Records the series of `registry` that `select` sends now, and
+    /// returns those of the last record that are gone.
+    fn update(&mut self, registry: &Registry, select: &Selection) -> Vec<Arc<SeriesMeta>> {
+        let mut current = HashMap::with_capacity(self.series.len());
+        registry.visit(|meta, _| {
+            if select.metric(&meta.metric) {
+                current.insert(fleet_hash(&meta.metric, &meta.labels), meta.clone());
+            }
+        });
+        let gone = self
+            .series
+            .iter()
+            .filter(|(id, _)| !current.contains_key(*id))
+            .map(|(_, m)| m.clone())
+            .collect();
+        self.series = current;
+        gone
+    }
 }
 
 /// Gathers whole `TimeSeries` fields into requests.

@@ -121,6 +121,7 @@ impl Outputs {
             queue: Mutex::new(Queue::new(def.queue_max_bytes)),
             counters: self.families.counters(&def.name),
             pool: ChunkPool::new(),
+            sent: Mutex::default(),
         });
         let (def_tx, def_rx) = watch::channel(Arc::new(def));
         let (stop_tx, stop_rx) = watch::channel(Stop::No);

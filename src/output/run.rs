@@ -14,7 +14,7 @@ use hyper::header::{HeaderMap, HeaderName, HeaderValue};
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
-use super::batch::{render, Source};
+use super::batch::{render, Sent, Source};
 use super::client::{Client, ClientSettings};
 use super::metrics::{result, OutputCounters};
 use super::queue::{Batch, Queue};
@@ -33,6 +33,8 @@ pub struct Shared {
     pub counters: OutputCounters,
     /// The buffers its pushes are written into.
     pub pool: Arc<ChunkPool>,
+    /// The series its last push sent (for stale markers).
+    pub sent: Mutex<Sent>,
 }
 
 /// How an output is asked to end.
@@ -120,21 +122,20 @@ pub async fn run(mut t: Task) {
 /// Writes one push (off the reactor: CPU work proportional to the series)
 /// and queues its batches.
 async fn push(t: &Task, def: &Arc<OutputDef>) {
-    let (source, def2, pool) = (t.source.clone(), def.clone(), t.shared.pool.clone());
+    let (source, def2, shared) = (t.source.clone(), def.clone(), t.shared.clone());
     let now = t.clock.now();
-    let started = t.clock.now();
-    let batches = tokio::task::spawn_blocking(move || render(&source, &def2, now, &pool)).await;
+    let batches = tokio::task::spawn_blocking(move || {
+        let mut sent = shared.sent.lock();
+        render(&source, &def2, now, &shared.pool, &mut sent)
+    })
+    .await;
     let Ok(batches) = batches else {
         tracing::error!(output = %def.name, "Writing a push failed (a panic, logged above); the next push is tried at its time.");
         return;
     };
     let c = &t.shared.counters;
-    c.push_seconds.set(
-        t.clock
-            .now()
-            .saturating_duration_since(started)
-            .as_secs_f64(),
-    );
+    c.push_seconds
+        .set(t.clock.now().saturating_duration_since(now).as_secs_f64());
     let dropped: Vec<Batch> = {
         let mut q = t.shared.queue.lock();
         batches.into_iter().flat_map(|b| q.push(b)).collect()

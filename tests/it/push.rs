@@ -440,3 +440,48 @@ fn a_reload_keeps_the_queue_of_an_output_it_changes_and_drops_that_of_one_it_rem
         "sent after its removal"
     );
 }
+
+#[test]
+fn a_series_that_leaves_is_ended_in_prometheus_by_a_stale_marker() {
+    let rx = PromReceiver::start();
+    let url = rx.write_url();
+    let config = config(&url, "groups = [\"windowed\", \"cumulative\"]")
+        .replace("[series]\n", "[series]\nttl_secs = 2\n")
+        .replace(
+            "buckets = 30\ninterval_ms = 10000",
+            "buckets = 2\ninterval_ms = 1000",
+        )
+        .replace("name = \"5m\"", "name = \"2s\"");
+    let d = Daemon::start_with(&config);
+    d.send_udp(b"gone:1|c\ngone.t:5|ms");
+    let stays = || d.send_udp(b"stays:1|c");
+    stays();
+    let present = |q: &str| !rx.query_now(q).is_empty();
+    wait_true(Duration::from_secs(10), "both in Prometheus", || {
+        present("gone_total") && present("gone_t_count") && present("stays_total")
+    });
+    // `stays` is sent on; `gone` leaves at its TTL, and the next push ends it.
+    let until = Instant::now() + Duration::from_secs(15);
+    loop {
+        stays();
+        let ended = [
+            "gone_total",
+            "gone_t_bucket",
+            "gone_t_count",
+            "rollstat_window_samples{metric=\"gone\"}",
+        ]
+        .iter()
+        .all(|q| !present(q));
+        if ended {
+            break;
+        }
+        assert!(
+            Instant::now() < until,
+            "gone still in Prometheus: {:?}",
+            rx.query_now("gone_total")
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(present("stays_total"), "a series that stays is not ended");
+    assert!(present("rollstat_window_samples{metric=\"stays\"}"));
+}

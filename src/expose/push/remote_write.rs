@@ -26,12 +26,13 @@ use crate::expose::buffer::{ChunkPool, Piece};
 use crate::expose::encode::number;
 use crate::expose::escaping::{escape_label_name, is_legacy_label_name};
 use crate::expose::families::{
-    format_q, label_names, nth_name, Cumulative, CumulativeValue, METRIC_LABEL, QUANTILE_FAMILY,
-    WINDOWED, WINDOW_LABEL,
+    family_base, format_q, label_names, nth_name, Cumulative, CumulativeValue, METRIC_LABEL,
+    QUANTILE_FAMILY, WINDOWED, WINDOW_LABEL,
 };
 use crate::expose::negotiate::Escaping;
 use crate::expose::proto::wire;
 use crate::expose::walk::{self, Head, Series, Writer, Written, PARALLEL_MIN_SERIES};
+use crate::parse::MetricKind;
 use crate::series::{Registry, SeriesMeta};
 use crate::Timestamp;
 
@@ -315,6 +316,102 @@ fn metric_samples(f: &MetricFamily, m: &prometheus::proto::Metric, emit: &mut Sa
         MetricType::UNTYPED => {
             #[allow(deprecated)]
             emit(b"", None, m.get_untyped().get_value());
+        }
+    }
+}
+
+/// The value Prometheus reads as "this series ended" (a stale marker).
+pub const STALE_NAN: u64 = 0x7ff0_0000_0000_0002;
+
+/// Appends a stale marker, stamped `now`, for every sample `/metrics` may
+/// have shown of each series of `gone` (series that left the registry
+/// since the last push: their TTL, a cap, a reload), so that a receiver
+/// ends them at once instead of showing their last value for its
+/// look-back. A marker for a sample a series never had ends nothing.
+pub fn encode_stale(
+    gone: &[Arc<SeriesMeta>],
+    quantiles: &[f64],
+    select: &Selection,
+    escaping: Escaping,
+    now: Timestamp,
+    out: &mut Vec<u8>,
+) {
+    let stale = f64::from_bits(STALE_NAN);
+    let mut w = RwWriter::new(quantiles, select, escaping, millis(now));
+    for meta in gone {
+        w.series(meta);
+        let families = stale_families(meta.kind);
+        for wname in meta.windows.iter() {
+            w.window(meta, wname);
+            for f in (0..WINDOWED.len()).filter(|f| families[*f]) {
+                if f == QUANTILE_FAMILY {
+                    (0..quantiles.len()).for_each(|q| w.windowed(out, f, q, stale));
+                } else {
+                    w.windowed(out, f, 0, stale);
+                }
+            }
+        }
+        if let Some(family) = Cumulative::of_series(meta) {
+            w.stale_cumulative(out, meta, family, stale);
+        }
+    }
+}
+
+/// Which windowed families a series of `kind` may show.
+fn stale_families(kind: MetricKind) -> [bool; 8] {
+    let set = kind == MetricKind::Set;
+    let quantiles = matches!(
+        kind,
+        MetricKind::Timer | MetricKind::Histogram | MetricKind::Distribution
+    );
+    std::array::from_fn(|f| match f {
+        QUANTILE_FAMILY => quantiles,
+        7 => set,
+        0 | 2 => true,
+        _ => !set,
+    })
+}
+
+impl RwWriter<'_> {
+    /// Stale markers for every cumulative sample of `meta`'s `family`.
+    fn stale_cumulative(
+        &mut self,
+        out: &mut Vec<u8>,
+        meta: &SeriesMeta,
+        family: Cumulative,
+        stale: f64,
+    ) {
+        self.name.clear();
+        family_base(&mut self.name, meta, self.escaping);
+        let family_name = [&self.name[..], family.suffix().as_bytes()].concat();
+        let named = std::str::from_utf8(&family_name).is_ok_and(|n| self.select.family(n));
+        if !self.cumulative_on || !named {
+            return;
+        }
+        match family {
+            Cumulative::Counter | Cumulative::CounterAsIs | Cumulative::Gauge => {
+                self.sample(out, family.suffix().as_bytes(), None, stale);
+            }
+            Cumulative::Summary => {
+                let qs = meta.summary.as_ref().map_or(&[][..], |x| &x.quantiles[..]);
+                for q in qs {
+                    let qv = format_q(*q);
+                    self.sample(out, b"", Some((b"quantile", qv.as_bytes())), stale);
+                }
+                self.sample(out, b"_sum", None, stale);
+                self.sample(out, b"_count", None, stale);
+            }
+            Cumulative::Histogram => {
+                let mut le = Vec::new();
+                for ub in meta.histogram_buckets.iter() {
+                    le.clear();
+                    number(&mut le, *ub);
+                    self.sample(out, b"_bucket", Some((b"le", &le)), stale);
+                }
+                self.sample(out, b"_bucket", Some((b"le", b"+Inf")), stale);
+                self.sample(out, b"_sum", None, stale);
+                self.sample(out, b"_count", None, stale);
+            }
         }
     }
 }

@@ -163,3 +163,38 @@ fn the_crate_model_families_are_the_samples_text_shows() {
     assert!(want.len() > 50, "{} samples", want.len());
     assert_eq!(decode(&body, millis(now)), want);
 }
+
+#[test]
+fn a_series_that_leaves_gets_a_stale_marker_for_every_sample_it_had() {
+    use super::remote_write::{encode_stale, STALE_NAN};
+    let (r, clock) = registry(CORPUS);
+    let now = clock.now();
+    let all = pushed(&Selection::all());
+    for metric in ["api.latency", "hits", "users", "temp", "spread"] {
+        let mut gone = Vec::new();
+        r.visit(|meta, _| {
+            if meta.metric == metric {
+                gone.push(meta.clone());
+            }
+        });
+        assert!(!gone.is_empty(), "{metric}");
+        let quantiles = r.plan().quantiles.clone();
+        let mut body = Vec::new();
+        let (select, esc) = (Selection::all(), Escaping::Underscores);
+        encode_stale(&gone, &quantiles, &select, esc, now, &mut body);
+        let stale = decode(&body, millis(now));
+        assert!(stale.values().all(|v| v.to_bits() == STALE_NAN));
+        let prefix = crate::names::metric_name(metric);
+        let had: Vec<_> = all
+            .keys()
+            .filter(|(n, l)| {
+                l.get("metric").map(String::as_str) == Some(metric)
+                    || (!n.starts_with("rollstat_") && n.starts_with(&prefix))
+            })
+            .collect();
+        assert!(had.len() >= 3, "{metric}: {had:?}");
+        for k in had {
+            assert!(stale.contains_key(k), "{metric}: no stale marker for {k:?}");
+        }
+    }
+}
