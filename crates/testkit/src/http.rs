@@ -222,6 +222,8 @@ fn read_response(s: &mut impl Read, raw: &mut Vec<u8>) -> Result<Response, Strin
         match s.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => raw.extend_from_slice(&buf[..n]),
+            // A signal delivered to this thread (EINTR): read again.
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             // A reset after a complete early response is fine; keep what we read.
             Err(_) if !raw.is_empty() => break,
             Err(e) => return Err(format!("read failed: {e}")),
