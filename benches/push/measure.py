@@ -24,6 +24,12 @@ pid, http, sink_log = sys.argv[1], sys.argv[2], sys.argv[3]
 runs, interval, idle_secs, out = int(sys.argv[4]), int(sys.argv[5]) / 1000, float(sys.argv[6]), sys.argv[7]
 hz = int(subprocess.check_output(["getconf", "CLK_TCK"]))
 QUIET = 0.4
+# Prometheus 3's scrape Accept header (scrape_protocols' default order
+# without protobuf, which it asks for only with native histograms on).
+PROM3_ACCEPT = ("application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.5,"
+                "application/openmetrics-text;version=0.0.1;q=0.4,"
+                "text/plain;version=1.0.0;escaping=allow-utf-8;q=0.3,"
+                "text/plain;version=0.0.4;q=0.2,*/*;q=0.1")
 
 
 def cpu():
@@ -88,6 +94,14 @@ for r in range(runs):
     s1 = cpu()
     clean = len(sink_lines()) == n0
     scrape_ms, scrape_ticks, scrape_secs = delta(s0, s1, rate)
+    # The same scrape as Prometheus 3 asks for it: OpenMetrics first, gzip.
+    g0 = cpu()
+    subprocess.run(["curl", "-s", "--max-time", "60", "-o", f"{out}/scrape{r}.om.gz",
+                    "-H", f"Accept: {PROM3_ACCEPT}", "-H", "Accept-Encoding: gzip",
+                    f"http://{http}/metrics"], check=True)
+    g1 = cpu()
+    clean = clean and len(sink_lines()) == n0
+    prom3_ms, prom3_ticks, _ = delta(g0, g1, rate)
     text = open(path).read()
     scrapes.append(text)
     wait_push_end()
@@ -98,6 +112,7 @@ for r in range(runs):
     top = sorted(((p1[3].get(k, 0) - p0[3].get(k, 0)) / 1e6, k) for k in p1[3])[-3:]
     row = dict(run=r + 1, idle_ms_per_s=rate, scrape_ms=scrape_ms, scrape_ticks_ms=scrape_ticks,
                scrape_wall_s=scrape_secs, scrape_bytes=len(text), scrape_clean=clean,
+               prom3_ms=prom3_ms, prom3_ticks_ms=prom3_ticks,
                push_ms=push_ms, push_ticks_ms=push_ticks, window_s=push_secs, posts=posts,
                body_bytes=body,
                push_seconds=value(text, "rollstat_output_push_seconds", ['output="bench"']))
@@ -118,13 +133,16 @@ def spread(key, rs):
 print(f"idle CPU ms per s: {spread('idle_ms_per_s', rows)}")
 print(f"scrape CPU ms (schedstat): {spread('scrape_ms', ok)}; ticks: {spread('scrape_ticks_ms', ok)}; "
       f"wall s {spread('scrape_wall_s', ok)}; bytes {statistics.median(r['scrape_bytes'] for r in ok):.0f}")
+print(f"scrape as Prometheus 3 asks (OpenMetrics, gzip) CPU ms (schedstat): {spread('prom3_ms', ok)}; "
+      f"ticks: {spread('prom3_ticks_ms', ok)}")
 print(f"push CPU ms (schedstat): {spread('push_ms', rows)}; ticks: {spread('push_ticks_ms', rows)}; "
       f"window s {spread('window_s', rows)}; POSTs {spread('posts', rows)}; body bytes {spread('body_bytes', rows)}")
 print(f"rollstat_output_push_seconds (write + compress): {spread('push_seconds', rows)}")
-for unit, key in (("schedstat", "_ms"), ("ticks", "_ticks_ms")):
-    per_run = [r["push" + key] / r["scrape" + key] for r in ok]
-    med = statistics.median(r["push" + key] for r in rows) / statistics.median(r["scrape" + key] for r in ok)
-    print(f"push / scrape CPU ({unit}): {med:.2f} (of the medians; per run {min(per_run):.2f} to {max(per_run):.2f})")
+for scrape, what in (("scrape", "scrape"), ("prom3", "Prometheus 3 scrape")):
+    for unit, key in (("schedstat", "_ms"), ("ticks", "_ticks_ms")):
+        per_run = [r["push" + key] / r[scrape + key] for r in ok]
+        med = statistics.median(r["push" + key] for r in rows) / statistics.median(r[scrape + key] for r in ok)
+        print(f"push / {what} CPU ({unit}): {med:.2f} (of the medians; per run {min(per_run):.2f} to {max(per_run):.2f})")
 first, last = scrapes[0], scrapes[-1]
 sent = ['output="bench"', 'result="sent"']
 d_bytes = value(last, "rollstat_output_sent_bytes_total", ['output="bench"']) - value(first, "rollstat_output_sent_bytes_total", ['output="bench"'])

@@ -5,7 +5,8 @@
 #   benches/push/run.sh [series] [runs] [interval_ms] [idle_secs]
 # (defaults 100000 counters, 5 runs, a push every 5000 ms, 1 s idle windows).
 # Prints per run, then medians with min to max:
-# * the daemon's CPU ms for one scrape (curl, text 0.0.4, no other load);
+# * the daemon's CPU ms for one scrape (curl, text 0.0.4, no other load),
+#   and for one as Prometheus 3 asks for it (OpenMetrics first, gzip);
 # * its CPU ms for one push (write, compress, send: a window from the end
 #   of one push to the end of the next, holding no scrape);
 #   both less the idle CPU rate (window rotation, timers) measured over

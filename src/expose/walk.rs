@@ -18,6 +18,11 @@
 //! twice.
 //!
 //! Large registries are split across threads by shard (see [`render`]).
+//!
+//! A format whose samples stand alone (remote write 1.0: no headers, each
+//! sample carries its name) says so with [`Writer::grouped`]; it then
+//! gets every sample in walk order, series by series, in one run of
+//! buffers, with no records, no sort and no second copy.
 
 use std::hash::BuildHasher as _;
 use std::sync::Arc;
@@ -40,6 +45,11 @@ pub(crate) trait Writer: Send {
     /// Whether the series `meta` is written at all (a push output's
     /// selection); every scrape writes every series.
     fn wants(&mut self, _meta: &SeriesMeta) -> bool {
+        true
+    }
+    /// Whether samples are grouped by family, each family after its
+    /// header; `false`: series by series, and no header is asked for.
+    fn grouped(&self) -> bool {
         true
     }
     /// The series `meta` begins: its labels as this format spells them.
@@ -172,6 +182,8 @@ struct Partial<'q, W> {
     metrics: String,
     hasher: FixedState,
     series: usize,
+    /// `!writer.grouped()`: every sample goes to `cumulative`, unrecorded.
+    flat: bool,
 }
 
 /// Where one series' cumulative samples are, and which family they belong
@@ -199,6 +211,7 @@ struct Record {
 
 impl<'q, W: Writer> Partial<'q, W> {
     fn new(quantiles: &'q [f64], writer: W, pool: &'q ChunkPool) -> Partial<'q, W> {
+        let writer_grouped = writer.grouped();
         Partial {
             quantiles,
             writer,
@@ -209,6 +222,7 @@ impl<'q, W: Writer> Partial<'q, W> {
             metrics: String::new(),
             hasher: FixedState::default(),
             series: 0,
+            flat: !writer_grouped,
         }
     }
 
@@ -224,12 +238,14 @@ impl<'q, W: Writer> Partial<'q, W> {
             let values = windowed_values(meta.kind, &view);
             for (f, value) in values.iter().enumerate() {
                 if let Some(x) = value {
-                    self.writer.windowed(self.windowed[f].line(), f, 0, *x);
+                    let out = windowed_out(self.flat, &mut self.windowed, &mut self.cumulative, f);
+                    self.writer.windowed(out, f, 0, *x);
                 }
             }
             for (q, (_, value)) in quantile_values(&view).enumerate() {
                 if let Some(x) = value {
-                    let out = self.windowed[QUANTILE_FAMILY].line();
+                    let (w, c) = (&mut self.windowed, &mut self.cumulative);
+                    let out = windowed_out(self.flat, w, c, QUANTILE_FAMILY);
                     self.writer.windowed(out, QUANTILE_FAMILY, q, x);
                 }
             }
@@ -262,6 +278,10 @@ impl<'q, W: Writer> Partial<'q, W> {
             now,
         };
         self.writer.cumulative(out, &series);
+        if self.flat {
+            self.names.truncate(name_start);
+            return;
+        }
         let end = out.len();
         let metric_start = self.metrics.len();
         self.metrics.push_str(&meta.metric);
@@ -284,6 +304,21 @@ impl<'q, W: Writer> Partial<'q, W> {
             family,
             kind: meta.kind,
         });
+    }
+}
+
+/// Where a sample of windowed family `f` goes: its family's buffers, or
+/// with `flat` the one run of every sample.
+fn windowed_out<'a>(
+    flat: bool,
+    windowed: &'a mut [Chunks<'_>; 8],
+    cumulative: &'a mut Chunks<'_>,
+    f: usize,
+) -> &'a mut Vec<u8> {
+    if flat {
+        cumulative.line()
+    } else {
+        windowed[f].line()
     }
 }
 
@@ -353,6 +388,12 @@ fn assemble<W: Writer>(
     let Some(writer) = writer else {
         return written;
     };
+    if !writer.grouped() {
+        for part in cumulative {
+            part.chunks.into_pieces(pool).for_each(&mut emit);
+        }
+        return written;
+    }
     for (f, chunks) in windowed.into_iter().enumerate() {
         if !chunks.is_empty() {
             let (name, help) = (WINDOWED[f].name, WINDOWED[f].help);

@@ -1,7 +1,7 @@
 //! One push: every selected family as of one clock reading, written as
 //! remote-write requests of at most `batch_max_bytes` each, compressed.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use hyper::body::Bytes;
@@ -85,33 +85,70 @@ pub fn render(
     cut.finish()
 }
 
-/// The series the last push sent, by identity (statsd name and labels),
-/// to find those that left the registry since: each gets its stale
-/// markers once.
+/// The series the last push sent, to find those that left the registry
+/// since: each gets its stale markers once.
+///
+/// A series is known by its registry entry (the address of its
+/// `SeriesMeta`, held here so that it cannot be reused while known): a
+/// push costs one map probe per series, no hashing of names and labels.
+/// A series that left and came back between two pushes (its TTL, a
+/// reload) is a new entry of the same identity: its old entry's markers
+/// would end it, so they are not sent (identities are compared only for
+/// the entries that came and went).
 #[derive(Default)]
 pub struct Sent {
-    series: HashMap<u128, Arc<SeriesMeta>>,
+    series: HashMap<usize, Known>,
+    /// Which push this is; an entry not seen by it is gone.
+    push: u64,
+}
+
+/// A series the last push sent, and the push that last saw it.
+struct Known {
+    meta: Arc<SeriesMeta>,
+    seen: u64,
 }
 
 impl Sent {
     /// Records the series of `registry` that `select` sends now, and
     /// returns those of the last record that are gone.
     fn update(&mut self, registry: &Registry, select: &Selection) -> Vec<Arc<SeriesMeta>> {
-        let mut current = HashMap::with_capacity(self.series.len());
+        self.push += 1;
+        let push = self.push;
+        let mut came = Vec::new();
         registry.visit(|meta, _| {
             if select.metric(&meta.metric) {
-                current.insert(fleet_hash(&meta.metric, &meta.labels), meta.clone());
+                self.series
+                    .entry(Arc::as_ptr(meta) as usize)
+                    .and_modify(|k| k.seen = push)
+                    .or_insert_with(|| {
+                        came.push(meta.clone());
+                        Known {
+                            meta: meta.clone(),
+                            seen: push,
+                        }
+                    });
             }
         });
-        let gone = self
-            .series
-            .iter()
-            .filter(|(id, _)| !current.contains_key(*id))
-            .map(|(_, m)| m.clone())
-            .collect();
-        self.series = current;
+        let mut gone = Vec::new();
+        self.series.retain(|_, k| {
+            let here = k.seen == push;
+            if !here {
+                gone.push(k.meta.clone());
+            }
+            here
+        });
+        if gone.is_empty() || came.is_empty() {
+            return gone;
+        }
+        let back: HashSet<u128> = came.iter().map(|m| identity(m)).collect();
+        gone.retain(|m| !back.contains(&identity(m)));
         gone
     }
+}
+
+/// A series' identity: its statsd name and labels.
+fn identity(meta: &SeriesMeta) -> u128 {
+    fleet_hash(&meta.metric, &meta.labels)
 }
 
 /// Gathers whole `TimeSeries` fields into requests.
@@ -184,6 +221,54 @@ fn field_len(b: &[u8]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Config;
+    use crate::parse::{parse_datagram, Line};
+    use crate::series::{KeyBuf, Plan};
+    use std::time::Duration;
+
+    const T0: Timestamp = Timestamp::from_secs(1_767_225_600);
+
+    /// A registry of one 10 s window whose series expire after 10 s.
+    fn registry() -> Registry {
+        let cfg = "[series]\nttl_secs = 10\n[[windows]]\nname = \"10s\"\nbuckets = 10\ninterval_ms = 1000\n";
+        Registry::new(Plan::new(Config::parse(cfg).unwrap().series_settings()), 4)
+    }
+
+    fn feed(r: &Registry, now: Timestamp, lines: &str) {
+        let mut buf = KeyBuf::default();
+        for l in parse_datagram(lines.as_bytes()) {
+            let Ok(Line::Sample(s)) = l else {
+                panic!("bad test line")
+            };
+            r.ingest(&s, now, &mut buf).unwrap();
+        }
+    }
+
+    /// The statsd names of the series `update` says are gone, sorted.
+    fn gone(sent: &mut Sent, r: &Registry) -> Vec<String> {
+        let mut g: Vec<String> = sent
+            .update(r, &Selection::all())
+            .iter()
+            .map(|m| m.metric.clone())
+            .collect();
+        g.sort();
+        g
+    }
+
+    #[test]
+    fn a_series_that_leaves_is_gone_once_and_one_that_comes_back_is_not() {
+        let (r, mut sent) = (registry(), Sent::default());
+        let later = T0 + Duration::from_secs(11);
+        feed(&r, T0, "a:1|c\nb:1|c\nc:1|c");
+        assert!(gone(&mut sent, &r).is_empty());
+        // a is written again; b and c expire; c is written again after.
+        feed(&r, later, "a:1|c");
+        assert_eq!(r.sweep(later), 2);
+        feed(&r, later, "c:1|c");
+        assert_eq!(gone(&mut sent, &r), ["b"]);
+        assert!(gone(&mut sent, &r).is_empty());
+        assert_eq!(sent.series.len(), 2);
+    }
 
     /// A `TimeSeries`-like field of `n` body bytes.
     fn field(n: usize) -> Vec<u8> {

@@ -152,6 +152,16 @@ impl Writer for RwWriter<'_> {
         self.select.metric(&meta.metric)
     }
 
+    /// Each `TimeSeries` carries its own name and labels: the samples go
+    /// out in walk order, with no family grouping to pay for. So a
+    /// cumulative family that text leaves out, because a family of
+    /// another type has the same name (`a.b` and `a_dot_b` under `dots`
+    /// escaping), is still sent: its samples' names differ from the
+    /// other family's (`_total`, `_bucket` ...).
+    fn grouped(&self) -> bool {
+        false
+    }
+
     fn series(&mut self, meta: &SeriesMeta) {
         label_names(&mut self.names, &mut self.ends, meta, self.escaping);
         self.series.clear();
