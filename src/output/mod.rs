@@ -6,7 +6,9 @@
 //! scrape does (each shard locked only while it is read) on a blocking
 //! thread, and sending is the output's own task.
 //!
-//! * `batch.rs`: one push, cut into compressed requests;
+//! * `format.rs`: the protocol an output speaks: how a push is rendered,
+//!   the headers of its requests, what an answer says of a batch;
+//! * `batch.rs`: one push, cut into compressed requests (remote write 1.0);
 //! * `queue.rs`: batches waiting, oldest dropped first;
 //! * `retry.rs`: an answer's fate, the jittered back-off;
 //! * `client.rs`: one HTTP/1.1 connection to a receiver (plain or TLS), a
@@ -23,6 +25,7 @@
 
 pub mod batch;
 pub mod client;
+pub mod format;
 pub mod headers;
 pub mod metrics;
 pub mod queue;

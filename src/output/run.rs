@@ -10,15 +10,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper::header::{HeaderMap, HeaderName, HeaderValue};
+use hyper::header::{HeaderMap, HeaderValue};
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
-use super::batch::{render, Sent, Source};
+use super::batch::{Sent, Source};
 use super::client::{Client, ClientSettings};
+use super::format::{Format, Verdict};
 use super::metrics::{result, OutputCounters};
 use super::queue::{Batch, Queue};
-use super::retry::{of_status, Backoff, Fate};
+use super::retry::{Backoff, Fate};
 use super::retry_after;
 use super::settings::{Auth, OutputDef};
 use crate::clock::Clock;
@@ -71,7 +72,7 @@ pub async fn run(mut t: Task) {
     loop {
         let now = t.clock.now();
         if now >= next_push {
-            push(&t, &def).await;
+            push(&t, &def, sender.format).await;
             // A push that overran its interval skips the missed ones, so
             // that sending always gets its turn.
             let after = t.clock.now();
@@ -121,12 +122,12 @@ pub async fn run(mut t: Task) {
 
 /// Writes one push (off the reactor: CPU work proportional to the series)
 /// and queues its batches.
-async fn push(t: &Task, def: &Arc<OutputDef>) {
+async fn push(t: &Task, def: &Arc<OutputDef>, format: Format) {
     let (source, def2, shared) = (t.source.clone(), def.clone(), t.shared.clone());
     let now = t.clock.now();
     let batches = tokio::task::spawn_blocking(move || {
         let mut sent = shared.sent.lock();
-        render(&source, &def2, now, &shared.pool, &mut sent)
+        format.render(&source, &def2, now, &shared.pool, &mut sent)
     })
     .await;
     let Ok(batches) = batches else {
@@ -168,7 +169,7 @@ fn drop_all(shared: &Shared, batches: Vec<Batch>, why: &str) {
 /// The last push and the flush at stop, within `stop_timeout`.
 async fn flush(t: &Task, def: &Arc<OutputDef>, sender: &mut Sender) {
     let deadline = t.clock.now() + def.stop_timeout;
-    push(t, def).await;
+    push(t, def, sender.format).await;
     while !t.shared.queue.lock().is_empty() && t.clock.now() < deadline {
         let left = deadline.saturating_duration_since(t.clock.now());
         match tokio::time::timeout(left, sender.send_front(t, def)).await {
@@ -183,9 +184,10 @@ async fn flush(t: &Task, def: &Arc<OutputDef>, sender: &mut Sender) {
     drop_all(&t.shared, left, result::STOP_DEADLINE);
 }
 
-/// The client of one definition and its back-off.
+/// The client of one definition, the format it speaks and its back-off.
 struct Sender {
     client: Result<Client, String>,
+    format: Format,
     backoff: Backoff,
     /// Whether the last header or credential file problem was logged.
     warned: bool,
@@ -204,6 +206,7 @@ impl Sender {
         }
         Sender {
             client,
+            format: Format::of(def),
             backoff: Backoff::new(def.retry_min, def.retry_max, seed),
             warned: false,
         }
@@ -213,7 +216,7 @@ impl Sender {
     /// else the wait before trying it again.
     async fn send_front(&mut self, t: &Task, def: &OutputDef) -> Option<Duration> {
         let batch = t.shared.queue.lock().front().cloned()?;
-        let headers = match headers(def) {
+        let headers = match headers(def, self.format) {
             Ok(h) => {
                 self.warned = false;
                 h
@@ -232,7 +235,11 @@ impl Sender {
         let c = &t.shared.counters;
         let (fate, asked) = match client.post(&headers, batch.body.clone()).await {
             Ok(answer) => {
-                let fate = of_status(answer.status);
+                let fate = match self.format.judge(&answer, &batch) {
+                    Verdict::Status(fate) => fate,
+                    Verdict::Short { .. } => Fate::Sent,
+                    Verdict::Unspoken => Fate::Refused,
+                };
                 if fate == Fate::Refused {
                     tracing::warn!(output = %def.name, status = answer.status.as_u16(), answer = %Escaped::new(&answer.body), samples = batch.samples, "The receiver refused a batch; it is dropped (a 4xx is never retried).");
                 }
@@ -265,16 +272,11 @@ impl Sender {
     }
 }
 
-/// The headers of each request: the protocol's, the credentials and the
+/// The headers of each request: the format's, the credentials and the
 /// `headers_file` lines, files read now.
-fn headers(def: &OutputDef) -> Result<HeaderMap, String> {
+fn headers(def: &OutputDef, format: Format) -> Result<HeaderMap, String> {
     let mut h = HeaderMap::new();
-    let set = |h: &mut HeaderMap, k: &'static str, v: &'static str| {
-        h.insert(HeaderName::from_static(k), HeaderValue::from_static(v));
-    };
-    set(&mut h, "content-encoding", "snappy");
-    set(&mut h, "content-type", "application/x-protobuf");
-    set(&mut h, "x-prometheus-remote-write-version", "0.1.0");
+    format.headers(&mut h);
     if let Some(f) = &def.headers_file {
         for (k, v) in super::headers::read(f)? {
             h.append(k, v);
