@@ -17,7 +17,8 @@
 //! * `prometheus`: a real Prometheus and its query API.
 //! * `receivers`: remote-write receivers (Prometheus, VictoriaMetrics) and
 //!   their query API ([`Receiver`]), for the `[[outputs]]` tests;
-//!   `rw_fake`: a scripted receiver that fails on purpose ([`FakeReceiver`]).
+//!   `rw_fake`: a scripted receiver that fails on purpose ([`FakeReceiver`]);
+//!   `rw_killable`: one killed and restarted on its port ([`KillableReceiver`]).
 //! * `proto`: `/metrics` as protobuf, decoded ([`decode_families`]).
 //! * `load`: a steady load on the daemon ([`Load`]).
 //! * `h2_frames`: a raw HTTP/2 client that breaks the rules on purpose.
@@ -33,6 +34,7 @@ mod prometheus;
 mod proto;
 mod receivers;
 mod rw_fake;
+mod rw_killable;
 
 pub use configs::{sample_config_on_port_0, LOAD_CONFIG, TEST_CONFIG};
 pub use daemon::Daemon;
@@ -45,3 +47,4 @@ pub use proto::{decode_families, PROTO_ACCEPT};
 pub use receivers::{Labels, PromReceiver, Receiver, VmReceiver};
 pub use rollstat_testkit::scrape::{sample_value, Scrape};
 pub use rw_fake::{FakeReceiver, Reply};
+pub use rw_killable::KillableReceiver;
