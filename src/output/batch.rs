@@ -30,7 +30,7 @@ pub struct Source {
 
 /// Writer threads of one push at most: pushes run beside scrapes and
 /// ingest, so one core is their share.
-const PUSH_THREADS: usize = 1;
+pub(super) const PUSH_THREADS: usize = 1;
 
 /// The batches of one push of `def`'s selection as of `now`, uncompressed
 /// bytes cut between samples at about `def.batch_max_bytes`.
@@ -96,7 +96,11 @@ pub struct Sent {
 impl Sent {
     /// Records the series of `registry` that `select` sends now, and
     /// returns those of the last record that are gone.
-    fn update(&mut self, registry: &Registry, select: &Selection) -> Vec<Arc<SeriesMeta>> {
+    pub(super) fn update(
+        &mut self,
+        registry: &Registry,
+        select: &Selection,
+    ) -> Vec<Arc<SeriesMeta>> {
         let mut current = HashMap::with_capacity(self.series.len());
         registry.visit(|meta, _| {
             if select.metric(&meta.metric) {
@@ -153,6 +157,8 @@ impl Cutter {
         self.done.push(Batch {
             body: Bytes::from(body),
             samples: self.samples,
+            histograms: 0,
+            protocol: super::settings::Protocol::V1,
         });
         self.current.clear();
         self.samples = 0;
