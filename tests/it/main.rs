@@ -66,6 +66,8 @@ mod prometheus;
 mod push_receivers;
 // [[outputs]] remote write: what Prometheus and VictoriaMetrics store equals /metrics; the stop's flush; 5xx, 429, 400, a hanging or absent receiver.
 mod push;
+// [[outputs]] protocol = "2.0": 2.0 requests decoded, the Written headers, the fallback to 1.0 on 415.
+mod push_v2;
 // statsd_exporter mapping files as they are, convert-mapping, check-config, reload.
 mod statsd_exporter;
 // statsd_exporter's summaries: each quantile within its objective's rank error, batches seen at a scrape.
