@@ -363,6 +363,8 @@ async fn every_rollstat_family_on_metrics_is_a_row_of_the_table_with_its_type_an
             table::OUTPUT_RETRIES_TOTAL.name,
             table::OUTPUT_QUEUE_BYTES.name,
             table::OUTPUT_LAST_SUCCESS_SECONDS.name,
+            table::OUTPUT_UNWRITTEN_SAMPLES_TOTAL.name,
+            table::OUTPUT_PROTOCOL.name,
             table::OUTPUT_PUSH_SECONDS.name,
             table::SKETCH_MEMORY_LIMIT_BYTES.name,
             table::STORE_ERRORS_TOTAL.name,

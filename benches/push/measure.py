@@ -147,5 +147,5 @@ first, last = scrapes[0], scrapes[-1]
 sent = ['output="bench"', 'result="sent"']
 d_bytes = value(last, "rollstat_output_sent_bytes_total", ['output="bench"']) - value(first, "rollstat_output_sent_bytes_total", ['output="bench"'])
 d_samples = value(last, "rollstat_output_samples_total", sent) - value(first, "rollstat_output_samples_total", sent)
-print(f"remote write 1.0 on the wire: {d_bytes:.0f} bytes for {d_samples:.0f} samples sent between the first and last scrape: "
+print(f"remote write on the wire: {d_bytes:.0f} bytes for {d_samples:.0f} samples sent between the first and last scrape: "
       f"{d_bytes / d_samples:.2f} bytes per sample; {d_samples / max(1, 3 * (runs - 1)):.0f} samples per push (3 pushes a run between them)")

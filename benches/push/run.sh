@@ -29,6 +29,10 @@
 # same cores; its CPU is not counted as the daemon's. The series are
 # created once with rollstat-blast and are not updated during the runs.
 # max_series is raised only if series exceeds config.toml's 100000.
+# PROTOCOL=2.0 pushes remote write 2.0 (default 1.0; the sink answers a 2.0
+# request with Written headers, so the output stays on 2.0): run it once
+# each way to compare bytes per sample; the last line says the protocol the
+# output spoke at the end (rollstat_output_protocol).
 # ROLLSTAT_BIN picks the daemon (default: the release build, built here).
 # Loopback only; the daemon and the sink are stopped at the end.
 set -euo pipefail
@@ -37,6 +41,8 @@ n=${1:-100000}
 runs=${2:-5}
 interval=${3:-5000}
 idle=${4:-1}
+protocol=${PROTOCOL:-1.0}
+case "$protocol" in 1.0|2.0) ;; *) echo "PROTOCOL is 1.0 or 2.0, not $protocol" >&2; exit 2;; esac
 [ -n "${ROLLSTAT_BIN:-}" ] || cargo build --release --quiet --bins
 dir=$(mktemp -d)
 python3 benches/push/sink.py "$dir/sink.log" > "$dir/sink.port" &
@@ -51,6 +57,7 @@ cat >> "$dir/config.toml" <<TOML
 [[outputs]]
 name = "bench"
 kind = "remote_write"
+protocol = "$protocol"
 url = "http://127.0.0.1:$port/api/v1/write"
 interval_ms = $interval
 TOML
@@ -67,6 +74,8 @@ stop_all() {
   rm -rf "$dir" "$daemon_cfg" "$daemon_log" "$daemon_log.err"
 }
 trap stop_all EXIT
-echo "== config.toml + [[outputs]] remote_write every $interval ms to 127.0.0.1:$port; $n counters; $runs runs; $(nproc) cores; start $(date -u +%H:%M:%S), load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "== config.toml + [[outputs]] remote_write $protocol every $interval ms to 127.0.0.1:$port; $n counters; $runs runs; $(nproc) cores; start $(date -u +%H:%M:%S), load $(cut -d' ' -f1-3 /proc/loadavg)"
 python3 benches/push/measure.py "$daemon_pid" "$http" "$dir/sink.log" "$runs" "$interval" "$idle" "$dir"
+spoken=$(curl -s "http://$http/metrics" | awk '/^rollstat_output_protocol\{/ {print $2}')
+echo "== remote write protocol spoken at the end: ${spoken:-?} (asked $protocol)"
 echo "== end $(date -u +%H:%M:%S), load $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -2,7 +2,10 @@
 POST at once and appends `<unix time> <body bytes>` per request to the log
 file it is given, so the bench can see when a push's batches arrive without
 asking the daemon. Prints its port on stdout. Loopback only; it does not
-decode the body.
+decode the body. To a remote write 2.0 request it adds the
+X-Prometheus-Remote-Write-*-Written headers a 2.0 receiver must send (so
+that the daemon stays on 2.0), claiming everything written (it does not
+count: the number is larger than any batch).
     python3 benches/push/sink.py LOG
 """
 import http.server
@@ -19,6 +22,9 @@ class Sink(http.server.BaseHTTPRequestHandler):
         n = int(self.headers.get("Content-Length", 0))
         self.rfile.read(n)
         self.send_response(204)
+        if self.headers.get("X-Prometheus-Remote-Write-Version", "").startswith("2."):
+            for kind in ("Samples", "Histograms", "Exemplars"):
+                self.send_header(f"X-Prometheus-Remote-Write-{kind}-Written", "4294967295")
         self.send_header("Content-Length", "0")
         self.end_headers()
         log.write(f"{time.time():.6f} {n}\n")

@@ -13,7 +13,7 @@ use crate::expose::negotiate::Escaping;
 use crate::expose::push::{Groups, Selection};
 use crate::mapping::Glob;
 use crate::output::settings::{
-    Auth, OutputDef, OutputKind, OutputTls, DEFAULT_BATCH_BYTES, DEFAULT_INTERVAL,
+    Auth, OutputDef, OutputKind, OutputTls, Protocol, DEFAULT_BATCH_BYTES, DEFAULT_INTERVAL,
     DEFAULT_QUEUE_BYTES, DEFAULT_RETRY_MAX, DEFAULT_RETRY_MIN, DEFAULT_STOP_TIMEOUT,
     DEFAULT_TIMEOUT,
 };
@@ -21,6 +21,7 @@ use crate::output::settings::{
 pub(super) const OUTPUT_KEYS: &[&str] = &[
     "name",
     "kind",
+    "protocol",
     "url",
     "interval_ms",
     "timeout_ms",
@@ -51,6 +52,7 @@ pub(super) fn read_output(
     seen: &mut Vec<String>,
 ) -> Option<OutputDef> {
     let kind = read_kind(t, p);
+    let protocol = read_protocol(t, p);
     let url = read_url(t, p);
     let ms = |t: &mut Table<'_, '_>, p: &mut Problems<'_>, key, min, max, default| {
         t.int(p, key, min, max)
@@ -92,6 +94,7 @@ pub(super) fn read_output(
     });
     let tls = read_tls(t, p);
     let (kind, url, select, escaping, auth) = (kind?, url?, select?, escaping?, auth?);
+    let protocol = protocol?;
     if url.scheme() == "http" && tls != OutputTls::default() {
         p.at(
             t.start(),
@@ -103,6 +106,7 @@ pub(super) fn read_output(
     Some(OutputDef {
         name,
         kind,
+        protocol,
         url,
         interval,
         timeout,
@@ -139,6 +143,23 @@ fn read_kind(t: &mut Table<'_, '_>, p: &mut Problems<'_>) -> Option<OutputKind> 
             None
         }
     }
+}
+
+fn read_protocol(t: &mut Table<'_, '_>, p: &mut Problems<'_>) -> Option<Protocol> {
+    let Some((s, off)) = t.string(p, "protocol") else {
+        return Some(Protocol::V1);
+    };
+    let found = [Protocol::V1, Protocol::V2]
+        .into_iter()
+        .find(|v| v.as_str() == s);
+    if found.is_none() {
+        p.at(
+            off,
+            &t.key_path("protocol"),
+            format!("unknown remote write protocol `{s}`; use \"1.0\" (the default) or \"2.0\""),
+        );
+    }
+    found
 }
 
 fn read_url(t: &mut Table<'_, '_>, p: &mut Problems<'_>) -> Option<url::Url> {
@@ -346,6 +367,9 @@ mod tests {
         let o = &cfg.outputs[0];
         assert_eq!(o.name, "127.0.0.1:9090");
         assert_eq!(o.kind, OutputKind::RemoteWrite);
+        assert_eq!(o.protocol, Protocol::V1);
+        let v2 = Config::parse(&format!("{MIN}protocol = \"2.0\"\n")).unwrap();
+        assert_eq!(v2.outputs[0].protocol, Protocol::V2);
         assert_eq!(o.interval, DEFAULT_INTERVAL);
         assert_eq!(o.queue_max_bytes, DEFAULT_QUEUE_BYTES);
         assert_eq!(o.select, Selection::all());
@@ -391,6 +415,10 @@ mod tests {
                 "outputs[0].metrics",
             ),
             (&format!("{MIN}escaping = \"utf8\"\n"), "unknown escaping"),
+            (
+                &format!("{MIN}protocol = \"2\"\n"),
+                "unknown remote write protocol `2`",
+            ),
             (
                 &format!("{MIN}queue_max_bytes = 65536\n"),
                 "batch_max_bytes",

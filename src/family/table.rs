@@ -134,6 +134,10 @@ table! {
         "Compressed bytes of batches waiting for an [[outputs]] receiver (at most its queue_max_bytes), by output.";
     OUTPUT_LAST_SUCCESS_SECONDS: Gauge "rollstat_output_last_success_timestamp_seconds" ["output"]
         "Unix time of the last batch an [[outputs]] receiver accepted (0: none yet), by output.";
+    OUTPUT_UNWRITTEN_SAMPLES_TOTAL: Counter "rollstat_output_unwritten_samples_total" ["output"]
+        "Samples (native histograms among them) in batches a remote write 2.0 receiver answered 2xx but said, in its X-Prometheus-Remote-Write-*-Written headers, it did not write, by output.";
+    OUTPUT_PROTOCOL: Gauge "rollstat_output_protocol" ["output"]
+        "The remote write version an [[outputs]] output speaks now, 1 or 2 (protocol = \"2.0\" falls back to 1 for a receiver that does not speak 2.0, until a reload changes the output), by output.";
     OUTPUT_PUSH_SECONDS: Gauge "rollstat_output_push_seconds" ["output"]
         "Seconds the last push of an [[outputs]] output took to write and compress its batches (not to send them), by output.";
 

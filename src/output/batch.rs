@@ -30,7 +30,7 @@ pub struct Source {
 
 /// Writer threads of one push at most: pushes run beside scrapes and
 /// ingest, so one core is their share.
-const PUSH_THREADS: usize = 1;
+pub(super) const PUSH_THREADS: usize = 1;
 
 /// The batches of one push of `def`'s selection as of `now`, uncompressed
 /// bytes cut between samples at about `def.batch_max_bytes`.
@@ -111,7 +111,11 @@ struct Known {
 impl Sent {
     /// Records the series of `registry` that `select` sends now, and
     /// returns those of the last record that are gone.
-    fn update(&mut self, registry: &Registry, select: &Selection) -> Vec<Arc<SeriesMeta>> {
+    pub(super) fn update(
+        &mut self,
+        registry: &Registry,
+        select: &Selection,
+    ) -> Vec<Arc<SeriesMeta>> {
         self.push += 1;
         let push = self.push;
         let mut came = Vec::new();
@@ -190,6 +194,8 @@ impl Cutter {
         self.done.push(Batch {
             body: Bytes::from(body),
             samples: self.samples,
+            histograms: 0,
+            protocol: super::settings::Protocol::V1,
         });
         self.current.clear();
         self.samples = 0;

@@ -10,10 +10,11 @@ use std::sync::Arc;
 use hyper::header::{HeaderMap, HeaderName, HeaderValue};
 
 use super::batch::{render, Sent, Source};
+use super::batch_v2::render_v2;
 use super::client::Answer;
 use super::queue::Batch;
 use super::retry::{of_status, Fate};
-use super::settings::{OutputDef, OutputKind};
+use super::settings::{OutputDef, OutputKind, Protocol};
 use crate::expose::buffer::ChunkPool;
 use crate::Timestamp;
 
@@ -22,7 +23,17 @@ use crate::Timestamp;
 pub enum Format {
     /// Prometheus remote write 1.0: Snappy `prometheus.WriteRequest`.
     RemoteWrite1,
+    /// Prometheus remote write 2.0: Snappy `io.prometheus.write.v2.Request`,
+    /// each with its symbols; the answer says how much was written.
+    RemoteWrite2,
 }
+
+/// The headers a 2.0 receiver answers with: what it wrote.
+const WRITTEN: [&str; 3] = [
+    "x-prometheus-remote-write-samples-written",
+    "x-prometheus-remote-write-histograms-written",
+    "x-prometheus-remote-write-exemplars-written",
+];
 
 /// What an answer means for the batch it answers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,8 +56,19 @@ impl Format {
     /// The format `def` asks for.
     #[must_use]
     pub fn of(def: &OutputDef) -> Format {
-        match def.kind {
-            OutputKind::RemoteWrite => Format::RemoteWrite1,
+        match (def.kind, def.protocol) {
+            (OutputKind::RemoteWrite, Protocol::V1) => Format::RemoteWrite1,
+            (OutputKind::RemoteWrite, Protocol::V2) => Format::RemoteWrite2,
+        }
+    }
+
+    /// The remote write version it is (the `rollstat_output_protocol`
+    /// gauge): 1 or 2.
+    #[must_use]
+    pub fn remote_write_version(self) -> i64 {
+        match self {
+            Format::RemoteWrite1 => 1,
+            Format::RemoteWrite2 => 2,
         }
     }
 
@@ -62,6 +84,7 @@ impl Format {
     ) -> Vec<Batch> {
         match self {
             Format::RemoteWrite1 => render(source, def, now, pool, sent),
+            Format::RemoteWrite2 => render_v2(source, def, now, pool, sent),
         }
     }
 
@@ -76,16 +99,56 @@ impl Format {
                 set(h, "content-type", "application/x-protobuf");
                 set(h, "x-prometheus-remote-write-version", "0.1.0");
             }
+            Format::RemoteWrite2 => {
+                set(h, "content-encoding", "snappy");
+                set(
+                    h,
+                    "content-type",
+                    "application/x-protobuf;proto=io.prometheus.write.v2.Request",
+                );
+                set(h, "x-prometheus-remote-write-version", "2.0.0");
+            }
         }
     }
 
     /// What `answer` means for `batch`.
     #[must_use]
     pub fn judge(self, answer: &Answer, batch: &Batch) -> Verdict {
-        let _ = batch;
         match self {
             Format::RemoteWrite1 => Verdict::Status(of_status(answer.status)),
+            Format::RemoteWrite2 => judge_v2(answer, batch),
         }
+    }
+}
+
+/// A 2.0 answer: a 415, or a 2xx without any `Written` header, is a
+/// receiver that does not speak 2.0 (a 1.0 receiver reads a 2.0 body as
+/// an empty 1.0 request and answers 2xx); a 2xx with them is read.
+fn judge_v2(answer: &Answer, batch: &Batch) -> Verdict {
+    let status = answer.status.as_u16();
+    if status == 415 {
+        return Verdict::Unspoken;
+    }
+    if !answer.status.is_success() {
+        return Verdict::Status(of_status(answer.status));
+    }
+    let written = |name: &str| {
+        let v = answer.headers.get(name)?.to_str().ok()?;
+        v.trim().parse::<u64>().ok()
+    };
+    let [samples, histograms, exemplars] = WRITTEN.map(written);
+    if samples.is_none() && histograms.is_none() && exemplars.is_none() {
+        return Verdict::Unspoken;
+    }
+    let floats = batch.samples - batch.histograms;
+    let unwritten = floats.saturating_sub(samples.unwrap_or(floats))
+        + batch
+            .histograms
+            .saturating_sub(histograms.unwrap_or(batch.histograms));
+    if unwritten == 0 {
+        Verdict::Status(Fate::Sent)
+    } else {
+        Verdict::Short { unwritten }
     }
 }
 
@@ -113,10 +176,55 @@ mod tests {
         let b = Batch {
             body: Bytes::from_static(b"x"),
             samples: 3,
+            histograms: 0,
+            protocol: Protocol::V1,
         };
         let judge = |s| Format::RemoteWrite1.judge(&answer(s), &b);
         assert_eq!(judge(204), Verdict::Status(Fate::Sent));
         assert_eq!(judge(415), Verdict::Status(Fate::Refused));
         assert!(matches!(judge(503), Verdict::Status(Fate::Retry { .. })));
+    }
+
+    fn written(status: u16, headers: &[(&'static str, &'static str)]) -> Answer {
+        let mut a = answer(status);
+        for (k, v) in headers {
+            a.headers.insert(*k, HeaderValue::from_static(v));
+        }
+        a
+    }
+
+    #[test]
+    fn remote_write_2_reads_the_written_headers_and_knows_a_receiver_that_does_not_speak_it() {
+        let mut h = HeaderMap::new();
+        Format::RemoteWrite2.headers(&mut h);
+        assert_eq!(h["content-encoding"], "snappy");
+        assert_eq!(
+            h["content-type"],
+            "application/x-protobuf;proto=io.prometheus.write.v2.Request"
+        );
+        assert_eq!(h["x-prometheus-remote-write-version"], "2.0.0");
+        let b = Batch {
+            body: Bytes::from_static(b"x"),
+            samples: 10,
+            histograms: 2,
+            protocol: Protocol::V2,
+        };
+        let judge = |a: Answer| Format::RemoteWrite2.judge(&a, &b);
+        let s = "x-prometheus-remote-write-samples-written";
+        let hw = "x-prometheus-remote-write-histograms-written";
+        let e = "x-prometheus-remote-write-exemplars-written";
+        let all = [(s, "8"), (hw, "2"), (e, "0")];
+        assert_eq!(judge(written(204, &all)), Verdict::Status(Fate::Sent));
+        assert_eq!(
+            judge(written(200, &[(s, "5"), (hw, "1"), (e, "0")])),
+            Verdict::Short { unwritten: 4 }
+        );
+        assert_eq!(judge(written(204, &[])), Verdict::Unspoken);
+        assert_eq!(judge(written(415, &[])), Verdict::Unspoken);
+        assert_eq!(judge(written(400, &all)), Verdict::Status(Fate::Refused));
+        assert!(matches!(
+            judge(written(503, &[])),
+            Verdict::Status(Fate::Retry { .. })
+        ));
     }
 }

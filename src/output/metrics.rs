@@ -49,6 +49,8 @@ pub struct OutputFamilies {
     queue: IntGaugeVec,
     last_success: GaugeVec,
     push_seconds: GaugeVec,
+    unwritten: IntCounterVec,
+    protocol: IntGaugeVec,
 }
 
 /// One output's counters, every label value created at 0.
@@ -65,6 +67,10 @@ pub struct OutputCounters {
     pub last_success: Gauge,
     /// Seconds the last push took to write.
     pub push_seconds: Gauge,
+    /// Samples a 2.0 receiver took but did not write.
+    pub unwritten: IntCounter,
+    /// The remote write version spoken now (1 or 2).
+    pub protocol: IntGauge,
 }
 
 impl OutputCounters {
@@ -100,6 +106,8 @@ impl OutputFamilies {
             queue: add(r, t::OUTPUT_QUEUE_BYTES.int_gauge_vec()?)?,
             last_success: add(r, t::OUTPUT_LAST_SUCCESS_SECONDS.gauge_vec()?)?,
             push_seconds: add(r, t::OUTPUT_PUSH_SECONDS.gauge_vec()?)?,
+            unwritten: add(r, t::OUTPUT_UNWRITTEN_SAMPLES_TOTAL.int_counter_vec()?)?,
+            protocol: add(r, t::OUTPUT_PROTOCOL.int_gauge_vec()?)?,
         })
     }
 
@@ -119,6 +127,8 @@ impl OutputFamilies {
             queue: self.queue.with_label_values(&[output]),
             last_success: self.last_success.with_label_values(&[output]),
             push_seconds: self.push_seconds.with_label_values(&[output]),
+            unwritten: self.unwritten.with_label_values(&[output]),
+            protocol: self.protocol.with_label_values(&[output]),
         }
     }
 }

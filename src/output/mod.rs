@@ -9,6 +9,7 @@
 //! * `format.rs`: the protocol an output speaks: how a push is rendered,
 //!   the headers of its requests, what an answer says of a batch;
 //! * `batch.rs`: one push, cut into compressed requests (remote write 1.0);
+//!   `batch_v2.rs`: the same as 2.0 requests, each with its symbols;
 //! * `queue.rs`: batches waiting, oldest dropped first;
 //! * `retry.rs`: an answer's fate, the jittered back-off;
 //! * `client.rs`: one HTTP/1.1 connection to a receiver (plain or TLS), a
@@ -24,6 +25,7 @@
 //! * this file: [`Outputs`], the running set, started, reloaded, stopped.
 
 pub mod batch;
+pub mod batch_v2;
 pub mod client;
 pub mod format;
 pub mod headers;

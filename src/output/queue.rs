@@ -5,13 +5,19 @@ use std::collections::VecDeque;
 
 use hyper::body::Bytes;
 
+use super::settings::Protocol;
+
 /// One request body, ready to send.
 #[derive(Clone, Debug)]
 pub struct Batch {
     /// The compressed body.
     pub body: Bytes,
-    /// Samples it holds.
+    /// Samples it holds (native histograms among them).
     pub samples: u64,
+    /// Native histograms among `samples`.
+    pub histograms: u64,
+    /// The remote write version of its body.
+    pub protocol: Protocol,
 }
 
 /// Batches waiting, oldest first, and their bytes.
@@ -38,6 +44,15 @@ impl Queue {
     pub fn push(&mut self, b: Batch) -> Vec<Batch> {
         self.bytes += b.body.len();
         self.batches.push_back(b);
+        self.fit()
+    }
+
+    /// Replaces every batch by what `f` makes of it (remote write 2.0
+    /// batches re-encoded as 1.0), then drops the oldest beyond the cap.
+    pub fn rewrite(&mut self, mut f: impl FnMut(Batch) -> Batch) -> Vec<Batch> {
+        let old = std::mem::take(&mut self.batches);
+        self.batches = old.into_iter().map(&mut f).collect();
+        self.bytes = self.batches.iter().map(|b| b.body.len()).sum();
         self.fit()
     }
 
@@ -99,6 +114,8 @@ mod tests {
         Batch {
             body: Bytes::from(vec![0; n]),
             samples: n as u64,
+            histograms: 0,
+            protocol: Protocol::V1,
         }
     }
 

@@ -15,6 +15,7 @@ use parking_lot::Mutex;
 use tokio::sync::watch;
 
 use super::batch::{Sent, Source};
+use super::batch_v2::as_v1;
 use super::client::{Client, ClientSettings};
 use super::format::{Format, Verdict};
 use super::metrics::{result, OutputCounters};
@@ -135,6 +136,7 @@ async fn push(t: &Task, def: &Arc<OutputDef>, format: Format) {
         return;
     };
     let c = &t.shared.counters;
+    c.protocol.set(format.remote_write_version());
     c.push_seconds
         .set(t.clock.now().saturating_duration_since(now).as_secs_f64());
     let dropped: Vec<Batch> = {
@@ -237,8 +239,14 @@ impl Sender {
             Ok(answer) => {
                 let fate = match self.format.judge(&answer, &batch) {
                     Verdict::Status(fate) => fate,
-                    Verdict::Short { .. } => Fate::Sent,
-                    Verdict::Unspoken => Fate::Refused,
+                    Verdict::Short { unwritten } => {
+                        c.unwritten.inc_by(unwritten);
+                        Fate::Sent
+                    }
+                    Verdict::Unspoken => {
+                        self.fall_back(t, def, answer.status.as_u16());
+                        return Some(Duration::ZERO);
+                    }
                 };
                 if fate == Fate::Refused {
                     tracing::warn!(output = %def.name, status = answer.status.as_u16(), answer = %Escaped::new(&answer.body), samples = batch.samples, "The receiver refused a batch; it is dropped (a 4xx is never retried).");
@@ -269,6 +277,20 @@ impl Sender {
                 Some(self.backoff.failed(asked))
             }
         }
+    }
+}
+
+impl Sender {
+    /// The receiver does not speak the output's format: from now on (until
+    /// a reload changes the output) it speaks remote write 1.0, and every
+    /// queued batch, the one just answered first, is re-encoded as 1.0 and
+    /// sent again.
+    fn fall_back(&mut self, t: &Task, def: &OutputDef, status: u16) {
+        self.format = Format::RemoteWrite1;
+        t.shared.counters.protocol.set(1);
+        tracing::warn!(output = %def.name, url = %def.url, status, "The receiver does not speak remote write 2.0 (it answered 415, or 2xx without X-Prometheus-Remote-Write-*-Written headers); the output speaks 1.0 until a reload changes it, and its queued batches are sent again as 1.0.");
+        let dropped = t.shared.queue.lock().rewrite(as_v1);
+        drop_all(&t.shared, dropped, result::QUEUE_FULL);
     }
 }
 

@@ -41,6 +41,28 @@ impl OutputKind {
     }
 }
 
+/// The remote write version an output speaks (`protocol`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Protocol {
+    /// 1.0: `prometheus.WriteRequest`.
+    #[default]
+    V1,
+    /// 2.0: `io.prometheus.write.v2.Request`, falling back to 1.0 for a
+    /// receiver that does not speak it.
+    V2,
+}
+
+impl Protocol {
+    /// The config spelling.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::V1 => "1.0",
+            Protocol::V2 => "2.0",
+        }
+    }
+}
+
 /// How requests prove who sends them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Auth {
@@ -73,6 +95,8 @@ pub struct OutputDef {
     pub name: String,
     /// The protocol.
     pub kind: OutputKind,
+    /// Its version (`protocol`).
+    pub protocol: Protocol,
     /// Where batches are POSTed.
     pub url: url::Url,
     /// Time between two pushes.

@@ -6,6 +6,9 @@
 //! * `labels.rs`: a sample's sorted label set, encoded once per series;
 //! * `remote_write.rs`: remote write 1.0 `TimeSeries` fields from the
 //!   registry walk and from the `prometheus` crate's model;
+//! * `remote_write_v2.rs`: the same series staged for remote write 2.0
+//!   (with type, HELP, start times, native histograms); `requests_v2.rs`:
+//!   staged series into 2.0 requests, each with its own symbols table;
 //! * the types generated from the vendored schemas under proto/ by
 //!   prost-build and committed (see proto/README.md;
 //!   tests/proto_generated.rs checks they are current): [`prompb`]
@@ -22,6 +25,8 @@ pub mod otlp;
 #[allow(clippy::all, clippy::pedantic, missing_docs)]
 pub mod prompb;
 pub mod remote_write;
+pub mod remote_write_v2;
+pub mod requests_v2;
 pub mod select;
 #[allow(clippy::all, clippy::pedantic, missing_docs)]
 pub mod write_v2;
@@ -32,3 +37,5 @@ pub use self::select::{Groups, Selection};
 mod schema_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_v2;

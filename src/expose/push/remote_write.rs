@@ -285,12 +285,16 @@ pub fn encode_families(
 }
 
 /// What [`metric_samples`] hands each sample to.
-type SampleSink<'e> = dyn FnMut(&[u8], Option<Extra<'_>>, f64) + 'e;
+pub(super) type SampleSink<'e> = dyn FnMut(&[u8], Option<Extra<'_>>, f64) + 'e;
 
 /// Hands `emit` each sample of metric `m` of family `f`: its name's
 /// suffix, the label it adds (`le`, `quantile`) and its value, as the
 /// text format spells them.
-fn metric_samples(f: &MetricFamily, m: &prometheus::proto::Metric, emit: &mut SampleSink<'_>) {
+pub(super) fn metric_samples(
+    f: &MetricFamily,
+    m: &prometheus::proto::Metric,
+    emit: &mut SampleSink<'_>,
+) {
     let mut v = Vec::new();
     match f.get_field_type() {
         MetricType::COUNTER => emit(b"", None, m.get_counter().get_value()),
@@ -368,7 +372,7 @@ pub fn encode_stale(
 }
 
 /// Which windowed families a series of `kind` may show.
-fn stale_families(kind: MetricKind) -> [bool; 8] {
+pub(super) fn stale_families(kind: MetricKind) -> [bool; 8] {
     let set = kind == MetricKind::Set;
     let quantiles = matches!(
         kind,

@@ -46,5 +46,5 @@ pub use prometheus::Prometheus;
 pub use proto::{decode_families, PROTO_ACCEPT};
 pub use receivers::{Labels, PromReceiver, Receiver, VmReceiver};
 pub use rollstat_testkit::scrape::{sample_value, Scrape};
-pub use rw_fake::{FakeReceiver, Reply};
+pub use rw_fake::{FakeReceiver, Received, Reply};
 pub use rw_killable::KillableReceiver;

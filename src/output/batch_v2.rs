@@ -1,0 +1,100 @@
+//! One push as remote write 2.0: the same families and series as 1.0
+//! (`batch.rs`), staged by `expose::push::remote_write_v2`, gathered into
+//! requests with their own symbols tables of at most `batch_max_bytes`
+//! each, compressed.
+
+use std::sync::Arc;
+
+use hyper::body::Bytes;
+
+use super::batch::{Sent, Source, PUSH_THREADS};
+use super::queue::Batch;
+use super::settings::{OutputDef, Protocol};
+use crate::expose::buffer::ChunkPool;
+use crate::expose::push::remote_write_v2::{encode_families_v2, encode_stale_v2, render_series_v2};
+use crate::expose::push::requests_v2::{v1_of_v2, Request, Requests};
+use crate::Timestamp;
+
+/// The batches of one 2.0 push of `def`'s selection as of `now`.
+#[must_use]
+pub fn render_v2(
+    source: &Source,
+    def: &OutputDef,
+    now: Timestamp,
+    pool: &Arc<ChunkPool>,
+    sent: &mut Sent,
+) -> Vec<Batch> {
+    let mut requests = Requests::new(def.batch_max_bytes);
+    let (select, escaping) = (&def.select, def.escaping);
+    let mut head = Vec::new();
+    if select.groups.windowed || select.groups.cumulative {
+        let gone = sent.update(&source.registry, select);
+        let quantiles = &source.registry.plan().quantiles;
+        encode_stale_v2(&gone, quantiles, select, escaping, now, &mut head);
+    }
+    let groups = source.state.groups_at(now);
+    let families = |f: &[prometheus::proto::MetricFamily], head: &mut Vec<u8>| {
+        encode_families_v2(f, select, escaping, now, head);
+    };
+    if select.groups.self_metrics {
+        families(&source.telemetry.gather(), &mut head);
+        families(&groups.registry, &mut head);
+    }
+    if select.groups.signals {
+        families(&groups.signals, &mut head);
+        if let Some(rls) = &source.rls {
+            families(&rls.current().families(now), &mut head);
+        }
+    }
+    if select.groups.windowed {
+        families(&groups.fleet, &mut head);
+    }
+    requests.add(&head);
+    render_series_v2(
+        &source.registry,
+        now,
+        select,
+        escaping,
+        PUSH_THREADS,
+        pool,
+        |p| requests.add(p.as_ref()),
+    );
+    requests.finish().into_iter().map(compress).collect()
+}
+
+/// A request as a queued batch: Snappy, its counts kept.
+fn compress(r: Request) -> Batch {
+    let body = snap::raw::Encoder::new()
+        .compress_vec(&r.body)
+        .unwrap_or_default();
+    Batch {
+        body: Bytes::from(body),
+        samples: r.samples + r.histograms,
+        histograms: r.histograms,
+        protocol: Protocol::V2,
+    }
+}
+
+/// `b` as remote write 1.0, for a receiver that does not speak 2.0: the
+/// same series and float samples; native histograms are left out, as 1.0
+/// pushes never carry them (their classic series are there). A 1.0 batch,
+/// or one that cannot be read back, is returned as it is.
+#[must_use]
+pub fn as_v1(b: Batch) -> Batch {
+    if b.protocol == Protocol::V1 {
+        return b;
+    }
+    let raw = snap::raw::Decoder::new().decompress_vec(&b.body);
+    let Some((v1, samples)) = raw.ok().and_then(|r| v1_of_v2(&r)) else {
+        return b;
+    };
+    let body = snap::raw::Encoder::new()
+        .compress_vec(&v1)
+        .unwrap_or_default();
+    Batch {
+        body: Bytes::from(body),
+        samples,
+        histograms: 0,
+        protocol: Protocol::V1,
+    }
+}
