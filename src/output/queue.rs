@@ -120,6 +120,20 @@ mod tests {
     }
 
     #[test]
+    fn a_rewrite_replaces_every_batch_in_order_and_keeps_the_cap() {
+        let mut q = Queue::new(100);
+        for n in [10, 20, 30] {
+            assert!(q.push(batch(n)).is_empty());
+        }
+        let dropped = q.rewrite(|b| batch(b.body.len() * 2));
+        assert_eq!(dropped.iter().map(|b| b.samples).collect::<Vec<_>>(), [20]);
+        assert_eq!(q.bytes(), 100);
+        assert_eq!(q.pop().unwrap().samples, 40);
+        assert_eq!(q.pop().unwrap().samples, 60);
+        assert!(q.pop().is_none());
+    }
+
+    #[test]
     fn the_oldest_go_first_and_the_bytes_never_pass_the_cap() {
         let mut q = Queue::new(100);
         for n in [40, 30, 20] {

@@ -212,3 +212,46 @@ fn a_prometheus_that_speaks_only_1_0_is_pushed_1_0_after_its_204_without_written
     assert_eq!(warned, 1, "logged once:\n{}", d.log());
     assert!(d.log().contains(&rx.write_url()), "the url is named");
 }
+
+#[test]
+fn a_reload_that_changes_the_output_tries_2_0_again() {
+    let rx = FakeReceiver::start(vec![Reply::Status(415, vec![]), Reply::Status(204, vec![])]);
+    let cfg = config(&rx.url());
+    let d = Daemon::start_with(&cfg);
+    d.send_udp(b"hits:3|c");
+    let version = |r: &Received| {
+        r.header("x-prometheus-remote-write-version")
+            .map(str::to_owned)
+    };
+    wait_true(Duration::from_secs(20), "the fallback to 1.0", || {
+        rx.received()
+            .iter()
+            .any(|r| version(r).as_deref() == Some("0.1.0"))
+    });
+    let before = rx.received().len();
+    std::fs::write(
+        &d.config,
+        cfg.replace("interval_ms = 300", "interval_ms = 400"),
+    )
+    .unwrap();
+    d.signal("HUP");
+    d.wait_scrape(Duration::from_secs(10), "the SIGHUP reload", |s| {
+        s.value("rollstat_config_reloads_total", &[("result", "ok")]) == Some(1.0)
+    });
+    wait_true(
+        Duration::from_secs(20),
+        "a 2.0 request after the reload",
+        || {
+            rx.received()[before..]
+                .iter()
+                .any(|r| version(r).as_deref() == Some("2.0.0"))
+        },
+    );
+    // This receiver still answers 204 without Written headers: it falls
+    // back again, logged again.
+    wait_true(
+        Duration::from_secs(10),
+        "the second fallback logged",
+        || d.log().matches("does not speak remote write 2.0").count() == 2,
+    );
+}

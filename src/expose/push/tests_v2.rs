@@ -191,3 +191,51 @@ fn a_2_0_request_read_back_as_1_0_holds_the_same_float_samples() {
     }
     assert_eq!(got, want);
 }
+
+#[test]
+fn a_series_that_leaves_gets_a_2_0_stale_marker_for_every_sample_it_had_and_its_native_histogram() {
+    use super::remote_write::STALE_NAN;
+    use super::remote_write_v2::encode_stale_v2;
+    let (r, clock) = registry(CORPUS);
+    let now = clock.now();
+    let (reqs, _, _) = requests(1 << 20);
+    let all = decode(&reqs[0]);
+    for metric in ["api.latency", "hits", "temp"] {
+        let mut gone = Vec::new();
+        r.visit(|meta, _| {
+            if meta.metric == metric {
+                gone.push(meta.clone());
+            }
+        });
+        let quantiles = r.plan().quantiles.clone();
+        let mut staged = Vec::new();
+        let (select, esc) = (Selection::all(), Escaping::Underscores);
+        encode_stale_v2(&gone, &quantiles, &select, esc, now, &mut staged);
+        let mut reqs = Requests::new(1 << 20);
+        reqs.add(&staged);
+        let stale = decode(&reqs.finish()[0]);
+        assert!(stale
+            .iter()
+            .all(|d| d.ts.samples[0].value.to_bits() == STALE_NAN));
+        let ended: BTreeSet<(String, BTreeMap<String, String>)> = stale
+            .iter()
+            .map(|d| (d.name.clone(), d.labels.clone()))
+            .collect();
+        let prefix = crate::names::metric_name(metric);
+        let had: Vec<&Decoded> = all
+            .iter()
+            .filter(|d| {
+                d.labels.get("metric").map(String::as_str) == Some(metric)
+                    || (!d.name.starts_with("rollstat_") && d.name.starts_with(&prefix))
+            })
+            .collect();
+        assert!(had.len() >= 3, "{metric}");
+        for d in had {
+            let key = (d.name.clone(), d.labels.clone());
+            assert!(
+                ended.contains(&key),
+                "{metric}: no stale marker for {key:?}"
+            );
+        }
+    }
+}
