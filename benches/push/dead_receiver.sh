@@ -41,6 +41,9 @@ url = "http://127.0.0.1:$port/api/v1/write"
 interval_ms = $interval
 queue_max_bytes = $cap
 TOML
+# A config the daemon refuses (QUEUE_MAX_BYTES below batch_max_bytes, 2 MiB)
+# fails here, with the reason, rather than as a daemon that never listens.
+"${ROLLSTAT_BIN:-target/release/rollstat}" check-config "$dir/config.toml" > /dev/null || { rm -rf "$dir"; exit 1; }
 . benches/daemon.sh
 start_series_daemon "$n" "$dir/config.toml"
 # daemon.sh's trap stops the daemon; this one adds the load and the files.
