@@ -188,11 +188,8 @@ impl Cutter {
     }
 
     fn cut(&mut self) {
-        let body = snap::raw::Encoder::new()
-            .compress_vec(&self.current)
-            .unwrap_or_default();
         self.done.push(Batch {
-            body: Bytes::from(body),
+            body: snappy(&self.current),
             samples: self.samples,
             histograms: 0,
             protocol: super::settings::Protocol::V1,
@@ -207,6 +204,19 @@ impl Cutter {
         }
         self.done
     }
+}
+
+/// `raw` in Snappy's block format, in a buffer of its own length: the
+/// encoder allocates the worst case for `raw` (2.4 MB for a 2 MiB
+/// request) and a queued batch would keep all of it, ten times what the
+/// queue's cap counts.
+#[must_use]
+pub(super) fn snappy(raw: &[u8]) -> Bytes {
+    let mut body = snap::raw::Encoder::new()
+        .compress_vec(raw)
+        .unwrap_or_default();
+    body.shrink_to_fit();
+    Bytes::from(body)
 }
 
 /// Bytes of the length-delimited field at the front of `b` (its key, its
@@ -282,6 +292,20 @@ mod tests {
         crate::expose::proto::wire::varint(&mut f, n as u64);
         f.extend(std::iter::repeat_n(7, n));
         f
+    }
+
+    #[test]
+    fn a_compressed_body_keeps_no_more_than_its_bytes() {
+        let raw: Vec<u8> = (0..2 << 20).map(|i| (i % 7) as u8).collect();
+        let body = snappy(&raw);
+        assert!(body.len() < raw.len() / 10, "{}", body.len());
+        let v = Vec::from(body);
+        assert!(
+            v.capacity() < 2 * v.len() + 1024,
+            "{} of {}",
+            v.capacity(),
+            v.len()
+        );
     }
 
     #[test]

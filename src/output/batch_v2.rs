@@ -5,9 +5,7 @@
 
 use std::sync::Arc;
 
-use hyper::body::Bytes;
-
-use super::batch::{Sent, Source, PUSH_THREADS};
+use super::batch::{snappy, Sent, Source, PUSH_THREADS};
 use super::queue::Batch;
 use super::settings::{OutputDef, Protocol};
 use crate::expose::buffer::ChunkPool;
@@ -64,11 +62,8 @@ pub fn render_v2(
 
 /// A request as a queued batch: Snappy, its counts kept.
 fn compress(r: Request) -> Batch {
-    let body = snap::raw::Encoder::new()
-        .compress_vec(&r.body)
-        .unwrap_or_default();
     Batch {
-        body: Bytes::from(body),
+        body: snappy(&r.body),
         samples: r.samples + r.histograms,
         histograms: r.histograms,
         protocol: Protocol::V2,
@@ -88,11 +83,8 @@ pub fn as_v1(b: Batch) -> Batch {
     let Some((v1, samples)) = raw.ok().and_then(|r| v1_of_v2(&r)) else {
         return b;
     };
-    let body = snap::raw::Encoder::new()
-        .compress_vec(&v1)
-        .unwrap_or_default();
     Batch {
-        body: Bytes::from(body),
+        body: snappy(&v1),
         samples,
         histograms: 0,
         protocol: Protocol::V1,
