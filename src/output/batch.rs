@@ -5,6 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use hyper::body::Bytes;
+use prometheus::proto::MetricFamily;
 
 use super::queue::Batch;
 use super::settings::OutputDef;
@@ -50,26 +51,9 @@ pub fn render(
         let quantiles = &source.registry.plan().quantiles;
         encode_stale(&gone, quantiles, select, escaping, now, &mut head);
     }
-    let groups = source.state.groups_at(now);
-    if select.groups.self_metrics {
-        encode_families(&source.telemetry.gather(), select, escaping, now, &mut head);
-        encode_families(&groups.registry, select, escaping, now, &mut head);
-    }
-    if select.groups.signals {
-        encode_families(&groups.signals, select, escaping, now, &mut head);
-        if let Some(rls) = &source.rls {
-            encode_families(
-                &rls.current().families(now),
-                select,
-                escaping,
-                now,
-                &mut head,
-            );
-        }
-    }
-    if select.groups.windowed {
-        encode_families(&groups.fleet, select, escaping, now, &mut head);
-    }
+    model_families(source, select, now, |f| {
+        encode_families(f, select, escaping, now, &mut head);
+    });
     cut.add(&head);
     render_series(
         &source.registry,
@@ -83,6 +67,32 @@ pub fn render(
         },
     );
     cut.finish()
+}
+
+/// Hands `each` the selected families of the `prometheus` crate's model
+/// as of `now`, in the order a push sends them: the self-metrics and the
+/// registry's statistics, the signals and the rate-limit service's
+/// families, the fleet view.
+pub(super) fn model_families(
+    source: &Source,
+    select: &Selection,
+    now: Timestamp,
+    mut each: impl FnMut(&[MetricFamily]),
+) {
+    let groups = source.state.groups_at(now);
+    if select.groups.self_metrics {
+        each(&source.telemetry.gather());
+        each(&groups.registry);
+    }
+    if select.groups.signals {
+        each(&groups.signals);
+        if let Some(rls) = &source.rls {
+            each(&rls.current().families(now));
+        }
+    }
+    if select.groups.windowed {
+        each(&groups.fleet);
+    }
 }
 
 /// The series the last push sent, to find those that left the registry

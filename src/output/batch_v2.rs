@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use super::batch::{snappy, Sent, Source, PUSH_THREADS};
+use super::batch::{model_families, snappy, Sent, Source, PUSH_THREADS};
 use super::queue::Batch;
 use super::settings::{OutputDef, Protocol};
 use crate::expose::buffer::ChunkPool;
@@ -30,23 +30,9 @@ pub fn render_v2(
         let quantiles = &source.registry.plan().quantiles;
         encode_stale_v2(&gone, quantiles, select, escaping, now, &mut head);
     }
-    let groups = source.state.groups_at(now);
-    let families = |f: &[prometheus::proto::MetricFamily], head: &mut Vec<u8>| {
-        encode_families_v2(f, select, escaping, now, head);
-    };
-    if select.groups.self_metrics {
-        families(&source.telemetry.gather(), &mut head);
-        families(&groups.registry, &mut head);
-    }
-    if select.groups.signals {
-        families(&groups.signals, &mut head);
-        if let Some(rls) = &source.rls {
-            families(&rls.current().families(now), &mut head);
-        }
-    }
-    if select.groups.windowed {
-        families(&groups.fleet, &mut head);
-    }
+    model_families(source, select, now, |f| {
+        encode_families_v2(f, select, escaping, now, &mut head);
+    });
     requests.add(&head);
     render_series_v2(
         &source.registry,
