@@ -13,9 +13,9 @@ use crate::expose::negotiate::Escaping;
 use crate::expose::push::{Groups, Selection};
 use crate::mapping::Glob;
 use crate::output::settings::{
-    Auth, OutputDef, OutputKind, OutputTls, Protocol, DEFAULT_BATCH_BYTES, DEFAULT_INTERVAL,
-    DEFAULT_QUEUE_BYTES, DEFAULT_RETRY_MAX, DEFAULT_RETRY_MIN, DEFAULT_STOP_TIMEOUT,
-    DEFAULT_TIMEOUT,
+    Auth, OutputDef, OutputKind, OutputTls, Protocol, Temporality, DEFAULT_BATCH_BYTES,
+    DEFAULT_INTERVAL, DEFAULT_QUEUE_BYTES, DEFAULT_RETRY_MAX, DEFAULT_RETRY_MIN,
+    DEFAULT_STOP_TIMEOUT, DEFAULT_TIMEOUT,
 };
 
 pub(super) const OUTPUT_KEYS: &[&str] = &[
@@ -40,7 +40,12 @@ pub(super) const OUTPUT_KEYS: &[&str] = &[
     "basic_auth",
     "headers_file",
     "tls",
+    "temporality",
+    "resource",
 ];
+
+/// `service.name` when `[outputs.resource]` does not give one.
+const DEFAULT_SERVICE: &str = "rollstat";
 
 const BASIC_KEYS: &[&str] = &["username", "password_file"];
 const TLS_KEYS: &[&str] = &["ca_file", "cert_file", "key_file", "server_name"];
@@ -93,8 +98,9 @@ pub(super) fn read_output(
         path
     });
     let tls = read_tls(t, p);
+    let otlp = kind.map(|k| read_otlp(t, p, k, protocol.is_some_and(|v| v != Protocol::V1)));
     let (kind, url, select, escaping, auth) = (kind?, url?, select?, escaping?, auth?);
-    let protocol = protocol?;
+    let (protocol, (temporality, resource)) = (protocol?, otlp??);
     if url.scheme() == "http" && tls != OutputTls::default() {
         p.at(
             t.start(),
@@ -120,17 +126,93 @@ pub(super) fn read_output(
         auth,
         headers_file,
         tls,
+        temporality,
+        resource,
     })
+}
+
+/// `temporality` and `[outputs.resource]`, OTLP's own keys; an OTLP output
+/// with `protocol = "2.0"` (`v2`) is a problem, as are OTLP's keys on a
+/// remote write output.
+fn read_otlp(
+    t: &mut Table<'_, '_>,
+    p: &mut Problems<'_>,
+    kind: OutputKind,
+    v2: bool,
+) -> Option<(Temporality, Vec<(String, String)>)> {
+    let temporality = match t.string(p, "temporality") {
+        None => Some(Temporality::Cumulative),
+        Some((s, off)) => {
+            let found = [Temporality::Cumulative, Temporality::Delta]
+                .into_iter()
+                .find(|v| v.as_str() == s);
+            if found.is_none() {
+                p.at(
+                    off,
+                    &t.key_path("temporality"),
+                    format!(
+                        "unknown temporality `{s}`; use \"cumulative\" (the default) or \"delta\""
+                    ),
+                );
+            }
+            found.filter(|_| only_otlp(t, p, kind, "temporality", off))
+        }
+    };
+    let mut resource = Vec::new();
+    if let Some(mut r) = t.table(p, "resource") {
+        let off = r.start();
+        resource = r
+            .string_pairs(p)
+            .into_iter()
+            .map(|(k, v, _)| (k, v))
+            .collect();
+        only_otlp(t, p, kind, "resource", off);
+    }
+    if !resource.iter().any(|(k, _)| k == "service.name") {
+        resource.insert(0, ("service.name".into(), DEFAULT_SERVICE.into()));
+    }
+    if v2 && kind == OutputKind::Otlp {
+        p.at(
+            t.start(),
+            &t.key_path("protocol"),
+            "`protocol` chooses a remote write version; an otlp output has none, remove it",
+        );
+        return None;
+    }
+    Some((temporality?, resource))
+}
+
+/// Whether `key` (at `off`) may be set: only on an OTLP output.
+fn only_otlp(
+    t: &Table<'_, '_>,
+    p: &mut Problems<'_>,
+    kind: OutputKind,
+    key: &str,
+    off: usize,
+) -> bool {
+    if kind == OutputKind::Otlp {
+        return true;
+    }
+    p.at(
+        off,
+        &t.key_path(key),
+        format!(
+            "`{key}` is an otlp output's key; this output is kind = \"{}\"",
+            kind.as_str()
+        ),
+    );
+    false
 }
 
 fn read_kind(t: &mut Table<'_, '_>, p: &mut Problems<'_>) -> Option<OutputKind> {
     match t.string(p, "kind") {
         Some((s, _)) if s == "remote_write" => Some(OutputKind::RemoteWrite),
+        Some((s, _)) if s == "otlp" => Some(OutputKind::Otlp),
         Some((s, off)) => {
             p.at(
                 off,
                 &t.key_path("kind"),
-                format!("unknown output kind `{s}`; the kind rollstat pushes is \"remote_write\" (Prometheus remote write 1.0)"),
+                format!("unknown output kind `{s}`; rollstat pushes \"remote_write\" (Prometheus remote write) or \"otlp\" (OTLP/HTTP)"),
             );
             None
         }
@@ -138,7 +220,7 @@ fn read_kind(t: &mut Table<'_, '_>, p: &mut Problems<'_>) -> Option<OutputKind> 
             p.at(
                 t.start(),
                 &t.key_path("kind"),
-                "every output needs a `kind`: \"remote_write\"",
+                "every output needs a `kind`: \"remote_write\" or \"otlp\"",
             );
             None
         }
@@ -378,6 +460,36 @@ mod tests {
         assert_eq!(o.tls, OutputTls::default());
     }
 
+    const OTLP: &str = "[[outputs]]\nkind = \"otlp\"\nurl = \"http://127.0.0.1:4318/v1/metrics\"\n";
+
+    #[test]
+    fn an_otlp_output_is_cumulative_and_names_its_service_rollstat_unless_told() {
+        let cfg = Config::parse(OTLP).unwrap();
+        let o = &cfg.outputs[0];
+        assert_eq!(o.kind, OutputKind::Otlp);
+        assert_eq!(o.temporality, Temporality::Cumulative);
+        assert_eq!(
+            o.resource,
+            [("service.name".to_string(), "rollstat".to_string())]
+        );
+        let set = format!("{OTLP}temporality = \"delta\"\n[outputs.resource]\n\"service.name\" = \"edge\"\nregion = \"eu\"\n");
+        let o = Config::parse(&set).unwrap().outputs.remove(0);
+        assert_eq!(o.temporality, Temporality::Delta);
+        let names: Vec<&str> = o
+            .resource
+            .iter()
+            .map(|(k, v)| {
+                if k == "service.name" {
+                    v.as_str()
+                } else {
+                    k.as_str()
+                }
+            })
+            .collect();
+        assert_eq!(names.len(), 2);
+        assert!(names.contains(&"edge") && names.contains(&"region"));
+    }
+
     #[test]
     fn every_selection_key_is_read() {
         let cfg = Config::parse(&format!(
@@ -397,8 +509,28 @@ mod tests {
         let cases = [
             ("[[outputs]]\nurl = \"http://a:1/\"\n", "outputs[0].kind"),
             (
-                "[[outputs]]\nkind = \"otlp\"\nurl = \"http://a:1/\"\n",
+                "[[outputs]]\nkind = \"otel\"\nurl = \"http://a:1/\"\n",
                 "unknown output kind",
+            ),
+            (
+                &format!("{MIN}temporality = \"delta\"\n"),
+                "is an otlp output's key",
+            ),
+            (
+                &format!("{MIN}[outputs.resource]\na = \"b\"\n"),
+                "is an otlp output's key",
+            ),
+            (
+                &format!("{OTLP}temporality = \"deltas\"\n"),
+                "unknown temporality",
+            ),
+            (
+                &format!("{OTLP}protocol = \"2.0\"\n"),
+                "an otlp output has none",
+            ),
+            (
+                &format!("{OTLP}[outputs.resource]\na = 1\n"),
+                "expected a string",
             ),
             ("[[outputs]]\nkind = \"remote_write\"\n", "outputs[0].url"),
             (

@@ -110,6 +110,8 @@ pub struct Sent {
     series: HashMap<usize, Known>,
     /// Which push this is; an entry not seen by it is gone.
     push: u64,
+    /// An OTLP output's streams: their start times and last readings.
+    pub(super) streams: crate::expose::push::otlp_streams::Streams,
 }
 
 /// A series the last push sent, and the push that last saw it.

@@ -8,14 +8,17 @@
 use std::sync::Arc;
 
 use hyper::header::{HeaderMap, HeaderName, HeaderValue};
+use prost::Message as _;
 
 use super::batch::{render, Sent, Source};
+use super::batch_otlp::render_otlp;
 use super::batch_v2::render_v2;
 use super::client::Answer;
 use super::queue::Batch;
 use super::retry::{of_status, Fate};
 use super::settings::{OutputDef, OutputKind, Protocol};
 use crate::expose::buffer::ChunkPool;
+use crate::expose::push::otlp::opentelemetry::proto::collector::metrics::v1::ExportMetricsServiceResponse;
 use crate::Timestamp;
 
 /// How an output's requests are written and read.
@@ -26,6 +29,10 @@ pub enum Format {
     /// Prometheus remote write 2.0: Snappy `io.prometheus.write.v2.Request`,
     /// each with its symbols; the answer says how much was written.
     RemoteWrite2,
+    /// OTLP/HTTP: a gzipped protobuf `ExportMetricsServiceRequest`; a
+    /// 2xx may carry a `partial_success` saying how many points were
+    /// rejected.
+    Otlp,
 }
 
 /// The headers a 2.0 receiver answers with: what it wrote.
@@ -59,16 +66,18 @@ impl Format {
         match (def.kind, def.protocol) {
             (OutputKind::RemoteWrite, Protocol::V1) => Format::RemoteWrite1,
             (OutputKind::RemoteWrite, Protocol::V2) => Format::RemoteWrite2,
+            (OutputKind::Otlp, _) => Format::Otlp,
         }
     }
 
     /// The remote write version it is (the `rollstat_output_protocol`
-    /// gauge): 1 or 2.
+    /// gauge): 1 or 2; 0 for OTLP.
     #[must_use]
     pub fn remote_write_version(self) -> i64 {
         match self {
             Format::RemoteWrite1 => 1,
             Format::RemoteWrite2 => 2,
+            Format::Otlp => 0,
         }
     }
 
@@ -85,6 +94,7 @@ impl Format {
         match self {
             Format::RemoteWrite1 => render(source, def, now, pool, sent),
             Format::RemoteWrite2 => render_v2(source, def, now, pool, sent),
+            Format::Otlp => render_otlp(source, def, now, pool, sent),
         }
     }
 
@@ -108,6 +118,10 @@ impl Format {
                 );
                 set(h, "x-prometheus-remote-write-version", "2.0.0");
             }
+            Format::Otlp => {
+                set(h, "content-encoding", "gzip");
+                set(h, "content-type", "application/x-protobuf");
+            }
         }
     }
 
@@ -117,7 +131,32 @@ impl Format {
         match self {
             Format::RemoteWrite1 => Verdict::Status(of_status(answer.status)),
             Format::RemoteWrite2 => judge_v2(answer, batch),
+            Format::Otlp => judge_otlp(answer),
         }
+    }
+}
+
+/// An OTLP/HTTP answer, as the OTLP specification reads it: 429, 502,
+/// 503 and 504 are tried again, every other failure is final; a 2xx whose
+/// `partial_success` names rejected points is done, the rejected counted.
+fn judge_otlp(answer: &Answer) -> Verdict {
+    let status = answer.status.as_u16();
+    match status {
+        200..=299 => {
+            let rejected = ExportMetricsServiceResponse::decode(answer.body.as_ref())
+                .ok()
+                .and_then(|r| r.partial_success)
+                .map_or(0, |p| u64::try_from(p.rejected_data_points).unwrap_or(0));
+            if rejected == 0 {
+                Verdict::Status(Fate::Sent)
+            } else {
+                Verdict::Short {
+                    unwritten: rejected,
+                }
+            }
+        }
+        429 | 502..=504 => Verdict::Status(of_status(answer.status)),
+        _ => Verdict::Status(Fate::Refused),
     }
 }
 
@@ -226,5 +265,45 @@ mod tests {
             judge(written(503, &[])),
             Verdict::Status(Fate::Retry { .. })
         ));
+    }
+
+    #[test]
+    fn otlp_says_gzip_protobuf_and_counts_a_partial_success_without_retrying_it() {
+        use crate::expose::push::otlp::opentelemetry::proto::collector::metrics::v1::ExportMetricsPartialSuccess;
+        let mut h = HeaderMap::new();
+        Format::Otlp.headers(&mut h);
+        assert_eq!(h["content-encoding"], "gzip");
+        assert_eq!(h["content-type"], "application/x-protobuf");
+        let b = Batch {
+            body: Bytes::from_static(b"x"),
+            samples: 10,
+            histograms: 0,
+            protocol: Protocol::V1,
+        };
+        let partial = |rejected| {
+            let r = ExportMetricsServiceResponse {
+                partial_success: Some(ExportMetricsPartialSuccess {
+                    rejected_data_points: rejected,
+                    error_message: "bad".into(),
+                }),
+            };
+            Answer {
+                body: r.encode_to_vec().into(),
+                ..answer(200)
+            }
+        };
+        let judge = |a: Answer| Format::Otlp.judge(&a, &b);
+        assert_eq!(judge(answer(200)), Verdict::Status(Fate::Sent));
+        assert_eq!(judge(partial(0)), Verdict::Status(Fate::Sent));
+        assert_eq!(judge(partial(3)), Verdict::Short { unwritten: 3 });
+        assert_eq!(judge(answer(400)), Verdict::Status(Fate::Refused));
+        assert_eq!(judge(answer(500)), Verdict::Status(Fate::Refused));
+        assert_eq!(judge(answer(415)), Verdict::Status(Fate::Refused));
+        for s in [429, 502, 503, 504] {
+            assert!(matches!(
+                judge(answer(s)),
+                Verdict::Status(Fate::Retry { .. })
+            ));
+        }
     }
 }

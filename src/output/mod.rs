@@ -1,5 +1,5 @@
 //! `[[outputs]]`: the families `/metrics` serves, pushed on a timer to
-//! receivers that take Prometheus remote write, each output in its own
+//! receivers that take Prometheus remote write or OTLP, each output in its own
 //! supervised task with its own queue bounded in bytes.
 //!
 //! Nothing here blocks ingest or a scrape: a push walks the registry as a
@@ -10,6 +10,7 @@
 //!   the headers of its requests, what an answer says of a batch;
 //! * `batch.rs`: one push, cut into compressed requests (remote write 1.0);
 //!   `batch_v2.rs`: the same as 2.0 requests, each with its symbols;
+//!   `batch_otlp.rs`: the same families as gzipped OTLP requests;
 //! * `queue.rs`: batches waiting, oldest dropped first;
 //! * `retry.rs`: an answer's fate, the jittered back-off;
 //! * `client.rs`: one HTTP/1.1 connection to a receiver (plain or TLS), a
@@ -25,6 +26,7 @@
 //! * this file: [`Outputs`], the running set, started, reloaded, stopped.
 
 pub mod batch;
+pub mod batch_otlp;
 pub mod batch_v2;
 pub mod client;
 pub mod format;

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::expose::negotiate::Escaping;
+pub use crate::expose::push::otlp_streams::Temporality;
 use crate::expose::push::Selection;
 
 /// `interval_ms` when unset: Prometheus' default scrape interval.
@@ -27,8 +28,10 @@ pub const DEFAULT_STOP_TIMEOUT: Duration = Duration::from_secs(5);
 /// The protocol an output speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OutputKind {
-    /// Prometheus remote write 1.0.
+    /// Prometheus remote write (1.0, or 2.0 with `protocol`).
     RemoteWrite,
+    /// OTLP/HTTP protobuf metrics (`/v1/metrics`), gzip.
+    Otlp,
 }
 
 impl OutputKind {
@@ -37,6 +40,7 @@ impl OutputKind {
     pub fn as_str(self) -> &'static str {
         match self {
             OutputKind::RemoteWrite => "remote_write",
+            OutputKind::Otlp => "otlp",
         }
     }
 }
@@ -126,4 +130,9 @@ pub struct OutputDef {
     pub headers_file: Option<PathBuf>,
     /// TLS files for `https://`.
     pub tls: OutputTls,
+    /// Sums and histograms of an OTLP output: cumulative or delta.
+    pub temporality: Temporality,
+    /// The resource attributes of an OTLP output (`[outputs.resource]`),
+    /// `service.name` among them.
+    pub resource: Vec<(String, String)>,
 }

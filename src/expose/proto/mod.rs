@@ -67,6 +67,30 @@ pub fn render_each(
     )
 }
 
+/// Which series a render keeps, by statsd name (after mapping).
+pub type Keep = Arc<dyn Fn(&str) -> bool + Send + Sync>;
+
+/// [`render_each`] of the series `keep` accepts only, on one thread: what
+/// an OTLP push reads (see `output/batch_otlp.rs`).
+pub fn render_kept(
+    registry: &Registry,
+    now: Timestamp,
+    escaping: Escaping,
+    keep: &Keep,
+    pool: &Arc<ChunkPool>,
+    emit: impl FnMut(Piece),
+) -> Written {
+    walk::render(
+        registry,
+        now,
+        |quantiles| ProtoWriter::new(quantiles, escaping).keeping(keep.clone()),
+        1,
+        pool,
+        PARALLEL_MIN_SERIES,
+        emit,
+    )
+}
+
 fn render_with(
     registry: &Registry,
     now: Timestamp,
@@ -91,6 +115,8 @@ fn render_with(
 /// being written, and scratch space for nested messages.
 struct ProtoWriter {
     escaping: Escaping,
+    /// The series written, when not all.
+    keep: Option<Keep>,
     /// The `q` label field per configured quantile, written once.
     q_labels: Vec<Vec<u8>>,
     /// The series' tags as `LabelPair` fields.
@@ -118,6 +144,7 @@ impl ProtoWriter {
         };
         ProtoWriter {
             escaping,
+            keep: None,
             q_labels: quantiles.iter().map(|q| q_label(*q)).collect(),
             tags: Vec::with_capacity(256),
             head: Vec::with_capacity(128),
@@ -127,6 +154,11 @@ impl ProtoWriter {
             inner: Vec::with_capacity(256),
             body: Vec::with_capacity(512),
         }
+    }
+
+    fn keeping(mut self, keep: Keep) -> ProtoWriter {
+        self.keep = Some(keep);
+        self
     }
 }
 
@@ -148,6 +180,10 @@ impl Writer for ProtoWriter {
             METRIC_LABEL.as_bytes(),
             meta.metric.as_bytes(),
         );
+    }
+
+    fn wants(&mut self, meta: &SeriesMeta) -> bool {
+        self.keep.as_ref().is_none_or(|keep| keep(&meta.metric))
     }
 
     fn window(&mut self, _meta: &SeriesMeta, name: &str) {

@@ -9,6 +9,9 @@
 //! * `remote_write_v2.rs`: the same series staged for remote write 2.0
 //!   (with type, HELP, start times, native histograms); `requests_v2.rs`:
 //!   staged series into 2.0 requests, each with its own symbols table;
+//! * `otlp_points.rs`: a family of the protobuf exposition as OTLP
+//!   metrics; `otlp_streams.rs`: what an OTLP output remembers of each
+//!   stream between pushes (start times, delta temporality);
 //! * the types generated from the vendored schemas under proto/ by
 //!   prost-build and committed (see proto/README.md;
 //!   tests/proto_generated.rs checks they are current): [`prompb`]
@@ -22,6 +25,8 @@
 mod labels;
 #[allow(clippy::all, clippy::pedantic, missing_docs)]
 pub mod otlp;
+pub mod otlp_points;
+pub mod otlp_streams;
 #[allow(clippy::all, clippy::pedantic, missing_docs)]
 pub mod prompb;
 pub mod remote_write;

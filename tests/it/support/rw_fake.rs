@@ -17,6 +17,8 @@ use rollstat::expose::push::prompb::WriteRequest;
 pub enum Reply {
     /// A status with these extra header lines (`Name: value`).
     Status(u16, Vec<String>),
+    /// A status with this body (`application/x-protobuf`).
+    Body(u16, Vec<u8>),
     /// Reads the request and never answers (the connection stays open
     /// until the receiver is dropped).
     Hang,
@@ -151,7 +153,7 @@ fn serve(conn: TcpStream, script: &Mutex<Vec<Reply>>, got: &Mutex<Vec<Received>>
             }
         };
         let answered = match &reply {
-            Reply::Status(code, _) => Some(*code),
+            Reply::Status(code, _) | Reply::Body(code, _) => Some(*code),
             Reply::Hang => None,
         };
         got.lock().unwrap().push(Received {
@@ -173,6 +175,15 @@ fn serve(conn: TcpStream, script: &Mutex<Vec<Reply>>, got: &Mutex<Vec<Received>>
                 }
                 head.push_str("\r\n");
                 if w.write_all(head.as_bytes()).is_err() {
+                    return;
+                }
+            }
+            Reply::Body(code, body) => {
+                let head = format!("HTTP/1.1 {code} X\r\nContent-Type: application/x-protobuf\r\nContent-Length: {}\r\n\r\n", body.len());
+                if w.write_all(head.as_bytes())
+                    .and_then(|()| w.write_all(&body))
+                    .is_err()
+                {
                     return;
                 }
             }
