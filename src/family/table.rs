@@ -123,21 +123,21 @@ table! {
 
     // `[[outputs]]`: pushes to remote-write receivers (`output::metrics`).
     OUTPUT_BATCHES_TOTAL: Counter "rollstat_output_batches_total" ["output", "result"]
-        "Batches an [[outputs]] receiver was sent or lost, by output and result: sent (answered 2xx), refused (answered 4xx other than 429: never retried, the receiver says the batch is bad), queue_full (dropped unsent, the oldest first, to keep queue_max_bytes), stop_deadline (still queued when the stop's final flush ran out of stop_timeout_ms), removed (queued for an output a reload removed).";
+        "Batches an [[outputs]] receiver was sent or lost, by output and result: sent (answered 2xx), refused (answered 4xx other than 429, or for OTLP any failure but 429, 502, 503 and 504: never retried, the receiver says the batch is bad), queue_full (dropped unsent, the oldest first, to keep queue_max_bytes), stop_deadline (still queued when the stop's final flush ran out of stop_timeout_ms), removed (queued for an output a reload removed).";
     OUTPUT_SAMPLES_TOTAL: Counter "rollstat_output_samples_total" ["output", "result"]
         "Samples in the batches of rollstat_output_batches_total, by output and the batch's result.";
     OUTPUT_SENT_BYTES_TOTAL: Counter "rollstat_output_sent_bytes_total" ["output"]
         "Compressed request bytes an [[outputs]] receiver accepted (2xx), by output.";
     OUTPUT_RETRIES_TOTAL: Counter "rollstat_output_retries_total" ["output", "reason"]
-        "Tries of a batch that failed and will be tried again after a capped, jittered back-off, by output and reason: server_error (5xx), too_many_requests (429; its Retry-After is honoured), connect, tls, timeout (timeout_ms), protocol (a broken HTTP answer).";
+        "Tries of a batch that failed and will be tried again after a capped, jittered back-off, by output and reason: server_error (5xx; for OTLP 502, 503, 504), too_many_requests (429; its Retry-After is honoured), connect, tls, timeout (timeout_ms), protocol (a broken HTTP answer).";
     OUTPUT_QUEUE_BYTES: Gauge "rollstat_output_queue_bytes" ["output"]
         "Compressed bytes of batches waiting for an [[outputs]] receiver (at most its queue_max_bytes), by output.";
     OUTPUT_LAST_SUCCESS_SECONDS: Gauge "rollstat_output_last_success_timestamp_seconds" ["output"]
         "Unix time of the last batch an [[outputs]] receiver accepted (0: none yet), by output.";
     OUTPUT_UNWRITTEN_SAMPLES_TOTAL: Counter "rollstat_output_unwritten_samples_total" ["output"]
-        "Samples (native histograms among them) in batches a remote write 2.0 receiver answered 2xx but said, in its X-Prometheus-Remote-Write-*-Written headers, it did not write, by output.";
+        "Samples (native histograms among them) in batches a receiver answered 2xx but said it did not write (remote write 2.0: its X-Prometheus-Remote-Write-*-Written headers; OTLP: rejected_data_points of its partial_success), by output.";
     OUTPUT_PROTOCOL: Gauge "rollstat_output_protocol" ["output"]
-        "The remote write version an [[outputs]] output speaks now, 1 or 2 (protocol = \"2.0\" falls back to 1 for a receiver that does not speak 2.0, until a reload changes the output), by output.";
+        "The remote write version an [[outputs]] output speaks now, 1 or 2 (protocol = \"2.0\" falls back to 1 for a receiver that does not speak 2.0, until a reload changes the output); 0 for an OTLP output, by output.";
     OUTPUT_PUSH_SECONDS: Gauge "rollstat_output_push_seconds" ["output"]
         "Seconds the last push of an [[outputs]] output took to write and compress its batches (not to send them), by output.";
 
