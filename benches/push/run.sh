@@ -33,6 +33,8 @@
 # request with Written headers, so the output stays on 2.0): run it once
 # each way to compare bytes per sample; the last line says the protocol the
 # output spoke at the end (rollstat_output_protocol).
+# KIND=otlp pushes OTLP/HTTP (gzip protobuf) instead, PROTOCOL ignored:
+# its bytes per sample are per data point (a classic histogram is one).
 # ROLLSTAT_BIN picks the daemon (default: the release build, built here).
 # Loopback only; the daemon and the sink are stopped at the end.
 set -euo pipefail
@@ -43,6 +45,13 @@ interval=${3:-5000}
 idle=${4:-1}
 protocol=${PROTOCOL:-1.0}
 case "$protocol" in 1.0|2.0) ;; *) echo "PROTOCOL is 1.0 or 2.0, not $protocol" >&2; exit 2;; esac
+kind=${KIND:-remote_write}
+case "$kind" in
+  remote_write) output="kind = \"remote_write\"
+protocol = \"$protocol\"" path=/api/v1/write ;;
+  otlp) output='kind = "otlp"' path=/v1/metrics protocol=otlp ;;
+  *) echo "KIND is remote_write or otlp, not $kind" >&2; exit 2 ;;
+esac
 [ -n "${ROLLSTAT_BIN:-}" ] || cargo build --release --quiet --bins
 dir=$(mktemp -d)
 python3 benches/push/sink.py "$dir/sink.log" > "$dir/sink.port" &
@@ -56,9 +65,8 @@ cat >> "$dir/config.toml" <<TOML
 
 [[outputs]]
 name = "bench"
-kind = "remote_write"
-protocol = "$protocol"
-url = "http://127.0.0.1:$port/api/v1/write"
+$output
+url = "http://127.0.0.1:$port$path"
 interval_ms = $interval
 TOML
 . benches/daemon.sh
@@ -74,7 +82,7 @@ stop_all() {
   rm -rf "$dir" "$daemon_cfg" "$daemon_log" "$daemon_log.err"
 }
 trap stop_all EXIT
-echo "== config.toml + [[outputs]] remote_write $protocol every $interval ms to 127.0.0.1:$port; $n counters; $runs runs; $(nproc) cores; start $(date -u +%H:%M:%S), load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "== config.toml + [[outputs]] $kind $protocol every $interval ms to 127.0.0.1:$port; $n counters; $runs runs; $(nproc) cores; start $(date -u +%H:%M:%S), load $(cut -d' ' -f1-3 /proc/loadavg)"
 python3 benches/push/measure.py "$daemon_pid" "$http" "$dir/sink.log" "$runs" "$interval" "$idle" "$dir"
 spoken=$(curl -s "http://$http/metrics" | awk '/^rollstat_output_protocol\{/ {print $2}')
 echo "== remote write protocol spoken at the end: ${spoken:-?} (asked $protocol)"

@@ -59,7 +59,7 @@ url = "{url}"
 }
 
 /// Lines of every statsd type, tags included.
-const LINES: &[&str] = &[
+pub(crate) const LINES: &[&str] = &[
     "hits:1|c|#route:/a",
     "hits:2|c|#route:/b",
     "temp:21.5|g|#room:lab",
@@ -73,10 +73,15 @@ const LINES: &[&str] = &[
 
 /// `rollstat_output_batches_total{output="rw",result}` on `/metrics`.
 fn batches(d: &Daemon, result: &str) -> f64 {
+    output_batches(d, "rw", result)
+}
+
+/// `rollstat_output_batches_total{output,result}` on `/metrics`.
+pub(crate) fn output_batches(d: &Daemon, output: &str, result: &str) -> f64 {
     d.scrape()
         .value(
             "rollstat_output_batches_total",
-            &[("output", "rw"), ("result", result)],
+            &[("output", output), ("result", result)],
         )
         .unwrap_or(0.0)
 }
@@ -93,6 +98,11 @@ fn retries(d: &Daemon, reason: &str) -> f64 {
 /// Sends [`LINES`], waits until `/metrics` shows them all, then until two
 /// more batches were sent (a push that began after the lines were in).
 fn send_and_push(d: &Daemon) {
+    send_and_push_to(d, "rw");
+}
+
+/// [`send_and_push`] for the output named `output`.
+pub(crate) fn send_and_push_to(d: &Daemon, output: &str) {
     for l in LINES {
         d.send_udp(l.as_bytes());
     }
@@ -105,13 +115,13 @@ fn send_and_push(d: &Daemon) {
                 &[("metric", "users"), ("window", "5m")],
             ) == Some(2.0)
     });
-    let sent = batches(d, "sent");
+    let sent = output_batches(d, output, "sent");
     wait_true(Duration::from_secs(10), "two more pushes sent", || {
-        batches(d, "sent") >= sent + 2.0
+        output_batches(d, output, "sent") >= sent + 2.0
     });
 }
 
-type Samples = BTreeMap<(String, BTreeMap<String, String>), f64>;
+pub(crate) type Samples = BTreeMap<(String, BTreeMap<String, String>), f64>;
 
 /// The families compared: the series' own and the windowed ones but the
 /// rate (a rate over the time a window covers moves between two reads).
@@ -136,7 +146,7 @@ fn compared(name: &str) -> bool {
 }
 
 /// Every compared sample of a scrape.
-fn scraped(s: &Scrape) -> Samples {
+pub(crate) fn scraped(s: &Scrape) -> Samples {
     s.samples
         .iter()
         .filter(|x| compared(&x.name))

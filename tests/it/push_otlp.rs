@@ -18,7 +18,8 @@ use rollstat::expose::push::otlp::opentelemetry::proto::metrics::v1::{
     metric::Data, number_data_point, AggregationTemporality, Metric, NumberDataPoint,
 };
 
-use crate::support::{wait_true, Daemon, FakeReceiver, Received, Reply, Scrape};
+use crate::push::{output_batches, scraped, send_and_push_to, Samples};
+use crate::support::{wait_true, Daemon, FakeReceiver, Received, Reply};
 
 /// Listeners on port 0 and one OTLP output to `url`, pushing every 300 ms.
 fn config(url: &str, extra: &str) -> String {
@@ -53,18 +54,6 @@ retry_max_ms = 2000
 "#
     )
 }
-
-const LINES: &[&str] = &[
-    "hits:1|c|#route:/a",
-    "hits:2|c|#route:/b",
-    "temp:21.5|g|#room:lab",
-    "lat:12|ms|#region:eu",
-    "lat:250|ms|#region:eu",
-    "lat:1500|ms|#region:eu",
-    "size:100|h",
-    "users:alice|s",
-    "users:bob|s",
-];
 
 /// A body decoded: gunzip, then the protobuf request.
 fn decoded(r: &Received) -> ExportMetricsServiceRequest {
@@ -101,8 +90,6 @@ fn value(p: &NumberDataPoint) -> f64 {
         other => panic!("not a double: {other:?}"),
     }
 }
-
-type Samples = BTreeMap<(String, BTreeMap<String, String>), f64>;
 
 /// `le` as a number, whichever way it was written.
 fn normal(mut l: BTreeMap<String, String>) -> BTreeMap<String, String> {
@@ -190,58 +177,8 @@ fn as_samples(req: &ExportMetricsServiceRequest) -> Samples {
     out
 }
 
-/// A scrape's samples of the families compared: the series' own and the
-/// windowed ones but the rate (which moves between two reads).
-fn scraped(s: &Scrape) -> Samples {
-    let fixed = [
-        "hits_total",
-        "temp",
-        "lat_bucket",
-        "lat_sum",
-        "lat_count",
-        "size_bucket",
-        "size_sum",
-        "size_count",
-    ];
-    s.samples
-        .iter()
-        .filter(|x| {
-            fixed.contains(&x.name.as_str())
-                || x.name
-                    .strip_prefix("rollstat_window_")
-                    .is_some_and(|f| f != "rate")
-        })
-        .map(|x| ((x.name.clone(), normal(x.labels.clone())), x.value))
-        .collect()
-}
-
 fn batches(d: &Daemon, result: &str) -> f64 {
-    d.scrape()
-        .value(
-            "rollstat_output_batches_total",
-            &[("output", "otel"), ("result", result)],
-        )
-        .unwrap_or(0.0)
-}
-
-/// Sends [`LINES`], waits until `/metrics` shows them, then for two more
-/// sent pushes.
-fn send_and_push(d: &Daemon) {
-    for l in LINES {
-        d.send_udp(l.as_bytes());
-    }
-    d.wait_scrape(Duration::from_secs(10), "the lines on /metrics", |s| {
-        s.value("hits_total", &[("route", "/b")]) == Some(2.0)
-            && s.value("lat_count", &[("region", "eu")]) == Some(3.0)
-            && s.value(
-                "rollstat_window_unique",
-                &[("metric", "users"), ("window", "5m")],
-            ) == Some(2.0)
-    });
-    let sent = batches(d, "sent");
-    wait_true(Duration::from_secs(10), "two more pushes sent", || {
-        batches(d, "sent") >= sent + 2.0
-    });
+    output_batches(d, "otel", result)
 }
 
 #[test]
@@ -249,8 +186,11 @@ fn an_otlp_receiver_gets_every_family_as_metrics_serves_it() {
     let rx = FakeReceiver::start(vec![Reply::Status(200, vec![])]);
     let extra = "groups = [\"windowed\", \"cumulative\"]\n[outputs.resource]\n\"deployment.environment\" = \"test\"";
     let d = Daemon::start_with(&config(&rx.url(), extra));
-    send_and_push(&d);
-    let want = scraped(&d.scrape());
+    send_and_push_to(&d, "otel");
+    let want: Samples = scraped(&d.scrape())
+        .into_iter()
+        .map(|((n, l), v)| ((n, normal(l)), v))
+        .collect();
     assert!(want.len() > 30, "{} samples compared", want.len());
     let last = rx.received().last().cloned().unwrap();
     assert_eq!(last.header("content-encoding"), Some("gzip"));
