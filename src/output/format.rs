@@ -197,6 +197,16 @@ mod tests {
     use hyper::body::Bytes;
     use hyper::StatusCode;
 
+    /// A one-byte batch said to hold `samples`, `histograms` among them.
+    fn batch(samples: u64, histograms: u64, protocol: Protocol) -> Batch {
+        Batch {
+            body: Bytes::from_static(b"x"),
+            samples,
+            histograms,
+            protocol,
+        }
+    }
+
     fn answer(status: u16) -> Answer {
         Answer {
             status: StatusCode::from_u16(status).unwrap(),
@@ -212,12 +222,7 @@ mod tests {
         assert_eq!(h["content-encoding"], "snappy");
         assert_eq!(h["content-type"], "application/x-protobuf");
         assert_eq!(h["x-prometheus-remote-write-version"], "0.1.0");
-        let b = Batch {
-            body: Bytes::from_static(b"x"),
-            samples: 3,
-            histograms: 0,
-            protocol: Protocol::V1,
-        };
+        let b = batch(3, 0, Protocol::V1);
         let judge = |s| Format::RemoteWrite1.judge(&answer(s), &b);
         assert_eq!(judge(204), Verdict::Status(Fate::Sent));
         assert_eq!(judge(415), Verdict::Status(Fate::Refused));
@@ -242,12 +247,7 @@ mod tests {
             "application/x-protobuf;proto=io.prometheus.write.v2.Request"
         );
         assert_eq!(h["x-prometheus-remote-write-version"], "2.0.0");
-        let b = Batch {
-            body: Bytes::from_static(b"x"),
-            samples: 10,
-            histograms: 2,
-            protocol: Protocol::V2,
-        };
+        let b = batch(10, 2, Protocol::V2);
         let judge = |a: Answer| Format::RemoteWrite2.judge(&a, &b);
         let s = "x-prometheus-remote-write-samples-written";
         let hw = "x-prometheus-remote-write-histograms-written";
@@ -274,12 +274,7 @@ mod tests {
         Format::Otlp.headers(&mut h);
         assert_eq!(h["content-encoding"], "gzip");
         assert_eq!(h["content-type"], "application/x-protobuf");
-        let b = Batch {
-            body: Bytes::from_static(b"x"),
-            samples: 10,
-            histograms: 0,
-            protocol: Protocol::V1,
-        };
+        let b = batch(10, 0, Protocol::V1);
         let partial = |rejected| {
             let r = ExportMetricsServiceResponse {
                 partial_success: Some(ExportMetricsPartialSuccess {
