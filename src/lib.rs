@@ -135,6 +135,7 @@ pub mod ingest;
 pub mod limit;
 pub mod mapping;
 pub mod names;
+pub mod otlp;
 pub mod output;
 pub mod parse;
 pub mod probe;

@@ -52,6 +52,7 @@ const FLOORS: &[(&str, u8)] = &[
     ("mapping", 0),
     ("family", 0),
     ("file", 0),
+    ("otlp", 0),
     ("window", 1),
     ("limit", 1),
     ("names", 1),
@@ -82,7 +83,7 @@ const FLOORS: &[(&str, u8)] = &[
 /// async runtime, an HTTP stack, Redis or the prometheus crate.
 const CORES: &[&str] = &[
     "access", "clock", "escape", "error", "parse", "sketch", "mapping", "window", "limit", "names",
-    "stats", "breaker", "config", "series",
+    "otlp", "stats", "breaker", "config", "series",
 ];
 
 /// Crates the cores may not name.

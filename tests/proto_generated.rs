@@ -8,7 +8,7 @@
 //! proto/envoy/ are committed as src/rls/proto/envoy.rs. And for what
 //! rollstat pushes: the remote write 1.0 and 2.0 and OTLP metrics messages
 //! prost-build makes of proto/prometheus/ and proto/opentelemetry/ are
-//! committed as src/expose/push/{prompb,write_v2,otlp}.rs.
+//! committed as src/expose/push/{prompb,write_v2}.rs and src/otlp/proto.rs.
 //!
 //! To update the committed file (after changing proto/metrics.proto or
 //! prost-build's version in Cargo.lock):
@@ -19,7 +19,7 @@
 //!
 //! (`regenerate_rls` for src/rls/proto/envoy.rs, which is also formatted
 //! with rustfmt, as `cargo fmt` would; `regenerate_push` for the three files
-//! under src/expose/push/, formatted likewise.)
+//! (src/expose/push/prompb.rs, write_v2.rs and src/otlp/proto.rs), formatted likewise.)
 //!
 //! All need `protoc` (Debian: `apt-get install protobuf-compiler`; .ci/install-deps
 //! installs it), found on PATH or through the `PROTOC` environment variable,
@@ -349,7 +349,7 @@ const PUSH_WRITE_V2: Push = Push {
 /// OTLP metrics: `ExportMetricsServiceRequest` and what it holds (the
 /// messages only; prost-build makes nothing of the gRPC service).
 const PUSH_OTLP: Push = Push {
-    generated: "src/expose/push/otlp.rs",
+    generated: "src/otlp/proto.rs",
     protos: &["proto/opentelemetry/proto/collector/metrics/v1/metrics_service.proto"],
     packages: &[
         "opentelemetry.proto.common.v1",
@@ -435,10 +435,10 @@ fn generated_otlp_types_are_current() {
     assert_push_current(&PUSH_OTLP);
 }
 
-/// Writes src/expose/push/{prompb,write_v2,otlp}.rs; run by name with
+/// Writes src/expose/push/{prompb,write_v2}.rs and src/otlp/proto.rs; run by name with
 /// `--ignored`.
 #[test]
-#[ignore = "writes src/expose/push/{prompb,write_v2,otlp}.rs; run to regenerate them"]
+#[ignore = "writes src/expose/push/{prompb,write_v2}.rs and src/otlp/proto.rs; run to regenerate them"]
 fn regenerate_push() {
     for push in [&PUSH_PROMPB, &PUSH_WRITE_V2, &PUSH_OTLP] {
         let generated = generate_push(push);

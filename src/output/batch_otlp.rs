@@ -17,16 +17,16 @@ use super::settings::{OutputDef, Protocol};
 use crate::expose::buffer::ChunkPool;
 use crate::expose::families::WINDOWED;
 use crate::expose::proto::{encode_families, metrics as pm, render_kept, Keep};
-use crate::expose::push::otlp::opentelemetry::proto::collector::metrics::v1::ExportMetricsServiceRequest;
-use crate::expose::push::otlp::opentelemetry::proto::common::v1::{
+use crate::expose::push::otlp_points::Points;
+use crate::otlp::proto::opentelemetry::proto::collector::metrics::v1::ExportMetricsServiceRequest;
+use crate::otlp::proto::opentelemetry::proto::common::v1::{
     any_value, AnyValue, InstrumentationScope, KeyValue,
 };
-use crate::expose::push::otlp::opentelemetry::proto::metrics::v1::{
+use crate::otlp::proto::opentelemetry::proto::metrics::v1::{
     metric::Data, ExponentialHistogram, Gauge, Histogram, Metric, ResourceMetrics, ScopeMetrics,
     Sum, Summary,
 };
-use crate::expose::push::otlp::opentelemetry::proto::resource::v1::Resource;
-use crate::expose::push::otlp_points::Points;
+use crate::otlp::proto::opentelemetry::proto::resource::v1::Resource;
 use crate::Timestamp;
 
 /// The batches of one OTLP push of `def`'s selection as of `now`.

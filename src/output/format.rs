@@ -18,7 +18,7 @@ use super::queue::Batch;
 use super::retry::{of_status, Fate};
 use super::settings::{OutputDef, OutputKind, Protocol};
 use crate::expose::buffer::ChunkPool;
-use crate::expose::push::otlp::opentelemetry::proto::collector::metrics::v1::ExportMetricsServiceResponse;
+use crate::otlp::proto::opentelemetry::proto::collector::metrics::v1::ExportMetricsServiceResponse;
 use crate::Timestamp;
 
 /// How an output's requests are written and read.
@@ -269,7 +269,7 @@ mod tests {
 
     #[test]
     fn otlp_says_gzip_protobuf_and_counts_a_partial_success_without_retrying_it() {
-        use crate::expose::push::otlp::opentelemetry::proto::collector::metrics::v1::ExportMetricsPartialSuccess;
+        use crate::otlp::proto::opentelemetry::proto::collector::metrics::v1::ExportMetricsPartialSuccess;
         let mut h = HeaderMap::new();
         Format::Otlp.headers(&mut h);
         assert_eq!(h["content-encoding"], "gzip");

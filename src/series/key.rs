@@ -9,7 +9,8 @@
 //! `content_type` as tag keys) cannot both exist: the later one is refused as
 //! `label_collision`.
 
-use crate::parse::{Sample, MAX_TAGS};
+use super::measured::Named;
+use crate::parse::MAX_TAGS;
 
 /// Reusable scratch space for building raw keys; one per ingest worker.
 #[derive(Default)]
@@ -23,10 +24,10 @@ impl KeyBuf {
     /// Writes the raw key of `sample` into the buffer and returns it; under
     /// [`Valueless::Drop`] tags without a value are left out (counted in
     /// `valueless`).
-    pub fn build(&mut self, sample: &Sample<'_>, valueless: Valueless) -> &[u8] {
+    pub fn build(&mut self, sample: &impl Named, valueless: Valueless) -> &[u8] {
         self.bytes.clear();
         self.valueless = 0;
-        push_part(&mut self.bytes, sample.name);
+        push_part(&mut self.bytes, sample.name());
         // Size the scratch array by the tag count: filling a 64-slot array
         // for every line (2 KiB of stores) cost more than the rest of the
         // key; most lines carry none or a few tags.
@@ -38,7 +39,7 @@ impl KeyBuf {
         &self.bytes
     }
 
-    fn push_tags<const N: usize>(&mut self, sample: &Sample<'_>, valueless: Valueless) {
+    fn push_tags<const N: usize>(&mut self, sample: &impl Named, valueless: Valueless) {
         let mut tags: [(&str, &str); N] = [("", ""); N];
         let mut n = 0;
         for t in sample.tags().take(N) {

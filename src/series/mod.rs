@@ -31,9 +31,11 @@
 //!   kept; dropped, renamed or relabelled, removed, so that its next line
 //!   starts it fresh under the new rules. Each outcome is counted.
 
+mod fold;
 pub mod footprint;
 mod identity;
 pub mod key;
+mod measured;
 mod plan;
 mod registry;
 mod replan;
@@ -42,6 +44,7 @@ pub mod state;
 
 pub use identity::{fleet_hash, SeriesMeta};
 pub use key::KeyBuf;
+pub use measured::{Aggregate, Fold, Measured, Named};
 pub use plan::{NativeSpec, Plan, SentNames};
 pub use registry::{Applied, Refusal, Registry, RegistryCounters, SeriesRef};
 pub use replan::{ReplanReport, Replanned};

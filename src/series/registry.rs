@@ -12,11 +12,46 @@ use parking_lot::{Mutex, RwLock};
 
 use super::identity::{fleet_hash, SeriesMeta};
 use super::key::{self, KeyBuf, StoredKey, Valueless};
+use super::measured::{Measured, Named};
 use super::plan::Plan;
-use super::state::{Folded, SeriesState};
+use super::state::{Folded, Overflow, SeriesState};
 use crate::clock::Timestamp;
 use crate::names;
 use crate::parse::{MetricKind, Sample, MAX_TAGS};
+
+/// What a series' state takes in: a statsd line or a measured value.
+trait Input: Named {
+    /// Folds the input into `state`, a series of `meta`.
+    fn fold(
+        &self,
+        state: &mut SeriesState,
+        meta: &SeriesMeta,
+        now: Timestamp,
+    ) -> Result<Folded, Overflow>;
+}
+
+impl Input for Sample<'_> {
+    #[inline]
+    fn fold(
+        &self,
+        state: &mut SeriesState,
+        meta: &SeriesMeta,
+        now: Timestamp,
+    ) -> Result<Folded, Overflow> {
+        state.apply(self, &meta.histogram_buckets, meta.scale, now)
+    }
+}
+
+impl Input for Measured<'_> {
+    fn fold(
+        &self,
+        state: &mut SeriesState,
+        meta: &SeriesMeta,
+        now: Timestamp,
+    ) -> Result<Folded, Overflow> {
+        state.fold(&self.fold, &meta.histogram_buckets, meta.scale, now)
+    }
+}
 
 /// Why a line was not applied to a series.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -267,6 +302,22 @@ impl Registry {
         now: Timestamp,
         buf: &mut KeyBuf,
     ) -> Result<Applied, Refusal> {
+        self.take(s, now, buf)
+    }
+
+    /// Applies one measured value at `now`, as [`ingest`](Self::ingest)
+    /// applies a line: the same rules, caps and refusals.
+    pub fn ingest_measured(
+        &self,
+        m: &Measured<'_>,
+        now: Timestamp,
+        buf: &mut KeyBuf,
+    ) -> Result<Applied, Refusal> {
+        self.take(m, now, buf)
+    }
+
+    #[inline]
+    fn take(&self, s: &impl Input, now: Timestamp, buf: &mut KeyBuf) -> Result<Applied, Refusal> {
         buf.build(s, self.valueless());
         if buf.valueless > 0 {
             self.counters
@@ -288,10 +339,9 @@ impl Registry {
             let shard = &self.shards[(hash >> SHARD_SHIFT) as usize & (self.shards.len() - 1)];
             let mut map = shard.lock();
             match map.find_mut(hash, |e| *e.key == *key) {
-                Some(e) if e.meta.kind == s.kind => {
-                    let folded = e
-                        .state
-                        .apply(s, &e.meta.histogram_buckets, e.meta.scale, now)
+                Some(e) if e.meta.kind == s.kind() => {
+                    let folded = s
+                        .fold(&mut e.state, &e.meta, now)
                         .map_err(|_| self.refuse(Refusal::Overflow))?;
                     e.last_seen = now;
                     return Ok(self.stored(folded));
@@ -304,7 +354,7 @@ impl Registry {
                 // shard unlocked: it may be the same shard).
                 None => {
                     drop(map);
-                    if !self.typed_exists(buf, s.kind) {
+                    if !self.typed_exists(buf, s.kind()) {
                         // Locked again; a line of another thread may have
                         // made the series meanwhile: looked up again.
                         let shard =
@@ -318,7 +368,7 @@ impl Registry {
                     }
                 }
             }
-            buf.push_kind(s.kind);
+            buf.push_kind(s.kind());
             typed = true;
         };
         let key = &buf.bytes;
@@ -327,7 +377,7 @@ impl Registry {
             return Ok(Applied::DroppedByMapping);
         };
         let mut state = SeriesState::new(
-            s.kind,
+            s.kind(),
             &plan.layout(&window_ids),
             meta.histogram_buckets.len(),
             now,
@@ -338,7 +388,7 @@ impl Registry {
         if let Some(spec) = native {
             state.start_native(spec);
         }
-        let folded = match state.apply(s, &meta.histogram_buckets, meta.scale, now) {
+        let folded = match s.fold(&mut state, &meta, now) {
             Ok(f) => f,
             Err(_) => {
                 self.release(vec![meta]);
@@ -378,7 +428,8 @@ impl Registry {
 
     /// Decides the published identity of a new series and takes it in
     /// the catalog; `None` = a drop rule matched.
-    fn birth(&self, s: &Sample<'_>, plan: &Plan, now: Timestamp) -> Result<Option<Born>, Refusal> {
+    fn birth(&self, s: &impl Named, plan: &Plan, now: Timestamp) -> Result<Option<Born>, Refusal> {
+        let kind = s.kind();
         let mut tags: [(&str, &str); MAX_TAGS] = [("", ""); MAX_TAGS];
         let mut n = 0;
         for t in s.tags().take(MAX_TAGS) {
@@ -387,7 +438,7 @@ impl Registry {
         }
         let mut tags_dropped = 0;
         let (tags, _) = key::sorted_unique(&mut tags[..n], self.valueless());
-        let resolved = plan.resolve(s.name, s.kind, tags, &mut tags_dropped);
+        let resolved = plan.resolve(s.name(), kind, tags, &mut tags_dropped);
         let Some(r) = resolved else {
             return Ok(None);
         };
@@ -414,15 +465,15 @@ impl Registry {
         // collision: at 2^-128 a pair, never in practice.
         let identity = fleet_hash(&prom_name, &r.labels);
         {
-            let exposed: Vec<u128> = names::exposed_names(s.kind, &prom_name)
+            let exposed: Vec<u128> = names::exposed_names(kind, &prom_name)
                 .iter()
                 .map(|n| name_hash(n))
                 .collect();
             let base_name = name_hash(&prom_name);
             let mut cat = self.catalog.lock();
             for n in &exposed {
-                if let Some((kind, base, _)) = cat.families.get(n) {
-                    if *kind != s.kind || *base != base_name {
+                if let Some((kind_there, base, _)) = cat.families.get(n) {
+                    if *kind_there != kind || *base != base_name {
                         return Err(self.refuse(Refusal::TypeConflict));
                     }
                 }
@@ -443,12 +494,12 @@ impl Registry {
             for n in exposed {
                 cat.families
                     .entry(n)
-                    .or_insert_with(|| (s.kind, base_name, 0))
+                    .or_insert_with(|| (kind, base_name, 0))
                     .2 += 1;
             }
         }
         let mut meta = SeriesMeta {
-            kind: s.kind,
+            kind,
             metric: r.metric,
             prom_name,
             labels: r.labels,

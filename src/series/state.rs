@@ -106,7 +106,7 @@ impl CounterWindows {
 
     /// Moves to weighted buckets before a line of `values` increments at
     /// `weight` lands at `now`, if it needs them.
-    fn widen_for(&mut self, weight: f64, values: u64, now: Timestamp) {
+    pub(super) fn widen_for(&mut self, weight: f64, values: u64, now: Timestamp) {
         let CounterWindows::Unit(w) = self else {
             return;
         };
@@ -137,7 +137,7 @@ pub enum Folded {
 /// Whether adding each of `incs` in turn to the bucket each window would
 /// write at `now` keeps its sum finite. Moves the windows to `now` first
 /// (resetting expired buckets, as the add that follows would).
-fn buckets_stay_finite<B: Bucket + Totals>(
+pub(super) fn buckets_stay_finite<B: Bucket + Totals>(
     windows: &mut Windows<B>,
     now: Timestamp,
     incs: impl Iterator<Item = f64> + Clone,
@@ -196,7 +196,7 @@ impl CumulativeHistogram {
         }
     }
 
-    fn observe(&mut self, bounds: &[f64], v: f64, weight: f64) {
+    pub(super) fn observe(&mut self, bounds: &[f64], v: f64, weight: f64) {
         let i = bounds.partition_point(|&b| b < v);
         self.counts[i] += weight;
         self.saw_negative |= v < 0.0;
@@ -234,7 +234,7 @@ impl CumulativeHistogram {
 /// whole counts as the quantile sketches keep them. Out of line: most
 /// series have no summary, and `SeriesState::apply` stays small.
 #[inline(never)]
-fn observe_summary(w: &mut AgedSummary, v: f64, weight: f64, now: Timestamp) {
+pub(super) fn observe_summary(w: &mut AgedSummary, v: f64, weight: f64, now: Timestamp) {
     w.observe(v, weight.round().max(1.0) as u64, now);
 }
 

@@ -272,6 +272,31 @@ impl Distribution {
         }
     }
 
+    /// Adds observations counted elsewhere: `count` of them summing to
+    /// `sum` within `[min, max]` (a NaN bound is left out), the sketch
+    /// taking `values` as `(value, weight)`. The sketch is built even when
+    /// `values` is empty, so that a quantile is never read off the range.
+    pub fn add_aggregate(
+        &mut self,
+        count: f64,
+        sum: f64,
+        min: f64,
+        max: f64,
+        values: &[(f64, f64)],
+    ) {
+        let sketch = self.sketch_mut();
+        for &(v, w) in values {
+            if w > 0.0 {
+                sketch.add(v, w);
+            }
+        }
+        let s = &mut self.summary;
+        s.sum += sum;
+        s.count += count;
+        s.min = s.min.min(min);
+        s.max = s.max.max(max);
+    }
+
     /// Whether the bucket holds one distinct value (or none) and no sketch.
     fn single(&self) -> bool {
         self.sketch.is_none()

@@ -1,5 +1,5 @@
 //! `[[outputs]] kind = "otlp"`: requests a receiver decodes with the
-//! OpenTelemetry protos (compiled by prost-build, `expose::push::otlp`),
+//! OpenTelemetry protos (compiled by prost-build, `otlp::proto`),
 //! every data point's type, temporality, start time, attributes and value
 //! checked against what `/metrics` serves; deltas that add up to the
 //! totals; `partial_success` counted and never retried; a 400 refused
@@ -10,11 +10,11 @@ use std::io::Read as _;
 use std::time::Duration;
 
 use prost::Message as _;
-use rollstat::expose::push::otlp::opentelemetry::proto::collector::metrics::v1::{
+use rollstat::otlp::proto::opentelemetry::proto::collector::metrics::v1::{
     ExportMetricsPartialSuccess, ExportMetricsServiceRequest, ExportMetricsServiceResponse,
 };
-use rollstat::expose::push::otlp::opentelemetry::proto::common::v1::{any_value, KeyValue};
-use rollstat::expose::push::otlp::opentelemetry::proto::metrics::v1::{
+use rollstat::otlp::proto::opentelemetry::proto::common::v1::{any_value, KeyValue};
+use rollstat::otlp::proto::opentelemetry::proto::metrics::v1::{
     metric::Data, number_data_point, AggregationTemporality, Metric, NumberDataPoint,
 };
 

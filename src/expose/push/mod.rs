@@ -16,15 +16,10 @@
 //!   prost-build and committed (see proto/README.md;
 //!   tests/proto_generated.rs checks they are current): [`prompb`]
 //!   (remote write 1.0, `prometheus.WriteRequest`), [`write_v2`] (remote
-//!   write 2.0, `io.prometheus.write.v2.Request`), [`otlp`] (OTLP metrics,
-//!   `ExportMetricsServiceRequest` in
-//!   `otlp::opentelemetry::proto::collector::metrics::v1`, with the
-//!   common, resource and metrics packages it uses). `schema_tests.rs`
-//!   pins their field numbers.
+//!   write 2.0, `io.prometheus.write.v2.Request`); the OTLP messages are
+//!   [`crate::otlp::proto`]'s. `schema_tests.rs` pins their field numbers.
 
 mod labels;
-#[allow(clippy::all, clippy::pedantic, missing_docs)]
-pub mod otlp;
 pub mod otlp_points;
 pub mod otlp_streams;
 #[allow(clippy::all, clippy::pedantic, missing_docs)]

@@ -15,15 +15,15 @@
 //! the output first saw it) and are cumulative, or delta with
 //! [`Temporality::Delta`] (see `otlp_streams.rs`).
 
-use super::otlp::opentelemetry::proto::common::v1::{any_value, AnyValue, KeyValue};
-use super::otlp::opentelemetry::proto::metrics::v1::{
+use super::otlp_streams::{stream_id, Reading, Streams, Temporality};
+use crate::expose::proto::metrics as pm;
+use crate::otlp::proto::opentelemetry::proto::common::v1::{any_value, AnyValue, KeyValue};
+use crate::otlp::proto::opentelemetry::proto::metrics::v1::{
     exponential_histogram_data_point::Buckets, metric::Data, number_data_point,
     summary_data_point::ValueAtQuantile, AggregationTemporality, ExponentialHistogram,
     ExponentialHistogramDataPoint, Gauge, Histogram, HistogramDataPoint, Metric, NumberDataPoint,
     Sum, Summary, SummaryDataPoint,
 };
-use super::otlp_streams::{stream_id, Reading, Streams, Temporality};
-use crate::expose::proto::metrics as pm;
 
 /// Slot keys of a native histogram's zero bucket, and of its negative
 /// buckets (`NEGATIVE + index`); positive ones are their index.

@@ -5,9 +5,9 @@
 
 use prost::Message;
 
-use super::otlp::opentelemetry::proto::collector::metrics::v1 as collector;
-use super::otlp::opentelemetry::proto::metrics::v1 as otlp;
 use super::{prompb, write_v2};
+use crate::otlp::proto::opentelemetry::proto::collector::metrics::v1 as collector;
+use crate::otlp::proto::opentelemetry::proto::metrics::v1 as otlp;
 
 /// A field's key byte: its number and wire type (`VARINT` 0, `I64` 1,
 /// `LEN` 2), for numbers below 16.
