@@ -15,6 +15,7 @@ use prometheus::{Histogram, IntCounter, IntCounterVec, IntGauge, Registry};
 
 use crate::family::table as t;
 use crate::family::{counter, gauge, pair, Family};
+use crate::otlp::Reject;
 use crate::parse::{JsonSampleError, ParseError, SkipKind};
 use crate::series::{Refusal, Registry as SeriesRegistry, Replanned};
 
@@ -43,15 +44,18 @@ pub enum Transport {
     Unix,
     /// POST /api/v1/ingest.
     Http,
+    /// OTLP data points, over HTTP or gRPC.
+    Otlp,
 }
 
 impl Transport {
     /// All transports, in label order.
-    pub const ALL: [Transport; 4] = [
+    pub const ALL: [Transport; 5] = [
         Transport::Udp,
         Transport::Tcp,
         Transport::Unix,
         Transport::Http,
+        Transport::Otlp,
     ];
 
     /// The `transport` label.
@@ -62,6 +66,7 @@ impl Transport {
             Transport::Tcp => "tcp",
             Transport::Unix => "unix",
             Transport::Http => "http",
+            Transport::Otlp => "otlp",
         }
     }
 
@@ -234,22 +239,31 @@ impl ReasonCounters {
 
 /// Every `reason` of `rollstat_ingest_rejected_lines_total`: the parser's
 /// ([`ParseError::ALL_REASONS`]), then the JSON ingest body's own
-/// ([`JsonSampleError::ALL_REASONS`]). A fixed list: all exist at 0.
-pub const REJECT_REASONS: [&str;
-    ParseError::ALL_REASONS.len() + JsonSampleError::ALL_REASONS.len()] = {
-    let mut out = [""; ParseError::ALL_REASONS.len() + JsonSampleError::ALL_REASONS.len()];
+/// ([`JsonSampleError::ALL_REASONS`]), then OTLP data points'
+/// ([`Reject::ALL_REASONS`]). A fixed list: all exist at 0.
+pub const REJECT_REASONS: [&str; REJECT_COUNT] = {
+    let mut out = [""; REJECT_COUNT];
     let mut i = 0;
-    while i < ParseError::ALL_REASONS.len() {
-        out[i] = ParseError::ALL_REASONS[i];
-        i += 1;
-    }
-    let mut j = 0;
-    while j < JsonSampleError::ALL_REASONS.len() {
-        out[i + j] = JsonSampleError::ALL_REASONS[j];
-        j += 1;
+    let lists: [&[&str]; 3] = [
+        &ParseError::ALL_REASONS,
+        &JsonSampleError::ALL_REASONS,
+        &Reject::ALL_REASONS,
+    ];
+    let mut l = 0;
+    while l < lists.len() {
+        let mut j = 0;
+        while j < lists[l].len() {
+            out[i] = lists[l][j];
+            i += 1;
+            j += 1;
+        }
+        l += 1;
     }
     out
 };
+
+const REJECT_COUNT: usize =
+    ParseError::ALL_REASONS.len() + JsonSampleError::ALL_REASONS.len() + Reject::ALL_REASONS.len();
 
 /// Rejections that happen before or around the parser.
 pub const FRAMING_REASONS: [&str; 1] = ["line_too_long"];
@@ -289,6 +303,13 @@ impl LocalCounts {
     /// Counts one JSON ingest sample rejected before it became a line.
     pub fn reject_json(&mut self, e: JsonSampleError) {
         if let Some(i) = REJECT_REASONS.iter().position(|r| *r == e.reason()) {
+            self.rejected[i] += 1;
+        }
+    }
+
+    /// Counts one OTLP data point refused.
+    pub fn reject_point(&mut self, r: Reject) {
+        if let Some(i) = REJECT_REASONS.iter().position(|x| *x == r.reason()) {
             self.rejected[i] += 1;
         }
     }
@@ -736,9 +757,11 @@ mod tests {
 
     #[test]
     fn reject_reasons_are_the_parsers_then_the_json_samples_each_once() {
-        let (parser, json) = REJECT_REASONS.split_at(ParseError::ALL_REASONS.len());
+        let (parser, rest) = REJECT_REASONS.split_at(ParseError::ALL_REASONS.len());
+        let (json, otlp) = rest.split_at(JsonSampleError::ALL_REASONS.len());
         assert_eq!(parser, ParseError::ALL_REASONS);
         assert_eq!(json, JsonSampleError::ALL_REASONS);
+        assert_eq!(otlp, Reject::ALL_REASONS);
         let unique: std::collections::HashSet<_> = REJECT_REASONS.iter().collect();
         assert_eq!(unique.len(), REJECT_REASONS.len());
     }

@@ -195,6 +195,7 @@ pub async fn serve(
         tcp = t.lines(Transport::Tcp),
         unix = t.lines(Transport::Unix),
         http = t.lines(Transport::Http),
+        otlp = t.lines(Transport::Otlp),
         "rollstat stopped; lines accepted since start, by transport."
     );
     Ok(())

@@ -8,6 +8,7 @@
 
 pub(crate) mod backoff;
 pub mod fault;
+pub mod otlp;
 pub(crate) mod reader;
 pub mod route;
 pub mod settings;

@@ -92,7 +92,7 @@ impl Stop {
             Transport::Udp => Some(&self.udp),
             Transport::Unix => Some(&self.unix),
             Transport::Tcp => Some(&self.tcp),
-            Transport::Http => None,
+            Transport::Http | Transport::Otlp => None,
         }
     }
 }

@@ -9,5 +9,14 @@
 //!   common, resource and metrics packages it uses. The push outputs
 //!   write them; the OTLP listeners read them.
 
+pub mod buckets;
+pub mod json;
+pub mod measure;
+pub mod points;
 #[allow(clippy::all, clippy::pedantic, missing_docs)]
 pub mod proto;
+pub mod reject;
+pub mod streams;
+
+pub use points::{Data, Point, ReadSettings, Reader};
+pub use reject::Reject;

@@ -1,13 +1,14 @@
 //! How a measured value (an OTLP data point, [`Fold`]) updates a series:
 //! the same checks as a statsd line's, in one step per value.
 
-use super::measured::{Aggregate, Fold};
+use super::measured::Fold;
 use super::state::{
     buckets_stay_finite, observe_summary, CounterWindows, CumulativeHistogram, Folded, Overflow,
     SeriesState,
 };
 use crate::clock::Timestamp;
 use crate::window::bucket::{Distribution, Observation};
+use crate::window::Aggregate;
 use crate::window::Windows;
 
 impl SeriesState {
@@ -218,9 +219,11 @@ mod tests {
         let median = v.quantiles[0].1.unwrap();
         assert!((median - 0.5).abs() < 0.01, "{median}");
         let (count, sum, buckets) = read(&r, |s| match s {
-            SeriesState::Distribution { histogram, .. } => {
-                (histogram.count, histogram.sum, histogram.counts.iter().sum::<f64>())
-            }
+            SeriesState::Distribution { histogram, .. } => (
+                histogram.count,
+                histogram.sum,
+                histogram.counts.iter().sum::<f64>(),
+            ),
             _ => (0.0, 0.0, 0.0),
         });
         assert_eq!((count, sum, buckets), (4.0, 1.3, 4.0));

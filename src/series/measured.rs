@@ -3,6 +3,7 @@
 //! series, and the name and tags both kinds of input are keyed by.
 
 use crate::parse::{MetricKind, Sample, Tags};
+use crate::window::Aggregate;
 
 /// A metric name, its statsd type and its tags: what the registry keys a
 /// series by, whatever brought the value.
@@ -81,23 +82,4 @@ pub enum Fold<'a> {
     Shift(f64),
     /// Observations of a distribution, already aggregated.
     Aggregate(&'a Aggregate),
-}
-
-/// Observations counted elsewhere (a histogram's buckets): their exact
-/// count, sum and range, and values standing for them (one inside each
-/// bucket, weighted by its count) for the quantile sketch and the
-/// series' buckets.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Aggregate {
-    /// How many observations.
-    pub count: f64,
-    /// Their sum.
-    pub sum: f64,
-    /// The smallest, or the smallest value standing for them.
-    pub min: f64,
-    /// The largest, or the largest value standing for them.
-    pub max: f64,
-    /// `(value, weight)`: the observations as the sketch and the buckets
-    /// see them; the weights add up to `count`.
-    pub values: Vec<(f64, f64)>,
 }

@@ -42,9 +42,10 @@ mod replan;
 pub mod settings;
 pub mod state;
 
+pub use crate::window::Aggregate;
 pub use identity::{fleet_hash, SeriesMeta};
 pub use key::KeyBuf;
-pub use measured::{Aggregate, Fold, Measured, Named};
+pub use measured::{Fold, Measured, Named};
 pub use plan::{NativeSpec, Plan, SentNames};
 pub use registry::{Applied, Refusal, Registry, RegistryCounters, SeriesRef};
 pub use replan::{ReplanReport, Replanned};

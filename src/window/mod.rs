@@ -53,6 +53,7 @@
 //! division); moving to a new slot costs one division and at most `size`
 //! bucket resets. `reduce` is one pass over at most `size` buckets.
 
+mod aggregate;
 pub mod bucket;
 pub mod grid;
 pub mod ring;
@@ -64,6 +65,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use crate::clock::{duration_nanos, Timestamp};
+pub use aggregate::Aggregate;
 use bucket::Bucket;
 pub use grid::{Layout, Windows};
 pub use ring::{Read, Ring};

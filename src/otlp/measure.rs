@@ -1,0 +1,195 @@
+//! A data point as what it adds to its series: the statsd type its
+//! series has and a [`Value`], cumulative points turned into increments
+//! through [`Streams`].
+//!
+//! | OTLP | series | adds |
+//! |---|---|---|
+//! | Gauge | gauge | the value |
+//! | Sum, monotonic, delta | counter | the value |
+//! | Sum, monotonic, cumulative | counter | what the total grew by |
+//! | Sum, not monotonic, delta | gauge | the change |
+//! | Sum, not monotonic, cumulative | gauge | the value |
+//! | Histogram, ExponentialHistogram | histogram | the count, sum and buckets (of the change, when cumulative) |
+//! | Summary | histogram | the count and sum of the change; min and max from quantiles 0 and 1 |
+
+use super::buckets::{self, sides};
+use super::points::{Data, Point};
+use super::proto::opentelemetry::proto::metrics::v1::{
+    ExponentialHistogramDataPoint, HistogramDataPoint, SummaryDataPoint,
+};
+use super::reject::Reject;
+use super::streams::{Change, Last, Streams};
+use crate::clock::Timestamp;
+use crate::parse::MetricKind;
+use crate::window::Aggregate;
+
+/// What a point adds, owned.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    /// A counter's increment.
+    Add(f64),
+    /// A gauge's value.
+    Set(f64),
+    /// A gauge's change.
+    Shift(f64),
+    /// Observations.
+    Aggregate(Aggregate),
+}
+
+/// The series type of `p` and what it adds; `None` when it adds nothing
+/// (the first point of a stream that started long ago: a baseline).
+///
+/// # Errors
+///
+/// The point's [`Reject`].
+pub fn measure(
+    p: &Point<'_>,
+    streams: &Streams,
+    now: Timestamp,
+) -> Result<Option<(MetricKind, Value)>, Reject> {
+    let note = |last: Last| streams.note(p.stream, p.start, last, now);
+    Ok(match p.data {
+        Data::Gauge(v) => Some((MetricKind::Gauge, Value::Set(v))),
+        Data::Sum {
+            value,
+            monotonic: true,
+            cumulative,
+        } => {
+            let inc = if cumulative {
+                match note(Last::Sum(value))? {
+                    Change::Whole => Some(value),
+                    Change::Since(Last::Sum(d)) => Some(d),
+                    _ => None,
+                }
+            } else {
+                Some(value)
+            };
+            inc.map(|v| (MetricKind::Counter, Value::Add(v)))
+        }
+        Data::Sum {
+            value, cumulative, ..
+        } => Some((
+            MetricKind::Gauge,
+            if cumulative {
+                Value::Set(value)
+            } else {
+                Value::Shift(value)
+            },
+        )),
+        Data::Histogram(h, cumulative) => explicit(h, cumulative, note)?,
+        Data::Exponential(h, cumulative) => exponential(h, cumulative, note)?,
+        Data::Summary(s) => summary(s, note)?,
+    })
+}
+
+type Measured = Option<(MetricKind, Value)>;
+
+fn histogram(a: Aggregate) -> Measured {
+    Some((MetricKind::Histogram, Value::Aggregate(a)))
+}
+
+/// The range a point sends, NaN where it does not.
+fn range(min: Option<f64>, max: Option<f64>) -> (f64, f64) {
+    (min.unwrap_or(f64::NAN), max.unwrap_or(f64::NAN))
+}
+
+/// A change's range is not sent: only its buckets say.
+const NO_RANGE: (f64, f64) = (f64::NAN, f64::NAN);
+
+fn explicit(
+    h: &HistogramDataPoint,
+    cumulative: bool,
+    note: impl FnOnce(Last) -> Result<Change, Reject>,
+) -> Result<Measured, Reject> {
+    let sum = h.sum.unwrap_or(f64::NAN);
+    let mut whole = buckets::explicit(h, &h.bucket_counts, h.count, sum, range(h.min, h.max))?;
+    if h.sum.is_none() {
+        whole.sum = whole.values.iter().map(|(v, w)| v * w).sum();
+    }
+    if !cumulative {
+        return Ok(histogram(whole));
+    }
+    let last = Last::Counts {
+        count: h.count,
+        sum: whole.sum,
+        scale: 0,
+        sides: vec![(0, h.bucket_counts.clone())],
+    };
+    Ok(match note(last)? {
+        Change::Whole => histogram(whole),
+        Change::Since(Last::Counts {
+            count, sum, sides, ..
+        }) => histogram(buckets::explicit(h, &sides[0].1, count, sum, NO_RANGE)?),
+        _ => None,
+    })
+}
+
+fn exponential(
+    h: &ExponentialHistogramDataPoint,
+    cumulative: bool,
+    note: impl FnOnce(Last) -> Result<Change, Reject>,
+) -> Result<Measured, Reject> {
+    let (pos, neg) = sides(h);
+    let sum = h.sum.unwrap_or(f64::NAN);
+    let read = |zero, pos, neg, count, sum, range| {
+        buckets::exponential(h.scale, zero, pos, neg, count, sum, range)
+    };
+    let mut whole = read(h.zero_count, pos, neg, h.count, sum, range(h.min, h.max))?;
+    if h.sum.is_none() {
+        whole.sum = whole.values.iter().map(|(v, w)| v * w).sum();
+    }
+    if !cumulative {
+        return Ok(histogram(whole));
+    }
+    let last = Last::Counts {
+        count: h.count,
+        sum: whole.sum,
+        scale: h.scale,
+        sides: vec![
+            (0, vec![h.zero_count]),
+            (pos.0, pos.1.to_vec()),
+            (neg.0, neg.1.to_vec()),
+        ],
+    };
+    Ok(match note(last)? {
+        Change::Whole => histogram(whole),
+        Change::Since(Last::Counts {
+            count, sum, sides, ..
+        }) => {
+            let zero = sides[0].1.first().copied().unwrap_or(0);
+            let (p, n) = (&sides[1], &sides[2]);
+            histogram(read(zero, (p.0, &p.1), (n.0, &n.1), count, sum, NO_RANGE)?)
+        }
+        _ => None,
+    })
+}
+
+fn summary(
+    s: &SummaryDataPoint,
+    note: impl FnOnce(Last) -> Result<Change, Reject>,
+) -> Result<Measured, Reject> {
+    let at = |q: f64| {
+        s.quantile_values
+            .iter()
+            .find(|v| v.quantile == q)
+            .map(|v| v.value)
+    };
+    let last = Last::Counts {
+        count: s.count,
+        sum: s.sum,
+        scale: 0,
+        sides: Vec::new(),
+    };
+    let (count, sum, range) = match note(last)? {
+        Change::Whole => (s.count, s.sum, (at(0.0), at(1.0))),
+        Change::Since(Last::Counts { count, sum, .. }) => (count, sum, (None, None)),
+        _ => return Ok(None),
+    };
+    Ok(histogram(Aggregate {
+        count: count as f64,
+        sum,
+        min: range.0.unwrap_or(f64::NAN),
+        max: range.1.unwrap_or(f64::NAN),
+        values: Vec::new(),
+    }))
+}
