@@ -153,6 +153,9 @@ pub mod refuse_reason {
     /// text (`text/plain`, `application/x-www-form-urlencoded`, none) nor
     /// `application/json`: 415.
     pub const UNSUPPORTED_MEDIA_TYPE: &str = "unsupported_media_type";
+    /// `POST /v1/metrics` (OTLP) with a body that does not decode as an
+    /// `ExportMetricsServiceRequest` in its Content-Type's encoding: 400.
+    pub const BAD_OTLP: &str = "bad_otlp";
     /// A route whose group (`[http.auth.*]`) is off, e.g. `/-/reload`
     /// while the lifecycle API is off: 403.
     pub const ROUTE_GROUP_OFF: &str = "route_group_off";
@@ -177,7 +180,7 @@ pub mod refuse_reason {
     /// expected JSON: 400.
     pub const BAD_ACQUIRE: &str = "bad_acquire";
     /// Every reason, in label order.
-    pub const ALL: [&str; 18] = [
+    pub const ALL: [&str; 19] = [
         BODY_TOO_LARGE,
         UNSUPPORTED_ENCODING,
         BAD_ENCODING,
@@ -189,6 +192,7 @@ pub mod refuse_reason {
         BAD_QUERY,
         BAD_OUTCOMES,
         UNSUPPORTED_MEDIA_TYPE,
+        BAD_OTLP,
         ROUTE_GROUP_OFF,
         UNAUTHENTICATED,
         BAD_CREDENTIALS,

@@ -151,6 +151,7 @@ fn ready_line(bound: &daemon::Bound, format: LogFormat) {
             statsd_unix = bound.statsd_unix.as_deref(),
             http = bound.http.as_deref(),
             rls_grpc = bound.rls_grpc.as_deref(),
+            otlp_http = bound.otlp_http.as_deref(),
             "rollstat listening"
         );
     });

@@ -16,6 +16,7 @@ mod http_tls;
 mod ingest;
 mod listen;
 mod mappings;
+pub mod otlp;
 mod outputs;
 mod reader;
 mod redis;
@@ -90,6 +91,8 @@ pub struct Config {
     pub outputs: Vec<OutputDef>,
     /// Envoy's rate-limit service (`[rls]`), if on.
     pub rls: Option<crate::rls::settings::RlsSettings>,
+    /// How OTLP data points become series (`[otlp]`).
+    pub otlp: otlp::OtlpConfig,
 }
 
 impl Config {
@@ -103,6 +106,29 @@ impl Config {
             mappings: &self.mappings,
             exporter_names: self.exporter_names,
             exporter_compatible: self.exporter_compatible(),
+        }
+    }
+
+    /// How the OTLP listeners read points: `[otlp]`, a point too old when
+    /// older than the longest window, the streams capped at
+    /// `series.max_series` and forgotten after `series.ttl_secs`.
+    #[must_use]
+    pub fn otlp_settings(&self) -> crate::ingest::otlp::OtlpSettings {
+        let longest = self
+            .windows
+            .iter()
+            .map(|w| w.spec.interval() * u32::try_from(w.spec.size()).unwrap_or(u32::MAX))
+            .max()
+            .unwrap_or_default();
+        crate::ingest::otlp::OtlpSettings {
+            read: crate::otlp::ReadSettings {
+                resource_labels: self.otlp.resource_labels.clone(),
+                max_age: longest,
+                max_ahead: self.otlp.max_ahead,
+            },
+            max_streams: self.series.max_series,
+            max_stream_bytes: self.otlp.max_stream_bytes,
+            stream_ttl: self.series.ttl,
         }
     }
 
@@ -206,6 +232,7 @@ const TOP_KEYS: &[&str] = &[
     "relay",
     "rls",
     "outputs",
+    "otlp",
 ];
 
 impl Default for Config {
@@ -228,6 +255,7 @@ impl Default for Config {
             relays: Vec::new(),
             outputs: Vec::new(),
             rls: None,
+            otlp: otlp::OtlpConfig::default(),
         }
     }
 }
@@ -260,6 +288,11 @@ impl Config {
         if let Some(mut t) = top.table(&mut p, "listen") {
             listen::read(&mut t, &mut p, &mut cfg.listen);
             t.finish(&mut p, listen::KEYS);
+        }
+
+        if let Some(mut t) = top.table(&mut p, "otlp") {
+            otlp::read(&mut t, &mut p, &mut cfg.otlp);
+            t.finish(&mut p, otlp::KEYS);
         }
 
         if let Some(mut t) = top.table(&mut p, "ingest") {

@@ -20,6 +20,8 @@ pub struct Listeners {
     pub http: std::net::TcpListener,
     /// Envoy's rate-limit service over gRPC (`[rls] grpc`).
     pub rls: Option<std::net::TcpListener>,
+    /// OTLP/HTTP (`[listen] otlp_http`).
+    pub otlp_http: Option<std::net::TcpListener>,
 }
 
 /// The addresses the listeners are bound to (the ready line's fields).
@@ -35,6 +37,8 @@ pub struct Bound {
     pub http: Option<String>,
     /// The rate-limit service's gRPC listener, when on.
     pub rls_grpc: Option<String>,
+    /// OTLP/HTTP, when on.
+    pub otlp_http: Option<String>,
 }
 
 impl Bound {
@@ -48,6 +52,7 @@ impl Bound {
             ("statsd_unix", &self.statsd_unix),
             ("http", &self.http),
             ("rls_grpc", &self.rls_grpc),
+            ("otlp_http", &self.otlp_http),
         ];
         parts
             .iter()
@@ -138,12 +143,22 @@ impl Listeners {
                     .map_err(err("the rate-limit service's gRPC", &r.grpc, "rls.grpc"))
             })
             .transpose()?;
+        let tcp_at = |addr: Option<SocketAddr>, what: &'static str, key: &'static str| {
+            addr.map(|a| {
+                std::net::TcpListener::bind(a)
+                    .and_then(|l| l.set_nonblocking(true).map(|()| l))
+                    .map_err(err(what, &a, key))
+            })
+            .transpose()
+        };
+        let otlp_http = tcp_at(cfg.listen.otlp_http, "OTLP/HTTP", "listen.otlp_http")?;
         Ok(Listeners {
             udp,
             tcp,
             unix,
             http,
             rls,
+            otlp_http,
         })
     }
 
@@ -190,6 +205,7 @@ impl Listeners {
                 .as_ref()
                 .and_then(|l| l.local_addr().ok())
                 .map(|a| a.to_string()),
+            otlp_http: addr_of(self.otlp_http.as_ref()),
         }
     }
 
@@ -214,8 +230,16 @@ impl Listeners {
         if let Some(Ok(a)) = self.rls.as_ref().map(|l| l.local_addr()) {
             parts.push(format!("rate-limit grpc {a}"));
         }
+        if let Some(a) = addr_of(self.otlp_http.as_ref()) {
+            parts.push(format!("otlp http {a}"));
+        }
         parts.join(", ")
     }
+}
+
+/// A TCP listener's bound address as text.
+fn addr_of(l: Option<&std::net::TcpListener>) -> Option<String> {
+    l.and_then(|l| l.local_addr().ok()).map(|a| a.to_string())
 }
 
 /// The relays of `cfg` that reach one of `own` (the daemon's listeners),

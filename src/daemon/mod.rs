@@ -135,6 +135,10 @@ pub async fn serve(
         state.telemetry.clone(),
         stop_rx.clone(),
     ));
+    let otlp_http = listeners
+        .otlp_http
+        .map(|l| spawn_otlp_http(&state, l, &stop_rx))
+        .transpose()?;
 
     // Polled once before anyone hears that the daemon is ready: a signal
     // handler in `shutdown` (main's SIGTERM) is installed at its first
@@ -172,6 +176,7 @@ pub async fn serve(
         Ok(Err(e)) => tracing::warn!(error = %e, "HTTP server task failed."),
         Err(_) => tracing::warn!("HTTP connections still open after 5s; exiting anyway."),
     }
+    wait_otlp_http(otlp_http).await;
     if let Some(rls) = rls_server {
         match tokio::time::timeout(Duration::from_secs(5), rls).await {
             Ok(Ok(Ok(()))) => {}
@@ -199,6 +204,34 @@ pub async fn serve(
         "rollstat stopped; lines accepted since start, by transport."
     );
     Ok(())
+}
+
+/// Waits, at most 5 s, for the OTLP/HTTP server's connections to finish.
+async fn wait_otlp_http(server: Option<tokio::task::JoinHandle<()>>) {
+    let Some(server) = server else { return };
+    if tokio::time::timeout(Duration::from_secs(5), server)
+        .await
+        .is_err()
+    {
+        tracing::warn!("OTLP/HTTP connections still open after 5s; exiting anyway.");
+    }
+}
+
+/// Serves OTLP/HTTP on `l` with the HTTP listener's limits and TLS.
+fn spawn_otlp_http(
+    state: &Arc<State>,
+    l: std::net::TcpListener,
+    stop: &watch::Receiver<bool>,
+) -> Result<tokio::task::JoinHandle<()>, DaemonError> {
+    let l = tokio::net::TcpListener::from_std(l).map_err(start("OTLP/HTTP listener"))?;
+    Ok(tokio::spawn(crate::http::serve::serve(
+        l,
+        state.otlp_router(),
+        state.config.http.clone(),
+        state.tls.clone(),
+        state.telemetry.clone(),
+        stop.clone(),
+    )))
 }
 
 /// The statsd receivers: UDP and Unix reader threads, the TCP accept task.

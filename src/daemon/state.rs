@@ -8,6 +8,7 @@
 //! HTTP handlers in-process; the periodic work ([`State::sweep`],
 //! [`State::tick`], [`State::sync_store`]) runs when the test says so.
 
+use crate::ingest::otlp::OtlpIngest;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -86,6 +87,8 @@ pub struct State {
     pub rls: Option<Arc<RlsHandle>>,
     /// Its listener's TLS settings, with `[rls.tls]`.
     pub rls_tls: Option<Arc<ServerTls>>,
+    /// OTLP ingest, with `[listen] otlp_http`.
+    pub otlp: Option<Arc<OtlpIngest>>,
     /// `[[outputs]]`: started by the daemon, replaced by reloads.
     pub outputs: Arc<Outputs>,
     /// Set while every listener and task runs (`/-/ready`).
@@ -98,6 +101,15 @@ pub struct State {
     pub faults: Arc<Faults>,
     /// The clock offset last warned about ([`State::watch_clock`]).
     clock_warned: parking_lot::Mutex<f64>,
+}
+
+/// OTLP ingest into `ingestor`'s registry, with `[listen] otlp_http`.
+fn build_otlp(config: &Config, ingestor: &Arc<Ingestor>) -> Option<Arc<OtlpIngest>> {
+    config
+        .listen
+        .otlp_http
+        .is_some()
+        .then(|| Arc::new(OtlpIngest::new(ingestor.clone(), config.otlp_settings())))
 }
 
 /// `[[outputs]]`, not yet started, reading what `/metrics` reads.
@@ -208,6 +220,7 @@ impl State {
             )
             .with_relays(relays.clone()),
         );
+        let otlp = build_otlp(&config, &ingestor);
         let access = Arc::new(AccessHandle::new(
             config.http.access.clone(),
             machine_names(),
@@ -253,6 +266,7 @@ impl State {
             tls,
             rls,
             rls_tls,
+            otlp,
             outputs,
             serving: Arc::default(),
             liveness: Arc::default(),
@@ -274,6 +288,11 @@ impl State {
         router(self.app_state(udp_port))
     }
 
+    /// The OTLP/HTTP listener's router over this state.
+    pub fn otlp_router(&self) -> Router {
+        crate::http::otlp_router(self.app_state(None))
+    }
+
     fn app_state(&self, udp_port: Option<u16>) -> AppState {
         AppState::new(
             self.ingestor.clone(),
@@ -290,6 +309,7 @@ impl State {
         )
         .with_udp_port(udp_port)
         .with_rls(self.rls.clone())
+        .with_otlp(self.otlp.clone())
     }
 
     /// The whole `/metrics` body as of the clock's now, as the handler

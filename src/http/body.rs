@@ -112,7 +112,7 @@ async fn read_whole(
     declared: Option<u64>,
 ) -> Result<Request, Response> {
     let tel = &rules.telemetry;
-    let is_ingest = req.uri().path() == INGEST_PATH;
+    let is_ingest = matches!(req.uri().path(), INGEST_PATH | super::otlp::PATH);
     let cap = if is_ingest {
         rules.max_ingest
     } else {

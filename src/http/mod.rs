@@ -51,6 +51,7 @@ pub mod health;
 pub mod held;
 pub mod ingest;
 pub mod limits;
+pub mod otlp;
 pub mod query;
 pub mod reads;
 pub mod rls;
@@ -98,6 +99,8 @@ pub struct AppState {
     pub health: health::Health,
     /// Envoy's rate-limit service, for `POST /json` (with `[rls]`).
     pub rls: Option<Arc<crate::rls::service::RlsHandle>>,
+    /// OTLP ingest, for `POST /v1/metrics` (with `[listen] otlp_http`).
+    pub otlp: Option<Arc<crate::ingest::otlp::OtlpIngest>>,
 }
 
 /// What `POST /-/reload` asks of the daemon: read the config file again
@@ -139,6 +142,7 @@ impl AppState {
             reloader,
             udp_port: None,
             rls: None,
+            otlp: None,
             max_body,
             metrics_buffers: text::ChunkPool::new(),
             state_families,
@@ -162,6 +166,12 @@ impl AppState {
 
     /// This state, answering `POST /json` with `rls`.
     #[must_use]
+    pub fn with_otlp(mut self, otlp: Option<Arc<crate::ingest::otlp::OtlpIngest>>) -> AppState {
+        self.otlp = otlp;
+        self
+    }
+
+    /// This state with the rate-limit service.
     pub fn with_rls(mut self, rls: Option<Arc<crate::rls::service::RlsHandle>>) -> AppState {
         self.rls = rls;
         self
@@ -230,6 +240,33 @@ pub fn router(state: AppState) -> Router {
         // series level 1 took 0.17 s where the default level took 0.57 s,
         // for a body 7.5% larger (benches/scrape/run.sh).
         .layer(CompressionLayer::new().quality(CompressionLevel::Fastest))
+        .with_state(state)
+}
+
+/// The OTLP/HTTP listener's router: `POST /v1/metrics` alone, behind the
+/// same door (route groups, body deadline, caps, gzip) as the HTTP API;
+/// its body cap is `ingest.http_max_body_bytes`.
+pub fn otlp_router(state: AppState) -> Router {
+    let max_body = state.max_body;
+    let rules = Arc::new(body::BodyRules {
+        max_ingest: max_body,
+        max_other: body::MAX_SMALL_BODY,
+        timeout: state.body_timeout,
+        telemetry: state.ingestor.telemetry.clone(),
+        budget: Arc::new(tokio::sync::Semaphore::new(body::body_budget(max_body))),
+    });
+    Router::new()
+        .route(
+            otlp::PATH,
+            post(otlp::export).layer(DefaultBodyLimit::max(max_body)),
+        )
+        .layer(axum::middleware::from_fn_with_state(
+            Door {
+                access: state.access.clone(),
+                body: rules,
+            },
+            door,
+        ))
         .with_state(state)
 }
 

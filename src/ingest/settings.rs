@@ -20,6 +20,8 @@ pub struct Listen {
     pub statsd_unix: Option<PathBuf>,
     /// HTTP: /metrics, the JSON API, ingest.
     pub http: SocketAddr,
+    /// OTLP/HTTP: `POST /v1/metrics` (off unless set).
+    pub otlp_http: Option<SocketAddr>,
     /// Permission bits of the Unix socket file (`statsd_unix_mode`, an
     /// octal string in the file; at most `0o777`).
     pub statsd_unix_mode: u32,
@@ -80,6 +82,7 @@ impl Default for Listen {
             statsd_tcp: Some(SocketAddr::from(([127, 0, 0, 1], 8125))),
             statsd_unix: None,
             http: SocketAddr::from(([127, 0, 0, 1], 9102)),
+            otlp_http: None,
             statsd_unix_mode: DEFAULT_UNIX_MODE,
             statsd_unix_group: None,
         }

@@ -66,8 +66,19 @@ fn inside(lo: f64, hi: f64, min: f64, max: f64) -> f64 {
         // The range sent misses the bucket (it should not): its bounds.
         (true, true) => lo.max(hi.min(to)),
         (false, true) => to,
-        (true, false) => from.next_up(),
+        (true, false) => above(from),
         (false, false) => 0.0,
+    }
+}
+
+/// The smallest `f64` above finite `x`.
+fn above(x: f64) -> f64 {
+    if x == 0.0 {
+        f64::from_bits(1)
+    } else if x > 0.0 {
+        f64::from_bits(x.to_bits() + 1)
+    } else {
+        f64::from_bits(x.to_bits() - 1)
     }
 }
 
@@ -81,8 +92,8 @@ fn inside(lo: f64, hi: f64, min: f64, max: f64) -> f64 {
 pub fn exponential(
     scale: i32,
     zero: u64,
-    positive: (i32, &[u64]),
-    negative: (i32, &[u64]),
+    positive: Side<'_>,
+    negative: Side<'_>,
     count: u64,
     sum: f64,
     range: (f64, f64),
@@ -112,11 +123,14 @@ pub fn exponential(
 
 /// The bucket counts of an exponential point, as `(offset, counts)`.
 #[must_use]
-pub fn sides(p: &ExponentialHistogramDataPoint) -> ((i32, &[u64]), (i32, &[u64])) {
+pub fn sides(p: &ExponentialHistogramDataPoint) -> (Side<'_>, Side<'_>) {
     (side(p.positive.as_ref()), side(p.negative.as_ref()))
 }
 
-fn side(b: Option<&Buckets>) -> (i32, &[u64]) {
+/// One side of an exponential histogram: `(offset, counts)`.
+pub type Side<'a> = (i32, &'a [u64]);
+
+fn side(b: Option<&Buckets>) -> Side<'_> {
     b.map_or((0, &[][..]), |b| (b.offset, b.bucket_counts.as_slice()))
 }
 
@@ -167,12 +181,9 @@ mod tests {
     fn each_explicit_bucket_is_stood_for_by_a_value_inside_it() {
         let p = point(&[1.0, 2.0, 4.0]);
         let a = explicit(&p, &[1, 2, 0, 3], 6, 20.0, NO_RANGE).unwrap();
-        assert_eq!(
-            a.values,
-            vec![(1.0, 1.0), (1.5, 2.0), (4.0f64.next_up(), 3.0)]
-        );
+        assert_eq!(a.values, vec![(1.0, 1.0), (1.5, 2.0), (above(4.0), 3.0)]);
         assert_eq!((a.count, a.sum), (6.0, 20.0));
-        assert_eq!((a.min, a.max), (1.0, 4.0f64.next_up()));
+        assert_eq!((a.min, a.max), (1.0, above(4.0)));
     }
 
     #[test]

@@ -93,7 +93,19 @@ fn range(min: Option<f64>, max: Option<f64>) -> (f64, f64) {
     (min.unwrap_or(f64::NAN), max.unwrap_or(f64::NAN))
 }
 
-/// A change's range is not sent: only its buckets say.
+/// A change's range is not sent: its values are placed within the whole
+/// stream's range (which holds them), and its own range is theirs.
+fn unranged(mut a: Aggregate) -> Aggregate {
+    a.min = a.values.iter().map(|v| v.0).fold(f64::INFINITY, f64::min);
+    a.max = a
+        .values
+        .iter()
+        .map(|v| v.0)
+        .fold(f64::NEG_INFINITY, f64::max);
+    a
+}
+
+/// No range: exponential buckets are placed by their bounds alone.
 const NO_RANGE: (f64, f64) = (f64::NAN, f64::NAN);
 
 fn explicit(
@@ -119,7 +131,13 @@ fn explicit(
         Change::Whole => histogram(whole),
         Change::Since(Last::Counts {
             count, sum, sides, ..
-        }) => histogram(buckets::explicit(h, &sides[0].1, count, sum, NO_RANGE)?),
+        }) => histogram(unranged(buckets::explicit(
+            h,
+            &sides[0].1,
+            count,
+            sum,
+            range(h.min, h.max),
+        )?)),
         _ => None,
     })
 }

@@ -68,6 +68,8 @@ mod push_receivers;
 mod push;
 // [[outputs]] when the receiver is killed mid-run and restarted on its port: the queue delivered once, ingest and scrapes unblocked, a small queue under its cap.
 mod push_faults;
+// OTLP ingest: the Python (protobuf) and Node (JSON) OpenTelemetry SDKs, cumulative and delta; hostile points and bodies.
+mod otlp_ingest;
 // [[outputs]] kind = "otlp": requests decoded with the OpenTelemetry protos equal /metrics; delta temporality; partial_success, 400 and 503.
 mod push_otlp;
 // [[outputs]] protocol = "2.0": 2.0 requests decoded, the Written headers, the fallback to 1.0 on 415.

@@ -141,6 +141,7 @@ impl Launch {
                 tcp: None,
                 http: SocketAddr::from(([0, 0, 0, 0], 0)),
                 rls_grpc: None,
+                otlp_http: None,
             },
             config,
             log,
@@ -187,6 +188,8 @@ pub struct Listening {
     pub http: SocketAddr,
     /// The rate-limit service's gRPC listener, if the config turns it on.
     pub rls_grpc: Option<SocketAddr>,
+    /// OTLP/HTTP, if the config turns it on.
+    pub otlp_http: Option<SocketAddr>,
 }
 
 impl Listening {
@@ -223,6 +226,7 @@ impl Listening {
             tcp: addr("statsd_tcp")?,
             http: addr("http")?.ok_or_else(|| format!("no http= in {line:?}"))?,
             rls_grpc: addr("rls_grpc")?,
+            otlp_http: addr("otlp_http")?,
         })
     }
 }

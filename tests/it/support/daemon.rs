@@ -84,6 +84,11 @@ impl Daemon {
         self.run.listening.rls_grpc
     }
 
+    /// The OTLP/HTTP listener, if the config turns it on.
+    pub fn otlp_http(&self) -> Option<SocketAddr> {
+        self.run.listening.otlp_http
+    }
+
     /// The daemon's process id.
     pub fn pid(&self) -> u32 {
         self.run.pid()
