@@ -108,6 +108,17 @@ pub mod close_reason {
     pub const TCP: [&str; 3] = [CONNECTION_CAP, IDLE_TIMEOUT, SOURCE_NOT_ALLOWED];
 }
 
+/// Why the OTLP/gRPC listener refused or closed a connection
+/// (`rollstat_otlp_grpc_refused_total{reason}`), as the rate-limit
+/// service's gRPC listener counts them.
+pub const GRPC_CONNECTION_REASONS: [&str; 5] = [
+    "tls_handshake",
+    "connection_cap",
+    "preface_timeout",
+    "bad_preface",
+    "connection_age",
+];
+
 /// Why a UDP reader dropped a datagram unread
 /// (`rollstat_udp_datagrams_dropped_total{reason}`; the kernel's own drops
 /// are `rollstat_udp_kernel_drops`).
@@ -403,6 +414,10 @@ pub struct Telemetry {
     pub shutdown_drain_deadline: IntCounterVec,
     /// `[[relay]]` destinations: their counts, by `relay` name.
     pub relay: RelayFamilies,
+    /// `rollstat_otlp_grpc_connections`.
+    pub otlp_grpc_connections: IntGauge,
+    /// `rollstat_otlp_grpc_refused_total{reason}`.
+    pub otlp_grpc_refused: ReasonCounters,
 }
 
 /// Why a line accepted for a relay did not reach it
@@ -631,6 +646,12 @@ impl Telemetry {
                 &["udp", "unix", "tcp"],
             )?,
             relay: RelayFamilies::register(&r)?,
+            otlp_grpc_connections: add(&r, t::OTLP_GRPC_CONNECTIONS.int_gauge()?)?,
+            otlp_grpc_refused: ReasonCounters::register(
+                &r,
+                &t::OTLP_GRPC_REFUSED_TOTAL,
+                &GRPC_CONNECTION_REASONS,
+            )?,
             registry: r,
         })
     }

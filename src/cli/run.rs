@@ -152,6 +152,7 @@ fn ready_line(bound: &daemon::Bound, format: LogFormat) {
             http = bound.http.as_deref(),
             rls_grpc = bound.rls_grpc.as_deref(),
             otlp_http = bound.otlp_http.as_deref(),
+            otlp_grpc = bound.otlp_grpc.as_deref(),
             "rollstat listening"
         );
     });

@@ -13,6 +13,7 @@ pub(super) const KEYS: &[&str] = &[
     "statsd_unix",
     "http",
     "otlp_http",
+    "otlp_grpc",
     "statsd_unix_mode",
     "statsd_unix_group",
 ];
@@ -134,6 +135,7 @@ pub(super) fn read(t: &mut Table<'_, '_>, p: &mut Problems<'_>, l: &mut Listen) 
     l.statsd_udp = addr(t, p, "statsd_udp", l.statsd_udp);
     l.statsd_tcp = addr(t, p, "statsd_tcp", l.statsd_tcp);
     l.otlp_http = addr(t, p, "otlp_http", l.otlp_http);
+    l.otlp_grpc = addr(t, p, "otlp_grpc", l.otlp_grpc);
     match addr(t, p, "http", Some(l.http)) {
         Some(a) => l.http = a,
         None => p.at(

@@ -1,5 +1,5 @@
 //! `[otlp]`: how OTLP data points become series (`[listen] otlp_http`
-//! says where they arrive), read into [`OtlpConfig`].
+//! and `otlp_grpc` say where they arrive), read into [`OtlpConfig`].
 
 use std::time::Duration;
 

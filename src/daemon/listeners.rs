@@ -22,6 +22,8 @@ pub struct Listeners {
     pub rls: Option<std::net::TcpListener>,
     /// OTLP/HTTP (`[listen] otlp_http`).
     pub otlp_http: Option<std::net::TcpListener>,
+    /// OTLP/gRPC (`[listen] otlp_grpc`).
+    pub otlp_grpc: Option<std::net::TcpListener>,
 }
 
 /// The addresses the listeners are bound to (the ready line's fields).
@@ -39,6 +41,8 @@ pub struct Bound {
     pub rls_grpc: Option<String>,
     /// OTLP/HTTP, when on.
     pub otlp_http: Option<String>,
+    /// OTLP/gRPC, when on.
+    pub otlp_grpc: Option<String>,
 }
 
 impl Bound {
@@ -53,6 +57,7 @@ impl Bound {
             ("http", &self.http),
             ("rls_grpc", &self.rls_grpc),
             ("otlp_http", &self.otlp_http),
+            ("otlp_grpc", &self.otlp_grpc),
         ];
         parts
             .iter()
@@ -152,6 +157,7 @@ impl Listeners {
             .transpose()
         };
         let otlp_http = tcp_at(cfg.listen.otlp_http, "OTLP/HTTP", "listen.otlp_http")?;
+        let otlp_grpc = tcp_at(cfg.listen.otlp_grpc, "OTLP/gRPC", "listen.otlp_grpc")?;
         Ok(Listeners {
             udp,
             tcp,
@@ -159,6 +165,7 @@ impl Listeners {
             http,
             rls,
             otlp_http,
+            otlp_grpc,
         })
     }
 
@@ -206,6 +213,7 @@ impl Listeners {
                 .and_then(|l| l.local_addr().ok())
                 .map(|a| a.to_string()),
             otlp_http: addr_of(self.otlp_http.as_ref()),
+            otlp_grpc: addr_of(self.otlp_grpc.as_ref()),
         }
     }
 
@@ -232,6 +240,9 @@ impl Listeners {
         }
         if let Some(a) = addr_of(self.otlp_http.as_ref()) {
             parts.push(format!("otlp http {a}"));
+        }
+        if let Some(a) = addr_of(self.otlp_grpc.as_ref()) {
+            parts.push(format!("otlp grpc {a}"));
         }
         parts.join(", ")
     }

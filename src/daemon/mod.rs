@@ -139,6 +139,10 @@ pub async fn serve(
         .otlp_http
         .map(|l| spawn_otlp_http(&state, l, &stop_rx))
         .transpose()?;
+    let otlp_grpc = listeners
+        .otlp_grpc
+        .map(|l| spawn_otlp_grpc(&state, l, &stop_rx))
+        .transpose()?;
 
     // Polled once before anyone hears that the daemon is ready: a signal
     // handler in `shutdown` (main's SIGTERM) is installed at its first
@@ -176,7 +180,7 @@ pub async fn serve(
         Ok(Err(e)) => tracing::warn!(error = %e, "HTTP server task failed."),
         Err(_) => tracing::warn!("HTTP connections still open after 5s; exiting anyway."),
     }
-    wait_otlp_http(otlp_http).await;
+    wait_otlp(otlp_http, otlp_grpc).await;
     if let Some(rls) = rls_server {
         match tokio::time::timeout(Duration::from_secs(5), rls).await {
             Ok(Ok(Ok(()))) => {}
@@ -206,15 +210,48 @@ pub async fn serve(
     Ok(())
 }
 
-/// Waits, at most 5 s, for the OTLP/HTTP server's connections to finish.
-async fn wait_otlp_http(server: Option<tokio::task::JoinHandle<()>>) {
-    let Some(server) = server else { return };
-    if tokio::time::timeout(Duration::from_secs(5), server)
-        .await
-        .is_err()
-    {
-        tracing::warn!("OTLP/HTTP connections still open after 5s; exiting anyway.");
+/// Waits, at most 5 s each, for the OTLP servers' connections to finish.
+async fn wait_otlp(
+    http: Option<tokio::task::JoinHandle<()>>,
+    grpc: Option<tokio::task::JoinHandle<Result<(), tonic::transport::Error>>>,
+) {
+    if let Some(server) = http {
+        if tokio::time::timeout(Duration::from_secs(5), server)
+            .await
+            .is_err()
+        {
+            tracing::warn!("OTLP/HTTP connections still open after 5s; exiting anyway.");
+        }
     }
+    if let Some(server) = grpc {
+        match tokio::time::timeout(Duration::from_secs(5), server).await {
+            Ok(Ok(Ok(()))) => {}
+            Ok(Ok(Err(e))) => tracing::warn!(error = %e, "The OTLP/gRPC server failed."),
+            Ok(Err(e)) => tracing::warn!(error = %e, "The OTLP/gRPC server task failed."),
+            Err(_) => tracing::warn!("OTLP/gRPC calls still open after 5s; exiting anyway."),
+        }
+    }
+}
+
+/// Serves OTLP/gRPC on `l`, with `[http.tls]`.
+fn spawn_otlp_grpc(
+    state: &Arc<State>,
+    l: std::net::TcpListener,
+    stop: &watch::Receiver<bool>,
+) -> Result<tokio::task::JoinHandle<Result<(), tonic::transport::Error>>, DaemonError> {
+    let l = tokio::net::TcpListener::from_std(l).map_err(start("OTLP/gRPC listener"))?;
+    let otlp = state
+        .otlp
+        .clone()
+        .expect("OTLP ingest exists with otlp_grpc");
+    let (telemetry, max_bytes) = (
+        state.telemetry.clone(),
+        state.config.ingest.http_max_body_bytes,
+    );
+    let (tls, stop) = (state.tls.clone(), stop.clone());
+    Ok(tokio::spawn(async move {
+        crate::ingest::otlp_grpc::serve(l, otlp, &telemetry, max_bytes, tls, stop).await
+    }))
 }
 
 /// Serves OTLP/HTTP on `l` with the HTTP listener's limits and TLS.

@@ -87,7 +87,7 @@ pub struct State {
     pub rls: Option<Arc<RlsHandle>>,
     /// Its listener's TLS settings, with `[rls.tls]`.
     pub rls_tls: Option<Arc<ServerTls>>,
-    /// OTLP ingest, with `[listen] otlp_http`.
+    /// OTLP ingest, with `[listen] otlp_http` or `otlp_grpc`.
     pub otlp: Option<Arc<OtlpIngest>>,
     /// `[[outputs]]`: started by the daemon, replaced by reloads.
     pub outputs: Arc<Outputs>,
@@ -103,11 +103,13 @@ pub struct State {
     clock_warned: parking_lot::Mutex<f64>,
 }
 
-/// OTLP ingest into `ingestor`'s registry, with `[listen] otlp_http`.
+/// OTLP ingest into `ingestor`'s registry, with `[listen] otlp_http` or
+/// `otlp_grpc`.
 fn build_otlp(config: &Config, ingestor: &Arc<Ingestor>) -> Option<Arc<OtlpIngest>> {
     config
         .listen
         .otlp_http
+        .or(config.listen.otlp_grpc)
         .is_some()
         .then(|| Arc::new(OtlpIngest::new(ingestor.clone(), config.otlp_settings())))
 }

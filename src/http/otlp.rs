@@ -27,9 +27,9 @@ use prost::Message;
 
 use super::AppState;
 use crate::escape::Escaped;
-use crate::ingest::otlp::{OtlpIngest, Outcome};
+use crate::ingest::otlp::OtlpIngest;
 use crate::otlp::proto::opentelemetry::proto::collector::metrics::v1::{
-    ExportMetricsPartialSuccess, ExportMetricsServiceRequest, ExportMetricsServiceResponse,
+    ExportMetricsServiceRequest, ExportMetricsServiceResponse,
 };
 use crate::telemetry::refuse_reason;
 
@@ -154,7 +154,7 @@ fn apply(otlp: &OtlpIngest, enc: Encoding, body: &[u8]) -> Response {
         Err(message) => return failure(StatusCode::BAD_REQUEST, Some(enc), message),
     };
     let outcome = otlp.apply(&req, otlp.now());
-    let response = response_of(&outcome);
+    let response = outcome.response();
     let body = match enc {
         Encoding::Protobuf => response.encode_to_vec(),
         Encoding::Json => json_response(&response),
@@ -173,24 +173,6 @@ pub fn decode(enc: Encoding, body: &[u8]) -> Result<ExportMetricsServiceRequest,
         Encoding::Protobuf => ExportMetricsServiceRequest::decode(body)
             .map_err(|e| format!("the body is not a protobuf ExportMetricsServiceRequest: {e}")),
         Encoding::Json => crate::otlp::json::decode(body).map_err(|e| e.to_string()),
-    }
-}
-
-/// The answer to a request whose points came out as `o`.
-#[must_use]
-pub fn response_of(o: &Outcome) -> ExportMetricsServiceResponse {
-    ExportMetricsServiceResponse {
-        partial_success: (o.rejected > 0).then(|| ExportMetricsPartialSuccess {
-            rejected_data_points: i64::try_from(o.rejected).unwrap_or(i64::MAX),
-            error_message: match o.first {
-                Some((reason, why)) => format!(
-                    "{} of {} data points were not applied; the first: {reason} ({why})",
-                    o.rejected,
-                    o.rejected + o.accepted
-                ),
-                None => String::new(),
-            },
-        }),
     }
 }
 

@@ -9,6 +9,9 @@
 pub(crate) mod backoff;
 pub mod fault;
 pub mod otlp;
+pub mod otlp_grpc;
+#[allow(clippy::all, clippy::pedantic, missing_docs)]
+pub mod otlp_service;
 pub(crate) mod reader;
 pub mod route;
 pub mod settings;

@@ -16,7 +16,9 @@ use std::time::Duration;
 use super::{Ingestor, Worker};
 use crate::clock::Timestamp;
 use crate::otlp::measure::{measure, Value};
-use crate::otlp::proto::opentelemetry::proto::collector::metrics::v1::ExportMetricsServiceRequest;
+use crate::otlp::proto::opentelemetry::proto::collector::metrics::v1::{
+    ExportMetricsPartialSuccess, ExportMetricsServiceRequest, ExportMetricsServiceResponse,
+};
 use crate::otlp::streams::Streams;
 use crate::otlp::{Point, ReadSettings, Reader, Reject};
 use crate::series::{Applied, Fold, Measured};
@@ -174,6 +176,27 @@ fn fold(v: &Value) -> Fold<'_> {
         Value::Set(x) => Fold::Set(*x),
         Value::Shift(x) => Fold::Shift(*x),
         Value::Aggregate(a) => Fold::Aggregate(a),
+    }
+}
+
+impl Outcome {
+    /// The answer to the request: a `partial_success` when points were not
+    /// applied, with how many and why the first was not.
+    #[must_use]
+    pub fn response(&self) -> ExportMetricsServiceResponse {
+        ExportMetricsServiceResponse {
+            partial_success: (self.rejected > 0).then(|| ExportMetricsPartialSuccess {
+                rejected_data_points: i64::try_from(self.rejected).unwrap_or(i64::MAX),
+                error_message: match self.first {
+                    Some((reason, why)) => format!(
+                        "{} of {} data points were not applied; the first: {reason} ({why})",
+                        self.rejected,
+                        self.rejected + self.accepted
+                    ),
+                    None => String::new(),
+                },
+            }),
+        }
     }
 }
 

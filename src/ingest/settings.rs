@@ -22,6 +22,8 @@ pub struct Listen {
     pub http: SocketAddr,
     /// OTLP/HTTP: `POST /v1/metrics` (off unless set).
     pub otlp_http: Option<SocketAddr>,
+    /// OTLP/gRPC: `MetricsService/Export` (off unless set).
+    pub otlp_grpc: Option<SocketAddr>,
     /// Permission bits of the Unix socket file (`statsd_unix_mode`, an
     /// octal string in the file; at most `0o777`).
     pub statsd_unix_mode: u32,
@@ -83,6 +85,7 @@ impl Default for Listen {
             statsd_unix: None,
             http: SocketAddr::from(([127, 0, 0, 1], 9102)),
             otlp_http: None,
+            otlp_grpc: None,
             statsd_unix_mode: DEFAULT_UNIX_MODE,
             statsd_unix_group: None,
         }

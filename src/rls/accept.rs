@@ -38,6 +38,25 @@ use tokio_rustls::server::TlsStream;
 
 use super::handshake;
 use super::service::RlsHandle;
+
+/// Where a gRPC listener counts its connections: the rate-limit
+/// service's, or OTLP's.
+pub trait Tally: Send + Sync + 'static {
+    /// Counts a connection refused or closed under `reason`.
+    fn refused(&self, reason: &'static str);
+    /// The gauge of connections open.
+    fn connections(&self) -> prometheus::IntGauge;
+}
+
+impl Tally for RlsHandle {
+    fn refused(&self, reason: &'static str) {
+        self.current().count_connection_refusal(reason);
+    }
+
+    fn connections(&self) -> prometheus::IntGauge {
+        self.current().connections()
+    }
+}
 use super::settings::ListenerCaps;
 use crate::tls::ServerTls;
 
@@ -57,7 +76,7 @@ pub struct Conn {
     /// When it is closed, however busy (`max_connection_age_ms`).
     expires: Option<Pin<Box<tokio::time::Sleep>>>,
     /// Counts the close at `expires`, once.
-    rls: Option<Arc<RlsHandle>>,
+    tally: Option<Arc<dyn Tally>>,
     _slot: Slot,
 }
 
@@ -102,19 +121,19 @@ enum Failed {
 pub fn incoming(
     listener: TcpListener,
     tls: Option<Arc<ServerTls>>,
-    rls: Arc<RlsHandle>,
+    tally: Arc<dyn Tally>,
     caps: ListenerCaps,
     stop: watch::Receiver<bool>,
 ) -> impl Stream<Item = io::Result<Conn>> {
     let (tx, rx) = mpsc::channel::<io::Result<Conn>>(64);
-    tokio::spawn(accept_loop(listener, tls, rls, caps, tx, stop));
+    tokio::spawn(accept_loop(listener, tls, tally, caps, tx, stop));
     futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|c| (c, rx)) })
 }
 
 async fn accept_loop(
     listener: TcpListener,
     tls: Option<Arc<ServerTls>>,
-    rls: Arc<RlsHandle>,
+    tally: Arc<dyn Tally>,
     caps: ListenerCaps,
     tx: mpsc::Sender<io::Result<Conn>>,
     mut stop: watch::Receiver<bool>,
@@ -135,7 +154,7 @@ async fn accept_loop(
             Err(e) => {
                 let delay = next_backoff(backoff);
                 if backoff.is_none() {
-                    tracing::warn!(error = %e, "Accepting a rate-limit gRPC connection failed; retrying with a back-off of up to 1 s. If the error is 'Too many open files', raise the open-file limit or lower [rls] max_connections.");
+                    tracing::warn!(error = %e, "Accepting a gRPC connection failed; retrying with a back-off of up to 1 s. If the error is 'Too many open files', raise the open-file limit or lower max_connections.");
                 }
                 backoff = Some(delay);
                 tokio::select! {
@@ -150,21 +169,21 @@ async fn accept_loop(
             if tls.is_none() {
                 refuse(&tcp);
             }
-            rls.current().count_connection_refusal("connection_cap");
+            tally.refused("connection_cap");
             continue;
         };
-        let slot = Slot::new(permit, rls.current().connections());
+        let slot = Slot::new(permit, tally.connections());
         let tls = match &tls {
             None => None,
             Some(t) => match handshakes.clone().try_acquire_owned() {
                 Ok(h) => Some((t.current(), h)),
                 Err(_) => {
-                    rls.current().count_connection_refusal("tls_handshake");
+                    tally.refused("tls_handshake");
                     continue;
                 }
             },
         };
-        let (tx, rls) = (tx.clone(), rls.clone());
+        let (tx, tally) = (tx.clone(), tally.clone());
         let accepted = Instant::now();
         let deadline = accepted + caps.handshake_timeout;
         let expires = caps.max_connection_age.map(|age| accepted + age);
@@ -175,13 +194,13 @@ async fn accept_loop(
                         io,
                         replayed: 0,
                         expires: expires.map(|at| Box::pin(tokio::time::sleep_until(at))),
-                        rls: Some(rls),
+                        tally: Some(tally),
                         _slot: slot,
                     };
                     let _ = tx.send(Ok(conn)).await;
                 }
                 Err(Failed::Silent) => {}
-                Err(Failed::Counted(reason)) => rls.current().count_connection_refusal(reason),
+                Err(Failed::Counted(reason)) => tally.refused(reason),
             }
         });
     }
@@ -247,7 +266,7 @@ fn is_preface_start(bytes: &[u8]) -> bool {
 /// preface) and a GOAWAY, last stream 0, ENHANCE_YOUR_CALM, with a
 /// message.
 fn refusal() -> Vec<u8> {
-    const MESSAGE: &[u8] = b"rollstat: too many open gRPC connections ([rls] max_connections)";
+    const MESSAGE: &[u8] = b"rollstat: too many open gRPC connections (max_connections)";
     let mut out = vec![0, 0, 0, 4, 0, 0, 0, 0, 0];
     let len = u32::try_from(8 + MESSAGE.len()).unwrap_or(0).to_be_bytes();
     out.extend_from_slice(&[len[1], len[2], len[3], 7, 0, 0, 0, 0, 0]);
@@ -285,10 +304,10 @@ impl Conn {
             .as_mut()
             .is_some_and(|e| e.as_mut().poll(cx).is_ready());
         expired.then(|| {
-            if let Some(rls) = self.rls.take() {
-                rls.current().count_connection_refusal("connection_age");
+            if let Some(tally) = self.tally.take() {
+                tally.refused("connection_age");
             }
-            io::Error::new(io::ErrorKind::TimedOut, "past [rls] max_connection_age_ms")
+            io::Error::new(io::ErrorKind::TimedOut, "past max_connection_age_ms")
         })
     }
 }
@@ -369,7 +388,7 @@ mod tests {
         assert_eq!((goaway[3], goaway.len()), (7, 9 + len), "GOAWAY, whole");
         assert_eq!(&goaway[9..13], &[0, 0, 0, 0], "last stream 0");
         assert_eq!(&goaway[13..17], &[0, 0, 0, 0xb], "ENHANCE_YOUR_CALM");
-        assert!(String::from_utf8_lossy(&goaway[17..]).contains("[rls] max_connections"));
+        assert!(String::from_utf8_lossy(&goaway[17..]).contains("max_connections"));
     }
 
     #[test]

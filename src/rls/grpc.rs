@@ -126,6 +126,6 @@ pub async fn serve(
     let stopped = async move {
         let _ = on_stop.wait_for(|s| *s).await;
     };
-    let incoming = accept::incoming(listener, tls, rls, caps, stop);
+    let incoming = accept::incoming(listener, tls, rls as Arc<dyn accept::Tally>, caps, stop);
     router.serve_with_incoming_shutdown(incoming, stopped).await
 }

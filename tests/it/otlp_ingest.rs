@@ -29,6 +29,7 @@ statsd_udp = "127.0.0.1:0"
 statsd_tcp = ""
 http = "127.0.0.1:0"
 otlp_http = "127.0.0.1:0"
+otlp_grpc = "127.0.0.1:0"
 
 [[windows]]
 name = "1m"
@@ -55,13 +56,22 @@ fn send(mut cmd: Command) -> Value {
     serde_json::from_str(last).unwrap_or_else(|e| panic!("{e}: {}", out.stdout))
 }
 
-fn python_sdk(d: &Daemon, prefix: &str, temporality: &str, compression: &str) -> Value {
+fn python_sdk(
+    d: &Daemon,
+    protocol: &str,
+    prefix: &str,
+    temporality: &str,
+    compression: &str,
+) -> Value {
+    let endpoint = match protocol {
+        "grpc" => format!("http://{}", d.otlp_grpc().unwrap()),
+        _ => format!("http://{}/v1/metrics", d.otlp_http().unwrap()),
+    };
     let mut cmd = Command::new(python());
     cmd.arg(repo().join("tests/clients/python/otlp_send.py"))
-        .args(["--protocol", "http", "--rounds", "3", "--prefix", prefix])
+        .args(["--protocol", protocol, "--rounds", "3", "--prefix", prefix])
         .args(["--temporality", temporality, "--compression", compression])
-        .arg("--endpoint")
-        .arg(format!("http://{}/v1/metrics", d.otlp_http().unwrap()));
+        .args(["--endpoint", &endpoint]);
     send(cmd)
 }
 
@@ -141,13 +151,24 @@ fn assert_matches(s: &Scrape, p: &str, sent: &Value) {
 #[test]
 fn the_python_sdk_over_http_protobuf_lands_as_recorded_cumulative_and_delta() {
     let d = Daemon::start_with(CONFIG);
-    let cumulative = python_sdk(&d, "c.", "cumulative", "none");
+    let cumulative = python_sdk(&d, "http", "c.", "cumulative", "none");
     // 3 rounds x (2 counters + updown + histogram + gauge).
     scraped(&d, 15.0);
-    let delta = python_sdk(&d, "d.", "delta", "gzip");
+    let delta = python_sdk(&d, "http", "d.", "delta", "gzip");
     let s = scraped(&d, 30.0);
     assert_matches(&s, "c_", &cumulative);
     assert_matches(&s, "d_", &delta);
+}
+
+#[test]
+fn the_python_sdk_over_grpc_lands_as_recorded_cumulative_and_delta() {
+    let d = Daemon::start_with(CONFIG);
+    let cumulative = python_sdk(&d, "grpc", "gc.", "cumulative", "none");
+    scraped(&d, 15.0);
+    let delta = python_sdk(&d, "grpc", "gd.", "delta", "gzip");
+    let s = scraped(&d, 30.0);
+    assert_matches(&s, "gc_", &cumulative);
+    assert_matches(&s, "gd_", &delta);
 }
 
 #[test]

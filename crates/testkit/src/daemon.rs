@@ -142,6 +142,7 @@ impl Launch {
                 http: SocketAddr::from(([0, 0, 0, 0], 0)),
                 rls_grpc: None,
                 otlp_http: None,
+                otlp_grpc: None,
             },
             config,
             log,
@@ -190,6 +191,8 @@ pub struct Listening {
     pub rls_grpc: Option<SocketAddr>,
     /// OTLP/HTTP, if the config turns it on.
     pub otlp_http: Option<SocketAddr>,
+    /// OTLP/gRPC, if the config turns it on.
+    pub otlp_grpc: Option<SocketAddr>,
 }
 
 impl Listening {
@@ -227,6 +230,7 @@ impl Listening {
             http: addr("http")?.ok_or_else(|| format!("no http= in {line:?}"))?,
             rls_grpc: addr("rls_grpc")?,
             otlp_http: addr("otlp_http")?,
+            otlp_grpc: addr("otlp_grpc")?,
         })
     }
 }

@@ -89,6 +89,11 @@ impl Daemon {
         self.run.listening.otlp_http
     }
 
+    /// The OTLP/gRPC listener, if the config turns it on.
+    pub fn otlp_grpc(&self) -> Option<SocketAddr> {
+        self.run.listening.otlp_grpc
+    }
+
     /// The daemon's process id.
     pub fn pid(&self) -> u32 {
         self.run.pid()
