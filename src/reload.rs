@@ -404,6 +404,11 @@ impl Reloader {
             "[rls] listener caps and timeouts take effect only after a restart",
         );
         note(
+            cfg.otlp != started.otlp,
+            "[otlp] changes take effect only after a restart; OTLP points are read as the daemon started.",
+            "[otlp] changes take effect only after a restart",
+        );
+        note(
             cfg.relays != started.relays,
             "[[relay]] changes take effect only after a restart; the relays the daemon started with go on.",
             "[[relay]] changes take effect only after a restart",

@@ -111,12 +111,13 @@ pub mod close_reason {
 /// Why the OTLP/gRPC listener refused or closed a connection
 /// (`rollstat_otlp_grpc_refused_total{reason}`), as the rate-limit
 /// service's gRPC listener counts them.
-pub const GRPC_CONNECTION_REASONS: [&str; 5] = [
+pub const GRPC_CONNECTION_REASONS: [&str; 6] = [
     "tls_handshake",
     "connection_cap",
     "preface_timeout",
     "bad_preface",
     "connection_age",
+    "busy",
 ];
 
 /// Why a UDP reader dropped a datagram unread
@@ -167,6 +168,9 @@ pub mod refuse_reason {
     /// `POST /v1/metrics` (OTLP) with a body that does not decode as an
     /// `ExportMetricsServiceRequest` in its Content-Type's encoding: 400.
     pub const BAD_OTLP: &str = "bad_otlp";
+    /// `POST /v1/metrics` while OTLP requests were applied in every slot
+    /// for a second: 429 with `Retry-After: 1`.
+    pub const OTLP_BUSY: &str = "otlp_busy";
     /// A route whose group (`[http.auth.*]`) is off, e.g. `/-/reload`
     /// while the lifecycle API is off: 403.
     pub const ROUTE_GROUP_OFF: &str = "route_group_off";
@@ -191,7 +195,7 @@ pub mod refuse_reason {
     /// expected JSON: 400.
     pub const BAD_ACQUIRE: &str = "bad_acquire";
     /// Every reason, in label order.
-    pub const ALL: [&str; 19] = [
+    pub const ALL: [&str; 20] = [
         BODY_TOO_LARGE,
         UNSUPPORTED_ENCODING,
         BAD_ENCODING,
@@ -204,6 +208,7 @@ pub mod refuse_reason {
         BAD_OUTCOMES,
         UNSUPPORTED_MEDIA_TYPE,
         BAD_OTLP,
+        OTLP_BUSY,
         ROUTE_GROUP_OFF,
         UNAUTHENTICATED,
         BAD_CREDENTIALS,

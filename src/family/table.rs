@@ -217,7 +217,7 @@ table! {
     OTLP_GRPC_CONNECTIONS: Gauge "rollstat_otlp_grpc_connections" []
         "Connections open on the OTLP/gRPC listener ([listen] otlp_grpc), in setup or served (at most 1024; one more is refused, counted as connection_cap).";
     OTLP_GRPC_REFUSED_TOTAL: Counter "rollstat_otlp_grpc_refused_total" ["reason"]
-        "OTLP/gRPC connections refused or closed before or outside an Export call, by reason: tls_handshake (with [http.tls]: a failed or stalled handshake), connection_cap (past 1024 connections: GOAWAY, closed), preface_timeout (no HTTP/2 preface within 10 s), bad_preface (first bytes that are not the HTTP/2 preface), connection_age (never: no age cap).";
+        "OTLP/gRPC connections refused or closed before or outside an Export call, by reason: tls_handshake (with [http.tls]: a failed or stalled handshake), connection_cap (past 1024 connections: GOAWAY, closed), preface_timeout (no HTTP/2 preface within 10 s), bad_preface (first bytes that are not the HTTP/2 preface), connection_age (never: no age cap), busy (an Export call answered UNAVAILABLE while OTLP requests were applied in every slot for a second).";
     RLS_CONNECTIONS: Gauge "rollstat_rls_connections" []
         "Connections open on the rate-limit service's gRPC listener, in setup or served (at most [rls] max_connections; one more is refused, counted as connection_cap).";
     RLS_REFUSED_TOTAL: Counter "rollstat_rls_refused_total" ["reason"]

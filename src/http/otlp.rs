@@ -13,7 +13,9 @@
 //! * `400` for a body that does not decode (counted as `bad_otlp`), `415`
 //!   for another media type (`unsupported_media_type`); `413` past the
 //!   body cap, and `503` with `Retry-After` while bodies hold their memory
-//!   budget, both from the HTTP listener's body guard. A failure's body
+//!   budget, both from the HTTP listener's body guard; `429` with
+//!   `Retry-After: 1` (`otlp_busy`) when requests are being applied in
+//!   every slot for longer than a second. A failure's body
 //!   is a `google.rpc.Status` in the request's encoding.
 //!
 //! Decoding and applying a large body takes a core for a while: off the
@@ -120,7 +122,19 @@ pub(super) async fn export(
         );
     };
     let telemetry = st.ingestor.telemetry.clone();
+    let Some(slot) = otlp.slot().await else {
+        telemetry.http_refused.inc(refuse_reason::OTLP_BUSY);
+        let mut busy = failure(
+            StatusCode::TOO_MANY_REQUESTS,
+            Some(enc),
+            "rollstat is applying as many OTLP requests as it can; retry after a second".into(),
+        );
+        busy.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        return busy;
+    };
     let answer = move || {
+        let _slot = slot;
         let answer = apply(&otlp, enc, &body);
         if answer.status() == StatusCode::BAD_REQUEST {
             telemetry.http_refused.inc(refuse_reason::BAD_OTLP);

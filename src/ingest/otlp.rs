@@ -13,6 +13,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
 use super::{Ingestor, Worker};
 use crate::clock::Timestamp;
 use crate::otlp::measure::{measure, Value};
@@ -56,7 +58,17 @@ pub struct OtlpIngest {
     hasher: RandomState,
     /// When the streams were last swept (nanoseconds).
     swept: AtomicU64,
+    /// Requests applied at once ([`MAX_CONCURRENT_EXPORTS`]).
+    slots: Arc<Semaphore>,
 }
+
+/// Requests applied at once, over both listeners: more would not go
+/// faster on the cores there are, only hold more memory.
+pub const MAX_CONCURRENT_EXPORTS: usize = 4;
+
+/// How long a request waits for a slot before it is answered "busy"
+/// (HTTP 429, gRPC UNAVAILABLE, both retried by OTLP exporters).
+pub const SLOT_WAIT: Duration = Duration::from_secs(1);
 
 impl OtlpIngest {
     /// The path into `ingestor`'s registry.
@@ -74,7 +86,17 @@ impl OtlpIngest {
             streams,
             hasher: RandomState::new(),
             swept: AtomicU64::new(0),
+            slots: Arc::new(Semaphore::new(MAX_CONCURRENT_EXPORTS)),
         }
+    }
+
+    /// A slot to apply one request in, waiting at most [`SLOT_WAIT`];
+    /// `None` when every slot stayed taken (the sender should retry).
+    pub async fn slot(&self) -> Option<OwnedSemaphorePermit> {
+        tokio::time::timeout(SLOT_WAIT, self.slots.clone().acquire_owned())
+            .await
+            .ok()?
+            .ok()
     }
 
     /// The streams remembered.
@@ -207,5 +229,165 @@ impl From<Reject> for Outcome {
             rejected: 1,
             first: Some((r.reason(), r.explain())),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::{Clock, ManualClock};
+    use crate::config::Config;
+    use crate::otlp::proto::opentelemetry::proto::metrics::v1::{
+        exponential_histogram_data_point::Buckets, metric, number_data_point, ExponentialHistogram,
+        ExponentialHistogramDataPoint, Metric, NumberDataPoint, ResourceMetrics, ScopeMetrics, Sum,
+    };
+    use crate::series::{Plan, Registry, SeriesState};
+    use crate::service::{ServiceHandle, Services};
+    use crate::telemetry::Telemetry;
+
+    const CFG: &str = "[listen]\notlp_http = \"127.0.0.1:0\"\n[series]\nnative_histogram_bucket_factor = 1.1\n[[windows]]\nname = \"1m\"\nbuckets = 60\ninterval_ms = 1000\n";
+
+    fn otlp() -> (OtlpIngest, Arc<Registry>, Timestamp) {
+        let cfg = Config::parse(CFG).unwrap();
+        let clock = ManualClock::new();
+        let now = clock.now();
+        let services = Services::new(cfg.service_settings(), now, None).unwrap();
+        let registry = Arc::new(Registry::new(Plan::new(cfg.series_settings()), 4));
+        let ingestor = Ingestor::new(
+            registry.clone(),
+            Arc::new(Telemetry::new().unwrap()),
+            Arc::new(clock),
+            Arc::new(ServiceHandle::new(services)),
+        );
+        (
+            OtlpIngest::new(Arc::new(ingestor), cfg.otlp_settings()),
+            registry,
+            now,
+        )
+    }
+
+    fn request(m: Metric) -> ExportMetricsServiceRequest {
+        ExportMetricsServiceRequest {
+            resource_metrics: vec![ResourceMetrics {
+                scope_metrics: vec![ScopeMetrics {
+                    metrics: vec![m],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+        }
+    }
+
+    fn counter(value: i64, start: u64) -> ExportMetricsServiceRequest {
+        request(Metric {
+            name: "hits".into(),
+            data: Some(metric::Data::Sum(Sum {
+                aggregation_temporality: 2,
+                is_monotonic: true,
+                data_points: vec![NumberDataPoint {
+                    start_time_unix_nano: start,
+                    value: Some(number_data_point::Value::AsInt(value)),
+                    ..Default::default()
+                }],
+            })),
+            ..Default::default()
+        })
+    }
+
+    fn total(r: &Registry) -> f64 {
+        let mut t = f64::NAN;
+        r.visit(|_, s| {
+            if let SeriesState::Counter { total, .. } = s {
+                t = *total;
+            }
+        });
+        t
+    }
+
+    #[test]
+    fn a_cumulative_counter_adds_what_it_grew_by_and_a_restart_counts_whole() {
+        let (o, r, now) = otlp();
+        let start = now.as_nanos() - 1_000_000_000;
+        // A drop is a reset too: the 2 counted whole.
+        for (v, want) in [(5, 5.0), (8, 8.0), (8, 8.0), (2, 10.0)] {
+            let out = o.apply(&counter(v, start), now);
+            assert_eq!((out.accepted, out.rejected), (1, 0));
+            assert_eq!(total(&r), want, "after {v}");
+        }
+        // The sender restarted: a new start time, counted whole.
+        o.apply(&counter(3, start + 10), now);
+        assert_eq!(total(&r), 13.0);
+        assert_eq!(o.streams().len(), 1);
+    }
+
+    #[test]
+    fn an_exponential_histogram_fills_a_native_histogram_of_its_scale_exactly() {
+        let (o, r, now) = otlp();
+        let point = ExponentialHistogramDataPoint {
+            scale: 3,
+            count: 7,
+            sum: Some(10.0),
+            zero_count: 1,
+            positive: Some(Buckets {
+                offset: 5,
+                bucket_counts: vec![1, 2, 3],
+            }),
+            ..Default::default()
+        };
+        let req = request(Metric {
+            name: "lat".into(),
+            data: Some(metric::Data::ExponentialHistogram(ExponentialHistogram {
+                aggregation_temporality: 1,
+                data_points: vec![point],
+            })),
+            ..Default::default()
+        });
+        assert_eq!(o.apply(&req, now).rejected, 0);
+        let mut counts = None;
+        r.visit(|_, s| {
+            if let SeriesState::Distribution { histogram, .. } = s {
+                assert_eq!((histogram.count, histogram.sum), (7.0, 10.0));
+                let n = histogram.native.as_ref().expect("a native histogram");
+                assert_eq!(n.histogram.schema(), 3);
+                counts = Some(n.histogram.integer_counts(7));
+            }
+        });
+        let counts = counts.expect("the series");
+        // OTLP's bucket k is Prometheus' k + 1.
+        assert_eq!(counts.positive, vec![(6, 1), (7, 2), (8, 3)]);
+        assert_eq!(counts.zero, 1);
+    }
+
+    #[test]
+    fn the_answer_names_how_many_points_were_not_applied_and_why_the_first() {
+        let (o, _, now) = otlp();
+        let mut req = counter(-1, 0);
+        req.resource_metrics.extend(counter(1, 0).resource_metrics);
+        let out = o.apply(&req, now);
+        assert_eq!((out.accepted, out.rejected), (1, 1));
+        let p = out.response().partial_success.unwrap();
+        assert_eq!(p.rejected_data_points, 1);
+        assert!(
+            p.error_message
+                .starts_with("1 of 2 data points were not applied; the first: otlp_bad_value"),
+            "{}",
+            p.error_message
+        );
+        assert_eq!(
+            o.apply(&counter(1, 0), now).response().partial_success,
+            None
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_waits_a_second_for_a_slot_then_is_told_to_come_back() {
+        let (o, _, _) = otlp();
+        let mut held = Vec::new();
+        for _ in 0..MAX_CONCURRENT_EXPORTS {
+            held.push(o.slot().await.expect("a free slot"));
+        }
+        assert!(o.slot().await.is_none());
+        held.pop();
+        assert!(o.slot().await.is_some());
     }
 }

@@ -9,7 +9,9 @@
 //! ([`OtlpIngest::apply`], on the blocking pool), and answered with the
 //! same `partial_success`. A request past `ingest.http_max_body_bytes`
 //! (compressed or not) is answered OUT_OF_RANGE or RESOURCE_EXHAUSTED by
-//! tonic without being applied; gzip-compressed requests are read.
+//! tonic without being applied; gzip-compressed requests are read. When
+//! every apply slot stays taken for a second, a call is answered
+//! UNAVAILABLE (which exporters retry), counted as `busy`.
 
 use std::sync::Arc;
 
@@ -34,6 +36,8 @@ pub const CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10)
 /// The service as tonic calls it.
 struct Handler {
     otlp: Arc<OtlpIngest>,
+    /// `rollstat_otlp_grpc_refused_total`, for calls refused as busy.
+    busy: ReasonCounters,
 }
 
 #[tonic::async_trait]
@@ -42,11 +46,20 @@ impl MetricsService for Handler {
         &self,
         request: Request<ExportMetricsServiceRequest>,
     ) -> Result<Response<ExportMetricsServiceResponse>, Status> {
+        let Some(slot) = self.otlp.slot().await else {
+            self.busy.inc("busy");
+            return Err(Status::unavailable(
+                "rollstat is applying as many OTLP requests as it can; retry",
+            ));
+        };
         let otlp = self.otlp.clone();
         let req = request.into_inner();
-        let outcome = tokio::task::spawn_blocking(move || otlp.apply(&req, otlp.now()))
-            .await
-            .map_err(|e| Status::internal(format!("the ingest task failed: {e}")))?;
+        let outcome = tokio::task::spawn_blocking(move || {
+            let _slot = slot;
+            otlp.apply(&req, otlp.now())
+        })
+        .await
+        .map_err(|e| Status::internal(format!("the ingest task failed: {e}")))?;
         Ok(Response::new(outcome.response()))
     }
 }
@@ -90,9 +103,12 @@ pub async fn serve(
         connections: telemetry.otlp_grpc_connections.clone(),
         refused: telemetry.otlp_grpc_refused.clone(),
     });
-    let service = MetricsServiceServer::new(Handler { otlp })
-        .accept_compressed(CompressionEncoding::Gzip)
-        .max_decoding_message_size(max_bytes);
+    let service = MetricsServiceServer::new(Handler {
+        otlp,
+        busy: telemetry.otlp_grpc_refused.clone(),
+    })
+    .accept_compressed(CompressionEncoding::Gzip)
+    .max_decoding_message_size(max_bytes);
     let router = tonic::transport::Server::builder()
         .timeout(caps.call_timeout)
         .max_concurrent_streams(caps.max_streams_per_connection)

@@ -353,3 +353,174 @@ fn hash_attributes(h: &mut impl Hasher, attrs: &[KeyValue]) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::proto::opentelemetry::proto::common::v1::AnyValue;
+    use super::super::proto::opentelemetry::proto::metrics::v1::{
+        Gauge, NumberDataPoint, ResourceMetrics, ScopeMetrics, Sum,
+    };
+    use super::super::proto::opentelemetry::proto::resource::v1::Resource;
+    use super::*;
+    use std::collections::hash_map::RandomState;
+
+    const NOW: Timestamp = Timestamp::from_secs(1_767_225_600);
+
+    fn kv(k: &str, v: any_value::Value) -> KeyValue {
+        KeyValue {
+            key: k.into(),
+            value: Some(AnyValue { value: Some(v) }),
+            ..Default::default()
+        }
+    }
+
+    fn s(v: &str) -> any_value::Value {
+        any_value::Value::StringValue(v.into())
+    }
+
+    fn gauge(time: u64, attrs: Vec<KeyValue>) -> Metric {
+        Metric {
+            name: "g".into(),
+            data: Some(metric::Data::Gauge(Gauge {
+                data_points: vec![NumberDataPoint {
+                    attributes: attrs,
+                    time_unix_nano: time,
+                    value: Some(number_data_point::Value::AsInt(3)),
+                    ..Default::default()
+                }],
+            })),
+            ..Default::default()
+        }
+    }
+
+    fn request(resource: Vec<KeyValue>, metrics: Vec<Metric>) -> ExportMetricsServiceRequest {
+        ExportMetricsServiceRequest {
+            resource_metrics: vec![ResourceMetrics {
+                resource: Some(Resource {
+                    attributes: resource,
+                    ..Default::default()
+                }),
+                scope_metrics: vec![ScopeMetrics {
+                    metrics,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+        }
+    }
+
+    fn settings() -> ReadSettings {
+        ReadSettings {
+            resource_labels: vec![("service.name".into(), "service".into())],
+            max_age: Duration::from_secs(60),
+            max_ahead: Duration::from_secs(5),
+        }
+    }
+
+    /// A point as read: its tags and stream, or its rejection.
+    type Read = Result<(Vec<(String, String)>, u64), Reject>;
+
+    /// Each point read.
+    fn read(req: &ExportMetricsServiceRequest) -> Vec<Read> {
+        let (settings, hasher) = (settings(), RandomState::new());
+        let reader = Reader {
+            settings: &settings,
+            hasher: &hasher,
+            now: NOW,
+        };
+        let mut out = Vec::new();
+        reader.read(req, |p| {
+            out.push(p.map(|p| {
+                let tags = p
+                    .tags
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect();
+                (tags, p.stream)
+            }));
+        });
+        out
+    }
+
+    fn tags(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn attributes_then_the_kept_resource_attributes_are_the_tags() {
+        let attrs = vec![
+            kv("route", s("/a")),
+            kv("ok", any_value::Value::BoolValue(true)),
+            kv("code", any_value::Value::IntValue(200)),
+        ];
+        let resource = vec![kv("service.name", s("api")), kv("host.name", s("h1"))];
+        let got = read(&request(resource, vec![gauge(0, attrs)]));
+        let want = tags(&[
+            ("route", "/a"),
+            ("ok", "true"),
+            ("code", "200"),
+            ("service", "api"),
+        ]);
+        assert_eq!(got[0].as_ref().unwrap().0, want);
+    }
+
+    #[test]
+    fn two_instances_of_one_service_are_two_streams_of_one_series() {
+        let a = vec![
+            kv("service.name", s("api")),
+            kv("service.instance.id", s("1")),
+        ];
+        let b = vec![
+            kv("service.name", s("api")),
+            kv("service.instance.id", s("2")),
+        ];
+        let mut req = request(a, vec![gauge(0, vec![])]);
+        req.resource_metrics
+            .extend(request(b, vec![gauge(0, vec![])]).resource_metrics);
+        let got = read(&req);
+        let (x, y) = (got[0].as_ref().unwrap(), got[1].as_ref().unwrap());
+        assert_eq!(x.0, y.0);
+        assert_ne!(x.1, y.1);
+    }
+
+    #[test]
+    fn points_outside_the_time_tolerance_are_too_old_or_too_new() {
+        let now = NOW.as_nanos();
+        let at = |t: u64| {
+            read(&request(vec![], vec![gauge(t, vec![])]))
+                .remove(0)
+                .err()
+        };
+        assert_eq!(at(now - 61_000_000_000), Some(Reject::TooOld));
+        assert_eq!(at(now + 6_000_000_000), Some(Reject::TooNew));
+        assert_eq!(at(now - 59_000_000_000), None);
+        assert_eq!(at(0), None);
+    }
+
+    #[test]
+    fn array_values_and_unspecified_temporality_are_refused_and_no_value_points_skipped() {
+        let arr = any_value::Value::ArrayValue(Default::default());
+        let got = read(&request(vec![], vec![gauge(0, vec![kv("k", arr)])]));
+        assert_eq!(got, vec![Err(Reject::BadAttributes)]);
+        let sum = Metric {
+            name: "s".into(),
+            data: Some(metric::Data::Sum(Sum {
+                data_points: vec![NumberDataPoint::default()],
+                ..Default::default()
+            })),
+            ..Default::default()
+        };
+        assert_eq!(
+            read(&request(vec![], vec![sum])),
+            vec![Err(Reject::BadTemporality)]
+        );
+        let mut skipped = gauge(0, vec![]);
+        if let Some(metric::Data::Gauge(g)) = &mut skipped.data {
+            g.data_points[0].flags = NO_RECORDED_VALUE;
+        }
+        assert!(read(&request(vec![], vec![skipped])).is_empty());
+    }
+}

@@ -207,9 +207,9 @@ fn as_map(pairs: &[(&str, f64)]) -> BTreeMap<String, f64> {
 fn every_malformed_datagram_is_counted_under_its_reason_and_good_lines_survive() {
     let d = Daemon::start();
     let mut before = d.scrape();
-    // Every reason the parser can give, and the two of JSON ingest
-    // samples, is registered at 0 from the start.
-    assert_eq!(rejected(&before).len(), 23, "{:?}", rejected(&before));
+    // Every reason the parser can give, the two of JSON ingest samples
+    // and the eight of OTLP data points, is registered at 0 from the start.
+    assert_eq!(rejected(&before).len(), 31, "{:?}", rejected(&before));
     for (i, c) in cases().iter().enumerate() {
         d.send_udp(&c.datagram);
         // Lines, rejections and skips are separate counters flushed one
