@@ -238,8 +238,9 @@ mod tests {
     use crate::clock::{Clock, ManualClock};
     use crate::config::Config;
     use crate::otlp::proto::opentelemetry::proto::metrics::v1::{
-        exponential_histogram_data_point::Buckets, metric, number_data_point, ExponentialHistogram,
-        ExponentialHistogramDataPoint, Metric, NumberDataPoint, ResourceMetrics, ScopeMetrics, Sum,
+        exponential_histogram_data_point::Buckets, metric, number_data_point,
+        summary_data_point::ValueAtQuantile, ExponentialHistogram, ExponentialHistogramDataPoint,
+        Metric, NumberDataPoint, ResourceMetrics, ScopeMetrics, Sum, Summary, SummaryDataPoint,
     };
     use crate::series::{Plan, Registry, SeriesState};
     use crate::service::{ServiceHandle, Services};
@@ -248,7 +249,12 @@ mod tests {
     const CFG: &str = "[listen]\notlp_http = \"127.0.0.1:0\"\n[series]\nnative_histogram_bucket_factor = 1.1\n[[windows]]\nname = \"1m\"\nbuckets = 60\ninterval_ms = 1000\n";
 
     fn otlp() -> (OtlpIngest, Arc<Registry>, Timestamp) {
-        let cfg = Config::parse(CFG).unwrap();
+        otlp_with("")
+    }
+
+    /// The path over [`CFG`] and `extra`.
+    fn otlp_with(extra: &str) -> (OtlpIngest, Arc<Registry>, Timestamp) {
+        let cfg = Config::parse(&format!("{CFG}{extra}")).unwrap();
         let clock = ManualClock::new();
         let now = clock.now();
         let services = Services::new(cfg.service_settings(), now, None).unwrap();
@@ -389,5 +395,71 @@ mod tests {
         assert!(o.slot().await.is_none());
         held.pop();
         assert!(o.slot().await.is_some());
+    }
+
+    fn summary(name: &str, count: u64, sum: f64, start: u64) -> ExportMetricsServiceRequest {
+        let q = |quantile, value| ValueAtQuantile { quantile, value };
+        ExportMetricsServiceRequest {
+            resource_metrics: vec![ResourceMetrics {
+                scope_metrics: vec![ScopeMetrics {
+                    metrics: vec![Metric {
+                        name: name.into(),
+                        data: Some(metric::Data::Summary(Summary {
+                            data_points: vec![SummaryDataPoint {
+                                start_time_unix_nano: start,
+                                count,
+                                sum,
+                                quantile_values: vec![q(0.0, 0.5), q(0.5, 1.0), q(1.0, 4.0)],
+                                ..Default::default()
+                            }],
+                        })),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+        }
+    }
+
+    /// `(metric, samples, sum, min, max)` of a series' window.
+    type Window = (String, f64, f64, Option<f64>, Option<f64>);
+
+    /// Each series' window.
+    fn windows(r: &Registry, now: Timestamp) -> Vec<Window> {
+        let mut out = Vec::new();
+        r.visit(|m, s| {
+            let v = s.window_view(0, now, &[]);
+            out.push((m.prom_name.to_string(), v.samples, v.sum, v.min, v.max));
+        });
+        out
+    }
+
+    #[test]
+    fn a_summary_adds_the_change_of_its_count_and_sum_and_its_range_once() {
+        let (o, r, now) = otlp();
+        let start = now.as_nanos() - 1_000_000_000;
+        o.apply(&summary("rpc", 4, 6.0, start), now);
+        o.apply(&summary("rpc", 10, 15.0, start), now);
+        assert_eq!(
+            windows(&r, now),
+            vec![("rpc".to_string(), 10.0, 15.0, Some(0.5), Some(4.0))]
+        );
+    }
+
+    #[test]
+    fn a_mapping_rule_renames_otlp_points_as_it_renames_statsd_lines() {
+        let rule = "[[mappings]]\nmatch = \"svc.*.latency\"\nrename = \"latency\"\nlabels = { service = \"$1\" }\n";
+        let (o, r, now) = otlp_with(rule);
+        o.apply(&summary("svc.api.latency", 2, 3.0, now.as_nanos()), now);
+        let mut seen = Vec::new();
+        r.visit(|m, _| seen.push((m.prom_name.to_string(), m.labels.clone())));
+        assert_eq!(
+            seen,
+            vec![(
+                "latency".to_string(),
+                vec![("service".to_string(), "api".to_string())]
+            )]
+        );
     }
 }
