@@ -17,14 +17,27 @@
 //! itself with port-0 listeners, so one command measures everything, and
 //! reports the daemon's CPU time per line.
 //!
-//! Files: `send.rs` (the senders), `report.rs` (the daemon's counters and
-//! the report). The lines come from `rollstat_testkit::fixtures`, and the
-//! daemon launcher, the HTTP client and the `/metrics` reader from the same
-//! harness as the integration tests'.
+//! `--transport otlp` sends OTLP/HTTP protobuf instead: requests of
+//! `--points-per-request` data points over `--names` streams, encoded
+//! before the timed loop, posted over one keep-alive connection per
+//! sender, every answer checked (200, no `partial_success`); the report
+//! counts data points (`rollstat_ingest_lines_total{transport="otlp"}`).
+//! `--probe N` measures ingest-to-visible latency instead of throughput.
+//! With `--spawn`, both modes also report the daemon's resident memory
+//! before and after, and its growth per series or stream.
+//!
+//! Files: `send.rs` (the statsd senders), `otlp.rs` (the OTLP requests
+//! and senders), `probe.rs` (the latency probe), `report.rs` (the
+//! daemon's counters and the reports). The lines come from
+//! `rollstat_testkit::fixtures`, and the daemon launcher, the HTTP client
+//! and the `/metrics` reader from the same harness as the integration
+//! tests'.
 
 #![forbid(unsafe_code)]
 #![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
+mod otlp;
+mod probe;
 mod report;
 mod send;
 
@@ -40,16 +53,47 @@ use rollstat_testkit::daemon::{Launch, Running};
 use rollstat_testkit::fixtures::{render_datagrams, Kind};
 use rollstat_testkit::http::try_http;
 
-use report::{cpu_secs, Counters, Report};
+use report::{cpu_secs, rss_bytes, Counters, OtlpReport, Report};
 use send::{sender, since, Pace, Sent};
 
 /// Longest a blast may send, whatever `--duration-secs` says.
 const MAX_DURATION: Duration = Duration::from_secs(120);
 /// Longest the tool waits for the daemon to drain after sending.
 const MAX_DRAIN: Duration = Duration::from_secs(30);
+/// The daemon's resident memory is read this long after the last send
+/// (the UDP readers have applied a small burst by then; OTLP points are
+/// applied before their answer), before the counters are scraped: a
+/// scrape of many series would add its own buffers to the growth.
+const RSS_SETTLE: Duration = Duration::from_millis(100);
 
-/// Send statsd load over loopback and report what the daemon counted
-/// (from its /metrics) and what was lost.
+/// The daemon's RSS once the sends have settled ([`RSS_SETTLE`]).
+fn rss_settled(pid: Option<&str>) -> Option<u64> {
+    let pid = pid?;
+    std::thread::sleep(RSS_SETTLE);
+    rss_bytes(pid)
+}
+
+/// What the load is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Transport {
+    /// statsd lines over UDP.
+    Udp,
+    /// OTLP/HTTP protobuf to POST /v1/metrics.
+    Otlp,
+}
+
+impl Transport {
+    /// The `transport` label of its `rollstat_ingest_lines_total`.
+    fn label(self) -> &'static str {
+        match self {
+            Transport::Udp => "udp",
+            Transport::Otlp => "otlp",
+        }
+    }
+}
+
+/// Send statsd (or OTLP/HTTP) load over loopback and report what the
+/// daemon counted (from its /metrics) and what was lost.
 #[derive(Clone, Debug, Parser)]
 #[command(name = "rollstat-blast", version)]
 struct Args {
@@ -59,6 +103,31 @@ struct Args {
     /// HTTP address of the daemon, to read its counters (ignored with --spawn).
     #[arg(long, default_value = "127.0.0.1:9102")]
     http: SocketAddr,
+    /// The load: statsd lines over UDP, or OTLP/HTTP protobuf requests.
+    #[arg(long, value_enum, default_value_t = Transport::Udp)]
+    transport: Transport,
+    /// OTLP/HTTP address of the daemon (`[listen] otlp_http`; ignored with
+    /// --spawn).
+    #[arg(long, default_value = "127.0.0.1:4318")]
+    otlp_http: SocketAddr,
+    /// OTLP: data points per request.
+    #[arg(long, default_value_t = 1000)]
+    points_per_request: usize,
+    /// OTLP: streams (attribute values) per metric name; --names streams
+    /// make --names / --per-metric metric names.
+    #[arg(long, default_value_t = 100)]
+    per_metric: usize,
+    /// OTLP: percent of the metric names that are gauges (spread evenly);
+    /// the others are cumulative monotonic sums.
+    #[arg(long, default_value_t = 20)]
+    gauge_pct: usize,
+    /// OTLP: upper bound on requests sent (over all senders).
+    #[arg(long, default_value_t = 10_000_000)]
+    max_requests: u64,
+    /// Instead of load: N ingest-to-visible probes over --transport (one
+    /// gauge sample each, polled on /api/v1/series); at most 10000.
+    #[arg(long, default_value_t = 0)]
+    probe: usize,
     /// Start the rollstat daemon (port-0 listeners, temp config) and stop it
     /// afterwards.
     #[arg(long)]
@@ -84,7 +153,8 @@ struct Args {
     /// says].
     #[arg(long)]
     daemon_workers: Option<usize>,
-    /// Distinct metric names (= series, tags are fixed per name).
+    /// Distinct metric names (= series, tags are fixed per name); OTLP:
+    /// distinct streams (metric name and attributes).
     #[arg(long, default_value_t = 10_000)]
     names: usize,
     /// Tags per line (DogStatsD `|#k:v`), one value per name.
@@ -96,7 +166,8 @@ struct Args {
     /// Largest datagram payload.
     #[arg(long, default_value_t = 1432)]
     max_datagram_bytes: usize,
-    /// Lines per second over all senders; 0 = as fast as possible.
+    /// Lines (OTLP: data points) per second over all senders; 0 = as fast
+    /// as possible.
     #[arg(long, default_value_t = 0)]
     rate: u64,
     /// How long to send (capped at 120 s).
@@ -105,7 +176,8 @@ struct Args {
     /// Upper bound on datagrams sent (over all senders).
     #[arg(long, default_value_t = 200_000_000)]
     max_datagrams: u64,
-    /// Sender threads.
+    /// Sender threads (OTLP: keep-alive connections, each with its own
+    /// share of the streams; at most one per request of a pass).
     #[arg(long, default_value_t = 1)]
     senders: usize,
     /// UDP flows (source ports) per sender thread, used in turn, one
@@ -133,10 +205,23 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    match run(&Args::parse()) {
-        Ok(report) => {
-            print!("{}", report.render());
-            ExitCode::SUCCESS
+    let a = Args::parse();
+    let done = if a.probe > 0 {
+        run_probe(&a).map(|text| (text, true))
+    } else if a.transport == Transport::Otlp {
+        run_otlp(&a).map(|r| (r.render(), r.clean()))
+    } else {
+        run(&a).map(|r| (r.render(), true))
+    };
+    match done {
+        Ok((text, clean)) => {
+            print!("{text}");
+            if clean {
+                ExitCode::SUCCESS
+            } else {
+                eprintln!("rollstat-blast: some OTLP requests failed or had points refused (see requests_failed, points_refused, first_error)");
+                ExitCode::from(2)
+            }
         }
         Err(e) => {
             eprintln!("rollstat-blast: {e}");
@@ -163,11 +248,12 @@ fn daemon_bin(a: &Args) -> io::Result<PathBuf> {
     }
 }
 
-/// blast's own config: port-0 listeners, `readers` UDP readers, `workers`
-/// ingest workers and room for `names` series.
+/// blast's own config: port-0 listeners (statsd UDP, HTTP, OTLP/HTTP),
+/// `readers` UDP readers, `workers` ingest workers and room for `names`
+/// series.
 fn own_config(readers: usize, workers: usize, names: usize) -> String {
     format!(
-        "[listen]\nstatsd_udp = \"127.0.0.1:0\"\nstatsd_tcp = \"\"\nhttp = \"127.0.0.1:0\"\n\
+        "[listen]\nstatsd_udp = \"127.0.0.1:0\"\nstatsd_tcp = \"\"\nhttp = \"127.0.0.1:0\"\notlp_http = \"127.0.0.1:0\"\n\
          [ingest]\nudp_readers = {readers}\nudp_workers = {workers}\n\
          [series]\nmax_series = {}\n",
         (names + 1000).max(100_000)
@@ -175,8 +261,8 @@ fn own_config(readers: usize, workers: usize, names: usize) -> String {
 }
 
 /// The config file `text` (from `path`) with its `[listen]` moved to free
-/// loopback ports: statsd UDP and HTTP on port 0, TCP and Unix off; the
-/// readers and workers set if given. Comments are not kept. Refused: HTTPS
+/// loopback ports: statsd UDP, HTTP and OTLP/HTTP on port 0, TCP and Unix
+/// off; the readers and workers set if given. Comments are not kept. Refused: HTTPS
 /// (`[http.tls]`, `web_config_file`), which blast does not speak.
 fn file_config(
     path: &std::path::Path,
@@ -205,6 +291,7 @@ fn file_config(
     listen.insert("statsd_tcp".into(), "".into());
     listen.insert("statsd_unix".into(), "".into());
     listen.insert("http".into(), "127.0.0.1:0".into());
+    listen.insert("otlp_http".into(), "127.0.0.1:0".into());
     doc.insert("listen".into(), toml::Value::Table(listen));
     let mut ingest = table(&mut doc, "ingest")?;
     for (key, v) in [("udp_readers", readers), ("udp_workers", workers)] {
@@ -234,8 +321,8 @@ fn spawn_daemon(bin: PathBuf, config: &str) -> io::Result<Running> {
     Ok(running)
 }
 
-/// The daemon's counters, from a GET /metrics.
-fn read_counters(http: SocketAddr) -> io::Result<Counters> {
+/// The daemon's counters (lines of `transport`), from a GET /metrics.
+fn read_counters(http: SocketAddr, transport: Transport) -> io::Result<Counters> {
     let r = try_http(http, "GET", "/metrics", &[("Accept", "text/plain")], b"")
         .map_err(io::Error::other)?;
     if r.status != 200 {
@@ -245,7 +332,8 @@ fn read_counters(http: SocketAddr) -> io::Result<Counters> {
             r.text()
         )));
     }
-    Counters::from_exposition(&r.text()).map_err(|e| io::Error::other(format!("GET /metrics: {e}")))
+    Counters::from_exposition(&r.text(), transport.label())
+        .map_err(|e| io::Error::other(format!("GET /metrics: {e}")))
 }
 
 /// Runs a blast and returns its report.
@@ -272,8 +360,9 @@ fn run(a: &Args) -> io::Result<Report> {
     );
     let per_datagram = datagrams.iter().map(|d| d.1).sum::<u64>() as f64 / datagrams.len() as f64;
     announce(&datagrams, per_datagram, udp, duration, a.rate);
-    let before = read_counters(http)?;
+    let before = read_counters(http, Transport::Udp)?;
     let pid = spawned.as_ref().map(|s| s.pid().to_string());
+    let rss0 = pid.as_deref().and_then(rss_bytes);
     let daemon_cpu0 = pid.as_deref().and_then(cpu_secs);
     let tool_cpu0 = cpu_secs("self");
 
@@ -292,6 +381,7 @@ fn run(a: &Args) -> io::Result<Report> {
             format!("the daemon's at {http}")
         },
         flows: a.senders * a.flows,
+        names: a.names,
         ..Report::default()
     };
     for r in send_all(&datagrams, udp, a.senders, pace) {
@@ -301,9 +391,11 @@ fn run(a: &Args) -> io::Result<Report> {
         report.send_errors += s.errors;
         report.send_secs = report.send_secs.max(s.elapsed.as_secs_f64());
     }
-    let (after, settled_at) = drained(http, before, report.lines_sent, drain)?;
+    let rss1 = rss_settled(pid.as_deref());
+    let (after, settled_at) = drained(http, Transport::Udp, before, report.lines_sent, drain)?;
     report.drain_secs = settled_at.as_secs_f64();
     report.delta = after.minus(before);
+    report.rss = rss0.zip(rss1);
     report.daemon_cpu_secs = pid
         .as_deref()
         .and_then(cpu_secs)
@@ -312,6 +404,144 @@ fn run(a: &Args) -> io::Result<Report> {
     report.tool_cpu_secs = cpu_secs("self").zip(tool_cpu0).map(|(b, a)| b - a);
     drop(spawned);
     Ok(report)
+}
+
+/// With `--spawn`, the spawned daemon's OTLP/HTTP and HTTP addresses;
+/// without, `--otlp-http` and `--http`.
+fn otlp_addrs(a: &Args, spawned: &Option<Running>) -> io::Result<(SocketAddr, SocketAddr)> {
+    match spawned {
+        Some(s) => Ok((
+            s.listening.otlp_http.ok_or_else(|| {
+                io::Error::other("the spawned daemon listens on no OTLP/HTTP port")
+            })?,
+            s.listening.http,
+        )),
+        None => Ok((a.otlp_http, a.http)),
+    }
+}
+
+/// Runs an OTLP blast and returns its report.
+fn run_otlp(a: &Args) -> io::Result<OtlpReport> {
+    if a.names == 0 || a.senders == 0 || a.per_metric == 0 || a.points_per_request == 0 {
+        return Err(io::Error::other(
+            "--names, --senders, --per-metric and --points-per-request must be at least 1",
+        ));
+    }
+    let duration = Duration::from_secs_f64(a.duration_secs.max(0.0)).min(MAX_DURATION);
+    let drain = Duration::from_secs_f64(a.drain_secs.max(0.0)).min(MAX_DRAIN);
+    let shape = otlp::Shape {
+        streams: a.names,
+        per_metric: a.per_metric,
+        per_request: a.points_per_request,
+        gauge_pct: a.gauge_pct.min(100),
+    };
+    let clock = SystemClock::new();
+    let bodies = otlp::encode_all(&shape, clock.now().as_nanos())?;
+    if a.senders > bodies.len() {
+        return Err(io::Error::other(format!(
+            "--senders {} is more than the {} requests one pass takes: each sender owns its streams",
+            a.senders,
+            bodies.len()
+        )));
+    }
+    let (config, config_name) = config_of(a)?;
+    let spawned = daemon_for(a, &config)?;
+    let (otlp_http, http) = otlp_addrs(a, &spawned)?;
+    eprintln!(
+        "blast: {} OTLP requests pre-encoded ({} points, {} metric names, up to {} bytes each); posting to {otlp_http} from {} connections for {:.1} s",
+        bodies.len(),
+        a.points_per_request,
+        shape.metrics(),
+        bodies.iter().map(|b| b.bytes.len()).max().unwrap_or(0),
+        a.senders,
+        duration.as_secs_f64(),
+    );
+    // Sender k owns requests k, k + senders, ...
+    let mut owned: Vec<Vec<otlp::Body>> = (0..a.senders).map(|_| Vec::new()).collect();
+    for (i, b) in bodies.into_iter().enumerate() {
+        owned[i % a.senders].push(b);
+    }
+    let before = read_counters(http, Transport::Otlp)?;
+    let pid = spawned.as_ref().map(|s| s.pid().to_string());
+    let rss0 = pid.as_deref().and_then(rss_bytes);
+    let daemon_cpu0 = pid.as_deref().and_then(cpu_secs);
+    let tool_cpu0 = cpu_secs("self");
+    let pace = otlp::Pace {
+        rate: a.rate as f64 / a.senders as f64,
+        duration,
+        max_requests: (a.max_requests / a.senders as u64).max(1),
+    };
+    let mut report = OtlpReport {
+        config: if a.spawn {
+            config_name
+        } else {
+            format!("the daemon's at {http}")
+        },
+        senders: a.senders,
+        streams: a.names,
+        points_per_request: a.points_per_request,
+        gauge_pct: shape.gauge_pct,
+        ..OtlpReport::default()
+    };
+    let results = std::thread::scope(|s| {
+        let handles: Vec<_> = owned
+            .iter_mut()
+            .map(|mine| s.spawn(move || otlp::sender(otlp_http, mine, pace)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(io::Error::other("OTLP sender panicked")))
+            })
+            .collect::<Vec<_>>()
+    });
+    for r in results {
+        let s = r?;
+        report.requests_sent += s.requests;
+        report.points_sent += s.points;
+        report.requests_failed += s.failed;
+        report.points_refused += s.refused;
+        report.send_secs = report.send_secs.max(s.elapsed.as_secs_f64());
+        if report.first_error.is_none() {
+            report.first_error = s.first_error;
+        }
+    }
+    let rss1 = rss_settled(pid.as_deref());
+    let (after, settled_at) = drained(http, Transport::Otlp, before, report.points_sent, drain)?;
+    report.drain_secs = settled_at.as_secs_f64();
+    report.delta = after.minus(before);
+    report.rss = rss0.zip(rss1);
+    report.daemon_cpu_secs = pid
+        .as_deref()
+        .and_then(cpu_secs)
+        .zip(daemon_cpu0)
+        .map(|(b, a)| b - a);
+    report.tool_cpu_secs = cpu_secs("self").zip(tool_cpu0).map(|(b, a)| b - a);
+    drop(spawned);
+    Ok(report)
+}
+
+/// Runs `--probe N` over `--transport`; its report.
+fn run_probe(a: &Args) -> io::Result<String> {
+    let (config, config_name) = config_of(a)?;
+    let spawned = daemon_for(a, &config)?;
+    let target = match a.transport {
+        Transport::Otlp => probe::Target::Otlp(otlp_addrs(a, &spawned)?.0),
+        Transport::Udp => probe::Target::Udp(
+            spawned
+                .as_ref()
+                .and_then(|s| s.listening.udp)
+                .unwrap_or(a.udp),
+        ),
+    };
+    let http = spawned.as_ref().map_or(a.http, |s| s.listening.http);
+    let latencies = probe::probe(target, http, a.probe.min(10_000))?;
+    Ok(latencies.render(&if a.spawn {
+        config_name
+    } else {
+        format!("the daemon's at {http}")
+    }))
 }
 
 /// The daemon's config (`--config` with its listeners moved, or blast's
@@ -397,13 +627,14 @@ fn send_all(
 /// the last counters, and when they last moved.
 fn drained(
     http: SocketAddr,
+    transport: Transport,
     before: Counters,
     sent: u64,
     drain: Duration,
 ) -> io::Result<(Counters, Duration)> {
     let clock = SystemClock::new();
     let drain_start = clock.now();
-    let mut after = read_counters(http)?;
+    let mut after = read_counters(http, transport)?;
     let mut settled_at = since(&clock, drain_start);
     let mut still = 0;
     while after.lines - before.lines < sent as f64
@@ -411,7 +642,7 @@ fn drained(
         && since(&clock, drain_start) < drain
     {
         std::thread::sleep(Duration::from_millis(100));
-        let next = read_counters(http)?;
+        let next = read_counters(http, transport)?;
         if next == after {
             still += 1;
         } else {
