@@ -8,7 +8,6 @@
 //! and those the registry refused (`rollstat_series_refused_total`), and
 //! the first reason, for the `partial_success` the listeners send.
 
-use std::collections::hash_map::RandomState;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -55,7 +54,8 @@ pub struct OtlpIngest {
     ingestor: Arc<Ingestor>,
     settings: OtlpSettings,
     streams: Streams,
-    hasher: RandomState,
+    /// Randomly seeded per process (foldhash, as the registry's keys).
+    hasher: foldhash::fast::RandomState,
     /// When the streams were last swept (nanoseconds).
     swept: AtomicU64,
     /// Requests applied at once ([`MAX_CONCURRENT_EXPORTS`]).
@@ -84,7 +84,7 @@ impl OtlpIngest {
             ingestor,
             settings,
             streams,
-            hasher: RandomState::new(),
+            hasher: foldhash::fast::RandomState::default(),
             swept: AtomicU64::new(0),
             slots: Arc::new(Semaphore::new(MAX_CONCURRENT_EXPORTS)),
         }

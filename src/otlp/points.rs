@@ -343,13 +343,18 @@ fn text(kv: &KeyValue) -> Result<Cow<'_, str>, Reject> {
     }
 }
 
+/// Hashes attributes as sent, without formatting their values.
 fn hash_attributes(h: &mut impl Hasher, attrs: &[KeyValue]) {
+    use any_value::Value as V;
     attrs.len().hash(h);
     for kv in attrs {
         kv.key.hash(h);
-        match text(kv) {
-            Ok(t) => t.hash(h),
-            Err(_) => 0xffu8.hash(h),
+        match kv.value.as_ref().and_then(|v| v.value.as_ref()) {
+            Some(V::StringValue(s)) => (0u8, s).hash(h),
+            Some(V::BoolValue(b)) => (1u8, b).hash(h),
+            Some(V::IntValue(i)) => (2u8, i).hash(h),
+            Some(V::DoubleValue(d)) => (3u8, d.to_bits()).hash(h),
+            _ => 4u8.hash(h),
         }
     }
 }
