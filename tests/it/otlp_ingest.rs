@@ -14,8 +14,8 @@ use rollstat::otlp::proto::opentelemetry::proto::collector::metrics::v1::{
 };
 use rollstat::otlp::proto::opentelemetry::proto::common::v1::{any_value, AnyValue, KeyValue};
 use rollstat::otlp::proto::opentelemetry::proto::metrics::v1::{
-    metric, number_data_point, Gauge, Histogram, HistogramDataPoint, Metric, NumberDataPoint,
-    ResourceMetrics, ScopeMetrics,
+    metric, number_data_point, ExponentialHistogram, ExponentialHistogramDataPoint, Gauge,
+    Histogram, HistogramDataPoint, Metric, NumberDataPoint, ResourceMetrics, ScopeMetrics,
 };
 use serde_json::Value;
 
@@ -223,6 +223,21 @@ fn gauge(name: &str, v: f64, attrs: Vec<KeyValue>) -> Metric {
     }
 }
 
+/// An exponential histogram at scale 40: past the finest OTLP allows.
+fn wrong_scale() -> Metric {
+    Metric {
+        name: "e".into(),
+        data: Some(metric::Data::ExponentialHistogram(ExponentialHistogram {
+            aggregation_temporality: 1,
+            data_points: vec![ExponentialHistogramDataPoint {
+                scale: 40,
+                ..Default::default()
+            }],
+        })),
+        ..Default::default()
+    }
+}
+
 fn request(metrics: Vec<Metric>) -> ExportMetricsServiceRequest {
     ExportMetricsServiceRequest {
         resource_metrics: vec![ResourceMetrics {
@@ -274,17 +289,18 @@ fn hostile_points_are_refused_and_counted_and_the_good_ones_beside_them_kept() {
         ),
         gauge("", 1.0, vec![]),
         bad_histogram,
+        wrong_scale(),
         gauge("good2", 2.0, vec![]),
     ]);
     let r = post(&d, "application/x-protobuf", &req.encode_to_vec());
     assert_eq!(r.status, 200, "{}", r.text());
     let answer = ExportMetricsServiceResponse::decode(&r.body[..]).unwrap();
     let partial = answer.partial_success.expect("a partial success");
-    assert_eq!(partial.rejected_data_points, 6, "{}", partial.error_message);
+    assert_eq!(partial.rejected_data_points, 7, "{}", partial.error_message);
     assert!(
         partial
             .error_message
-            .starts_with("6 of 8 data points were not applied; the first: otlp_bad_value"),
+            .starts_with("7 of 9 data points were not applied; the first: otlp_bad_value"),
         "{}",
         partial.error_message
     );
@@ -301,7 +317,7 @@ fn hostile_points_are_refused_and_counted_and_the_good_ones_beside_them_kept() {
     assert_eq!(at("otlp_bad_value"), 2.0);
     assert_eq!(at("otlp_bad_attributes"), 2.0);
     assert_eq!(at("otlp_bad_name"), 1.0);
-    assert_eq!(at("otlp_bad_buckets"), 1.0);
+    assert_eq!(at("otlp_bad_buckets"), 2.0);
 
     // Whole bodies: truncated protobuf, bad JSON, deep JSON nesting and an
     // unknown media type; nothing applied, each counted.
@@ -317,6 +333,11 @@ fn hostile_points_are_refused_and_counted_and_the_good_ones_beside_them_kept() {
     );
     let r = post(&d, "application/json", deep.as_bytes());
     assert_eq!(r.status, 400, "{}", r.text());
+    // A negative count is not OTLP/JSON (the field is a uint64): the body
+    // is malformed, as protobuf could not even carry it.
+    let negative = br#"{"resourceMetrics":[{"scopeMetrics":[{"metrics":[{"name":"h","histogram":{"aggregationTemporality":1,"dataPoints":[{"count":"-3","bucketCounts":["-3"]}]}}]}]}]}"#;
+    let r = post(&d, "application/json", negative);
+    assert_eq!(r.status, 400, "{}", r.text());
     let r = post(&d, "text/plain", b"good:1|g");
     assert_eq!(r.status, 415, "{}", r.text());
     let s = d.scrape();
@@ -327,7 +348,7 @@ fn hostile_points_are_refused_and_counted_and_the_good_ones_beside_them_kept() {
             .find(|(k, _)| k.as_str() == r)
             .map_or(0.0, |(_, v)| *v)
     };
-    assert_eq!(at("bad_otlp"), 3.0, "{refused:?}");
+    assert_eq!(at("bad_otlp"), 4.0, "{refused:?}");
     assert_eq!(at("unsupported_media_type"), 1.0, "{refused:?}");
     assert_eq!(
         s.must("rollstat_ingest_lines_total", &[("transport", "otlp")]),
