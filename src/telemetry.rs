@@ -419,6 +419,10 @@ pub struct Telemetry {
     pub shutdown_drain_deadline: IntCounterVec,
     /// `[[relay]]` destinations: their counts, by `relay` name.
     pub relay: RelayFamilies,
+    /// `rollstat_otlp_streams`.
+    pub otlp_streams: IntGauge,
+    /// `rollstat_otlp_stream_resets_total`.
+    pub otlp_stream_resets: IntCounter,
     /// `rollstat_otlp_grpc_connections`.
     pub otlp_grpc_connections: IntGauge,
     /// `rollstat_otlp_grpc_refused_total{reason}`.
@@ -651,6 +655,8 @@ impl Telemetry {
                 &["udp", "unix", "tcp"],
             )?,
             relay: RelayFamilies::register(&r)?,
+            otlp_streams: add(&r, t::OTLP_STREAMS.int_gauge()?)?,
+            otlp_stream_resets: add(&r, t::OTLP_STREAM_RESETS_TOTAL.int_counter()?)?,
             otlp_grpc_connections: add(&r, t::OTLP_GRPC_CONNECTIONS.int_gauge()?)?,
             otlp_grpc_refused: ReasonCounters::register(
                 &r,

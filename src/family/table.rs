@@ -214,6 +214,10 @@ table! {
         "Hits per second of each rollstat_rls_hits_total row over each of the [[windows]] (read at scrape time, as rollstat_window_rate is): by domain, descriptor, result and window.";
     RLS_DETAIL_DROPPED_TOTAL: Counter "rollstat_rls_detail_dropped_total" ["domain", "descriptor"]
         "Descriptors of a rule with detailed_metric or value_to_metric counted under the rule's own name (descriptor) because the rule already had [rls] max_detailed_series names of request values.";
+    OTLP_STREAMS: Gauge "rollstat_otlp_streams" []
+        "Cumulative OTLP streams whose last point rollstat keeps to turn their totals into increments (at most series.max_series, within [otlp] max_stream_bytes; forgotten after series.ttl_secs unwritten).";
+    OTLP_STREAM_RESETS_TOTAL: Counter "rollstat_otlp_stream_resets_total" []
+        "Cumulative OTLP points that reset their stream (a new start time, a value or bucket count that went down, a finer scale) and were counted whole, never as a negative increment.";
     OTLP_GRPC_CONNECTIONS: Gauge "rollstat_otlp_grpc_connections" []
         "Connections open on the OTLP/gRPC listener ([listen] otlp_grpc), in setup or served (at most 1024; one more is refused, counted as connection_cap).";
     OTLP_GRPC_REFUSED_TOTAL: Counter "rollstat_otlp_grpc_refused_total" ["reason"]

@@ -139,6 +139,10 @@ impl OtlpIngest {
             }
         });
         self.ingestor.flush(Transport::Otlp, &mut w);
+        let t = &self.ingestor.telemetry;
+        t.otlp_stream_resets.inc_by(self.streams.take_resets());
+        t.otlp_streams
+            .set(i64::try_from(self.streams.len()).unwrap_or(i64::MAX));
         out
     }
 
@@ -324,6 +328,8 @@ mod tests {
         o.apply(&counter(3, start + 10), now);
         assert_eq!(total(&r), 13.0);
         assert_eq!(o.streams().len(), 1);
+        let t = &o.ingestor.telemetry;
+        assert_eq!((t.otlp_stream_resets.get(), t.otlp_streams.get()), (2, 1));
     }
 
     #[test]

@@ -18,7 +18,7 @@
 //! by [`Streams::sweep`].
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -69,6 +69,8 @@ pub struct Streams {
     shards: Box<[Mutex<HashMap<u64, Stream>>]>,
     len: AtomicUsize,
     bytes: AtomicUsize,
+    /// Resets seen and not yet taken ([`Streams::take_resets`]).
+    resets: AtomicU64,
     max_streams: usize,
     max_bytes: usize,
     ttl: Duration,
@@ -95,6 +97,7 @@ impl Streams {
             shards: (0..16).map(|_| Mutex::new(HashMap::new())).collect(),
             len: AtomicUsize::new(0),
             bytes: AtomicUsize::new(0),
+            resets: AtomicU64::new(0),
             max_streams,
             max_bytes,
             ttl,
@@ -121,6 +124,11 @@ impl Streams {
         self.len() == 0
     }
 
+    /// The resets seen since the last call (each counted once).
+    pub fn take_resets(&self) -> u64 {
+        self.resets.swap(0, Ordering::Relaxed)
+    }
+
     /// Bytes the streams hold, estimated.
     #[must_use]
     pub fn bytes(&self) -> usize {
@@ -137,6 +145,9 @@ impl Streams {
         let mut shard = self.shards[(key >> 60) as usize & 15].lock();
         if let Some(s) = shard.get_mut(&key) {
             let change = since(s, start, &last);
+            if change == Change::Whole {
+                self.resets.fetch_add(1, Ordering::Relaxed);
+            }
             self.resize(s.last.bytes(), last.bytes());
             *s = Stream {
                 start,
@@ -313,6 +324,7 @@ mod tests {
         s.note(1, START, Last::Sum(10.0), T0).unwrap();
         assert_eq!(s.note(1, START, Last::Sum(3.0), T0), Ok(Change::Whole));
         assert_eq!(s.note(1, START + 1, Last::Sum(4.0), T0), Ok(Change::Whole));
+        assert_eq!((s.take_resets(), s.take_resets()), (2, 0));
         s.note(2, START, counts(3, 0, &[(0, &[1, 2])]), T0).unwrap();
         assert_eq!(
             s.note(2, START, counts(3, 0, &[(0, &[2, 1])]), T0),

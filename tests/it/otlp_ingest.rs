@@ -338,6 +338,14 @@ fn hostile_points_are_refused_and_counted_and_the_good_ones_beside_them_kept() {
     let negative = br#"{"resourceMetrics":[{"scopeMetrics":[{"metrics":[{"name":"h","histogram":{"aggregationTemporality":1,"dataPoints":[{"count":"-3","bucketCounts":["-3"]}]}}]}]}]}"#;
     let r = post(&d, "application/json", negative);
     assert_eq!(r.status, 400, "{}", r.text());
+    // A million attributes on one point: past the body cap, refused unread.
+    let million = request(vec![gauge(
+        "wide",
+        1.0,
+        (0..1_000_000).map(|i| kv(&i.to_string(), "v")).collect(),
+    )]);
+    let r = post(&d, "application/x-protobuf", &million.encode_to_vec());
+    assert_eq!(r.status, 413, "{}", r.text());
     let r = post(&d, "text/plain", b"good:1|g");
     assert_eq!(r.status, 415, "{}", r.text());
     let s = d.scrape();
@@ -350,6 +358,7 @@ fn hostile_points_are_refused_and_counted_and_the_good_ones_beside_them_kept() {
     };
     assert_eq!(at("bad_otlp"), 4.0, "{refused:?}");
     assert_eq!(at("unsupported_media_type"), 1.0, "{refused:?}");
+    assert_eq!(at("body_too_large"), 1.0, "{refused:?}");
     assert_eq!(
         s.must("rollstat_ingest_lines_total", &[("transport", "otlp")]),
         2.0
