@@ -360,11 +360,7 @@ fn run(a: &Args) -> io::Result<Report> {
     );
     let per_datagram = datagrams.iter().map(|d| d.1).sum::<u64>() as f64 / datagrams.len() as f64;
     announce(&datagrams, per_datagram, udp, duration, a.rate);
-    let before = read_counters(http, Transport::Udp)?;
-    let pid = spawned.as_ref().map(|s| s.pid().to_string());
-    let rss0 = pid.as_deref().and_then(rss_bytes);
-    let daemon_cpu0 = pid.as_deref().and_then(cpu_secs);
-    let tool_cpu0 = cpu_secs("self");
+    let start = Start::read(spawned.as_ref(), http, Transport::Udp)?;
 
     let pace = Pace {
         rate: a.rate as f64 / a.senders as f64,
@@ -391,17 +387,9 @@ fn run(a: &Args) -> io::Result<Report> {
         report.send_errors += s.errors;
         report.send_secs = report.send_secs.max(s.elapsed.as_secs_f64());
     }
-    let rss1 = rss_settled(pid.as_deref());
-    let (after, settled_at) = drained(http, Transport::Udp, before, report.lines_sent, drain)?;
-    report.drain_secs = settled_at.as_secs_f64();
-    report.delta = after.minus(before);
-    report.rss = rss0.zip(rss1);
-    report.daemon_cpu_secs = pid
-        .as_deref()
-        .and_then(cpu_secs)
-        .zip(daemon_cpu0)
-        .map(|(b, a)| b - a);
-    report.tool_cpu_secs = cpu_secs("self").zip(tool_cpu0).map(|(b, a)| b - a);
+    let e = start.settle(http, Transport::Udp, report.lines_sent, drain)?;
+    (report.drain_secs, report.delta, report.rss) = (e.drain_secs, e.delta, e.rss);
+    (report.daemon_cpu_secs, report.tool_cpu_secs) = (e.daemon_cpu_secs, e.tool_cpu_secs);
     drop(spawned);
     Ok(report)
 }
@@ -461,11 +449,7 @@ fn run_otlp(a: &Args) -> io::Result<OtlpReport> {
     for (i, b) in bodies.into_iter().enumerate() {
         owned[i % a.senders].push(b);
     }
-    let before = read_counters(http, Transport::Otlp)?;
-    let pid = spawned.as_ref().map(|s| s.pid().to_string());
-    let rss0 = pid.as_deref().and_then(rss_bytes);
-    let daemon_cpu0 = pid.as_deref().and_then(cpu_secs);
-    let tool_cpu0 = cpu_secs("self");
+    let start = Start::read(spawned.as_ref(), http, Transport::Otlp)?;
     let pace = otlp::Pace {
         rate: a.rate as f64 / a.senders as f64,
         duration,
@@ -507,17 +491,9 @@ fn run_otlp(a: &Args) -> io::Result<OtlpReport> {
             report.first_error = s.first_error;
         }
     }
-    let rss1 = rss_settled(pid.as_deref());
-    let (after, settled_at) = drained(http, Transport::Otlp, before, report.points_sent, drain)?;
-    report.drain_secs = settled_at.as_secs_f64();
-    report.delta = after.minus(before);
-    report.rss = rss0.zip(rss1);
-    report.daemon_cpu_secs = pid
-        .as_deref()
-        .and_then(cpu_secs)
-        .zip(daemon_cpu0)
-        .map(|(b, a)| b - a);
-    report.tool_cpu_secs = cpu_secs("self").zip(tool_cpu0).map(|(b, a)| b - a);
+    let e = start.settle(http, Transport::Otlp, report.points_sent, drain)?;
+    (report.drain_secs, report.delta, report.rss) = (e.drain_secs, e.delta, e.rss);
+    (report.daemon_cpu_secs, report.tool_cpu_secs) = (e.daemon_cpu_secs, e.tool_cpu_secs);
     drop(spawned);
     Ok(report)
 }
@@ -625,6 +601,65 @@ fn send_all(
 /// Waits, bounded by `drain`, until every line `sent` is counted (from
 /// `before`) or the count stops moving (three reads alike, 100 ms apart):
 /// the last counters, and when they last moved.
+/// What a run reads of the daemon and of this process before sending.
+struct Start {
+    pid: Option<String>,
+    before: Counters,
+    rss: Option<u64>,
+    daemon_cpu: Option<f64>,
+    tool_cpu: Option<f64>,
+}
+
+/// What the daemon did over a run, read once what was sent has settled.
+struct Settled {
+    drain_secs: f64,
+    delta: Counters,
+    rss: Option<(u64, u64)>,
+    daemon_cpu_secs: Option<f64>,
+    tool_cpu_secs: Option<f64>,
+}
+
+impl Start {
+    /// The counters of `transport` at `http`, and the spawned daemon's
+    /// memory and CPU, before a run.
+    fn read(
+        spawned: Option<&Running>,
+        http: SocketAddr,
+        transport: Transport,
+    ) -> io::Result<Start> {
+        let before = read_counters(http, transport)?;
+        let pid = spawned.map(|s| s.pid().to_string());
+        Ok(Start {
+            rss: pid.as_deref().and_then(rss_bytes),
+            daemon_cpu: pid.as_deref().and_then(cpu_secs),
+            tool_cpu: cpu_secs("self"),
+            pid,
+            before,
+        })
+    }
+
+    /// Waits for the `sent` lines or points to be counted (at most
+    /// `drain`), then reads what changed.
+    fn settle(
+        self,
+        http: SocketAddr,
+        transport: Transport,
+        sent: u64,
+        drain: Duration,
+    ) -> io::Result<Settled> {
+        let rss_after = rss_settled(self.pid.as_deref());
+        let (after, settled_at) = drained(http, transport, self.before, sent, drain)?;
+        let since = |now: Option<f64>, then: Option<f64>| now.zip(then).map(|(b, a)| b - a);
+        Ok(Settled {
+            drain_secs: settled_at.as_secs_f64(),
+            delta: after.minus(self.before),
+            rss: self.rss.zip(rss_after),
+            daemon_cpu_secs: since(self.pid.as_deref().and_then(cpu_secs), self.daemon_cpu),
+            tool_cpu_secs: since(cpu_secs("self"), self.tool_cpu),
+        })
+    }
+}
+
 fn drained(
     http: SocketAddr,
     transport: Transport,
