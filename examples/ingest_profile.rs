@@ -12,7 +12,17 @@
 //! `scrape N`, renders /metrics N times through the prometheus crate
 //! (gather + TextEncoder); or, with `text N`, writes the series N times with
 //! the text writer `/metrics` uses (one thread); `proto N` the same with its
-//! protobuf writer.
+//! protobuf writer. `otlp N` decodes and applies N OTLP requests of the
+//! shape `benches/otlp/run.sh` posts (10k streams: 100 metric names x 100
+//! `route` values, a fifth of the names gauges, the rest cumulative
+//! monotonic sums; 1,000 points a request, each stream once a pass, each
+//! sum 1 more a pass), as the OTLP/HTTP listener does after reading the
+//! body; only `otlp_round` (decode + apply) is worth counting:
+//!
+//! ```text
+//! valgrind --tool=callgrind --toggle-collect='ingest_profile::otlp_round' \
+//!     target/release/examples/ingest_profile otlp 100
+//! ```
 //!
 //! With `ROLLSTAT_PROFILE_CONFIG=config.toml` the workload runs on that
 //! file as the daemon would (its windows, mappings, breakers fed by
@@ -28,8 +38,10 @@
 
 use std::sync::Arc;
 
+use prost::Message;
 use rollstat::config::Config;
 use rollstat::ingest::{Ingestor, Worker};
+use rollstat::otlp::proto::opentelemetry::proto::collector::metrics::v1::ExportMetricsServiceRequest;
 use rollstat::parse::{parse_datagram, Line};
 use rollstat::series::{Plan, Registry};
 use rollstat::telemetry::Telemetry;
@@ -79,6 +91,9 @@ fn main() {
     )
     .with_parse_options(rollstat::parse::ParseOptions::default().tag_styles(cfg.ingest.tag_styles))
     .with_relays(relays);
+    if mode == "otlp" {
+        return otlp(Arc::new(ing), &cfg, &clock, n);
+    }
     let kind: Kind =
         std::env::var("ROLLSTAT_PROFILE_KIND").map_or(Kind::Counter, |k| k.parse().expect("kind"));
     let dgrams = render_datagrams(names, 0, kind, 80, 1432);
@@ -170,4 +185,92 @@ fn main() {
         }
     }
     println!("mode={mode} datagrams={n} lines={lines} acc={acc}");
+}
+
+/// `otlp N`: N requests, 10 a pass over the streams.
+fn otlp(ing: Arc<Ingestor>, cfg: &Config, clock: &ManualClock, n: usize) {
+    let otlp = rollstat::ingest::otlp::OtlpIngest::new(ing, cfg.otlp_settings());
+    let start = clock.now().as_nanos();
+    let (mut accepted, mut rejected) = (0, 0);
+    for i in 0..n {
+        let body = otlp_request(i % 10, (i / 10) as u64, start).encode_to_vec();
+        let out = otlp_round(&otlp, &body, clock.now());
+        (accepted, rejected) = (accepted + out.accepted, rejected + out.rejected);
+    }
+    println!("mode=otlp requests={n} accepted={accepted} rejected={rejected}");
+}
+
+/// What the listener does with a body it has read: decode, apply.
+#[inline(never)]
+fn otlp_round(
+    otlp: &rollstat::ingest::otlp::OtlpIngest,
+    body: &[u8],
+    now: Timestamp,
+) -> rollstat::ingest::otlp::Outcome {
+    let req = ExportMetricsServiceRequest::decode(body).expect("decodes");
+    otlp.apply(&req, now)
+}
+
+/// Request `r` (of 10) of pass `pass`: metrics `10 r .. 10 r + 9`, each
+/// with 100 points; every fifth metric a gauge.
+fn otlp_request(r: usize, pass: u64, start: u64) -> ExportMetricsServiceRequest {
+    use rollstat::otlp::proto::opentelemetry::proto::common::v1::{
+        any_value::Value, AnyValue, KeyValue,
+    };
+    use rollstat::otlp::proto::opentelemetry::proto::metrics::v1::{
+        metric::Data, number_data_point, Gauge, Metric, NumberDataPoint, ResourceMetrics,
+        ScopeMetrics, Sum,
+    };
+    use rollstat::otlp::proto::opentelemetry::proto::resource::v1::Resource;
+    let kv = |k: &str, v: String| KeyValue {
+        key: k.into(),
+        value: Some(AnyValue {
+            value: Some(Value::StringValue(v)),
+        }),
+        ..Default::default()
+    };
+    let metric = |m: usize| {
+        let gauge = m % 5 == 0;
+        let points = (0..100)
+            .map(|a| NumberDataPoint {
+                attributes: vec![kv("route", format!("/r{a}"))],
+                start_time_unix_nano: start,
+                value: Some(if gauge {
+                    number_data_point::Value::AsDouble(pass as f64)
+                } else {
+                    number_data_point::Value::AsInt(pass as i64 + 1)
+                }),
+                ..Default::default()
+            })
+            .collect();
+        let data = if gauge {
+            Data::Gauge(Gauge {
+                data_points: points,
+            })
+        } else {
+            Data::Sum(Sum {
+                data_points: points,
+                aggregation_temporality: 2,
+                is_monotonic: true,
+            })
+        };
+        Metric {
+            name: format!("blast_otlp_{m}"),
+            data: Some(data),
+            ..Default::default()
+        }
+    };
+    ExportMetricsServiceRequest {
+        resource_metrics: vec![ResourceMetrics {
+            resource: Some(Resource {
+                attributes: vec![kv("service.name", "rollstat-blast".into())],
+                ..Default::default()
+            }),
+            scope_metrics: vec![ScopeMetrics {
+                metrics: (10 * r..10 * r + 10).map(metric).collect(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+    }
 }

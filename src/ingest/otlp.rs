@@ -149,7 +149,7 @@ impl OtlpIngest {
     /// One point; `Err` with the reason it was not applied.
     fn point(
         &self,
-        p: &Point<'_>,
+        p: &Point<'_, '_>,
         now: Timestamp,
         w: &mut Worker,
     ) -> Result<(), (&'static str, &'static str)> {
@@ -160,11 +160,10 @@ impl OtlpIngest {
         let Some((kind, value)) = measured else {
             return Ok(());
         };
-        let tags: Vec<(&str, &str)> = p.tags.iter().map(|(k, v)| (*k, v.as_ref())).collect();
         let m = Measured {
             name: p.name,
             kind,
-            tags: &tags,
+            tags: p.tags,
             fold: fold(&value),
         };
         match self.ingestor.registry.ingest_measured(&m, now, &mut w.keys) {

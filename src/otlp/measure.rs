@@ -43,7 +43,7 @@ pub enum Value {
 ///
 /// The point's [`Reject`].
 pub fn measure(
-    p: &Point<'_>,
+    p: &Point<'_, '_>,
     streams: &Streams,
     now: Timestamp,
 ) -> Result<Option<(MetricKind, Value)>, Reject> {

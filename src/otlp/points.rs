@@ -48,13 +48,18 @@ pub struct ReadSettings {
     pub max_ahead: Duration,
 }
 
-/// One data point, ready for its series.
+/// A tag of a point: `(key, value)`, the value formatted when the
+/// attribute is not a string.
+pub type Tag<'r> = (&'r str, Cow<'r, str>);
+
+/// One data point, ready for its series; its tags are in a buffer the
+/// reader fills again for the next point.
 #[derive(Debug)]
-pub struct Point<'r> {
+pub struct Point<'r, 't> {
     /// The metric's name.
     pub name: &'r str,
     /// `(key, value)` as the series' tags.
-    pub tags: Vec<(&'r str, Cow<'r, str>)>,
+    pub tags: &'t [Tag<'r>],
     /// The hash of its stream.
     pub stream: u64,
     /// Its start time, Unix nanoseconds (0: not sent).
@@ -101,8 +106,10 @@ impl<H: BuildHasher> Reader<'_, H> {
     pub fn read<'r>(
         &'r self,
         req: &'r ExportMetricsServiceRequest,
-        mut each: impl FnMut(Result<Point<'r>, Reject>),
+        mut each: impl for<'t> FnMut(Result<Point<'r, 't>, Reject>),
     ) {
+        // One buffer for every point's tags.
+        let mut tags = Vec::new();
         for rm in &req.resource_metrics {
             let resource = rm.resource.as_ref().map_or(&[][..], |r| &r.attributes[..]);
             let mut h = self.hasher.build_hasher();
@@ -117,7 +124,7 @@ impl<H: BuildHasher> Reader<'_, H> {
                 let stream = h.finish();
                 for m in &sm.metrics {
                     let ctx = Context { resource, stream };
-                    self.metric(m, &ctx, &mut each);
+                    self.metric(m, &ctx, &mut tags, &mut each);
                 }
             }
         }
@@ -127,7 +134,8 @@ impl<H: BuildHasher> Reader<'_, H> {
         &'r self,
         m: &'r Metric,
         ctx: &Context<'r>,
-        each: &mut impl FnMut(Result<Point<'r>, Reject>),
+        tags: &mut Vec<Tag<'r>>,
+        each: &mut impl for<'t> FnMut(Result<Point<'r, 't>, Reject>),
     ) {
         use metric::Data as D;
         let Some(data) = &m.data else {
@@ -144,7 +152,7 @@ impl<H: BuildHasher> Reader<'_, H> {
             }
             let point = d
                 .ok_or(Reject::BadTemporality)
-                .and_then(|d| self.point(m, ctx, attrs, start, time, d));
+                .and_then(|d| self.point(m, ctx, attrs, (start, time), d, tags));
             each(point);
         };
         match data {
@@ -218,22 +226,22 @@ impl<H: BuildHasher> Reader<'_, H> {
         }
     }
 
-    /// The point, checked.
-    fn point<'r>(
+    /// The point, checked, its tags in `tags`.
+    fn point<'r, 't>(
         &'r self,
         m: &'r Metric,
         ctx: &Context<'r>,
         attrs: &'r [KeyValue],
-        start: u64,
-        time: u64,
+        (start, time): (u64, u64),
         data: Data<'r>,
-    ) -> Result<Point<'r>, Reject> {
+        tags: &'t mut Vec<Tag<'r>>,
+    ) -> Result<Point<'r, 't>, Reject> {
         if m.name.is_empty() || m.name.len() > MAX_NAME_LEN {
             return Err(Reject::BadName);
         }
         self.check_time(time)?;
         check_values(&data)?;
-        let tags = self.tags(attrs, ctx.resource)?;
+        self.tags(attrs, ctx.resource, tags)?;
         let mut h = self.hasher.build_hasher();
         (ctx.stream, &m.name).hash(&mut h);
         hash_attributes(&mut h, attrs);
@@ -262,14 +270,16 @@ impl<H: BuildHasher> Reader<'_, H> {
         }
     }
 
-    /// The point's attributes and the resource attributes kept, as tags.
+    /// The point's attributes and the resource attributes kept, as tags,
+    /// in `tags` (cleared first).
     fn tags<'r>(
         &'r self,
         attrs: &'r [KeyValue],
         resource: &'r [KeyValue],
-    ) -> Result<Vec<(&'r str, Cow<'r, str>)>, Reject> {
+        tags: &mut Vec<Tag<'r>>,
+    ) -> Result<(), Reject> {
         let labels = &self.settings.resource_labels;
-        let mut tags = Vec::with_capacity(attrs.len() + labels.len());
+        tags.clear();
         for kv in attrs {
             tags.push((kv.key.as_str(), text(kv)?));
         }
@@ -288,7 +298,7 @@ impl<H: BuildHasher> Reader<'_, H> {
         {
             return Err(Reject::BadAttributes);
         }
-        Ok(tags)
+        Ok(())
     }
 }
 

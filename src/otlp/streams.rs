@@ -17,10 +17,10 @@
 //! ([`Reject::StreamCap`]). A stream not written for `ttl` is forgotten
 //! by [`Streams::sweep`].
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use hashbrown::HashTable;
 use parking_lot::Mutex;
 
 use super::reject::Reject;
@@ -56,6 +56,8 @@ impl Last {
 }
 
 struct Stream {
+    /// The stream's hash (randomly keyed per process: the table's hash too).
+    key: u64,
     start: u64,
     last: Last,
     seen: Timestamp,
@@ -66,7 +68,8 @@ pub const STREAM_BYTES: usize = 96;
 
 /// The cumulative streams seen, sharded by hash.
 pub struct Streams {
-    shards: Box<[Mutex<HashMap<u64, Stream>>]>,
+    /// Keyed by the stream's hash itself: it is already a keyed hash.
+    shards: Box<[Mutex<HashTable<Stream>>]>,
     len: AtomicUsize,
     bytes: AtomicUsize,
     /// Resets seen and not yet taken ([`Streams::take_resets`]).
@@ -94,7 +97,7 @@ impl Streams {
     #[must_use]
     pub fn new(max_streams: usize, max_bytes: usize, ttl: Duration, fresh: Duration) -> Streams {
         Streams {
-            shards: (0..16).map(|_| Mutex::new(HashMap::new())).collect(),
+            shards: (0..16).map(|_| Mutex::new(HashTable::new())).collect(),
             len: AtomicUsize::new(0),
             bytes: AtomicUsize::new(0),
             resets: AtomicU64::new(0),
@@ -142,18 +145,16 @@ impl Streams {
     ///
     /// [`Reject::StreamCap`] for a new stream past the caps.
     pub fn note(&self, key: u64, start: u64, last: Last, now: Timestamp) -> Result<Change, Reject> {
-        let mut shard = self.shards[(key >> 60) as usize & 15].lock();
-        if let Some(s) = shard.get_mut(&key) {
+        // hashbrown takes the slot from the low bits and the tag from the
+        // top 7: the shard from bits in between.
+        let mut shard = self.shards[(key >> 32) as usize & 15].lock();
+        if let Some(s) = shard.find_mut(key, |s| s.key == key) {
             let change = since(s, start, &last);
             if change == Change::Whole {
                 self.resets.fetch_add(1, Ordering::Relaxed);
             }
             self.resize(s.last.bytes(), last.bytes());
-            *s = Stream {
-                start,
-                last,
-                seen: now,
-            };
+            (s.start, s.last, s.seen) = (start, last, now);
             return Ok(change);
         }
         let cost = STREAM_BYTES + last.bytes();
@@ -161,14 +162,13 @@ impl Streams {
             return Err(Reject::StreamCap);
         }
         let fresh = start != 0 && start >= now.as_nanos().saturating_sub(nanos(self.fresh));
-        shard.insert(
+        let stream = Stream {
             key,
-            Stream {
-                start,
-                last,
-                seen: now,
-            },
-        );
+            start,
+            last,
+            seen: now,
+        };
+        shard.insert_unique(key, stream, |s| s.key);
         self.len.fetch_add(1, Ordering::Relaxed);
         self.bytes.fetch_add(cost, Ordering::Relaxed);
         Ok(if fresh {
@@ -178,12 +178,14 @@ impl Streams {
         })
     }
 
+    /// Moves the byte count, leaving the shared counter alone (its cache
+    /// line unclaimed) when nothing changed, as for every sum.
     fn resize(&self, was: usize, is: usize) {
-        if is >= was {
-            self.bytes.fetch_add(is - was, Ordering::Relaxed);
-        } else {
-            self.bytes.fetch_sub(was - is, Ordering::Relaxed);
-        }
+        match is.cmp(&was) {
+            std::cmp::Ordering::Greater => self.bytes.fetch_add(is - was, Ordering::Relaxed),
+            std::cmp::Ordering::Less => self.bytes.fetch_sub(was - is, Ordering::Relaxed),
+            std::cmp::Ordering::Equal => return,
+        };
     }
 
     /// Forgets the streams not written for the TTL; returns how many.
@@ -191,7 +193,7 @@ impl Streams {
         let mut gone = 0;
         for shard in &self.shards {
             let mut shard = shard.lock();
-            shard.retain(|_, s| {
+            shard.retain(|s| {
                 let keep = now.as_nanos().saturating_sub(s.seen.as_nanos()) < nanos(self.ttl);
                 if !keep {
                     gone += 1;

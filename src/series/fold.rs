@@ -151,7 +151,7 @@ mod tests {
     }
 
     fn put(r: &Registry, kind: MetricKind, fold: Fold<'_>) -> Result<Applied, Refusal> {
-        let tags = [("route", "/a")];
+        let tags = [("route", "/a".into())];
         let m = Measured {
             name: "req",
             kind,

@@ -2,6 +2,8 @@
 //! source (an OTLP data point) already turned into what it adds to its
 //! series, and the name and tags both kinds of input are keyed by.
 
+use std::borrow::Cow;
+
 use crate::parse::{MetricKind, Sample, Tags};
 use crate::window::Aggregate;
 
@@ -47,14 +49,17 @@ pub struct Measured<'a> {
     /// Counter, gauge or histogram.
     pub kind: MetricKind,
     /// The tags (attributes) as `(key, value)`.
-    pub tags: &'a [(&'a str, &'a str)],
+    pub tags: &'a [(&'a str, Cow<'a, str>)],
     /// What it adds to the series.
     pub fold: Fold<'a>,
 }
 
 impl Named for Measured<'_> {
     type Tags<'t>
-        = std::iter::Copied<std::slice::Iter<'t, (&'t str, &'t str)>>
+        = std::iter::Map<
+        std::slice::Iter<'t, (&'t str, Cow<'t, str>)>,
+        fn(&'t (&'t str, Cow<'t, str>)) -> (&'t str, &'t str),
+    >
     where
         Self: 't;
 
@@ -67,7 +72,7 @@ impl Named for Measured<'_> {
     }
 
     fn tags(&self) -> Self::Tags<'_> {
-        self.tags.iter().copied()
+        self.tags.iter().map(|(k, v)| (*k, v.as_ref()))
     }
 }
 
