@@ -274,3 +274,7 @@ fn otlp_request(r: usize, pass: u64, start: u64) -> ExportMetricsServiceRequest 
         }],
     }
 }
+
+/// The daemon's allocator (src/main.rs), so the counts are the daemon's.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -19,7 +19,7 @@
 //! PER_SECOND lines per series and second (default 1) make busy series:
 //! more distinct values per bucket, so full quantile sketches.
 
-use std::alloc::{GlobalAlloc, Layout, System};
+use std::alloc::{GlobalAlloc, Layout};
 use std::fmt::Write as _;
 use std::process::Command;
 use std::sync::atomic::{AtomicIsize, Ordering};
@@ -40,9 +40,9 @@ const KINDS: [&str; 6] = [
     "set",
 ];
 
-/// The system allocator, counting the bytes and blocks live: what the
-/// registry asked for, next to the RSS (which adds the allocator's rounding
-/// and slack).
+/// The daemon's allocator (mimalloc, src/main.rs), counting the bytes and
+/// blocks live: what the registry asked for, next to the RSS (which adds
+/// the allocator's rounding and slack).
 struct Counting;
 
 static LIVE_BYTES: AtomicIsize = AtomicIsize::new(0);
@@ -52,16 +52,16 @@ unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
         LIVE_BYTES.fetch_add(l.size() as isize, Ordering::Relaxed);
         LIVE_BLOCKS.fetch_add(1, Ordering::Relaxed);
-        unsafe { System.alloc(l) }
+        unsafe { mimalloc::MiMalloc.alloc(l) }
     }
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
         LIVE_BYTES.fetch_sub(l.size() as isize, Ordering::Relaxed);
         LIVE_BLOCKS.fetch_sub(1, Ordering::Relaxed);
-        unsafe { System.dealloc(p, l) }
+        unsafe { mimalloc::MiMalloc.dealloc(p, l) }
     }
     unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
         LIVE_BYTES.fetch_add(new as isize - l.size() as isize, Ordering::Relaxed);
-        unsafe { System.realloc(p, l, new) }
+        unsafe { mimalloc::MiMalloc.realloc(p, l, new) }
     }
 }
 

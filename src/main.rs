@@ -12,6 +12,12 @@ use std::process::ExitCode;
 use clap::Parser;
 use cli::args::{Cli, Command};
 
+/// mimalloc: OTLP requests decode into many small strings and vectors
+/// that live one request long, which glibc's allocator served at about a
+/// third of the instructions a point cost (docs/performance.md).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match &cli.command {
