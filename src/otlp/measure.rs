@@ -113,33 +113,18 @@ fn explicit(
     cumulative: bool,
     note: impl FnOnce(Last) -> Result<Change, Reject>,
 ) -> Result<Measured, Reject> {
-    let sum = h.sum.unwrap_or(f64::NAN);
-    let mut whole = buckets::explicit(h, &h.bucket_counts, h.count, sum, range(h.min, h.max))?;
-    if h.sum.is_none() {
-        whole.sum = whole.values.iter().map(|(v, w)| v * w).sum();
-    }
-    if !cumulative {
-        return Ok(histogram(whole));
-    }
-    let last = Last::Counts {
+    let read =
+        |counts: &[u64], count, sum| buckets::explicit(h, counts, count, sum, range(h.min, h.max));
+    let whole = read(&h.bucket_counts, h.count, h.sum.unwrap_or(f64::NAN))?;
+    let last = |sum| Last::Counts {
         count: h.count,
-        sum: whole.sum,
+        sum,
         scale: 0,
         sides: vec![(0, h.bucket_counts.clone())],
     };
-    Ok(match note(last)? {
-        Change::Whole => histogram(whole),
-        Change::Since(Last::Counts {
-            count, sum, sides, ..
-        }) => histogram(unranged(buckets::explicit(
-            h,
-            &sides[0].1,
-            count,
-            sum,
-            range(h.min, h.max),
-        )?)),
-        _ => None,
-    })
+    let since =
+        |count, sum, sides: &[(i32, Vec<u64>)]| Ok(unranged(read(&sides[0].1, count, sum)?));
+    of_buckets(whole, h.sum.is_some(), cumulative, last, note, since)
 }
 
 fn exponential(
@@ -149,19 +134,11 @@ fn exponential(
 ) -> Result<Measured, Reject> {
     let (pos, neg) = sides(h);
     let sum = h.sum.unwrap_or(f64::NAN);
-    let read = |zero, pos, neg, count, sum, range| {
-        buckets::exponential(h.scale, zero, pos, neg, count, sum, range)
-    };
-    let mut whole = read(h.zero_count, pos, neg, h.count, sum, range(h.min, h.max))?;
-    if h.sum.is_none() {
-        whole.sum = whole.values.iter().map(|(v, w)| v * w).sum();
-    }
-    if !cumulative {
-        return Ok(histogram(whole));
-    }
-    let last = Last::Counts {
+    let (zero, count) = (h.zero_count, h.count);
+    let whole = buckets::exponential(h.scale, zero, pos, neg, count, sum, range(h.min, h.max))?;
+    let last = |sum| Last::Counts {
         count: h.count,
-        sum: whole.sum,
+        sum,
         scale: h.scale,
         sides: vec![
             (0, vec![h.zero_count]),
@@ -169,16 +146,45 @@ fn exponential(
             (neg.0, neg.1.to_vec()),
         ],
     };
-    Ok(match note(last)? {
+    let since = |count, sum, sides: &[(i32, Vec<u64>)]| {
+        let zero = sides[0].1.first().copied().unwrap_or(0);
+        let (p, n) = (&sides[1], &sides[2]);
+        buckets::exponential(
+            h.scale,
+            zero,
+            (p.0, &p.1),
+            (n.0, &n.1),
+            count,
+            sum,
+            NO_RANGE,
+        )
+    };
+    of_buckets(whole, h.sum.is_some(), cumulative, last, note, since)
+}
+
+/// A histogram point of either kind, read `whole`: its sum from its
+/// values when none was sent; when cumulative, what changed since its
+/// stream's `last`, read by `since` from the counts of the change.
+fn of_buckets(
+    mut whole: Aggregate,
+    sum_sent: bool,
+    cumulative: bool,
+    last: impl FnOnce(f64) -> Last,
+    note: impl FnOnce(Last) -> Result<Change, Reject>,
+    since: impl FnOnce(u64, f64, &[(i32, Vec<u64>)]) -> Result<Aggregate, Reject>,
+) -> Result<Measured, Reject> {
+    if !sum_sent {
+        whole.sum = whole.values.iter().map(|(v, w)| v * w).sum();
+    }
+    if !cumulative {
+        return Ok(histogram(whole));
+    }
+    Ok(match note(last(whole.sum))? {
         Change::Whole => histogram(whole),
         Change::Since(Last::Counts {
             count, sum, sides, ..
-        }) => {
-            let zero = sides[0].1.first().copied().unwrap_or(0);
-            let (p, n) = (&sides[1], &sides[2]);
-            histogram(read(zero, (p.0, &p.1), (n.0, &n.1), count, sum, NO_RANGE)?)
-        }
-        _ => None,
+        }) => histogram(since(count, sum, &sides)?),
+        Change::Since(Last::Sum(_)) | Change::Baseline => None,
     })
 }
 

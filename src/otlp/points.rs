@@ -28,7 +28,7 @@ use super::proto::opentelemetry::proto::collector::metrics::v1::ExportMetricsSer
 use super::proto::opentelemetry::proto::common::v1::{any_value, KeyValue};
 use super::proto::opentelemetry::proto::metrics::v1::{
     metric, number_data_point, AggregationTemporality, ExponentialHistogramDataPoint,
-    HistogramDataPoint, Metric, SummaryDataPoint,
+    HistogramDataPoint, Metric, NumberDataPoint, SummaryDataPoint,
 };
 use super::reject::Reject;
 use crate::clock::Timestamp;
@@ -146,26 +146,20 @@ impl<H: BuildHasher> Reader<'_, H> {
             Ok(AggregationTemporality::Delta) => Some(false),
             _ => None,
         };
-        let mut emit = |attrs, start, time, flags, d: Option<Data<'r>>| {
-            if flags & NO_RECORDED_VALUE != 0 {
+        let mut emit = |h: Head<'r>, d: Option<Data<'r>>| {
+            if h.flags & NO_RECORDED_VALUE != 0 {
                 return;
             }
             let point = d
                 .ok_or(Reject::BadTemporality)
-                .and_then(|d| self.point(m, ctx, attrs, (start, time), d, tags));
+                .and_then(|d| self.point(m, ctx, h.attrs, (h.start, h.time), d, tags));
             each(point);
         };
         match data {
             D::Gauge(g) => {
                 for p in &g.data_points {
-                    let d = Data::Gauge(number(p.value).unwrap_or(f64::NAN));
-                    emit(
-                        &p.attributes,
-                        p.start_time_unix_nano,
-                        p.time_unix_nano,
-                        p.flags,
-                        Some(d),
-                    );
+                    let v = number(p.value).unwrap_or(f64::NAN);
+                    emit(p.head(), Some(Data::Gauge(v)));
                 }
             }
             D::Sum(s) => {
@@ -176,51 +170,24 @@ impl<H: BuildHasher> Reader<'_, H> {
                         monotonic: s.is_monotonic,
                         cumulative,
                     });
-                    emit(
-                        &p.attributes,
-                        p.start_time_unix_nano,
-                        p.time_unix_nano,
-                        p.flags,
-                        d,
-                    );
+                    emit(p.head(), d);
                 }
             }
             D::Histogram(h) => {
                 let c = cumulative(h.aggregation_temporality);
                 for p in &h.data_points {
-                    let d = c.map(|c| Data::Histogram(p, c));
-                    emit(
-                        &p.attributes,
-                        p.start_time_unix_nano,
-                        p.time_unix_nano,
-                        p.flags,
-                        d,
-                    );
+                    emit(p.head(), c.map(|c| Data::Histogram(p, c)));
                 }
             }
             D::ExponentialHistogram(h) => {
                 let c = cumulative(h.aggregation_temporality);
                 for p in &h.data_points {
-                    let d = c.map(|c| Data::Exponential(p, c));
-                    emit(
-                        &p.attributes,
-                        p.start_time_unix_nano,
-                        p.time_unix_nano,
-                        p.flags,
-                        d,
-                    );
+                    emit(p.head(), c.map(|c| Data::Exponential(p, c)));
                 }
             }
             D::Summary(s) => {
                 for p in &s.data_points {
-                    let d = Some(Data::Summary(p));
-                    emit(
-                        &p.attributes,
-                        p.start_time_unix_nano,
-                        p.time_unix_nano,
-                        p.flags,
-                        d,
-                    );
+                    emit(p.head(), Some(Data::Summary(p)));
                 }
             }
         }
@@ -301,6 +268,44 @@ impl<H: BuildHasher> Reader<'_, H> {
         Ok(())
     }
 }
+
+/// What every kind of data point has besides its value.
+#[derive(Clone, Copy)]
+struct Head<'r> {
+    attrs: &'r [KeyValue],
+    /// `start_time_unix_nano`.
+    start: u64,
+    /// `time_unix_nano`.
+    time: u64,
+    flags: u32,
+}
+
+/// A data point's [`Head`].
+trait Stamped {
+    fn head(&self) -> Head<'_>;
+}
+
+macro_rules! stamped {
+    ($($point:ty),*) => {$(
+        impl Stamped for $point {
+            fn head(&self) -> Head<'_> {
+                Head {
+                    attrs: &self.attributes,
+                    start: self.start_time_unix_nano,
+                    time: self.time_unix_nano,
+                    flags: self.flags,
+                }
+            }
+        }
+    )*};
+}
+
+stamped!(
+    NumberDataPoint,
+    HistogramDataPoint,
+    ExponentialHistogramDataPoint,
+    SummaryDataPoint
+);
 
 /// What the points of one metric share.
 struct Context<'r> {
