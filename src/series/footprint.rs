@@ -16,7 +16,7 @@
 //!   grow to: a sparse DDSketch (built at a bucket's fifth distinct value)
 //!   with two stores of at most 2049 sixteen-byte bins (≈ 64 KiB), for
 //!   timers, histograms and distributions; an exact set of 1024 members (a 2048-slot table, 18 KiB)
-//!   before it turns into a 4 KiB HyperLogLog, for sets. A bucket gives its
+//!   before it turns into a 12 KiB HyperLogLog (Redis's layout), for sets. A bucket gives its
 //!   sketch's memory back when its slot is reused;
 //! * **the cumulative histogram** of a timer, histogram or distribution:
 //!   its bounds' counts, a summary's window if a rule makes it one, and a

@@ -9,6 +9,9 @@
 //! * [`DistinctCounter`]: distinct counts for statsd sets, exact up to
 //!   [`DistinctCounter::EXACT_LIMIT`] members, then a HyperLogLog.
 //!
+//! * [`redis_hll::RedisHll`]: a HyperLogLog in Redis's own register
+//!   layout, so Redis merges and counts what is built here.
+//!
 //! Both merge, so a window's buckets fold into one sketch on reduce, and
 //! (later) instances can merge theirs.
 
@@ -17,6 +20,7 @@ mod distinct;
 pub mod native;
 mod quantile;
 pub mod rank;
+pub mod redis_hll;
 pub mod sparse;
 
 pub use distinct::{hash_member, DistinctCounter};

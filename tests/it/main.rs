@@ -82,6 +82,8 @@ mod summaries;
 mod statsd_exporter_files;
 // Limits and windows shared through real redis-server processes and a cluster: Lua vs memory, two daemons, faults.
 mod redis;
+// The Redis-format HyperLogLog against a real redis-server: the same registers as PFADD's, counted and merged by PFCOUNT.
+mod redis_hll;
 // Redis as production runs it: requirepass, an ACL user, TLS (rcgen certificates); credentials never shown.
 mod redis_access;
 // One acquire of weight 1,000,000 on a shared exact limit is one member and a fast script.
