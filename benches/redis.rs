@@ -283,7 +283,7 @@ fn ingest_phase(rt: &tokio::runtime::Runtime, url: &str, shared: bool, secs: u64
         let (registry, clock, stop) = (registry.clone(), clock.clone(), stop.clone());
         rt.spawn(async move {
             let store = RedisStore::new(redis_cfg.clone()).unwrap();
-            let fleet = FleetWindows::new(&redis_cfg);
+            let fleet = FleetWindows::new(&redis_cfg, &[0.5, 0.9, 0.99]);
             let (mut syncs, mut pushed) = (0, 0);
             while !stop.load(Ordering::Relaxed) {
                 let r = fleet.sync(&registry, &store, clock.now()).await;

@@ -198,7 +198,7 @@ impl State {
         let fleet = store
             .as_ref()
             .filter(|_| config.mappings.iter().any(|m| m.shared))
-            .map(|s| Arc::new(FleetWindows::new(s.config())));
+            .map(|s| Arc::new(FleetWindows::new(s.config(), &config.series.quantiles)));
         // Not registered in the telemetry registry: /metrics calls it with
         // the scrape's one clock reading, and writes the series itself.
         let families = Arc::new(

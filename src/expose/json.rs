@@ -65,6 +65,43 @@ pub struct FleetJson {
     pub rate: f64,
     /// Average, if any samples.
     pub avg: Option<f64>,
+    /// Smallest value over every instance, for the types that have one
+    /// (left out while an instance sharing the window sends none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min: Option<f64>,
+    /// Largest value over every instance.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max: Option<f64>,
+    /// Quantiles by q over every instance, for timers, histograms and
+    /// distributions.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub quantiles: BTreeMap<String, Option<f64>>,
+}
+
+/// The fleet view of one window as the JSON API shows it.
+fn fleet_json(
+    t: &crate::fleet::FleetTotals,
+    kind: MetricKind,
+    covered: std::time::Duration,
+) -> FleetJson {
+    let finite = |x: f64| Some(x).filter(|f| f.is_finite());
+    let spread = t.spread.as_ref();
+    FleetJson {
+        samples: t.count,
+        sum: t.sum,
+        rate: t.rate(kind, covered),
+        avg: t.avg(),
+        min: spread.and_then(|s| finite(s.min)),
+        max: spread.and_then(|s| finite(s.max)),
+        quantiles: spread
+            .map(|s| {
+                s.quantiles
+                    .iter()
+                    .map(|(q, x)| (q.to_string(), x.filter(|f| f.is_finite())))
+                    .collect()
+            })
+            .unwrap_or_default(),
+    }
 }
 
 /// `GET /api/v1/series`: one page of series with their statistics.
@@ -133,12 +170,7 @@ pub fn series_page(
                         unique: v.unique,
                         fleet: fleet_id.as_ref().and_then(|(f, id)| {
                             let t = f.totals(*id, name)?;
-                            Some(FleetJson {
-                                samples: t.count,
-                                sum: t.sum,
-                                rate: t.rate(meta.kind, covered),
-                                avg: t.avg(),
-                            })
+                            Some(fleet_json(t, meta.kind, covered))
                         }),
                     },
                 )

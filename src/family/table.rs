@@ -188,6 +188,8 @@ table! {
         "The last shared-window sync at stop, by result";
     FLEET_UNSHARED_SERIES: Gauge "rollstat_fleet_unshared_series" ["reason"]
         "Series of a shared mapping rule whose windows are kept local, by reason (cap: redis.max_shared_series reached; labels: name and labels over redis.max_shared_label_bytes)";
+    FLEET_PARTIAL_WINDOWS: Gauge "rollstat_fleet_partial_windows" []
+        "Shared windows whose fleet min, max and quantiles are left out because an instance sharing them sends no range or bins (an older rollstat); their samples, sum, rate and average are still published";
 
     // Breakers, read at scrape time (`expose::signals`).
     BREAKER_STATE: Gauge "rollstat_breaker_state" ["breaker", "kind"]
@@ -262,7 +264,7 @@ table! {
 table! {
     /// The fleet view of every shared series and window (through Redis),
     /// in the order `expose::fleet` fills them.
-    FLEET: &[Family; 4];
+    FLEET: &[Family; 7];
     FLEET_WINDOW_SAMPLES: Gauge "rollstat_fleet_window_samples" ["metric", "window"]
         "Samples in the window over every instance sharing the series (fleet view through Redis).";
     FLEET_WINDOW_SUM_VALUE: Gauge "rollstat_fleet_window_sum_value" ["metric", "window"]
@@ -271,4 +273,10 @@ table! {
         "Per second over the window, over every instance sharing the series: increments for counters, samples for other types.";
     FLEET_WINDOW_AVG: Gauge "rollstat_fleet_window_avg" ["metric", "window"]
         "Average value in the window over every instance sharing the series.";
+    FLEET_WINDOW_MIN: Gauge "rollstat_fleet_window_min" ["metric", "window"]
+        "Smallest value in the window over every instance sharing the series.";
+    FLEET_WINDOW_MAX: Gauge "rollstat_fleet_window_max" ["metric", "window"]
+        "Largest value in the window over every instance sharing the series.";
+    FLEET_WINDOW_QUANTILE: Gauge "rollstat_fleet_window_quantile" ["metric", "window", "q"]
+        "Quantile of the values in the window over every instance sharing the series (DDSketch bins added up in Redis, 1% relative error), by q.";
 }

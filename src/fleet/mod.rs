@@ -132,12 +132,15 @@ pub struct FleetWindows {
     stale_after: u64,
     /// `redis.sync_interval_ms` (nanos).
     sync_interval: u64,
+    /// `[series] quantiles`: the fleet quantiles read from the bins.
+    quantiles: Vec<f64>,
 }
 
 impl FleetWindows {
-    /// Empty, for the store configured by `cfg`.
+    /// Empty, for the store configured by `cfg`, publishing the fleet
+    /// quantiles `quantiles` (`[series] quantiles`).
     #[must_use]
-    pub fn new(cfg: &RedisConfig) -> Self {
+    pub fn new(cfg: &RedisConfig, quantiles: &[f64]) -> Self {
         let (interval, timeout) = (cfg.sync_interval, cfg.sync_timeout);
         FleetWindows {
             sharing: Sharing {
@@ -151,6 +154,7 @@ impl FleetWindows {
             refreshed: AtomicU64::new(0),
             stale_after: duration_nanos(interval * 3 + timeout),
             sync_interval: duration_nanos(interval),
+            quantiles: quantiles.to_vec(),
         }
     }
 
@@ -184,6 +188,7 @@ impl FleetWindows {
                 &outcome,
                 now.as_nanos(),
                 self.sync_interval,
+                &self.quantiles,
                 &mut reads,
             );
             report.pushed += settled.pushed;
@@ -194,9 +199,13 @@ impl FleetWindows {
         count_unshared(store, "rejected", report.rejected);
         count_unshared(store, "unconfirmed", report.unconfirmed);
         report.unshared += report.rejected + report.unconfirmed;
-        self.view
-            .write()
-            .refresh(&places, reads.read, &reads.unread);
+        let partial = {
+            let mut view = self.view.write();
+            view.refresh(&places, reads.read, &reads.unread);
+            view.partial()
+        };
+        let partial = i64::try_from(partial).unwrap_or(i64::MAX);
+        store.metrics().partial_windows.set(partial);
         if !reads.failed {
             self.refreshed.store(now.as_nanos(), Ordering::Release);
             report.read = true;
@@ -264,7 +273,7 @@ impl FleetWindows {
         &self,
         registry: &Registry,
         now: Timestamp,
-        mut f: impl FnMut(&SeriesMeta, &str, FleetTotals, std::time::Duration),
+        mut f: impl FnMut(&SeriesMeta, &str, &FleetTotals, std::time::Duration),
     ) {
         let at = self.refreshed.load(Ordering::Acquire);
         if now.as_nanos().saturating_sub(at) > self.stale_after {

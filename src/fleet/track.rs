@@ -4,16 +4,21 @@
 //! walks these steps around its pipelines, and the tests below drive them
 //! against a model of the window script without Redis.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::clock::{duration_nanos, Timestamp};
 use crate::parse::MetricKind;
+use crate::series::state::SharedBucket;
 use crate::series::{Registry, SeriesMeta};
+use crate::sketch::bins::{difference, Bin};
+use crate::sketch::SparseDDSketch;
 use crate::store::{
-    window_key, SeqDeltas, SyncOutcome, WindowBatch, WindowRead, WindowResult, WindowTotals,
-    WindowWork,
+    window_key, BucketDelta, SeqDeltas, Spread, SyncOutcome, WindowBatch, WindowRead, WindowResult,
+    WindowTotals, WindowWork,
 };
 use crate::window::WindowSpec;
+
+use super::view::{FleetSpread, FleetTotals};
 
 /// Extra lifetime of a window hash after its window (ms).
 const TTL_MARGIN_MS: u64 = 2000;
@@ -34,6 +39,62 @@ struct Slot {
     /// and `sent` never left this instance).
     doubt: bool,
     seen: u64,
+    /// The range and quantile bins of a gauge's, timer's, histogram's or
+    /// distribution's bucket.
+    spread: Option<Box<SlotSpread>>,
+}
+
+/// The range of a bucket and its quantile bins: those there now (read
+/// when the totals change) and those last sent.
+#[derive(Default)]
+struct SlotSpread {
+    min: f64,
+    max: f64,
+    local: Vec<(Bin, u64)>,
+    sent: Vec<(Bin, u64)>,
+}
+
+impl Slot {
+    /// Takes the bucket's state this sync: its totals, and its range and
+    /// bins when the totals changed (a new sample changes the count).
+    fn observe(&mut self, b: SharedBucket<'_>) {
+        let totals = (b.sum, b.count);
+        if let Some((min, max)) = b.range {
+            if self.local != totals || self.spread.is_none() {
+                let sp = self.spread.get_or_insert_with(Box::default);
+                (sp.min, sp.max) = (min, max);
+                if let Some(d) = b.values {
+                    sp.local = d.bins();
+                }
+            }
+        }
+        self.local = totals;
+    }
+
+    /// The delta of this bucket since the last batch, if it changed; what
+    /// is sent becomes the base of the next one.
+    fn delta(&mut self, slot: u64) -> Option<BucketDelta> {
+        if self.local == self.sent {
+            return None;
+        }
+        let spread = self.spread.as_mut().map(|sp| {
+            let bins = difference(&sp.local, &sp.sent);
+            sp.sent = std::mem::take(&mut sp.local);
+            Spread {
+                min: sp.min,
+                max: sp.max,
+                bins,
+            }
+        });
+        let d = BucketDelta {
+            slot,
+            sum: self.local.0 - self.sent.0,
+            count: self.local.1 - self.sent.1,
+            spread,
+        };
+        self.sent = self.local;
+        Some(d)
+    }
 }
 
 /// What became of a window's batches in one sync.
@@ -70,6 +131,9 @@ struct Tracked {
     /// (Unix nanos), when those buckets have left the window.
     lost_until: u64,
     seen: u64,
+    /// The fleet's quantile bins of each slot last read back, with their
+    /// version (see `window_sync.lua`).
+    fleet_bins: BTreeMap<u64, (u64, Vec<(Bin, i64)>)>,
 }
 
 impl Tracked {
@@ -88,6 +152,7 @@ impl Tracked {
             next_read: 0,
             lost_until: 0,
             seen: generation,
+            fleet_bins: BTreeMap::new(),
         }
     }
 
@@ -112,7 +177,7 @@ impl Tracked {
         });
         if !gone.is_empty() && !self.in_doubt.is_empty() {
             for b in &mut self.in_doubt {
-                b.deltas.retain(|d| !gone.contains(&d.0));
+                b.deltas.retain(|d| !gone.contains(&d.slot));
             }
             self.in_doubt.retain(|b| !b.deltas.is_empty());
         }
@@ -123,19 +188,72 @@ impl Tracked {
     /// deltas under a new sequence number from `seq` (if any), which joins
     /// them in doubt until an answer says it was applied.
     fn batches(&mut self, seq: &mut u64) -> Vec<SeqDeltas> {
-        let mut deltas: Vec<(u64, f64, f64)> = Vec::new();
-        for (slot, s) in &mut self.slots {
-            if s.local != s.sent {
-                deltas.push((*slot, s.local.0 - s.sent.0, s.local.1 - s.sent.1));
-                s.sent = s.local;
-            }
-        }
+        let mut deltas: Vec<BucketDelta> = self
+            .slots
+            .iter_mut()
+            .filter_map(|(slot, s)| s.delta(*slot))
+            .collect();
         if !deltas.is_empty() {
-            deltas.sort_by_key(|d| d.0);
+            deltas.sort_by_key(|d| d.slot);
             *seq += 1;
             self.in_doubt.push(SeqDeltas { seq: *seq, deltas });
         }
         self.in_doubt.clone()
+    }
+
+    /// `(slot, version)` of the fleet bins held for the slots from
+    /// `oldest` on: the read leaves out those that did not change.
+    fn known(&self, oldest: u64) -> Vec<(u64, u64)> {
+        self.fleet_bins
+            .range(oldest..)
+            .map(|(slot, (version, _))| (*slot, *version))
+            .collect()
+    }
+
+    /// Takes the bins a read brought into the copy held (the slots it did
+    /// not name are gone), and gives the window's fleet range and
+    /// quantiles at `qs`. `Err(())` when the range cannot be told: some of
+    /// the window's samples came from an instance that sends no range (an
+    /// older rollstat); `Ok(None)` when nobody sent one (counters).
+    fn take_read(&mut self, t: &WindowTotals, qs: &[f64]) -> Result<Option<FleetSpread>, ()> {
+        let mut held = std::mem::take(&mut self.fleet_bins);
+        for sb in &t.slots {
+            let bins = match &sb.bins {
+                Some(b) => b.clone(),
+                None => match held.remove(&sb.slot) {
+                    Some((v, b)) if v == sb.version => b,
+                    _ => continue,
+                },
+            };
+            self.fleet_bins.insert(sb.slot, (sb.version, bins));
+        }
+        held.clear();
+        if t.spread_count == 0.0 {
+            return Ok(None);
+        }
+        if t.spread_count < t.count * (1.0 - 1e-9) {
+            return Err(());
+        }
+        let mut merged: BTreeMap<Bin, i64> = BTreeMap::new();
+        for (_, bins) in self.fleet_bins.values() {
+            for &(bin, n) in bins {
+                *merged.entry(bin).or_default() += n;
+            }
+        }
+        let quantiles = if merged.is_empty() {
+            Vec::new()
+        } else {
+            let positive = merged
+                .into_iter()
+                .map(|(b, n)| (b, u64::try_from(n).unwrap_or(0)));
+            let sketch = SparseDDSketch::from_bins(positive, t.min, t.max);
+            qs.iter().map(|&q| (q, sketch.quantile(q))).collect()
+        };
+        Ok(Some(FleetSpread {
+            min: t.min,
+            max: t.max,
+            quantiles,
+        }))
     }
 
     /// Schedules the next read of a window with nothing to write, after
@@ -182,7 +300,7 @@ impl Tracked {
             Fate::InDoubt if self.in_doubt.len() <= MAX_IN_DOUBT => {
                 for b in &self.in_doubt {
                     for d in &b.deltas {
-                        if let Some(s) = self.slots.get_mut(&d.0) {
+                        if let Some(s) = self.slots.get_mut(&d.slot) {
                             s.doubt = true;
                         }
                     }
@@ -292,7 +410,13 @@ pub(super) struct Settled {
 #[derive(Default)]
 pub(super) struct Reads {
     /// The fleet totals of the windows read, by key.
-    pub(super) read: Vec<(String, WindowTotals)>,
+    pub(super) read: Vec<(String, FleetTotals)>,
+    /// The fleet range and quantiles of the windows read that have them
+    /// (from [`SyncState::settle`]), by key.
+    spreads: HashMap<String, FleetSpread>,
+    /// Windows read whose range could not be told (see
+    /// [`Tracked::take_read`]).
+    partial: HashSet<String>,
     /// Windows left out of the view this time: not read, refused, or
     /// missing deltas Redis refused.
     pub(super) unread: Vec<String>,
@@ -314,8 +438,13 @@ impl Reads {
                 WindowResult::Totals(_) if self.incomplete.contains(&w.read.key) => {
                     self.unread.push(w.read.key.clone());
                 }
-                WindowResult::Totals(t) => self.read.push((w.read.key.clone(), t)),
-                WindowResult::Rejected | WindowResult::Unread | WindowResult::Read(_) => {
+                WindowResult::Totals(t) => {
+                    let mut fleet = FleetTotals::from(&t);
+                    fleet.spread = self.spreads.remove(&w.read.key);
+                    fleet.partial = self.partial.contains(&w.read.key);
+                    self.read.push((w.read.key.clone(), fleet));
+                }
+                WindowResult::Rejected | WindowResult::Unread | WindowResult::Read(..) => {
                     self.unread.push(w.read.key.clone());
                 }
             }
@@ -382,9 +511,9 @@ impl SyncState {
                     .or_insert_with(|| Tracked::new(id, wname, spec, generation));
                 t.ignore_current = spec.ignores_current();
                 t.seen = generation;
-                state.visit_slot_totals(i, now, |start, sum, count| {
+                state.visit_shared_slots(i, now, |start, b| {
                     let slot = t.slots.entry(start.as_nanos() / interval).or_default();
-                    slot.local = (sum, count);
+                    slot.observe(b);
                     slot.seen = generation;
                 });
             }
@@ -443,14 +572,16 @@ impl SyncState {
                 continue;
             }
             let current = now.as_nanos() / t.interval;
+            let oldest = (current + 1).saturating_sub(t.size);
             batch.push(WindowWork {
                 batches,
                 expire_ms: t.length_ms.saturating_add(TTL_MARGIN_MS),
                 read: WindowRead {
                     key: key.clone(),
-                    oldest: (current + 1).saturating_sub(t.size),
+                    oldest,
                     current,
                     ignore_current: t.ignore_current,
+                    known: t.known(oldest),
                 },
             });
         }
@@ -474,6 +605,7 @@ impl SyncState {
         outcome: &SyncOutcome,
         now: u64,
         sync_interval: u64,
+        qs: &[f64],
         reads: &mut Reads,
     ) -> Settled {
         let mut settled = Settled::default();
@@ -492,7 +624,19 @@ impl SyncState {
                 continue;
             };
             settled.unconfirmed += t.settle(*fate);
-            t.read_done(results.and_then(|r| r.get(i)), now, sync_interval);
+            let read = results.and_then(|r| r.get(i));
+            t.read_done(read, now, sync_interval);
+            if let Some(WindowResult::Totals(tot)) = read {
+                match t.take_read(tot, qs) {
+                    Ok(Some(spread)) => {
+                        reads.spreads.insert(w.read.key.clone(), spread);
+                    }
+                    Ok(None) => {}
+                    Err(()) => {
+                        reads.partial.insert(w.read.key.clone());
+                    }
+                }
+            }
             if *fate == Fate::Rejected && w.deltas() > 0 {
                 t.lost_until = now.saturating_add(t.length_ms.saturating_mul(1_000_000));
             }
@@ -525,9 +669,9 @@ mod tests {
         fn run(&mut self, batches: &[SeqDeltas]) {
             for b in batches {
                 if b.seq > self.applied {
-                    for &(slot, ds, dc) in &b.deltas {
-                        let e = self.slots.entry(slot).or_default();
-                        *e = (e.0 + ds, e.1 + dc);
+                    for d in &b.deltas {
+                        let e = self.slots.entry(d.slot).or_default();
+                        *e = (e.0 + d.sum, e.1 + d.count);
                     }
                     self.applied = b.seq;
                 }
@@ -562,7 +706,7 @@ mod tests {
         set(&mut t, 10, 8.0, 2);
         let b2 = t.batches(&mut seq);
         assert_eq!(b2.iter().map(|b| b.seq).collect::<Vec<_>>(), [1, 2]);
-        assert_eq!(b2[1].deltas, [(10, 3.0, 3.0)]);
+        assert_eq!(b2[1].deltas, [BucketDelta::totals(10, 3.0, 3.0)]);
         assert_eq!(t.settle(Fate::InDoubt), 0);
         // Sync 3: not sent at all (the store is down).
         set(&mut t, 11, 1.0, 3);
@@ -596,7 +740,7 @@ mod tests {
         set(&mut t, 3, 1.0, 1);
         assert_eq!(t.drop_unseen(2), (1, 1));
         // The batch in doubt no longer carries slot 1.
-        assert_eq!(t.in_doubt[0].deltas, [(2, 2.0, 2.0)]);
+        assert_eq!(t.in_doubt[0].deltas, [BucketDelta::totals(2, 2.0, 2.0)]);
         // A bucket whose batch was never sent (the store down) leaves as
         // expired, not unconfirmed.
         set(&mut t, 2, 2.0, 2);
@@ -631,7 +775,7 @@ mod tests {
             let now = start + i * sync;
             if now >= t.next_read {
                 reads += 1;
-                t.read_done(Some(&WindowResult::Totals(totals)), now, sync);
+                t.read_done(Some(&WindowResult::Totals(totals.clone())), now, sync);
             }
         }
         reads
@@ -642,15 +786,16 @@ mod tests {
         let some = WindowTotals {
             sum: 3.0,
             count: 3.0,
+            ..WindowTotals::default()
         };
         // Ignoring the current bucket: once per bucket (10), not 100 times.
-        assert_eq!(reads(true, some), 10);
+        assert_eq!(reads(true, some.clone()), 10);
         // Empty (its key expired): once per bucket too.
         assert_eq!(reads(false, WindowTotals::default()), 10);
         assert_eq!(reads(true, WindowTotals::default()), 10);
         // Counting the current bucket, which others fill at any time: every
         // sync.
-        assert_eq!(reads(false, some), 100);
+        assert_eq!(reads(false, some.clone()), 100);
         // Not answered: read again next sync.
         let mut t = tracked();
         t.ignore_current = true;
@@ -768,12 +913,18 @@ mod tests {
     fn deltas(b: &WindowBatch) -> Vec<(u64, f64, f64)> {
         b.windows()
             .iter()
-            .flat_map(|w| w.batches.iter().flat_map(|s| s.deltas.clone()))
+            .flat_map(|w| w.batches.iter().flat_map(|s| s.deltas.iter()))
+            .map(|d| (d.slot, d.sum, d.count))
             .collect()
     }
 
     fn answered(totals: &[WindowTotals]) -> SyncOutcome {
-        SyncOutcome::Done(totals.iter().map(|t| WindowResult::Totals(*t)).collect())
+        SyncOutcome::Done(
+            totals
+                .iter()
+                .map(|t| WindowResult::Totals(t.clone()))
+                .collect(),
+        )
     }
 
     #[test]
@@ -790,10 +941,11 @@ mod tests {
         let totals = WindowTotals {
             sum: 5.0,
             count: 2.0,
+            ..WindowTotals::default()
         };
         let mut reads = Reads::default();
-        let outcome = answered(&[totals]);
-        let settled = st.settle(&work, &outcome, T0.as_nanos(), 1, &mut reads);
+        let outcome = answered(std::slice::from_ref(&totals));
+        let settled = st.settle(&work, &outcome, T0.as_nanos(), 1, &[0.5], &mut reads);
         assert_eq!(
             settled,
             Settled {
@@ -811,9 +963,10 @@ mod tests {
         let (id, window) = places.values().next().unwrap();
         assert_eq!(
             view.get(*id, window),
-            Some(super::super::FleetTotals {
+            Some(&super::super::FleetTotals {
                 sum: 5.0,
-                count: 2.0
+                count: 2.0,
+                ..Default::default()
             })
         );
         // One more in the same bucket: only the difference goes, under the
@@ -824,9 +977,10 @@ mod tests {
         assert_eq!(work.windows()[0].batches[0].seq, 2);
         st.settle(
             &work,
-            &answered(&[totals]),
+            &answered(std::slice::from_ref(&totals)),
             T0.as_nanos(),
             1,
+            &[0.5],
             &mut Reads::default(),
         );
         // Nothing new: nothing to write, but the window (which counts the
@@ -870,7 +1024,7 @@ mod tests {
         let (_, _, work) = plan(&mut st, &r, &sharing, T0);
         let refused = SyncOutcome::Done(vec![WindowResult::Rejected]);
         let mut reads = Reads::default();
-        let settled = st.settle(&work, &refused, T0.as_nanos(), 1, &mut reads);
+        let settled = st.settle(&work, &refused, T0.as_nanos(), 1, &[0.5], &mut reads);
         assert_eq!(
             settled,
             Settled {
@@ -885,13 +1039,14 @@ mod tests {
         let totals = WindowTotals {
             sum: 9.0,
             count: 3.0,
+            ..WindowTotals::default()
         };
         let read_at = |st: &mut SyncState, now: Timestamp| {
             feed(&r, now, "a:1|c");
             let (_, _, work) = plan(st, &r, &sharing, now);
             let mut reads = Reads::default();
-            let outcome = answered(&[totals]);
-            st.settle(&work, &outcome, now.as_nanos(), 1, &mut reads);
+            let outcome = answered(std::slice::from_ref(&totals));
+            st.settle(&work, &outcome, now.as_nanos(), 1, &[0.5], &mut reads);
             reads.take(&work, outcome);
             (reads.read.len(), reads.unread.len())
         };

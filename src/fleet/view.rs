@@ -9,19 +9,40 @@ use crate::parse::MetricKind;
 use crate::store::WindowTotals;
 
 /// Fleet-wide totals of one window.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct FleetTotals {
     /// Weighted sum of values (counters: increments).
     pub sum: f64,
     /// Weighted number of samples.
     pub count: f64,
+    /// The range and quantiles, for gauges, timers, histograms and
+    /// distributions when every instance sharing the window sends them.
+    pub spread: Option<FleetSpread>,
+    /// Whether the range and quantiles are left out because an instance
+    /// sharing the window sends none (an older rollstat).
+    pub partial: bool,
 }
 
-impl From<WindowTotals> for FleetTotals {
-    fn from(t: WindowTotals) -> Self {
+/// The fleet-wide range and quantiles of one window.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FleetSpread {
+    /// The smallest value any instance saw in the window: exact.
+    pub min: f64,
+    /// The largest: exact.
+    pub max: f64,
+    /// `(q, value)` per configured quantile (none for gauges): the
+    /// DDSketch quantile of every instance's bins added up, within 1 % of a
+    /// value of that rank in the union of their samples.
+    pub quantiles: Vec<(f64, Option<f64>)>,
+}
+
+impl From<&WindowTotals> for FleetTotals {
+    fn from(t: &WindowTotals) -> Self {
         FleetTotals {
             sum: t.sum,
             count: t.count,
+            spread: None,
+            partial: false,
         }
     }
 }
@@ -53,9 +74,9 @@ impl FleetTotals {
 pub(super) struct View(HashMap<u128, Vec<(String, FleetTotals)>>);
 
 impl View {
-    pub(super) fn get(&self, id: u128, window: &str) -> Option<FleetTotals> {
+    pub(super) fn get(&self, id: u128, window: &str) -> Option<&FleetTotals> {
         let windows = self.0.get(&id)?;
-        windows.iter().find(|(w, _)| w == window).map(|(_, t)| *t)
+        windows.iter().find(|(w, _)| w == window).map(|(_, t)| t)
     }
 
     fn set(&mut self, id: u128, window: &str, t: FleetTotals) {
@@ -64,6 +85,16 @@ impl View {
             Some(slot) => slot.1 = t,
             None => windows.push((window.to_string(), t)),
         }
+    }
+
+    /// Windows whose range and quantiles are left out (see
+    /// [`FleetTotals::partial`]).
+    pub(super) fn partial(&self) -> usize {
+        self.0
+            .values()
+            .flat_map(|w| w.iter())
+            .filter(|(_, t)| t.partial)
+            .count()
     }
 
     fn retain(&mut self, mut keep: impl FnMut(u128, &str) -> bool) {
@@ -79,7 +110,7 @@ impl View {
     pub(super) fn refresh(
         &mut self,
         places: &HashMap<String, (u128, String)>,
-        read: Vec<(String, WindowTotals)>,
+        read: Vec<(String, FleetTotals)>,
         unread: &[String],
     ) {
         let tracked: HashSet<(u128, &str)> =
@@ -92,7 +123,7 @@ impl View {
         self.retain(|id, w| tracked.contains(&(id, w)) && !unread.contains(&(id, w)));
         for (k, t) in read {
             if let Some((id, w)) = places.get(&k) {
-                self.set(*id, w, FleetTotals::from(t));
+                self.set(*id, w, t);
             }
         }
     }
@@ -108,7 +139,7 @@ impl FleetView<'_> {
     /// The fleet totals of the shared series `id` (its
     /// [`SeriesMeta::fleet_id`](crate::series::SeriesMeta::fleet_id)) in `window`.
     #[must_use]
-    pub fn totals(&self, id: u128, window: &str) -> Option<FleetTotals> {
+    pub fn totals(&self, id: u128, window: &str) -> Option<&FleetTotals> {
         self.totals.get(id, window)
     }
 }

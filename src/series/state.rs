@@ -482,6 +482,37 @@ impl SeriesState {
         }
     }
 
+    /// Calls `f` with the start and contents of every bucket in window `i`
+    /// at `now`, as a fleet sync shares them: totals, and for gauges,
+    /// timers, histograms and distributions the range of values and (but
+    /// gauges) the quantile bins. Sets have nothing to share this way.
+    pub fn visit_shared_slots(
+        &self,
+        i: usize,
+        now: Timestamp,
+        mut f: impl FnMut(Timestamp, SharedBucket<'_>),
+    ) {
+        match self {
+            SeriesState::Gauge { windows, .. } => windows.visit_slots(i, now, |t, b| {
+                f(t, SharedBucket::of_summary(b, None));
+            }),
+            SeriesState::Distribution { windows, .. } => windows.visit_slots(i, now, |t, b| {
+                f(t, SharedBucket::of_summary(&b.summary, Some(b)));
+            }),
+            _ => self.visit_slot_totals(i, now, |t, sum, count| {
+                f(
+                    t,
+                    SharedBucket {
+                        sum,
+                        count,
+                        range: None,
+                        values: None,
+                    },
+                );
+            }),
+        }
+    }
+
     /// The spec of window `i` and the time its buckets span at `now`,
     /// watched or not ([`RollingWindow::spanned`]): the denominator of the
     /// fleet's rate for a shared window, whose slots other instances filled
@@ -530,6 +561,31 @@ impl SeriesState {
                     unique: Some(merged.members.count()),
                 }
             }
+        }
+    }
+}
+
+/// One bucket of a shared window as a fleet sync reads it
+/// ([`SeriesState::visit_shared_slots`]).
+#[derive(Clone, Copy, Debug)]
+pub struct SharedBucket<'a> {
+    /// Weighted sum of values.
+    pub sum: f64,
+    /// Weighted number of samples.
+    pub count: f64,
+    /// The smallest and largest value, for the types that keep them.
+    pub range: Option<(f64, f64)>,
+    /// The values, for the types with quantiles.
+    pub values: Option<&'a Distribution>,
+}
+
+impl<'a> SharedBucket<'a> {
+    fn of_summary(s: &Summary, values: Option<&'a Distribution>) -> Self {
+        SharedBucket {
+            sum: s.sum,
+            count: s.count,
+            range: (!s.is_empty()).then_some((s.min, s.max)),
+            values,
         }
     }
 }

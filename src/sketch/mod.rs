@@ -9,12 +9,15 @@
 //! * [`DistinctCounter`]: distinct counts for statsd sets, exact up to
 //!   [`DistinctCounter::EXACT_LIMIT`] members, then a HyperLogLog.
 //!
+//! * [`bins`]: a quantile sketch's bins as a fleet sync sends them, and
+//!   their difference since the last sync.
 //! * [`redis_hll::RedisHll`]: a HyperLogLog in Redis's own register
 //!   layout, so Redis merges and counts what is built here.
 //!
 //! Both merge, so a window's buckets fold into one sketch on reduce, and
 //! (later) instances can merge theirs.
 
+pub mod bins;
 pub mod budget;
 mod distinct;
 pub mod native;

@@ -2,8 +2,9 @@
 
 use std::fmt;
 
+use super::bins::{normalize, Bin};
 use super::budget::{self, Coarsened};
-use super::sparse::SparseDDSketch;
+use super::sparse::{bin_of, SparseDDSketch};
 
 /// A DDSketch with 1% relative accuracy: every quantile it returns is within
 /// 1% of a value whose rank is the requested one.
@@ -84,12 +85,18 @@ impl QuantileSketch {
         if !value.is_finite() {
             return;
         }
-        let count = if weight.is_finite() {
+        self.add_count(value, Self::whole(weight), true);
+    }
+
+    /// The whole count a weight stands for in the sketch: rounded, at
+    /// least 1 and at most `u32::MAX`.
+    #[must_use]
+    pub fn whole(weight: f64) -> u64 {
+        if weight.is_finite() {
             weight.round().clamp(1.0, Self::MAX_WEIGHT) as u64
         } else {
             1
-        };
-        self.add_count(value, count, true);
+        }
     }
 
     /// Adds `count` at `value`; under `gated` (ingest), within the sketch
@@ -161,6 +168,24 @@ impl QuantileSketch {
                 .fold(0u64, |n, (_, c)| n.saturating_add(*c)),
             Repr::Full(d) => d.0.count(),
         }
+    }
+
+    /// The sketch's bins with their counts, sorted in value order (see
+    /// [`bins`](super::bins)): what a fleet sync sends.
+    #[must_use]
+    pub fn bins(&self) -> Vec<(Bin, u64)> {
+        let mut out = Vec::new();
+        match &self.repr {
+            Repr::Empty => {}
+            Repr::Few { values, len } => {
+                for &(v, c) in &values[..usize::from(*len)] {
+                    out.push((bin_of(v), c));
+                }
+            }
+            Repr::Full(d) => d.0.for_each_bin(|b, c| out.push((b, c))),
+        }
+        normalize(&mut out);
+        out
     }
 
     /// Whether a sketch has been built (more than [`FEW`](Self::FEW)

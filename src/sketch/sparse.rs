@@ -21,6 +21,7 @@ use std::sync::LazyLock;
 
 use sketches_ddsketch::Config;
 
+use super::bins::Bin;
 use super::budget::{self, Coarsened};
 
 /// The crate's default mapping: 1% relative accuracy, values below 1e-9
@@ -171,6 +172,19 @@ impl Store {
     }
 }
 
+/// The bin a finite value falls in.
+#[must_use]
+pub fn bin_of(v: f64) -> Bin {
+    let m = &*MAPPING;
+    if v > m.min_possible() {
+        Bin::Positive(m.key(v))
+    } else if v < -m.min_possible() {
+        Bin::Negative(m.key(-v))
+    } else {
+        Bin::Zero
+    }
+}
+
 /// A DDSketch whose stores hold only the bins in use.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SparseDDSketch {
@@ -265,6 +279,46 @@ impl SparseDDSketch {
         } else {
             m.value(self.positive.key_at_rank(rank - neg - self.zero))
         })
+    }
+
+    /// Calls `f` with every bin in use and its count (zeros as
+    /// [`Bin::Zero`]), in no set order.
+    pub fn for_each_bin(&self, mut f: impl FnMut(Bin, u64)) {
+        for &(k, c) in &self.negative.bins {
+            f(Bin::Negative(k), c);
+        }
+        if self.zero > 0 {
+            f(Bin::Zero, self.zero);
+        }
+        for &(k, c) in &self.positive.bins {
+            f(Bin::Positive(k), c);
+        }
+    }
+
+    /// The sketch holding `bins` (counts of 0 left out), with `min` and
+    /// `max` as the values `q = 0` and `q = 1` answer: a sketch merged from
+    /// bins read back from several instances. A read, outside the sketch
+    /// budget; at most [`MAX_BINS`] bins a side are kept, as when merging.
+    #[must_use]
+    pub fn from_bins(bins: impl IntoIterator<Item = (Bin, u64)>, min: f64, max: f64) -> Self {
+        let mut s = SparseDDSketch::default();
+        for (bin, count) in bins {
+            if count == 0 {
+                continue;
+            }
+            match bin {
+                Bin::Negative(k) => {
+                    s.negative.add(k, count, false);
+                }
+                Bin::Zero => s.zero = s.zero.saturating_add(count),
+                Bin::Positive(k) => {
+                    s.positive.add(k, count, false);
+                }
+            }
+        }
+        s.min = min;
+        s.max = max;
+        s
     }
 
     /// Bins in use, both sides: 16 bytes each on the heap.

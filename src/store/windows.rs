@@ -61,6 +61,8 @@
 
 use redis::cluster_routing::Slot;
 
+use crate::sketch::bins::Bin;
+
 /// Hash tags (Redis Cluster slots) the shared windows are spread over.
 pub const GROUPS: u128 = 64;
 
@@ -79,12 +81,48 @@ pub fn window_key(prefix: &str, id: u128, window: &str, interval_nanos: u64, siz
 }
 
 /// Fleet-wide totals of one window, as read back from Redis.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct WindowTotals {
     /// Weighted sum of values (counters: increments).
     pub sum: f64,
     /// Weighted number of samples.
     pub count: f64,
+    /// Of `count`, the samples whose writers sent their range (and, for
+    /// the types with quantiles, their bins): less than `count` when an
+    /// instance that does not send them shares the window.
+    pub spread_count: f64,
+    /// The smallest value the writers of ranges saw (+inf when none).
+    pub min: f64,
+    /// The largest (-inf when none).
+    pub max: f64,
+    /// Every slot in the window holding a range: its bins' version and,
+    /// when that is not the version the read said it knew, its bins.
+    pub slots: Vec<SlotBins>,
+}
+
+impl Default for WindowTotals {
+    fn default() -> Self {
+        WindowTotals {
+            sum: 0.0,
+            count: 0.0,
+            spread_count: 0.0,
+            min: f64::INFINITY,
+            max: f64::NEG_INFINITY,
+            slots: Vec::new(),
+        }
+    }
+}
+
+/// The quantile bins of one slot of a shared window, as read back.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SlotBins {
+    /// The slot (its index on the epoch-aligned grid).
+    pub slot: u64,
+    /// Bumped by every batch that changes the slot's bins.
+    pub version: u64,
+    /// The bins over every instance; `None` when `version` is the one the
+    /// read said it knew (the reader's copy is current).
+    pub bins: Option<Vec<(Bin, i64)>>,
 }
 
 /// One window to read back: its key and which slots count.
@@ -99,6 +137,49 @@ pub struct WindowRead {
     pub current: u64,
     /// Whether the window leaves out the bucket being filled.
     pub ignore_current: bool,
+    /// `(slot, version)` of the slots whose bins the reader holds: those
+    /// come back without their bins while their version is unchanged.
+    pub known: Vec<(u64, u64)>,
+}
+
+/// What a bucket of a gauge, timer, histogram or distribution brings
+/// beside its totals.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Spread {
+    /// The smallest value in the local bucket (merged by minimum: sent
+    /// twice, it changes nothing).
+    pub min: f64,
+    /// The largest.
+    pub max: f64,
+    /// How each quantile bin's count changed since the last batch (none
+    /// for gauges).
+    pub bins: Vec<(Bin, i64)>,
+}
+
+/// What changed in one bucket since the last batch.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BucketDelta {
+    /// The bucket's slot.
+    pub slot: u64,
+    /// Change of the weighted sum.
+    pub sum: f64,
+    /// Change of the weighted count.
+    pub count: f64,
+    /// The range and bins, for the types that have them.
+    pub spread: Option<Spread>,
+}
+
+impl BucketDelta {
+    /// A delta of the totals only (counters).
+    #[must_use]
+    pub fn totals(slot: u64, sum: f64, count: f64) -> Self {
+        BucketDelta {
+            slot,
+            sum,
+            count,
+            spread: None,
+        }
+    }
 }
 
 /// Bucket deltas sent under one sequence number: applied at most once.
@@ -107,8 +188,8 @@ pub struct SeqDeltas {
     /// Increasing per instance; the script skips a batch whose number is
     /// not above the last one applied for the instance.
     pub seq: u64,
-    /// `(slot, Δsum, Δcount)` per bucket that changed.
-    pub deltas: Vec<(u64, f64, f64)>,
+    /// One per bucket that changed.
+    pub deltas: Vec<BucketDelta>,
 }
 
 /// One window's part of a sync: its batches of deltas (those still in doubt
@@ -130,6 +211,17 @@ impl WindowWork {
     pub fn deltas(&self) -> usize {
         self.batches.iter().map(|b| b.deltas.len()).sum()
     }
+
+    /// Bucket deltas plus the quantile bins they carry: the size a chunk
+    /// is cut by.
+    #[must_use]
+    pub fn weight(&self) -> usize {
+        self.batches
+            .iter()
+            .flat_map(|b| &b.deltas)
+            .map(|d| 1 + d.spread.as_ref().map_or(0, |s| s.bins.len()))
+            .sum()
+    }
 }
 
 /// The writes and reads of one window sync, or of one chunk of it (see
@@ -138,6 +230,7 @@ impl WindowWork {
 pub struct WindowBatch {
     pub(super) windows: Vec<WindowWork>,
     deltas: usize,
+    weight: usize,
 }
 
 // === impl WindowBatch ===
@@ -152,6 +245,7 @@ impl WindowBatch {
     /// Adds a window: its deltas are written, then it is read back.
     pub fn push(&mut self, work: WindowWork) {
         self.deltas += work.deltas();
+        self.weight += work.weight();
         self.windows.push(work);
     }
 
@@ -168,7 +262,8 @@ impl WindowBatch {
     }
 
     /// Splits into chunks of at most `max_windows` windows and, unless one
-    /// window alone has more, `max_deltas` deltas: each chunk is one
+    /// window alone has more, `max_deltas` deltas (a delta's quantile bins
+    /// counting one each): each chunk is one
     /// pipeline under its own deadline, and a window's commands never span
     /// two chunks (one key per window, so a chunk never needs more than its
     /// own keys). With `by_slot` (the store is a Redis Cluster), windows are
@@ -203,7 +298,7 @@ impl WindowBatch {
             for w in group {
                 if !cur.windows.is_empty()
                     && (cur.windows.len() >= max_windows.max(1)
-                        || cur.deltas + w.deltas() > max_deltas)
+                        || cur.weight + w.weight() > max_deltas)
                 {
                     out.push(std::mem::take(&mut cur));
                 }
@@ -224,27 +319,77 @@ pub fn slot_of(key: &str) -> Slot {
     Slot::for_key(key)
 }
 
-/// The totals of one window from the flat `[field, value, ...]` list that
-/// `window_sync.lua` returns; unknown or malformed fields are skipped.
-pub(super) fn totals(read: &WindowRead, fields: &[String]) -> WindowTotals {
+/// Whether `slot` counts in the totals of `read`: not ahead of the
+/// current slot, and not the current one when the window ignores it.
+fn counts(read: &WindowRead, slot: u64) -> bool {
+    slot < read.current || (slot == read.current && !read.ignore_current)
+}
+
+/// The totals of one window from what `window_sync.lua` returns: the
+/// flat `[field, value, ...]` list of its hash, and per slot whose bins
+/// changed `[slot, bin, count, ...]`. Unknown or malformed fields are
+/// skipped.
+pub(super) fn totals(read: &WindowRead, fields: &[String], bins: &[Vec<String>]) -> WindowTotals {
     let mut tot = WindowTotals::default();
     for pair in fields.chunks_exact(2) {
         let Some((slot, which)) = pair[0].split_once(':') else {
             continue;
         };
-        let (Ok(slot), Ok(v)) = (slot.parse::<u64>(), pair[1].parse::<f64>()) else {
+        let Ok(slot) = slot.parse::<u64>() else {
             continue;
         };
-        if slot > read.current || (read.ignore_current && slot == read.current) {
+        if !counts(read, slot) {
             continue;
         }
         match which {
-            "s" => tot.sum += v,
-            "c" => tot.count += v,
+            "s" => tot.sum += pair[1].parse::<f64>().unwrap_or(0.0),
+            "c" => tot.count += pair[1].parse::<f64>().unwrap_or(0.0),
+            "x" => tot.add_spread(slot, &pair[1]),
             _ => {}
         }
     }
+    for one in bins {
+        let Some(slot) = one.first().and_then(|s| s.parse::<u64>().ok()) else {
+            continue;
+        };
+        let Some(at) = tot.slots.iter_mut().find(|b| b.slot == slot) else {
+            continue;
+        };
+        let parsed = one[1..]
+            .chunks_exact(2)
+            .filter_map(|p| Some((Bin::parse(&p[0])?, p[1].parse::<i64>().ok()?)))
+            .collect();
+        at.bins = Some(parsed);
+    }
     tot
+}
+
+impl WindowTotals {
+    /// Adds one slot's `x` field, `<count>;<version>;<min>;<max>`.
+    fn add_spread(&mut self, slot: u64, x: &str) {
+        let mut parts = x.split(';');
+        let (Some(count), Some(version), Some(min), Some(max)) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return;
+        };
+        let (Ok(count), Ok(version), Ok(min), Ok(max)) = (
+            count.parse::<f64>(),
+            version.parse::<u64>(),
+            min.parse::<f64>(),
+            max.parse::<f64>(),
+        ) else {
+            return;
+        };
+        self.spread_count += count;
+        self.min = self.min.min(min);
+        self.max = self.max.max(max);
+        self.slots.push(SlotBins {
+            slot,
+            version,
+            bins: None,
+        });
+    }
 }
 
 #[cfg(test)]
@@ -263,42 +408,66 @@ mod tests {
         let f = fields(&[
             ("8:s", "1"),
             ("8:c", "1"),
+            ("8:x", "1;3;0.5;0.5"),
             ("9:s", "2"),
             ("9:c", "1"),
+            ("9:x", "1;1;2;2"),
             ("10:s", "4"),
             ("10:c", "1"),
+            ("10:x", "1;1;4;4"),
             ("junk", "7"),
-            ("9:x", "7"),
+            ("9:y", "7"),
             ("9:s", "nan?"),
+            ("7:x", "1;2;bad;0"),
         ]);
+        let bins = vec![
+            vec![
+                "9".to_string(),
+                "p35".into(),
+                "1".into(),
+                "junk".into(),
+                "2".into(),
+            ],
+            vec!["10".to_string(), "p70".into(), "1".into()],
+        ];
         let mut r = WindowRead {
             key: "k".into(),
             oldest: 0,
             current: 9,
             ignore_current: false,
+            known: vec![(8, 3)],
         };
+        let t = totals(&r, &f, &bins);
+        assert_eq!((t.sum, t.count, t.spread_count), (3.0, 2.0, 2.0));
+        assert_eq!((t.min, t.max), (0.5, 2.0));
         assert_eq!(
-            totals(&r, &f),
-            WindowTotals {
-                sum: 3.0,
-                count: 2.0
-            }
+            t.slots,
+            [
+                SlotBins {
+                    slot: 8,
+                    version: 3,
+                    bins: None
+                },
+                SlotBins {
+                    slot: 9,
+                    version: 1,
+                    bins: Some(vec![(Bin::Positive(35), 1)])
+                }
+            ]
         );
         r.ignore_current = true;
-        assert_eq!(
-            totals(&r, &f),
-            WindowTotals {
-                sum: 1.0,
-                count: 1.0
-            }
-        );
+        let t = totals(&r, &f, &bins);
+        assert_eq!((t.sum, t.count, t.min, t.max), (1.0, 1.0, 0.5, 0.5));
+        assert_eq!(t.slots.len(), 1);
     }
 
     fn work(key: &str, deltas: usize) -> WindowWork {
         WindowWork {
             batches: vec![SeqDeltas {
                 seq: 1,
-                deltas: (0..deltas as u64).map(|s| (s, 1.0, 1.0)).collect(),
+                deltas: (0..deltas as u64)
+                    .map(|s| BucketDelta::totals(s, 1.0, 1.0))
+                    .collect(),
             }],
             expire_ms: 3000,
             read: WindowRead {
@@ -306,6 +475,7 @@ mod tests {
                 oldest: 0,
                 current: 2,
                 ignore_current: true,
+                known: Vec::new(),
             },
         }
     }

@@ -13,6 +13,8 @@
 //! A bucket type implements [`Bucket`]: add, reset, and merge (used by
 //! `reduce` to fold the unexpired buckets into one).
 
+use crate::sketch::bins::Bin;
+use crate::sketch::sparse::bin_of;
 use crate::sketch::{DistinctCounter, QuantileSketch};
 
 /// A bucket of a rolling window.
@@ -269,6 +271,21 @@ impl Distribution {
             Some(s) => s.quantile(q),
             None if self.summary.is_empty() || !(0.0..=1.0).contains(&q) => None,
             None => Some(self.summary.min),
+        }
+    }
+
+    /// The bins of the bucket's values with their counts, in value order:
+    /// the sketch's, or the one value's bin with the bucket's whole count
+    /// (rounded as the sketch would, were it built now).
+    #[must_use]
+    pub fn bins(&self) -> Vec<(Bin, u64)> {
+        match &self.sketch {
+            Some(s) => s.bins(),
+            None if self.summary.is_empty() => Vec::new(),
+            None => vec![(
+                bin_of(self.summary.min),
+                QuantileSketch::whole(self.summary.count),
+            )],
         }
     }
 

@@ -51,6 +51,10 @@ pub struct StoreMetrics {
     /// rule kept local: `cap` (`redis.max_shared_series` reached), `labels`
     /// (name and labels over `redis.max_shared_label_bytes`).
     pub unshared_series: IntGaugeVec,
+    /// `rollstat_fleet_partial_windows`: shared windows whose fleet min,
+    /// max and quantiles are left out, as of the last sync: an instance
+    /// sharing them sends no range (an older rollstat).
+    pub partial_windows: IntGauge,
 }
 
 impl StoreMetrics {
@@ -67,6 +71,7 @@ impl StoreMetrics {
             writeback: t::STORE_WRITEBACK_TOTAL.int_counter_vec()?,
             final_sync: t::STORE_FINAL_SYNC_TOTAL.int_counter_vec()?,
             unshared_series: t::FLEET_UNSHARED_SERIES.int_gauge_vec()?,
+            partial_windows: t::FLEET_PARTIAL_WINDOWS.int_gauge()?,
         };
         m.up.set(1);
         for r in ["cap", "labels"] {
@@ -109,6 +114,7 @@ impl StoreMetrics {
         r.register(Box::new(self.writeback.clone()))?;
         r.register(Box::new(self.final_sync.clone()))?;
         r.register(Box::new(self.unshared_series.clone()))?;
+        r.register(Box::new(self.partial_windows.clone()))?;
         Ok(())
     }
 }

@@ -17,8 +17,9 @@ use crate::store::StoreError;
 pub enum WindowResult {
     /// Written and read back: its fleet totals.
     Totals(WindowTotals),
-    /// Read back, not yet summed (inside [`RedisStore::sync_windows`] only).
-    Read(Vec<String>),
+    /// Read back, not yet summed (inside [`RedisStore::sync_windows`]
+    /// only): the hash's fields and the bins of the slots that changed.
+    Read(Vec<String>, Vec<Vec<String>>),
     /// Redis answered an error for its script (e.g. `WRONGTYPE`): its
     /// deltas are given up.
     Rejected,
@@ -112,8 +113,8 @@ impl RedisStore {
                             return WindowResult::Rejected;
                         }
                         self.note_written();
-                        match redis::from_redis_value::<Vec<String>>(x) {
-                            Ok(fields) => WindowResult::Read(fields),
+                        match redis::from_redis_value::<(Vec<String>, Vec<Vec<String>>)>(x) {
+                            Ok((fields, bins)) => WindowResult::Read(fields, bins),
                             Err(_) => WindowResult::Unread,
                         }
                     })
@@ -129,8 +130,8 @@ impl RedisStore {
                     .iter()
                     .zip(v)
                     .map(|(w, res)| match res {
-                        WindowResult::Read(fields) => {
-                            WindowResult::Totals(windows::totals(&w.read, &fields))
+                        WindowResult::Read(fields, bins) => {
+                            WindowResult::Totals(windows::totals(&w.read, &fields, &bins))
                         }
                         other => other,
                     })
@@ -160,9 +161,25 @@ impl RedisStore {
             .arg(w.batches.len());
         for b in &w.batches {
             cmd.arg(b.seq).arg(b.deltas.len());
-            for &(slot, ds, dc) in &b.deltas {
-                cmd.arg(slot).arg(ds).arg(dc);
+            for d in &b.deltas {
+                cmd.arg(d.slot).arg(d.sum).arg(d.count);
+                match &d.spread {
+                    None => {
+                        cmd.arg(0);
+                    }
+                    Some(s) => {
+                        cmd.arg(2 + s.bins.len());
+                        cmd.arg("m").arg(s.min).arg("M").arg(s.max);
+                        for (bin, n) in &s.bins {
+                            cmd.arg(bin.field()).arg(*n);
+                        }
+                    }
+                }
             }
+        }
+        cmd.arg(read.known.len());
+        for &(slot, version) in &read.known {
+            cmd.arg(slot).arg(version);
         }
     }
 }

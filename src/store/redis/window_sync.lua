@@ -4,22 +4,33 @@
 --
 -- KEYS[1]: the window's hash; fields "<slot>:s" (sum) and "<slot>:c" (count)
 -- per bucket, <slot> being the bucket's index on the epoch-aligned grid
--- (slot start / interval); and one field "@<instance>" per instance that
--- wrote: "<seq>:<slot>", the sequence number of the last batch of that
--- instance applied here and the slot it was sent in.
+-- (slot start / interval); "<slot>:x", "<count>;<version>;<min>;<max>", for
+-- buckets of types with a range (the count of samples whose writers sent
+-- it, a version bumped by each batch that changed the slot's quantile bins,
+-- the smallest and largest value); and one field "@<instance>" per instance
+-- that wrote: "<seq>:<slot>", the sequence number of the last batch of that
+-- instance applied here and the slot it was sent in. The quantile bins of a
+-- slot are the hash KEYS[1] .. ':q:' .. slot (the same hash tag, so the same
+-- cluster slot), one field per bin ("p<key>", "n<key>", "z") holding its
+-- count over every instance.
 -- ARGV[1]: the instance; ARGV[2]: the slot being filled now; ARGV[3]: the
 -- oldest slot still inside the window; ARGV[4]: the expiry (ms) after a
 -- write; ARGV[5]: the number of batches; then per batch, in increasing
--- sequence order: its sequence number, its number of deltas n, and n
--- triples (slot, delta of the sum, delta of the count).
+-- sequence order: its sequence number, its number of deltas n, and n deltas
+-- (slot, delta of the sum, delta of the count, e, then e pairs: "m" and the
+-- bucket's min, "M" and its max, or a bin's field and its count's change);
+-- then the number of slots whose bins the caller holds, and per slot
+-- (slot, version).
 --
 -- A batch whose sequence number is not above the one stored for the
 -- instance was applied before (its answer was lost, and it is sent again):
--- it is skipped, so a batch is applied at most once. Deltas of slots that
--- left the window are skipped. Then the fields of slots that left the window
--- are deleted, and "@" fields older than two window lengths (their instance
--- has nothing in doubt that could still land), and the bucket fields are
--- returned as a flat list {field, value, ...}.
+-- it is skipped, so a batch is applied at most once (min and max would not
+-- mind, counts would). Deltas of slots that left the window are skipped.
+-- Then the fields of slots that left the window are deleted (and their bins),
+-- and "@" fields older than two window lengths (their instance has nothing
+-- in doubt that could still land). Returned: {fields, bins}: the bucket
+-- fields as a flat list {field, value, ...}, and for each slot whose version
+-- is not the one the caller holds {slot, bin, count, ...}.
 local key = KEYS[1]
 local mine = '@' .. ARGV[1]
 local current = tonumber(ARGV[2])
@@ -31,24 +42,67 @@ if last then
   applied = tonumber(string.match(last, '^(%d+):')) or 0
 end
 local wrote = false
+
+-- Folds one delta's range and bins (e pairs from ARGV[at]) into the slot.
+local function spread(slot, dcount, at, e)
+  local x = redis.call('HGET', key, slot .. ':x')
+  local count, version, lo, hi = 0, 0, nil, nil
+  if x then
+    local c, v, l, h = string.match(x, '^([^;]*);([^;]*);([^;]*);([^;]*)$')
+    count, version, lo, hi = tonumber(c) or 0, tonumber(v) or 0, l, h
+  end
+  local bins = key .. ':q:' .. slot
+  local changed = false
+  for p = 0, e - 1 do
+    local name, value = ARGV[at + 2 * p], ARGV[at + 2 * p + 1]
+    if name == 'm' then
+      local was = tonumber(lo or '')
+      if was == nil or tonumber(value) < was then lo = value end
+    elseif name == 'M' then
+      local was = tonumber(hi or '')
+      if was == nil or tonumber(value) > was then hi = value end
+    else
+      if redis.call('HINCRBY', bins, name, value) == 0 then
+        redis.call('HDEL', bins, name)
+      end
+      changed = true
+    end
+  end
+  if changed then
+    version = version + 1
+    redis.call('PEXPIRE', bins, ARGV[4])
+  end
+  count = count + tonumber(dcount)
+  redis.call('HSET', key, slot .. ':x',
+    string.format('%.17g;%d;%s;%s', count, version, lo or 'inf', hi or '-inf'))
+end
+
 local i = 6
 for _ = 1, batches do
   local seq = tonumber(ARGV[i])
   local n = tonumber(ARGV[i + 1])
   i = i + 2
-  if seq > applied then
-    for d = 0, n - 1 do
-      local at = i + 3 * d
-      local slot = ARGV[at]
-      if tonumber(slot) >= oldest then
-        redis.call('HINCRBYFLOAT', key, slot .. ':s', ARGV[at + 1])
-        redis.call('HINCRBYFLOAT', key, slot .. ':c', ARGV[at + 2])
+  local apply = seq > applied
+  for _ = 1, n do
+    local slot, e = ARGV[i], tonumber(ARGV[i + 3])
+    if apply and tonumber(slot) >= oldest then
+      redis.call('HINCRBYFLOAT', key, slot .. ':s', ARGV[i + 1])
+      redis.call('HINCRBYFLOAT', key, slot .. ':c', ARGV[i + 2])
+      if e > 0 then
+        spread(slot, ARGV[i + 2], i + 4, e)
       end
     end
+    i = i + 4 + 2 * e
+  end
+  if apply then
     applied = seq
     wrote = true
   end
-  i = i + 3 * n
+end
+local known = {}
+local nknown = tonumber(ARGV[i]) or 0
+for k = 0, nknown - 1 do
+  known[ARGV[i + 1 + 2 * k]] = ARGV[i + 2 + 2 * k]
 end
 if wrote then
   redis.call('HSET', key, mine, string.format('%d:%d', applied, current))
@@ -58,6 +112,7 @@ local span = current - oldest + 1
 local all = redis.call('HGETALL', key)
 local out = {}
 local dead = {}
+local changed = {}
 for j = 1, #all, 2 do
   local f = all[j]
   if string.sub(f, 1, 1) == '@' then
@@ -66,16 +121,31 @@ for j = 1, #all, 2 do
       dead[#dead + 1] = f
     end
   else
-    local slot = tonumber(string.match(f, '^(%d+):'))
-    if slot == nil or slot < oldest then
+    local slot, which = string.match(f, '^(%d+):(.*)$')
+    if slot == nil or tonumber(slot) < oldest then
       dead[#dead + 1] = f
+      if which == 'x' then
+        redis.call('DEL', key .. ':q:' .. slot)
+      end
     else
       out[#out + 1] = f
       out[#out + 1] = all[j + 1]
+      if which == 'x' then
+        local version = string.match(all[j + 1], '^[^;]*;([^;]*);')
+        if known[slot] ~= version then
+          changed[#changed + 1] = slot
+        end
+      end
     end
   end
 end
 for j = 1, #dead, 500 do
   redis.call('HDEL', key, unpack(dead, j, math.min(#dead, j + 499)))
 end
-return out
+local bins = {}
+for _, slot in ipairs(changed) do
+  local one = redis.call('HGETALL', key .. ':q:' .. slot)
+  table.insert(one, 1, slot)
+  bins[#bins + 1] = one
+end
+return {out, bins}
