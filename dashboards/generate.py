@@ -396,8 +396,11 @@ def overview():
             ),
             timeseries(
                 "Series kept local",
-                targets((f"sum by (instance, reason) (rollstat_fleet_unshared_series{{{I}}})", "{{instance}} {{reason}}")),
-                desc="Series of a shared mapping rule whose windows stay local, by reason (cap: redis.max_shared_series; labels: redis.max_shared_label_bytes).",
+                targets(
+                    (f"sum by (instance, reason) (rollstat_fleet_unshared_series{{{I}}})", "{{instance}} {{reason}}"),
+                    (f"sum by (instance) (rollstat_fleet_partial_windows{{{I}}})", "{{instance}} windows without fleet quantiles"),
+                ),
+                desc="Series of a shared mapping rule whose windows stay local, by reason (cap: redis.max_shared_series; labels: redis.max_shared_label_bytes); and shared windows whose fleet min, max and quantiles are left out because an older instance shares them.",
                 w=8,
             ),
             row("Scrape and config"),
@@ -520,6 +523,21 @@ def explorer():
                     (f"rollstat_fleet_window_sum_value{{{MW}}}", TAGS),
                 ),
                 desc="Average, weighted samples and their sum over every instance sharing the series (rollstat_fleet_window_{avg,samples,sum_value}).",
+            ),
+            timeseries(
+                "Fleet min and max",
+                targets(
+                    (f"rollstat_fleet_window_min{{{MW}}}", TAGS),
+                    (f"rollstat_fleet_window_max{{{MW}}}", TAGS),
+                ),
+                desc="Smallest and largest value over every instance sharing the series (exact): gauges, timers, histograms, distributions.",
+                w=8,
+            ),
+            timeseries(
+                "Fleet quantiles",
+                targets((f"rollstat_fleet_window_quantile{{{MW}}}", TAGS)),
+                desc="Quantiles of the union of every instance's samples (DDSketch bins added up in Redis, 1% relative error), not an average of per-instance quantiles; timers, histograms, distributions.",
+                w=8,
             ),
         ],
         time_from="now-30m",

@@ -93,16 +93,21 @@ def counters(port):
 
 
 def memory(port):
-    """Bytes by key kind: window hashes, bin hashes; and the largest key."""
+    """Bytes by key kind (window hashes, bin hashes), the largest key, and
+    INFO's used_memory: every MEMORY USAGE in one redis-cli session, so that
+    keys do not expire while they are measured."""
     keys = [k for k in cli(port, "--scan", "--pattern", "rollstat:win:*").split() if k]
+    script = "".join(f'MEMORY USAGE "{k}"\n' for k in keys)
+    out = subprocess.run(["redis-cli", "-p", str(port)], input=script, capture_output=True,
+                         text=True, timeout=300).stdout.split("\n")
     by = {"window": 0, "bins": 0}
     n = {"window": 0, "bins": 0}
     largest = (0, "")
-    for k in keys:
-        b = int(cli(port, "MEMORY", "USAGE", k).strip() or 0)
+    for k, line in zip(keys, out):
+        b = int(line.strip()) if line.strip().isdigit() else 0
         kind = "bins" if ":q:" in k else "window"
         by[kind] += b
-        n[kind] += 1
+        n[kind] += 1 if b else 0
         largest = max(largest, (b, k))
     return by, n, largest
 
@@ -123,9 +128,10 @@ def scrape(port):
     return text
 
 
-def sample(text, prefix):
+def sample(text, family, *labels):
+    """The value of the first sample of `family` holding every label given."""
     for line in text.splitlines():
-        if line.startswith(prefix):
+        if line.startswith(family + "{") and all(lab in line for lab in labels):
             return float(line.rsplit(" ", 1)[1])
     return None
 
@@ -186,9 +192,9 @@ def run(args):
               f"out {d['total_net_output_bytes'] / secs / 1e3:.1f} kB/s, Redis CPU {cpu / secs * 100:.1f} % "
               f"of a core ({cpu / secs / 10 * 1e3:.2f} ms a sync)")
         if args.kind == "ms":
-            q = 'metric="fleet.s0",window="1m",q="0.99"'
-            print(f"  series 0, 1m p99: fleet {sample(text, 'rollstat_fleet_window_quantile{' + q)} "
-                  f"local {sample(text, 'rollstat_window_quantile{' + q)}")
+            labels = ('metric="fleet.s0"', 'window="1m"', 'q="0.99"')
+            print(f"  series 0, 1m p99: fleet {sample(text, 'rollstat_fleet_window_quantile', *labels)} "
+                  f"local {sample(text, 'rollstat_window_quantile', *labels)}")
     finally:
         for p in (daemon, redis):
             if p is not None:

@@ -188,6 +188,8 @@ table! {
         "The last shared-window sync at stop, by result";
     FLEET_UNSHARED_SERIES: Gauge "rollstat_fleet_unshared_series" ["reason"]
         "Series of a shared mapping rule whose windows are kept local, by reason (cap: redis.max_shared_series reached; labels: name and labels over redis.max_shared_label_bytes)";
+    FLEET_FOLDED_DELTAS_TOTAL: Counter "rollstat_fleet_folded_deltas_total" []
+        "Shared bucket deltas whose quantile bins were more than redis.max_shared_bins and were sent with their lowest bins folded into the next one up (upper quantiles keep their accuracy, lower ones read high)";
     FLEET_PARTIAL_WINDOWS: Gauge "rollstat_fleet_partial_windows" []
         "Shared windows whose fleet min, max and quantiles are left out because an instance sharing them sends no range or bins (an older rollstat); their samples, sum, rate and average are still published";
 

@@ -24,11 +24,16 @@
 //! pending for the next sync, and so do the chunks the failure keeps from
 //! being sent. One sync at a time: the daemon's task, then the final sync at stop. Their totals are
 //! the fleet view, published on `/metrics` as the
-//! `rollstat_fleet_window_{samples,sum_value,rate,avg}` families with the
-//! same labels as the local `rollstat_window_*` ones. Only sums and counts
-//! merge exactly across instances, so min, max, quantiles and set cardinality
-//! stay local. An instance publishes the fleet view of the series it has
-//! itself.
+//! `rollstat_fleet_window_{samples,sum_value,rate,avg,min,max,quantile}`
+//! families with the same labels as the local `rollstat_window_*` ones. A
+//! bucket of a gauge, timer, histogram or distribution also sends its min
+//! and max (merged by min and max) and the change of its quantile bins
+//! (added up; `sketch/bins.rs`): the fleet quantile is the DDSketch
+//! quantile of the union, with the local one's 1 % error. A read fetches
+//! the bins of a slot only when their version changed since this instance
+//! last read them (`track::Tracked::take_read` keeps the copy). Set
+//! cardinality stays local. An instance publishes the fleet view of the
+//! series it has itself.
 //!
 //! # Cost
 //!
@@ -147,6 +152,7 @@ impl FleetWindows {
                 prefix: cfg.key_prefix.clone(),
                 max_series: cfg.max_shared_series,
                 max_label_bytes: cfg.max_shared_label_bytes,
+                max_bins: cfg.max_shared_bins,
             },
             running: tokio::sync::Mutex::new(()),
             state: Mutex::default(),
@@ -236,6 +242,7 @@ impl FleetWindows {
         }
         let (expired, unconfirmed) = st.drop_unseen();
         let batch = st.work(now);
+        store.metrics().folded.inc_by(st.take_folded() as u64);
         report.windows = batch.windows().len();
         report.unshared += expired;
         report.unconfirmed += unconfirmed;

@@ -10,7 +10,7 @@ use crate::clock::{duration_nanos, Timestamp};
 use crate::parse::MetricKind;
 use crate::series::state::SharedBucket;
 use crate::series::{Registry, SeriesMeta};
-use crate::sketch::bins::{difference, Bin};
+use crate::sketch::bins::{difference, fold_lowest, Bin};
 use crate::sketch::SparseDDSketch;
 use crate::store::{
     window_key, BucketDelta, SeqDeltas, Spread, SyncOutcome, WindowBatch, WindowRead, WindowResult,
@@ -52,12 +52,15 @@ struct SlotSpread {
     max: f64,
     local: Vec<(Bin, u64)>,
     sent: Vec<(Bin, u64)>,
+    /// Whether `local` had more than `max_shared_bins` bins, its lowest
+    /// folded.
+    folded: bool,
 }
 
 impl Slot {
     /// Takes the bucket's state this sync: its totals, and its range and
     /// bins when the totals changed (a new sample changes the count).
-    fn observe(&mut self, b: SharedBucket<'_>) {
+    fn observe(&mut self, b: SharedBucket<'_>, max_bins: usize) {
         let totals = (b.sum, b.count);
         if let Some((min, max)) = b.range {
             if self.local != totals || self.spread.is_none() {
@@ -65,6 +68,7 @@ impl Slot {
                 (sp.min, sp.max) = (min, max);
                 if let Some(d) = b.values {
                     sp.local = d.bins();
+                    sp.folded = fold_lowest(&mut sp.local, max_bins);
                 }
             }
         }
@@ -72,12 +76,14 @@ impl Slot {
     }
 
     /// The delta of this bucket since the last batch, if it changed; what
-    /// is sent becomes the base of the next one.
-    fn delta(&mut self, slot: u64) -> Option<BucketDelta> {
+    /// is sent becomes the base of the next one. Counts in `folded` a delta
+    /// whose bins were folded.
+    fn delta(&mut self, slot: u64, folded: &mut usize) -> Option<BucketDelta> {
         if self.local == self.sent {
             return None;
         }
         let spread = self.spread.as_mut().map(|sp| {
+            *folded += usize::from(sp.folded);
             let bins = difference(&sp.local, &sp.sent);
             sp.sent = std::mem::take(&mut sp.local);
             Spread {
@@ -187,11 +193,11 @@ impl Tracked {
     /// The batches of this sync: those in doubt, then the buckets' new
     /// deltas under a new sequence number from `seq` (if any), which joins
     /// them in doubt until an answer says it was applied.
-    fn batches(&mut self, seq: &mut u64) -> Vec<SeqDeltas> {
+    fn batches(&mut self, seq: &mut u64, folded: &mut usize) -> Vec<SeqDeltas> {
         let mut deltas: Vec<BucketDelta> = self
             .slots
             .iter_mut()
-            .filter_map(|(slot, s)| s.delta(*slot))
+            .filter_map(|(slot, s)| s.delta(*slot, folded))
             .collect();
         if !deltas.is_empty() {
             deltas.sort_by_key(|d| d.slot);
@@ -336,6 +342,8 @@ pub(super) struct SyncState {
     series: HashMap<u128, (u64, Admit)>,
     /// Series that share (at most `max_shared_series`).
     admitted: usize,
+    /// Deltas sent with folded bins since [`take_folded`](Self::take_folded).
+    folded: usize,
 }
 
 /// Whether a series of a shared rule shares its windows.
@@ -355,6 +363,8 @@ pub(super) struct Sharing {
     pub(super) max_series: usize,
     /// `redis.max_shared_label_bytes`.
     pub(super) max_label_bytes: usize,
+    /// `redis.max_shared_bins`.
+    pub(super) max_bins: usize,
 }
 
 impl Sharing {
@@ -513,7 +523,7 @@ impl SyncState {
                 t.seen = generation;
                 state.visit_shared_slots(i, now, |start, b| {
                     let slot = t.slots.entry(start.as_nanos() / interval).or_default();
-                    slot.observe(b);
+                    slot.observe(b, sharing.max_bins);
                     slot.seen = generation;
                 });
             }
@@ -567,7 +577,7 @@ impl SyncState {
     pub(super) fn work(&mut self, now: Timestamp) -> WindowBatch {
         let mut batch = WindowBatch::new();
         for (key, t) in &mut self.keys {
-            let batches = t.batches(&mut self.seq);
+            let batches = t.batches(&mut self.seq, &mut self.folded);
             if batches.is_empty() && now.as_nanos() < t.next_read {
                 continue;
             }
@@ -586,6 +596,11 @@ impl SyncState {
             });
         }
         batch
+    }
+
+    /// Deltas sent with folded bins since the last call.
+    pub(super) fn take_folded(&mut self) -> usize {
+        std::mem::take(&mut self.folded)
     }
 
     /// The view's place of each window tracked: its series and window name.
@@ -663,6 +678,8 @@ mod tests {
     struct Script {
         applied: u64,
         slots: HashMap<u64, (f64, f64)>,
+        /// Per slot: bins added up, min, max.
+        spreads: HashMap<u64, (BTreeMap<Bin, i64>, f64, f64)>,
     }
 
     impl Script {
@@ -672,6 +689,18 @@ mod tests {
                     for d in &b.deltas {
                         let e = self.slots.entry(d.slot).or_default();
                         *e = (e.0 + d.sum, e.1 + d.count);
+                        if let Some(sp) = &d.spread {
+                            let (bins, min, max) = self.spreads.entry(d.slot).or_insert((
+                                BTreeMap::new(),
+                                f64::INFINITY,
+                                f64::NEG_INFINITY,
+                            ));
+                            for &(b, n) in &sp.bins {
+                                *bins.entry(b).or_default() += n;
+                            }
+                            bins.retain(|_, n| *n != 0);
+                            (*min, *max) = (min.min(sp.min), max.max(sp.max));
+                        }
                     }
                     self.applied = b.seq;
                 }
@@ -697,33 +726,33 @@ mod tests {
         let mut redis = Script::default();
         // Sync 1: 5 in slot 10, applied, but the answer is lost.
         set(&mut t, 10, 5.0, 1);
-        let b1 = t.batches(&mut seq);
+        let b1 = t.batches(&mut seq, &mut 0);
         assert_eq!(b1.len(), 1);
         redis.run(&b1);
         assert_eq!(t.settle(Fate::InDoubt), 0);
         // Sync 2: 3 more; the batch in doubt goes again, then the new one.
         // This time nothing reaches Redis (deadline before it arrived).
         set(&mut t, 10, 8.0, 2);
-        let b2 = t.batches(&mut seq);
+        let b2 = t.batches(&mut seq, &mut 0);
         assert_eq!(b2.iter().map(|b| b.seq).collect::<Vec<_>>(), [1, 2]);
         assert_eq!(b2[1].deltas, [BucketDelta::totals(10, 3.0, 3.0)]);
         assert_eq!(t.settle(Fate::InDoubt), 0);
         // Sync 3: not sent at all (the store is down).
         set(&mut t, 11, 1.0, 3);
-        let b3 = t.batches(&mut seq);
+        let b3 = t.batches(&mut seq, &mut 0);
         assert_eq!(b3.len(), 3);
         assert_eq!(t.settle(Fate::NotSent), 0);
         // Sync 4: answered. Every delta lands once: 8 in slot 10, 1 in 11.
         set(&mut t, 10, 8.0, 4);
         set(&mut t, 11, 1.0, 4);
-        let b4 = t.batches(&mut seq);
+        let b4 = t.batches(&mut seq, &mut 0);
         assert_eq!(b4.iter().map(|b| b.seq).collect::<Vec<_>>(), [1, 2, 3]);
         redis.run(&b4);
         assert_eq!(t.settle(Fate::Applied), 0);
         assert_eq!(redis.slots[&10], (8.0, 8.0));
         assert_eq!(redis.slots[&11], (1.0, 1.0));
         // Nothing left to send; nothing counted as given up.
-        assert!(t.batches(&mut seq).is_empty());
+        assert!(t.batches(&mut seq, &mut 0).is_empty());
         assert_eq!(t.drop_unseen(4), (0, 0));
     }
 
@@ -733,7 +762,7 @@ mod tests {
         let mut seq = 0;
         set(&mut t, 1, 2.0, 1);
         set(&mut t, 2, 2.0, 1);
-        let _ = t.batches(&mut seq);
+        let _ = t.batches(&mut seq, &mut 0);
         t.settle(Fate::InDoubt);
         // Slot 1 leaves while in doubt; slot 3 is new and leaves unsent.
         set(&mut t, 2, 2.0, 2);
@@ -745,14 +774,14 @@ mod tests {
         // expired, not unconfirmed.
         set(&mut t, 2, 2.0, 2);
         set(&mut t, 4, 1.0, 2);
-        let _ = t.batches(&mut seq);
+        let _ = t.batches(&mut seq, &mut 0);
         t.settle(Fate::NotSent);
         set(&mut t, 2, 2.0, 3);
         assert_eq!(t.drop_unseen(3), (1, 0));
         // Too many batches in doubt: given up, one per bucket.
         for g in 3..(3 + MAX_IN_DOUBT as u64 + 1) {
             set(&mut t, 2, g as f64, g);
-            let _ = t.batches(&mut seq);
+            let _ = t.batches(&mut seq, &mut 0);
             let given_up = t.settle(Fate::InDoubt);
             if t.in_doubt.is_empty() {
                 assert_eq!(given_up, 1);
@@ -840,7 +869,7 @@ mod tests {
             let mut local: HashMap<u64, f64> = HashMap::new();
             let mut given_up = 0;
             let mut sync = |t: &mut Tracked, seq: &mut u64, runs: bool, fate: Fate| {
-                let batches = t.batches(seq);
+                let batches = t.batches(seq, &mut 0);
                 if runs {
                     redis.run(&batches);
                 }
@@ -893,6 +922,7 @@ mod tests {
             prefix: "t".into(),
             max_series,
             max_label_bytes,
+            max_bins: 512,
         }
     }
 
@@ -1054,5 +1084,71 @@ mod tests {
         // One window length (10 s) on, those buckets are gone: in the view
         // again.
         assert_eq!(read_at(&mut st, T0 + Duration::from_secs(10)), (1, 0));
+    }
+
+    #[test]
+    fn the_bins_and_ranges_sent_add_up_to_the_local_buckets_own() {
+        let r = shared_registry();
+        let (mut st, sharing) = (SyncState::default(), sharing(10, 1000));
+        let mut redis: HashMap<String, Script> = HashMap::new();
+        let mut rng = 0x2545_f491_4f6c_dd1d_u64;
+        for round in 0..40u64 {
+            let now = T0 + Duration::from_millis(round * 250);
+            for _ in 0..(round % 7) {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                let ms = (rng % 100_000) as f64 / 10.0;
+                feed(&r, now, &format!("t:{ms}|ms|@0.5\ng:{}|g", ms - 500.0));
+            }
+            let (_, _, work) = plan(&mut st, &r, &sharing, now);
+            for w in work.windows() {
+                redis.entry(w.read.key.clone()).or_default().run(&w.batches);
+            }
+            let applied = SyncOutcome::Done(vec![
+                WindowResult::Totals(WindowTotals::default());
+                work.windows().len()
+            ]);
+            st.settle(
+                &work,
+                &applied,
+                now.as_nanos(),
+                1,
+                &[0.5],
+                &mut Reads::default(),
+            );
+        }
+        // Every bucket still in the window: Redis's bins, min and max are
+        // the local bucket's.
+        let end = T0 + Duration::from_millis(39 * 250);
+        let by_id: HashMap<u128, String> = st
+            .places()
+            .into_iter()
+            .map(|(key, (id, _))| (id, key))
+            .collect();
+        let mut checked = 0;
+        r.visit(|meta, state| {
+            let script = &redis[&by_id[&meta.fleet_id().unwrap()]];
+            state.visit_shared_slots(0, end, |start, b| {
+                let slot = start.as_nanos() / 1_000_000_000;
+                let (bins, min, max) = &script.spreads[&slot];
+                let (lo, hi) = b.range.unwrap();
+                if meta.kind == MetricKind::Timer {
+                    let local: BTreeMap<Bin, i64> = b
+                        .values
+                        .unwrap()
+                        .bins()
+                        .into_iter()
+                        .map(|(k, n)| (k, n as i64))
+                        .collect();
+                    assert_eq!(bins, &local, "slot {slot}");
+                    checked += 1;
+                } else {
+                    assert!(bins.is_empty(), "a gauge sends no bins");
+                }
+                assert_eq!((*min, *max), (lo, hi));
+            });
+        });
+        assert!(checked >= 5, "{checked} timer buckets checked");
     }
 }

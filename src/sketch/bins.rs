@@ -78,6 +78,24 @@ pub fn normalize(bins: &mut Vec<(Bin, u64)>) {
     });
 }
 
+/// Folds the lowest bins of `bins` (sorted, as [`normalize`] leaves them)
+/// into the next one up until at most `cap` (at least 1) are left, as the
+/// sketch's own store does past its bin limit: upper quantiles keep their
+/// accuracy, lower ones read high. Returns whether anything was folded.
+pub fn fold_lowest(bins: &mut Vec<(Bin, u64)>, cap: usize) -> bool {
+    let cap = cap.max(1);
+    if bins.len() <= cap {
+        return false;
+    }
+    let extra = bins.len() - cap;
+    let folded = bins[..=extra]
+        .iter()
+        .fold(0u64, |n, b| n.saturating_add(b.1));
+    bins[extra].1 = folded;
+    bins.drain(..extra);
+    true
+}
+
 /// What turns the bins `sent` into `now` (both sorted, as [`normalize`]
 /// leaves them): `(bin, now - sent)` for every bin whose count differs.
 #[must_use]
@@ -145,6 +163,21 @@ mod tests {
                 (Bin::Zero, 1),
                 (Bin::Positive(-4), 1),
                 (Bin::Positive(2), 4),
+            ]
+        );
+    }
+
+    #[test]
+    fn folding_keeps_the_count_and_the_highest_bins() {
+        let mut v: Vec<(Bin, u64)> = (0..6).map(|k| (Bin::Positive(k), 1 + k as u64)).collect();
+        assert!(!fold_lowest(&mut v, 6));
+        assert!(fold_lowest(&mut v, 3));
+        assert_eq!(
+            v,
+            [
+                (Bin::Positive(3), 10),
+                (Bin::Positive(4), 5),
+                (Bin::Positive(5), 6)
             ]
         );
     }

@@ -85,6 +85,10 @@ pub struct RedisConfig {
     /// A series whose name and labels exceed this many bytes
     /// (`max_shared_label_bytes`, default 1024) stays local.
     pub max_shared_label_bytes: usize,
+    /// A shared bucket sends at most this many quantile bins
+    /// (`max_shared_bins`, default 512); past it its lowest bins are
+    /// folded into the next one up.
+    pub max_shared_bins: usize,
 }
 
 impl RedisConfig {
@@ -106,6 +110,7 @@ impl RedisConfig {
             key_prefix: "rollstat".to_string(),
             max_shared_series: 10_000,
             max_shared_label_bytes: 1024,
+            max_shared_bins: 512,
         }
     }
 }

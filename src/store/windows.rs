@@ -33,7 +33,10 @@
 //!   of one shape on one series keep their own hash (each local window
 //!   holds its own buckets: one added by a reload starts empty).
 //!
-//! Two fields per bucket: `<slot>:s` (sum) and `<slot>:c` (count).
+//! Two fields per bucket: `<slot>:s` (sum) and `<slot>:c` (count); for
+//! types with a range a third, `<slot>:x` (`<count>;<version>;<min>;<max>`,
+//! see `window_sync.lua`), and the slot's quantile bins in their own hash
+//! `<key>:q:<slot>` (one field per bin, [`Bin::field`]).
 //! `<slot>` is the bucket's index on the epoch-aligned grid (slot start /
 //! interval), the same on every instance. A sync runs, per window, one
 //! script, `window_sync.lua` (by SHA, reloaded on `NOSCRIPT`), with this

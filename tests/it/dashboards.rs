@@ -35,10 +35,11 @@ const DASHBOARDS: [&str; 4] = [
 /// (promtool) but are not required to return data, and the legend and table
 /// checks skip their panels. Each entry must match at least
 /// one dashboard expression, so the list cannot outlive the panels.
-const DATA_ONLY_WITH_REDIS: [&str; 3] = [
+const DATA_ONLY_WITH_REDIS: [&str; 4] = [
     "rollstat_store_",
     "rollstat_fleet_window_",
     "rollstat_fleet_unshared_series",
+    "rollstat_fleet_partial_windows",
 ];
 
 fn needs_redis(expr: &str) -> bool {

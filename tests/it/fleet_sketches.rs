@@ -7,7 +7,7 @@
 //! range and quantiles out, counted, and the samples still add up.
 
 use std::net::UdpSocket;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::redis::config;
 use crate::redis_server::{Cluster, Redis};
@@ -26,7 +26,7 @@ fn sample_ms(i: usize) -> f64 {
 
 fn fleet_config(redis: &str) -> String {
     config(
-        &format!("{redis}\ntimeout_ms = 500\nsync_interval_ms = 100"),
+        &format!("{redis}\ntimeout_ms = 500\nsync_interval_ms = 100\nsync_timeout_ms = 300"),
         r#"
 [[windows]]
 name = "w"
@@ -181,4 +181,107 @@ fn three_daemons_on_a_three_node_cluster_publish_fleet_quantiles() {
         return;
     };
     three_daemons_publish_the_quantiles_of_the_union(&cluster.section());
+}
+
+/// One instance, its sync held past its deadline by `CLIENT PAUSE`: the
+/// batch in doubt goes again under its number, and the fleet bins end up
+/// exactly the local ones (a batch applied twice would double its bins'
+/// counts and the samples, a lost one leave them short).
+#[test]
+fn a_timed_out_sync_of_timer_bins_is_applied_once() {
+    let Some(redis) = Redis::start() else { return };
+    let d = Daemon::start_with(&fleet_config(&redis.section()));
+    send_part(&d, 0);
+    wait_true(Duration::from_secs(10), "the first third", || {
+        d.metric(&fleet("samples", None)) == Some(1000.0)
+    });
+    let errors = || {
+        d.metric("rollstat_store_errors_total{op=\"windows\"}")
+            .unwrap_or(0.0)
+    };
+    let before = errors();
+    assert_eq!(redis.cli_command(&["CLIENT", "PAUSE", "1500"]), "OK");
+    let paused = Instant::now();
+    send_part(&d, 1);
+    wait_true(Duration::from_secs(5), "a window sync to time out", || {
+        errors() > before
+    });
+    assert!(
+        paused.elapsed() < Duration::from_millis(1500),
+        "the machine is too slow for this test: the pause ended first"
+    );
+    wait_true(Duration::from_secs(10), "the fleet view of 2000", || {
+        d.metric(&fleet("samples", None)) == Some(2000.0)
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let body = d.get("/metrics", &[]).text();
+    let value = |p: &str| sample_value(&body, p).unwrap_or_else(|| panic!("no {p}"));
+    assert_eq!(value(&fleet("samples", None)), 2000.0);
+    for q in QS {
+        let local = format!("rollstat_window_quantile{{metric=\"lat\",window=\"w\",q=\"{q}\"}}");
+        assert_eq!(value(&fleet("", Some(q))), value(&local), "p{q}");
+    }
+    for m in ["min", "max"] {
+        let local = format!("rollstat_window_{m}{{metric=\"lat\",window=\"w\"}}");
+        assert_eq!(value(&fleet(m, None)), value(&local), "{m}");
+    }
+    let unconfirmed = "rollstat_store_unshared_deltas_total{reason=\"unconfirmed\"}";
+    assert_eq!(d.metric(unconfirmed), Some(0.0), "nothing given up");
+}
+
+/// Timer values from 1e-9 to 1e300 in one bucket, and NaN and Inf: the
+/// bad ones are refused as ever, and a bucket's bins in Redis stay within
+/// `max_shared_bins` (512), the lowest folded and counted.
+#[test]
+fn hostile_timer_values_keep_a_buckets_bins_in_redis_within_the_cap() {
+    let Some(redis) = Redis::start() else { return };
+    let d = Daemon::start_with(&fleet_config(&redis.section()));
+    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let lines: Vec<String> = (0..4000)
+        .map(|i| {
+            format!(
+                "lat:{:e}|ms",
+                10f64.powf(-9.0 + 309.0 * f64::from(i) / 4000.0)
+            )
+        })
+        .chain(["lat:nan|ms".into(), "lat:inf|ms".into()])
+        .collect();
+    for chunk in lines.chunks(40) {
+        s.send_to(chunk.join("\n").as_bytes(), d.udp).unwrap();
+    }
+    wait_true(Duration::from_secs(10), "the fleet view of 4000", || {
+        d.metric(&fleet("samples", None)) == Some(4000.0)
+    });
+    assert!(d.metric("rollstat_fleet_folded_deltas_total").unwrap() >= 1.0);
+    let mut c = redis::Client::open(redis.url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("rollstat:win:*:q:*")
+        .query(&mut c)
+        .unwrap();
+    assert!(!keys.is_empty());
+    let mut bytes = 0;
+    for k in &keys {
+        let n: usize = redis::cmd("HLEN").arg(k).query(&mut c).unwrap();
+        assert!(n <= 512, "{k} holds {n} bins");
+        let b: usize = redis::cmd("MEMORY")
+            .arg("USAGE")
+            .arg(k)
+            .query(&mut c)
+            .unwrap();
+        bytes = bytes.max(b);
+    }
+    // The documented bound: about 30 KB for a bucket's 512 bins.
+    assert!(bytes <= 40_000, "a bucket's bins take {bytes} B");
+    let max = d.metric(&fleet("max", None)).unwrap();
+    let sent: f64 = format!("{:e}", 10f64.powf(-9.0 + 309.0 * 3999.0 / 4000.0))
+        .parse()
+        .unwrap();
+    assert!((max - sent / 1000.0).abs() <= 1e-12 * max, "max {max}");
+    println!(
+        "hostile timer values: largest bins key {bytes} B in {} keys",
+        keys.len()
+    );
 }

@@ -8,12 +8,23 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::browser::{base64_decode, Browser};
+use crate::redis_server::{have_redis, Redis};
 use crate::support::{repo, wait_until_every, Daemon, Load, LOAD_CONFIG, LOAD_METRICS};
 
 #[test]
 fn the_live_page_draws_real_data_in_headless_chromium_without_console_errors() {
     let started = Instant::now();
-    let daemon = Daemon::start_with(LOAD_CONFIG);
+    // With redis-server (always under CI), the load's series are shared, and
+    // the timer's quantile chart draws the fleet's quantiles beside its own.
+    let redis = if have_redis() { Redis::start() } else { None };
+    let config = match &redis {
+        Some(r) => format!(
+            "{LOAD_CONFIG}\n[redis]\n{}\nsync_interval_ms = 100\n\n[[mappings]]\nmatch = \"load.**\"\nshared = true\n",
+            r.section()
+        ),
+        None => LOAD_CONFIG.to_string(),
+    };
+    let daemon = Daemon::start_with(&config);
     let _load = Load::start(&daemon);
     let b = Browser::start();
     b.cmd(
@@ -92,6 +103,24 @@ fn the_live_page_draws_real_data_in_headless_chromium_without_console_errors() {
             }
         },
     );
+    if redis.is_some() {
+        wait_until_every(
+            Duration::from_secs(20),
+            Duration::from_millis(250),
+            "the quantile chart of load.latency to draw the fleet's p99",
+            || {
+                let lines = b.script(
+                    "return [...document.querySelectorAll('canvas[data-metric=\"load.latency\"]')].map(c => c.dataset.lines || '').join('|')",
+                )?;
+                let lines = lines.as_str().unwrap_or("").to_string();
+                if lines.contains("fleet p99") && lines.contains("p99") {
+                    Ok(())
+                } else {
+                    Err(format!("lines drawn: {lines}"))
+                }
+            },
+        );
+    }
     let signals = b
         .script(
             "return {state: document.querySelector('#breakers .st')?.textContent, \

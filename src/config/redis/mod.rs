@@ -63,6 +63,9 @@ pub(super) fn read_redis(t: &mut Table<'_, '_>, p: &mut Problems<'_>) -> Option<
     if let Some(n) = t.int(p, "max_shared_label_bytes", 16, 1_048_576) {
         cfg.max_shared_label_bytes = usize::try_from(n).unwrap_or(usize::MAX);
     }
+    if let Some(n) = t.int(p, "max_shared_bins", 16, 4097) {
+        cfg.max_shared_bins = usize::try_from(n).unwrap_or(usize::MAX);
+    }
     if let Some((s, off)) = t.string(p, "key_prefix") {
         if valid_label_value(&s) {
             cfg.key_prefix = s;
@@ -354,4 +357,5 @@ pub(super) const KEYS: &[&str] = &[
     "client_key_file",
     "max_shared_series",
     "max_shared_label_bytes",
+    "max_shared_bins",
 ];

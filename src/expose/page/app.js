@@ -101,6 +101,7 @@
     for (const l of lines) {
       g.strokeStyle = l.color;
       g.lineWidth = 1.5;
+      g.setLineDash(l.dash ? [4, 3] : []);
       g.beginPath();
       let pen = false;
       for (let i = 0; i < t.length; i++) {
@@ -123,7 +124,9 @@
         lx += g.measureText(txt).width + 10;
       }
     }
+    g.setLineDash([]);
     canvas.dataset.points = points;
+    canvas.dataset.lines = lines.filter((l) => l.v.some((v) => v != null)).map((l) => l.label).join(',');
     return points;
   }
 
@@ -176,7 +179,7 @@
     h.seen = now;
     push(h.t, now);
     for (const [wn, v] of Object.entries(s.windows)) {
-      const d = h.w[wn] || (h.w[wn] = { rate: [], avg: [], min: [], max: [], unique: [], q: {} });
+      const d = h.w[wn] || (h.w[wn] = { rate: [], avg: [], min: [], max: [], unique: [], q: {}, fq: {} });
       while (d.rate.length < h.t.length - 1) for (const a of [d.rate, d.avg, d.min, d.max, d.unique]) a.unshift(null);
       push(d.rate, v.rate);
       push(d.avg, v.avg);
@@ -187,6 +190,13 @@
         const qa = d.q[q] || (d.q[q] = new Array(d.rate.length - 1).fill(null));
         push(qa, x);
       }
+      // A series shared through Redis: the quantiles of the whole fleet.
+      for (const [q, x] of Object.entries(v.fleet?.quantiles || {})) {
+        const qa = d.fq[q] || (d.fq[q] = new Array(d.rate.length - 1).fill(null));
+        push(qa, x);
+      }
+      // A quantile missing this time (the fleet view stale) leaves a gap.
+      for (const qa of Object.values(d.fq)) while (qa.length < d.rate.length) push(qa, null);
     }
   }
 
@@ -223,7 +233,12 @@
       drawn += draw(cr, h.t, [{ label: 'rate', color: COLORS[0], v: d.rate }]);
       if (ca) drawn += draw(ca, h.t, [{ label: 'avg', color: COLORS[1], v: d.avg }], { lo: d.min, hi: d.max });
       if (cq && h.type === 'set') drawn += draw(cq, h.t, [{ label: 'unique', color: COLORS[3], v: d.unique }]);
-      else if (cq) drawn += draw(cq, h.t, Object.entries(d.q).map(([q, v], i) => ({ label: 'p' + Math.round(q * 1000) / 10, color: COLORS[(i + 2) % COLORS.length], v })));
+      else if (cq) {
+        const pq = (q) => 'p' + Math.round(q * 1000) / 10;
+        const local = Object.entries(d.q).map(([q, v], i) => ({ label: pq(q), color: COLORS[(i + 2) % COLORS.length], v }));
+        const fleet = Object.entries(d.fq).map(([q, v], i) => ({ label: 'fleet ' + pq(q), color: COLORS[(i + 2) % COLORS.length], v, dash: true }));
+        drawn += draw(cq, h.t, local.concat(fleet));
+      }
     }
     window.__rollstatDrawn = drawn;
   }

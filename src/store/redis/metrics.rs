@@ -55,6 +55,9 @@ pub struct StoreMetrics {
     /// max and quantiles are left out, as of the last sync: an instance
     /// sharing them sends no range (an older rollstat).
     pub partial_windows: IntGauge,
+    /// `rollstat_fleet_folded_deltas_total`: bucket deltas sent with their
+    /// lowest quantile bins folded (past `redis.max_shared_bins`).
+    pub folded: IntCounter,
 }
 
 impl StoreMetrics {
@@ -72,6 +75,7 @@ impl StoreMetrics {
             final_sync: t::STORE_FINAL_SYNC_TOTAL.int_counter_vec()?,
             unshared_series: t::FLEET_UNSHARED_SERIES.int_gauge_vec()?,
             partial_windows: t::FLEET_PARTIAL_WINDOWS.int_gauge()?,
+            folded: t::FLEET_FOLDED_DELTAS_TOTAL.int_counter()?,
         };
         m.up.set(1);
         for r in ["cap", "labels"] {
@@ -115,6 +119,7 @@ impl StoreMetrics {
         r.register(Box::new(self.final_sync.clone()))?;
         r.register(Box::new(self.unshared_series.clone()))?;
         r.register(Box::new(self.partial_windows.clone()))?;
+        r.register(Box::new(self.folded.clone()))?;
         Ok(())
     }
 }
