@@ -76,6 +76,12 @@ pub struct FleetJson {
     /// distributions.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub quantiles: BTreeMap<String, Option<f64>>,
+    /// Distinct members over every instance, for sets.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unique: Option<u64>,
+    /// Whether `unique` is exact (else a HyperLogLog's estimate).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unique_exact: Option<bool>,
 }
 
 /// The fleet view of one window as the JSON API shows it.
@@ -90,7 +96,7 @@ fn fleet_json(
         samples: t.count,
         sum: t.sum,
         rate: t.rate(kind, covered),
-        avg: t.avg(),
+        avg: t.avg().filter(|_| kind != MetricKind::Set),
         min: spread.and_then(|s| finite(s.min)),
         max: spread.and_then(|s| finite(s.max)),
         quantiles: spread
@@ -101,6 +107,8 @@ fn fleet_json(
                     .collect()
             })
             .unwrap_or_default(),
+        unique: t.unique.map(|u| u.count),
+        unique_exact: t.unique.map(|u| u.exact),
     }
 }
 
@@ -145,7 +153,7 @@ pub fn series_page(
         let meta = &meta;
         let fleet_id = fleet
             .as_ref()
-            .filter(|_| meta.shared && meta.kind != MetricKind::Set)
+            .filter(|_| meta.shared)
             .and_then(|f| Some((f, meta.fleet_id()?)));
         let finite = |x: Option<f64>| x.filter(|f| f.is_finite());
         let windows = meta

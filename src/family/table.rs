@@ -266,7 +266,7 @@ table! {
 table! {
     /// The fleet view of every shared series and window (through Redis),
     /// in the order `expose::fleet` fills them.
-    FLEET: &[Family; 7];
+    FLEET: &[Family; 8];
     FLEET_WINDOW_SAMPLES: Gauge "rollstat_fleet_window_samples" ["metric", "window"]
         "Samples in the window over every instance sharing the series (fleet view through Redis).";
     FLEET_WINDOW_SUM_VALUE: Gauge "rollstat_fleet_window_sum_value" ["metric", "window"]
@@ -281,4 +281,6 @@ table! {
         "Largest value in the window over every instance sharing the series.";
     FLEET_WINDOW_QUANTILE: Gauge "rollstat_fleet_window_quantile" ["metric", "window", "q"]
         "Quantile of the values in the window over every instance sharing the series (DDSketch bins added up in Redis, 1% relative error), by q.";
+    FLEET_WINDOW_UNIQUE: Gauge "rollstat_fleet_window_unique" ["metric", "window"]
+        "Distinct set members in the window over every instance sharing the series (exact up to 1024 per bucket, else Redis HyperLogLog, 0.81% standard error).";
 }

@@ -85,7 +85,6 @@ use futures_util::stream::{self, StreamExt};
 use parking_lot::{Mutex, RwLock};
 
 use crate::clock::{duration_nanos, Timestamp};
-use crate::parse::MetricKind;
 use crate::series::{Registry, SeriesMeta};
 use crate::store::RedisConfig;
 use crate::store::{RedisStore, SyncOutcome, WindowBatch};
@@ -291,9 +290,6 @@ impl FleetWindows {
             let Some(id) = meta.fleet_id() else {
                 return;
             };
-            if meta.kind == MetricKind::Set {
-                return;
-            }
             for (i, wname) in meta.windows.iter().enumerate() {
                 let Some(t) = view.get(id, wname) else {
                     continue;

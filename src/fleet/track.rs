@@ -11,10 +11,11 @@ use crate::parse::MetricKind;
 use crate::series::state::SharedBucket;
 use crate::series::{Registry, SeriesMeta};
 use crate::sketch::bins::{difference, fold_lowest, Bin};
-use crate::sketch::SparseDDSketch;
+use crate::sketch::redis_hll::{self, RedisHll};
+use crate::sketch::{DistinctCounter, SparseDDSketch};
 use crate::store::{
-    window_key, BucketDelta, SeqDeltas, Spread, SyncOutcome, WindowBatch, WindowRead, WindowResult,
-    WindowTotals, WindowWork,
+    window_key, BucketDelta, MemberDelta, SeqDeltas, Spread, SyncOutcome, WindowBatch, WindowRead,
+    WindowResult, WindowTotals, WindowWork,
 };
 use crate::window::WindowSpec;
 
@@ -42,6 +43,65 @@ struct Slot {
     /// The range and quantile bins of a gauge's, timer's, histogram's or
     /// distribution's bucket.
     spread: Option<Box<SlotSpread>>,
+    /// What a set's bucket sent of its members.
+    members: Option<Box<SlotMembers>>,
+}
+
+/// A set's bucket: the members it sent, and those gathered for the next
+/// batch.
+#[derive(Default)]
+struct SlotMembers {
+    /// The hashes sent while the bucket counts exactly.
+    sent: HashSet<u64>,
+    /// The registers sent, once the bucket is past its exact limit.
+    sent_registers: Option<Box<RedisHll>>,
+    /// New hashes for the next batch.
+    hashes: Vec<u64>,
+    /// The registers they raise (or, past the exact limit, that grew):
+    /// `(index, value)`, unsorted.
+    raised: Vec<(usize, u8)>,
+    beyond_exact: bool,
+}
+
+impl SlotMembers {
+    /// Gathers what `members` holds that was not sent: new hashes while
+    /// exact, then the registers that grew.
+    fn observe(&mut self, members: &DistinctCounter) {
+        if let Some(hashes) = members.exact_hashes() {
+            for h in hashes {
+                if self.sent.insert(h) {
+                    self.hashes.push(h);
+                    self.raised.push(redis_hll::pattern_of(h));
+                }
+            }
+        } else if let Some(regs) = members.registers() {
+            let grew = regs.above(self.sent_registers.as_deref());
+            let base = self.sent_registers.get_or_insert_with(Box::default);
+            for &r in &grew {
+                base.offer(r);
+            }
+            self.raised.extend(grew);
+            self.sent = HashSet::new();
+            self.beyond_exact = true;
+        }
+    }
+
+    /// The members gathered since the last batch.
+    fn take(&mut self) -> MemberDelta {
+        let mut raised = std::mem::take(&mut self.raised);
+        // The largest value per register, in index order.
+        raised.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+        raised.dedup_by_key(|r| r.0);
+        MemberDelta {
+            hashes: std::mem::take(&mut self.hashes),
+            registers: if raised.is_empty() {
+                Vec::new()
+            } else {
+                redis_hll::encode(&raised)
+            },
+            beyond_exact: self.beyond_exact,
+        }
+    }
 }
 
 /// The range of a bucket and its quantile bins: those there now (read
@@ -72,6 +132,11 @@ impl Slot {
                 }
             }
         }
+        if let Some(d) = b.members {
+            if self.local != totals {
+                self.members.get_or_insert_with(Box::default).observe(d);
+            }
+        }
         self.local = totals;
     }
 
@@ -97,6 +162,7 @@ impl Slot {
             sum: self.local.0 - self.sent.0,
             count: self.local.1 - self.sent.1,
             spread,
+            members: self.members.as_mut().map(|m| m.take()),
         };
         self.sent = self.local;
         Some(d)
@@ -124,6 +190,8 @@ struct Tracked {
     interval: u64,
     size: u64,
     ignore_current: bool,
+    /// A set's window: its distinct members are read back.
+    distinct: bool,
     length_ms: u64,
     slots: HashMap<u64, Slot>,
     /// Batches sent (or meant to be) and not yet known applied, in
@@ -152,6 +220,7 @@ impl Tracked {
             interval: duration_nanos(spec.interval()).max(1),
             size: spec.size() as u64,
             ignore_current: spec.ignores_current(),
+            distinct: false,
             length_ms: u64::try_from(spec.length().as_millis()).unwrap_or(u64::MAX),
             slots: HashMap::new(),
             in_doubt: Vec::new(),
@@ -501,9 +570,6 @@ impl SyncState {
             let Some(id) = meta.fleet_id() else {
                 return;
             };
-            if meta.kind == MetricKind::Set {
-                return;
-            }
             if sharing.admit(series, admitted, id, meta, generation) != Admit::Shared {
                 return;
             }
@@ -520,6 +586,7 @@ impl SyncState {
                     .entry(key)
                     .or_insert_with(|| Tracked::new(id, wname, spec, generation));
                 t.ignore_current = spec.ignores_current();
+                t.distinct = meta.kind == MetricKind::Set;
                 t.seen = generation;
                 state.visit_shared_slots(i, now, |start, b| {
                     let slot = t.slots.entry(start.as_nanos() / interval).or_default();
@@ -592,6 +659,7 @@ impl SyncState {
                     current,
                     ignore_current: t.ignore_current,
                     known: t.known(oldest),
+                    distinct: t.distinct,
                 },
             });
         }
@@ -678,6 +746,8 @@ mod tests {
     struct Script {
         applied: u64,
         slots: HashMap<u64, (f64, f64)>,
+        /// Per slot of a set: the hashes and the registers merged.
+        members: HashMap<u64, (HashSet<u64>, RedisHll)>,
         /// Per slot: bins added up, min, max.
         spreads: HashMap<u64, (BTreeMap<Bin, i64>, f64, f64)>,
     }
@@ -700,6 +770,13 @@ mod tests {
                             }
                             bins.retain(|_, n| *n != 0);
                             (*min, *max) = (min.min(sp.min), max.max(sp.max));
+                        }
+                        if let Some(m) = &d.members {
+                            let (hashes, regs) = self.members.entry(d.slot).or_default();
+                            hashes.extend(&m.hashes);
+                            if !m.registers.is_empty() {
+                                regs.merge(&redis_hll::decode(&m.registers).unwrap());
+                            }
                         }
                     }
                     self.applied = b.seq;
@@ -1150,5 +1227,71 @@ mod tests {
             });
         });
         assert!(checked >= 5, "{checked} timer buckets checked");
+    }
+
+    #[test]
+    fn the_members_sent_add_up_to_each_buckets_own_exact_and_past_the_limit() {
+        let r = shared_registry();
+        let (mut st, sharing) = (SyncState::default(), sharing(10, 1000));
+        let mut redis: HashMap<String, Script> = HashMap::new();
+        let mut next = 0u64;
+        for round in 0..30u64 {
+            let now = T0 + Duration::from_millis(round * 250);
+            // Few members a round, then 3,000 at once (one bucket past
+            // the exact limit), repeats of earlier members throughout.
+            let n = if round == 12 { 3_000 } else { round % 5 * 40 };
+            let lines: Vec<String> = (0..n)
+                .map(|i| format!("s:m{}|s", if i % 4 == 0 { i } else { next + i }))
+                .collect();
+            next += n;
+            for chunk in lines.chunks(50) {
+                feed(&r, now, &chunk.join("\n"));
+            }
+            let (_, _, work) = plan(&mut st, &r, &sharing, now);
+            for w in work.windows() {
+                assert!(w.read.distinct);
+                redis.entry(w.read.key.clone()).or_default().run(&w.batches);
+            }
+            let applied = SyncOutcome::Done(vec![
+                WindowResult::Totals(WindowTotals::default());
+                work.windows().len()
+            ]);
+            st.settle(
+                &work,
+                &applied,
+                now.as_nanos(),
+                1,
+                &[],
+                &mut Reads::default(),
+            );
+        }
+        let end = T0 + Duration::from_millis(29 * 250);
+        let script = redis.values().next().unwrap();
+        let (mut exact, mut beyond) = (0, 0);
+        r.visit(|_, state| {
+            state.visit_shared_slots(0, end, |start, b| {
+                let slot = start.as_nanos() / 1_000_000_000;
+                let local = b.members.unwrap();
+                if b.count == 0.0 {
+                    return;
+                }
+                let (hashes, regs) = &script.members[&slot];
+                assert_eq!(script.slots[&slot].1, b.count, "samples of slot {slot}");
+                if let Some(mine) = local.exact_hashes() {
+                    let mine: HashSet<u64> = mine.into_iter().collect();
+                    assert_eq!(hashes, &mine, "slot {slot}");
+                    let mut built = RedisHll::default();
+                    for h in mine {
+                        built.offer(redis_hll::pattern_of(h));
+                    }
+                    assert_eq!(regs, &built, "slot {slot}");
+                    exact += 1;
+                } else {
+                    assert_eq!(Some(regs), local.registers(), "slot {slot}");
+                    beyond += 1;
+                }
+            });
+        });
+        assert!(exact >= 4 && beyond == 1, "{exact} exact, {beyond} beyond");
     }
 }

@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 use parking_lot::RwLockReadGuard;
 
 use crate::parse::MetricKind;
-use crate::store::WindowTotals;
+use crate::store::{Unique, WindowTotals};
 
 /// Fleet-wide totals of one window.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -21,6 +21,9 @@ pub struct FleetTotals {
     /// Whether the range and quantiles are left out because an instance
     /// sharing the window sends none (an older rollstat).
     pub partial: bool,
+    /// For sets: the distinct members over every instance, exact while
+    /// every slot's union stays within the exact limit.
+    pub unique: Option<Unique>,
 }
 
 /// The fleet-wide range and quantiles of one window.
@@ -43,6 +46,7 @@ impl From<&WindowTotals> for FleetTotals {
             count: t.count,
             spread: None,
             partial: false,
+            unique: t.unique,
         }
     }
 }

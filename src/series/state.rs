@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use crate::clock::Timestamp;
 use crate::parse::{GaugeOp, MetricKind, Sample};
-use crate::sketch::hash_member;
 use crate::sketch::native::NativeHistogram;
+use crate::sketch::{hash_member, DistinctCounter};
 use crate::stats::{Totals, WindowStats};
 use crate::window::bucket::{
     Bucket, Distinct, Distribution, Observation, Summary, Tally, UnitTally,
@@ -485,7 +485,7 @@ impl SeriesState {
     /// Calls `f` with the start and contents of every bucket in window `i`
     /// at `now`, as a fleet sync shares them: totals, and for gauges,
     /// timers, histograms and distributions the range of values and (but
-    /// gauges) the quantile bins. Sets have nothing to share this way.
+    /// gauges) the quantile bins; for sets the samples and the members.
     pub fn visit_shared_slots(
         &self,
         i: usize,
@@ -499,6 +499,18 @@ impl SeriesState {
             SeriesState::Distribution { windows, .. } => windows.visit_slots(i, now, |t, b| {
                 f(t, SharedBucket::of_summary(&b.summary, Some(b)));
             }),
+            SeriesState::Set { windows, .. } => windows.visit_slots(i, now, |t, b| {
+                f(
+                    t,
+                    SharedBucket {
+                        sum: 0.0,
+                        count: b.samples as f64,
+                        range: None,
+                        values: None,
+                        members: Some(&b.members),
+                    },
+                );
+            }),
             _ => self.visit_slot_totals(i, now, |t, sum, count| {
                 f(
                     t,
@@ -507,6 +519,7 @@ impl SeriesState {
                         count,
                         range: None,
                         values: None,
+                        members: None,
                     },
                 );
             }),
@@ -577,6 +590,8 @@ pub struct SharedBucket<'a> {
     pub range: Option<(f64, f64)>,
     /// The values, for the types with quantiles.
     pub values: Option<&'a Distribution>,
+    /// The members, for sets (whose `count` is the samples, `sum` 0).
+    pub members: Option<&'a DistinctCounter>,
 }
 
 impl<'a> SharedBucket<'a> {
@@ -586,6 +601,7 @@ impl<'a> SharedBucket<'a> {
             count: s.count,
             range: (!s.is_empty()).then_some((s.min, s.max)),
             values,
+            members: None,
         }
     }
 }

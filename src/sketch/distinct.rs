@@ -239,6 +239,17 @@ impl DistinctCounter {
         self.repr = Repr::Hll(regs);
     }
 
+    /// The member hashes, while the count is exact (`None` past the exact
+    /// limit, where only the registers are left).
+    #[must_use]
+    pub fn exact_hashes(&self) -> Option<Vec<u64>> {
+        match &self.repr {
+            Repr::Few { hashes, len } => Some(hashes[..usize::from(*len)].to_vec()),
+            Repr::Exact(set) => Some(set.iter().copied().collect()),
+            Repr::Hll(_) => None,
+        }
+    }
+
     /// The HyperLogLog's registers, once past the exact limit: what
     /// `PFADD` of the same members would hold in Redis.
     #[must_use]
@@ -330,6 +341,11 @@ mod tests {
         }
         assert_eq!(d.registers(), Some(&redis));
         assert_eq!(d.count(), redis.count());
+        assert_eq!(d.exact_hashes(), None);
+        let mut few = DistinctCounter::default();
+        few.insert_hash(7);
+        few.insert_hash(7);
+        assert_eq!(few.exact_hashes(), Some(vec![7]));
         assert_eq!(DistinctCounter::default().registers(), None);
     }
 

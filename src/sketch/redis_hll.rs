@@ -169,6 +169,19 @@ impl RedisHll {
         }
     }
 
+    /// `(index, value)` of every register above the same register of
+    /// `base` (every non-zero one when `base` is `None`), in index order:
+    /// what a batch sends after `base` was sent.
+    #[must_use]
+    pub fn above(&self, base: Option<&RedisHll>) -> Vec<(usize, u8)> {
+        (0..REGISTERS)
+            .filter_map(|i| {
+                let v = self.get(i);
+                (v > base.map_or(0, |b| b.get(i))).then_some((i, v))
+            })
+            .collect()
+    }
+
     /// The estimate `PFCOUNT` answers for these registers.
     #[must_use]
     pub fn count(&self) -> u64 {
@@ -210,6 +223,94 @@ impl RedisHll {
         let mut hll = RedisHll::default();
         hll.packed.copy_from_slice(&bytes[HEADER_BYTES..]);
         Ok(hll)
+    }
+}
+
+/// The largest register value the sparse encoding can hold (`VAL`
+/// opcodes carry 1..=32); a register above it needs the dense one.
+pub const SPARSE_MAX_VALUE: u8 = 32;
+
+/// A HyperLogLog holding only `registers` (`(index, value)`, indices
+/// increasing and below [`REGISTERS`], values 1..=51), every other register
+/// zero, in the bytes Redis stores: its sparse encoding when every value
+/// fits one (`VAL` runs of one value, `ZERO` and `XZERO` runs of empty
+/// registers, covering all 16,384), else the dense one. Merged into a key
+/// with `PFMERGE`, it raises those registers and leaves the others: a
+/// bucket sends only the registers that grew since its last batch.
+#[must_use]
+pub fn encode(registers: &[(usize, u8)]) -> Vec<u8> {
+    if registers.iter().any(|&(_, v)| v > SPARSE_MAX_VALUE) {
+        let mut dense = RedisHll::default();
+        for &r in registers {
+            dense.offer(r);
+        }
+        return dense.to_dense();
+    }
+    let mut out = Vec::with_capacity(HEADER_BYTES + 3 * registers.len() + 2);
+    out.extend_from_slice(b"HYLL");
+    out.extend_from_slice(&[1, 0, 0, 0]);
+    out.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 0x80]);
+    let mut next = 0;
+    let mut i = 0;
+    while i < registers.len() {
+        let (at, v) = registers[i];
+        zeros(&mut out, at - next);
+        let mut run = 1;
+        while run < 4 && i + run < registers.len() && registers[i + run] == (at + run, v) {
+            run += 1;
+        }
+        out.push(0x80 | (v - 1) << 2 | (run as u8 - 1));
+        next = at + run;
+        i += run;
+    }
+    zeros(&mut out, REGISTERS - next);
+    out
+}
+
+/// The registers of a HyperLogLog as Redis stores it, dense or sparse
+/// (Redis's `hllSparseToDense` walk); `None` when the bytes are neither,
+/// or their opcodes do not cover exactly 16,384 registers.
+#[must_use]
+pub fn decode(bytes: &[u8]) -> Option<RedisHll> {
+    match bytes.get(4) {
+        Some(0) => return RedisHll::from_dense(bytes).ok(),
+        Some(1) if &bytes[..4] == b"HYLL" && bytes.len() >= HEADER_BYTES => {}
+        _ => return None,
+    }
+    let mut h = RedisHll::default();
+    let (mut at, mut p) = (0usize, HEADER_BYTES);
+    while p < bytes.len() {
+        let op = bytes[p];
+        let run = match op >> 6 {
+            0 => usize::from(op & 0x3f) + 1,
+            1 => (usize::from(op & 0x3f) << 8 | usize::from(*bytes.get(p + 1)?)) + 1,
+            _ => usize::from(op & 3) + 1,
+        };
+        if at + run > REGISTERS {
+            return None;
+        }
+        if op & 0x80 != 0 {
+            for i in at..at + run {
+                h.set(i, (op >> 2 & 0x1f) + 1);
+            }
+        }
+        at += run;
+        p += if op >> 6 == 1 { 2 } else { 1 };
+    }
+    (at == REGISTERS).then_some(h)
+}
+
+/// Sparse opcodes for `n` empty registers: `XZERO` (01xxxxxx yyyyyyyy,
+/// up to 16,384) for long runs, `ZERO` (00xxxxxx, up to 64) for short.
+fn zeros(out: &mut Vec<u8>, mut n: usize) {
+    while n > 64 {
+        let len = n.min(REGISTERS) - 1;
+        out.push(0x40 | (len >> 8) as u8);
+        out.push(len as u8);
+        n -= len + 1;
+    }
+    if n > 0 {
+        out.push((n - 1) as u8);
     }
 }
 
@@ -360,5 +461,63 @@ mod tests {
         assert_eq!(RedisHll::from_dense(&sparse), Err(NotDense::Encoding(1)));
         sparse[0] = b'X';
         assert_eq!(RedisHll::from_dense(&sparse), Err(NotDense::Magic));
+    }
+}
+
+#[cfg(test)]
+mod sparse_tests {
+    use super::*;
+
+    fn decode(bytes: &[u8]) -> Option<RedisHll> {
+        assert_eq!((&bytes[..5], bytes[15]), (&b"HYLL\x01"[..], 0x80));
+        super::decode(bytes)
+    }
+
+    fn registers(h: &RedisHll) -> Vec<(usize, u8)> {
+        h.above(None)
+    }
+
+    #[test]
+    fn sparse_bytes_cover_every_register_and_hold_exactly_the_ones_given() {
+        // Nothing, one register at each end, runs of one value longer than
+        // a VAL opcode holds, gaps of every opcode's size.
+        let cases: Vec<Vec<(usize, u8)>> = vec![
+            vec![],
+            vec![(0, 1)],
+            vec![(REGISTERS - 1, 32)],
+            (100..110).map(|i| (i, 3)).collect(),
+            vec![(63, 2), (64 + 63, 2), (64 + 63 + 65, 5), (16_000, 7)],
+        ];
+        for regs in cases {
+            let bytes = encode(&regs);
+            let h = decode(&bytes).expect("covers 16,384 registers");
+            assert_eq!(registers(&h), regs);
+        }
+        assert_eq!(encode(&[]).len(), HEADER_BYTES + 2, "one XZERO");
+        // Opcodes short of 16,384 registers, or past them, are no sketch.
+        let mut short = encode(&[]);
+        short[HEADER_BYTES + 1] -= 1;
+        assert_eq!(super::decode(&short), None);
+        let mut long = encode(&[]);
+        long.push(0);
+        assert_eq!(super::decode(&long), None);
+        assert_eq!(super::decode(b"HYLL"), None);
+    }
+
+    #[test]
+    fn the_sketch_of_many_members_round_trips_and_a_value_past_32_goes_dense() {
+        let mut h = RedisHll::default();
+        for i in 0..3_000u32 {
+            h.add(format!("u{i}").as_bytes());
+        }
+        let bytes = encode(&registers(&h));
+        assert!(bytes.len() < DENSE_BYTES / 2, "{} bytes", bytes.len());
+        assert_eq!(decode(&bytes), Some(h.clone()));
+        let mut high = h.clone();
+        high.offer((5, 40));
+        let dense = encode(&registers(&high));
+        assert_eq!(RedisHll::from_dense(&dense), Ok(high.clone()));
+        // Only what grew since a base.
+        assert_eq!(high.above(Some(&h)), [(5, 40)]);
     }
 }

@@ -52,8 +52,8 @@ pub use self::settings::{
     ClientIdentity, Password, PemFile, RedisConfig, RedisTarget, RedisTls, Secret,
 };
 pub use self::windows::{
-    slot_of, window_key, BucketDelta, SeqDeltas, SlotBins, Spread, WindowBatch, WindowRead,
-    WindowTotals, WindowWork,
+    slot_of, window_key, BucketDelta, MemberDelta, SeqDeltas, SlotBins, Spread, Unique,
+    WindowBatch, WindowRead, WindowTotals, WindowWork,
 };
 
 /// A store's answer: ready at once (the memory store) or a boxed, sendable

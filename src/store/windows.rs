@@ -101,6 +101,18 @@ pub struct WindowTotals {
     /// Every slot in the window holding a range: its bins' version and,
     /// when that is not the version the read said it knew, its bins.
     pub slots: Vec<SlotBins>,
+    /// For sets: the distinct members of the window over every instance.
+    pub unique: Option<Unique>,
+}
+
+/// The distinct members of a shared set's window, as read back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Unique {
+    /// How many.
+    pub count: u64,
+    /// Whether exact (the union of every slot's member hashes), else the
+    /// `PFCOUNT` of their HyperLogLogs (0.81 % standard error).
+    pub exact: bool,
 }
 
 impl Default for WindowTotals {
@@ -112,6 +124,7 @@ impl Default for WindowTotals {
             min: f64::INFINITY,
             max: f64::NEG_INFINITY,
             slots: Vec::new(),
+            unique: None,
         }
     }
 }
@@ -143,6 +156,8 @@ pub struct WindowRead {
     /// `(slot, version)` of the slots whose bins the reader holds: those
     /// come back without their bins while their version is unchanged.
     pub known: Vec<(u64, u64)>,
+    /// Whether the window is a set's, whose distinct members are counted.
+    pub distinct: bool,
 }
 
 /// What a bucket of a gauge, timer, histogram or distribution brings
@@ -170,9 +185,38 @@ pub struct BucketDelta {
     pub count: f64,
     /// The range and bins, for the types that have them.
     pub spread: Option<Spread>,
+    /// The new members, for sets.
+    pub members: Option<MemberDelta>,
+}
+
+/// The members a set's bucket gained since the last batch.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MemberDelta {
+    /// Their hashes, while the bucket counts exactly (added to the slot's
+    /// set of hashes, which Redis keeps while the union stays exact).
+    pub hashes: Vec<u64>,
+    /// A HyperLogLog in Redis's layout holding the registers they raised
+    /// ([`encode`](crate::sketch::redis_hll::encode)), `PFMERGE`d into
+    /// the slot's; empty when they raised none.
+    pub registers: Vec<u8>,
+    /// Whether the bucket is past its exact limit: the slot's count is then
+    /// the HyperLogLog's.
+    pub beyond_exact: bool,
 }
 
 impl BucketDelta {
+    /// One, plus its quantile bins, plus its member hashes and a register
+    /// blob's bytes in 256s: what it costs a chunk.
+    #[must_use]
+    pub fn weight(&self) -> usize {
+        let bins = self.spread.as_ref().map_or(0, |s| s.bins.len());
+        let members = self
+            .members
+            .as_ref()
+            .map_or(0, |m| m.hashes.len() + m.registers.len() / 256);
+        1 + bins + members
+    }
+
     /// A delta of the totals only (counters).
     #[must_use]
     pub fn totals(slot: u64, sum: f64, count: f64) -> Self {
@@ -181,6 +225,7 @@ impl BucketDelta {
             sum,
             count,
             spread: None,
+            members: None,
         }
     }
 }
@@ -222,7 +267,7 @@ impl WindowWork {
         self.batches
             .iter()
             .flat_map(|b| &b.deltas)
-            .map(|d| 1 + d.spread.as_ref().map_or(0, |s| s.bins.len()))
+            .map(BucketDelta::weight)
             .sum()
     }
 }
@@ -329,10 +374,15 @@ fn counts(read: &WindowRead, slot: u64) -> bool {
 }
 
 /// The totals of one window from what `window_sync.lua` returns: the
-/// flat `[field, value, ...]` list of its hash, and per slot whose bins
-/// changed `[slot, bin, count, ...]`. Unknown or malformed fields are
-/// skipped.
-pub(super) fn totals(read: &WindowRead, fields: &[String], bins: &[Vec<String>]) -> WindowTotals {
+/// flat `[field, value, ...]` list of its hash, per slot whose bins
+/// changed `[slot, bin, count, ...]`, and for a set `[count, exact]`.
+/// Unknown or malformed fields are skipped.
+pub(super) fn totals(
+    read: &WindowRead,
+    fields: &[String],
+    bins: &[Vec<String>],
+    unique: &[u64],
+) -> WindowTotals {
     let mut tot = WindowTotals::default();
     for pair in fields.chunks_exact(2) {
         let Some((slot, which)) = pair[0].split_once(':') else {
@@ -363,6 +413,12 @@ pub(super) fn totals(read: &WindowRead, fields: &[String], bins: &[Vec<String>])
             .filter_map(|p| Some((Bin::parse(&p[0])?, p[1].parse::<i64>().ok()?)))
             .collect();
         at.bins = Some(parsed);
+    }
+    if let (true, [count, exact]) = (read.distinct, unique) {
+        tot.unique = Some(Unique {
+            count: *count,
+            exact: *exact == 1,
+        });
     }
     tot
 }
@@ -439,9 +495,11 @@ mod tests {
             current: 9,
             ignore_current: false,
             known: vec![(8, 3)],
+            distinct: false,
         };
-        let t = totals(&r, &f, &bins);
+        let t = totals(&r, &f, &bins, &[]);
         assert_eq!((t.sum, t.count, t.spread_count), (3.0, 2.0, 2.0));
+        assert_eq!(t.unique, None);
         assert_eq!((t.min, t.max), (0.5, 2.0));
         assert_eq!(
             t.slots,
@@ -459,9 +517,20 @@ mod tests {
             ]
         );
         r.ignore_current = true;
-        let t = totals(&r, &f, &bins);
+        let t = totals(&r, &f, &bins, &[]);
         assert_eq!((t.sum, t.count, t.min, t.max), (1.0, 1.0, 0.5, 0.5));
         assert_eq!(t.slots.len(), 1);
+        // A set's distinct count, when the read asked for one.
+        assert_eq!(totals(&r, &f, &bins, &[12, 1]).unique, None);
+        r.distinct = true;
+        let u = totals(&r, &f, &bins, &[12, 0]).unique;
+        assert_eq!(
+            u,
+            Some(Unique {
+                count: 12,
+                exact: false
+            })
+        );
     }
 
     fn work(key: &str, deltas: usize) -> WindowWork {
@@ -479,6 +548,7 @@ mod tests {
                 current: 2,
                 ignore_current: true,
                 known: Vec::new(),
+                distinct: false,
             },
         }
     }

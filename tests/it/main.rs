@@ -83,6 +83,7 @@ mod statsd_exporter_files;
 // Limits and windows shared through real redis-server processes and a cluster: Lua vs memory, two daemons, faults.
 mod redis;
 // Fleet quantiles, min and max over 3 daemons through a real redis-server and a 3-master cluster; an older instance in the fleet.
+mod fleet_sets;
 mod fleet_sketches;
 // The Redis-format HyperLogLog against a real redis-server: the same registers as PFADD's, counted and merged by PFCOUNT.
 mod redis_hll;

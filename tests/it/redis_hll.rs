@@ -4,7 +4,7 @@
 //! counted and merged by `PFCOUNT` as Redis's own, and both count the same.
 
 use redis::Commands;
-use rollstat::sketch::redis_hll::{NotDense, RedisHll, DENSE_BYTES, HEADER_BYTES};
+use rollstat::sketch::redis_hll::{encode, NotDense, RedisHll, DENSE_BYTES, HEADER_BYTES};
 
 use crate::redis_server::{have_redis, Redis};
 use crate::support::free_port;
@@ -81,4 +81,42 @@ fn a_sparse_redis_key_is_named_as_sparse_not_misread() {
     let bytes: Vec<u8> = c.get("small").expect("GET");
     assert_eq!(RedisHll::from_dense(&bytes), Err(NotDense::Encoding(1)));
     assert_eq!(&bytes[..5], b"HYLL\x01");
+}
+
+/// The sparse bytes rollstat sends for a bucket's new registers: Redis
+/// takes them as its own (`PFCOUNT` counts them as rollstat does; a
+/// register past 32 goes dense), and `PFMERGE` of the registers that grew
+/// since a first batch gives the sketch of every member.
+#[test]
+fn redis_counts_and_merges_the_sparse_registers_rollstat_sends() {
+    if !have_redis() {
+        return;
+    }
+    let r = Redis::start_with(free_port(), Vec::new());
+    let mut c = redis::Client::open(r.url())
+        .and_then(|cl| cl.get_connection())
+        .expect("connect");
+    for n in [1u64, 50, 2_000, 20_000] {
+        let h = ours(&members(0..n));
+        let key = format!("sparse:{n}");
+        let _: () = c.set(&key, encode(&h.above(None))).expect("SET");
+        let counted: u64 = c.pfcount(&key).expect("PFCOUNT takes the sparse bytes");
+        assert_eq!(counted, h.count(), "{n}");
+    }
+    // A first batch, then only what grew: merged, the sketch of them all.
+    let first = ours(&members(0..3_000));
+    let all = ours(&members(0..9_000));
+    let _: () = c.set("grown", encode(&first.above(None))).expect("SET");
+    let _: () = c
+        .set("delta", encode(&all.above(Some(&first))))
+        .expect("SET");
+    let _: () = redis::cmd("PFMERGE")
+        .arg("grown")
+        .arg("delta")
+        .query(&mut c)
+        .expect("PFMERGE");
+    let merged: Vec<u8> = c.get("grown").expect("GET");
+    assert!(merged.len() <= DENSE_BYTES);
+    let counted: u64 = c.pfcount("grown").expect("PFCOUNT");
+    assert_eq!(counted, all.count());
 }

@@ -66,7 +66,7 @@ pub const WINDOW_SYNC_LUA: &str = include_str!("window_sync.lua");
 
 /// The commands rollstat sends and its scripts call, in `ACL SETUSER`
 /// form: what an ACL user limited to rollstat's keys needs.
-pub const ACL_COMMANDS: &str = "+ping +evalsha +script|load +hincrbyfloat +hincrby +pexpire +zadd +zcard +zrange +zremrangebyscore +zremrangebyrank +zcount +del +get +incrby +hgetall +hdel +hget +hset";
+pub const ACL_COMMANDS: &str = "+ping +evalsha +script|load +hincrbyfloat +hincrby +pexpire +zadd +zcard +zrange +zremrangebyscore +zremrangebyrank +zcount +del +get +incrby +hgetall +hdel +hget +hset +exists +set +pfmerge +pfcount +sadd +scard +sunionstore";
 
 /// Extra lifetime of a log key after its window, for clock skew (ms).
 pub(crate) const TTL_MARGIN_MS: u64 = 1000;

@@ -18,8 +18,9 @@ pub enum WindowResult {
     /// Written and read back: its fleet totals.
     Totals(WindowTotals),
     /// Read back, not yet summed (inside [`RedisStore::sync_windows`]
-    /// only): the hash's fields and the bins of the slots that changed.
-    Read(Vec<String>, Vec<Vec<String>>),
+    /// only): the hash's fields, the bins of the slots that changed and,
+    /// for a set, its distinct count and whether it is exact.
+    Read(Vec<String>, Vec<Vec<String>>, Vec<u64>),
     /// Redis answered an error for its script (e.g. `WRONGTYPE`): its
     /// deltas are given up.
     Rejected,
@@ -41,6 +42,10 @@ pub enum SyncOutcome {
     /// store is down).
     Failed(StoreError),
 }
+
+/// What `window_sync.lua` answers: the hash's fields, the changed slots'
+/// bins, and a set's `{count, exact}` (empty for other types).
+type Answer = (Vec<String>, Vec<Vec<String>>, Vec<u64>);
 
 /// Whether a pipeline answer is `NOSCRIPT`.
 fn is_noscript(v: &Value) -> bool {
@@ -113,8 +118,8 @@ impl RedisStore {
                             return WindowResult::Rejected;
                         }
                         self.note_written();
-                        match redis::from_redis_value::<(Vec<String>, Vec<Vec<String>>)>(x) {
-                            Ok((fields, bins)) => WindowResult::Read(fields, bins),
+                        match redis::from_redis_value::<Answer>(x) {
+                            Ok((fields, bins, unique)) => WindowResult::Read(fields, bins, unique),
                             Err(_) => WindowResult::Unread,
                         }
                     })
@@ -130,8 +135,8 @@ impl RedisStore {
                     .iter()
                     .zip(v)
                     .map(|(w, res)| match res {
-                        WindowResult::Read(fields, bins) => {
-                            WindowResult::Totals(windows::totals(&w.read, &fields, &bins))
+                        WindowResult::Read(fields, bins, unique) => {
+                            WindowResult::Totals(windows::totals(&w.read, &fields, &bins, &unique))
                         }
                         other => other,
                     })
@@ -163,16 +168,30 @@ impl RedisStore {
             cmd.arg(b.seq).arg(b.deltas.len());
             for d in &b.deltas {
                 cmd.arg(d.slot).arg(d.sum).arg(d.count);
-                match &d.spread {
-                    None => {
-                        cmd.arg(0);
+                let spread = d.spread.as_ref().map_or(0, |s| 2 + s.bins.len());
+                let members = d.members.as_ref().map_or(0, |m| {
+                    m.hashes.len()
+                        + usize::from(!m.registers.is_empty())
+                        + usize::from(m.beyond_exact)
+                });
+                cmd.arg(spread + members);
+                if let Some(s) = &d.spread {
+                    cmd.arg("m").arg(s.min).arg("M").arg(s.max);
+                    for (bin, n) in &s.bins {
+                        cmd.arg(bin.field()).arg(*n);
                     }
-                    Some(s) => {
-                        cmd.arg(2 + s.bins.len());
-                        cmd.arg("m").arg(s.min).arg("M").arg(s.max);
-                        for (bin, n) in &s.bins {
-                            cmd.arg(bin.field()).arg(*n);
-                        }
+                }
+                if let Some(m) = &d.members {
+                    // Signed decimals: Redis keeps a set of integers as an
+                    // intset, 8 bytes a member.
+                    for &h in &m.hashes {
+                        cmd.arg("h").arg(h as i64);
+                    }
+                    if !m.registers.is_empty() {
+                        cmd.arg("u").arg(&m.registers[..]);
+                    }
+                    if m.beyond_exact {
+                        cmd.arg("H").arg(1);
                     }
                 }
             }
@@ -181,5 +200,10 @@ impl RedisStore {
         for &(slot, version) in &read.known {
             cmd.arg(slot).arg(version);
         }
+        cmd.arg(match (read.distinct, read.ignore_current) {
+            (false, _) => 0,
+            (true, false) => 1,
+            (true, true) => 2,
+        });
     }
 }

@@ -1,0 +1,178 @@
+//! Fleet distinct counts through real `redis-server` processes: three
+//! daemons each get members of one set, overlapping between them, and every
+//! one publishes the size of the union: exact below the exact limit (800
+//! members), within 2 % at a million (the HyperLogLogs merged in Redis),
+//! on one server and on a three-master cluster; Redis holds at most one
+//! dense HyperLogLog (12,304 bytes) per bucket however many members come.
+
+use std::io::Write;
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use crate::redis_server::{Cluster, Redis};
+use crate::support::{sample_value, wait_true, Daemon};
+
+fn sets_config(redis: &str) -> String {
+    format!(
+        r#"
+[listen]
+statsd_udp = "127.0.0.1:0"
+statsd_tcp = "127.0.0.1:0"
+http = "127.0.0.1:0"
+
+[redis]
+{redis}
+timeout_ms = 500
+sync_interval_ms = 100
+sync_timeout_ms = 300
+
+[[windows]]
+name = "w"
+buckets = 60
+interval_ms = 1000
+
+[[mappings]]
+match = "users"
+shared = true
+"#
+    )
+}
+
+const FLEET: &str = "rollstat_fleet_window_unique{metric=\"users\",window=\"w\"}";
+const LOCAL: &str = "rollstat_window_unique{metric=\"users\",window=\"w\"}";
+const SAMPLES: &str = "rollstat_window_samples{metric=\"users\",window=\"w\"}";
+const FLEET_SAMPLES: &str = "rollstat_fleet_window_samples{metric=\"users\",window=\"w\"}";
+
+/// Sends `users:user<i>|s` for every `i` in `members`, `times` each, over
+/// TCP (nothing dropped), at most `per_sec` lines a second.
+fn send_members(d: &Daemon, members: std::ops::Range<u64>, times: usize, per_sec: u64) {
+    let mut s = TcpStream::connect(d.tcp).expect("statsd TCP");
+    let start = Instant::now();
+    let mut sent = 0u64;
+    let mut buf = String::new();
+    for _ in 0..times {
+        for i in members.clone() {
+            buf.push_str(&format!("users:user{i}|s\n"));
+            sent += 1;
+            if sent % 2_000 == 0 {
+                s.write_all(buf.as_bytes()).expect("write");
+                buf.clear();
+                let due = Duration::from_secs_f64(sent as f64 / per_sec as f64);
+                if let Some(wait) = due.checked_sub(start.elapsed()) {
+                    std::thread::sleep(wait);
+                }
+            }
+        }
+    }
+    s.write_all(buf.as_bytes()).expect("write");
+    s.flush().unwrap();
+}
+
+/// Daemon `k` of three gets `per` members from `k * step` on, each `times`
+/// times; waits until each has them all and every fleet view holds every
+/// sample. Returns the daemons.
+fn three_daemons_share(redis: &str, step: u64, per: u64, times: usize) -> Vec<Daemon> {
+    let cfg = sets_config(redis);
+    let daemons: Vec<Daemon> = (0..3).map(|_| Daemon::start_with(&cfg)).collect();
+    std::thread::scope(|s| {
+        for (k, d) in daemons.iter().enumerate() {
+            let from = k as u64 * step;
+            s.spawn(move || send_members(d, from..from + per, times, 100_000));
+        }
+    });
+    let each = (per as usize * times) as f64;
+    for d in &daemons {
+        wait_true(Duration::from_secs(30), "every member counted", || {
+            d.metric(SAMPLES) == Some(each)
+        });
+    }
+    for d in &daemons {
+        wait_true(
+            Duration::from_secs(20),
+            "the fleet view of every sample",
+            || d.metric(FLEET_SAMPLES) == Some(3.0 * each) && d.metric(FLEET).is_some(),
+        );
+    }
+    daemons
+}
+
+/// 400 members each, 200 shared with the next daemon: a union of 800,
+/// counted exactly by every daemon.
+fn the_union_of_overlapping_members_is_exact_below_the_limit(redis: &str) {
+    let daemons = three_daemons_share(redis, 200, 400, 2);
+    for d in &daemons {
+        let body = d.get("/metrics", &[]).text();
+        assert_eq!(sample_value(&body, FLEET), Some(800.0), "fleet unique");
+        assert_eq!(sample_value(&body, LOCAL), Some(400.0), "local unique");
+        // Sets publish samples, rate and distinct members, as locally.
+        assert!(!body.contains("rollstat_fleet_window_sum_value{metric=\"users\""));
+        let all = d.series("users");
+        let w = &all[0]["windows"]["w"];
+        assert_eq!(w["fleet"]["unique"], 800, "{all}");
+        assert_eq!(w["fleet"]["unique_exact"], true, "{all}");
+        assert_eq!(w["fleet"]["samples"], 2400.0, "{all}");
+        assert_eq!(w["unique"], 400, "{all}");
+    }
+}
+
+#[test]
+fn three_daemons_on_one_redis_count_the_union_of_their_members_exactly() {
+    let Some(redis) = Redis::start() else { return };
+    the_union_of_overlapping_members_is_exact_below_the_limit(&redis.section());
+}
+
+#[test]
+fn three_daemons_on_a_three_node_cluster_count_the_union_of_their_members() {
+    let Some(cluster) = Cluster::start() else {
+        return;
+    };
+    the_union_of_overlapping_members_is_exact_below_the_limit(&cluster.section());
+}
+
+/// 400,000 members each, 100,000 shared with the next: a union of a
+/// million, within 2 % on every daemon; each bucket's HyperLogLog in Redis
+/// at most a dense one, and no hash set left past the exact limit.
+#[test]
+fn a_million_members_over_three_daemons_are_counted_within_two_percent() {
+    let Some(redis) = Redis::start() else { return };
+    let daemons = three_daemons_share(&redis.section(), 300_000, 400_000, 1);
+    for d in &daemons {
+        let got = d.metric(FLEET).unwrap();
+        let err = (got - 1e6).abs() / 1e6;
+        assert!(err < 0.02, "fleet unique {got} ({:.2} %)", err * 100.0);
+        let local = d.metric(LOCAL).unwrap();
+        assert!((local - 4e5).abs() / 4e5 < 0.02, "local unique {local}");
+        let all = d.series("users");
+        assert_eq!(all[0]["windows"]["w"]["fleet"]["unique_exact"], false);
+    }
+    let mut c = redis::Client::open(redis.url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let regs: Vec<String> = redis::cmd("KEYS")
+        .arg("rollstat:win:*:u:*")
+        .query(&mut c)
+        .unwrap();
+    assert!(!regs.is_empty());
+    let mut bytes = 0;
+    for k in &regs {
+        let len: usize = redis::cmd("STRLEN").arg(k).query(&mut c).unwrap();
+        assert!(len <= 12_304, "{k}: {len} bytes");
+        let used: usize = redis::cmd("MEMORY")
+            .arg("USAGE")
+            .arg(k)
+            .query(&mut c)
+            .unwrap();
+        bytes += used;
+    }
+    let exact: Vec<String> = redis::cmd("KEYS")
+        .arg("rollstat:win:*:e:*")
+        .query(&mut c)
+        .unwrap();
+    assert!(exact.is_empty(), "hash sets past the limit: {exact:?}");
+    println!(
+        "a million members over 3 daemons: fleet unique {:?}, {} bucket HyperLogLogs, {bytes} B in Redis",
+        daemons[0].metric(FLEET),
+        regs.len()
+    );
+}
