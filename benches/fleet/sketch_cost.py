@@ -4,21 +4,31 @@
 Each run starts a fresh redis-server and a fresh release daemon with the
 shipped config.toml (ports moved to free ones) plus a first mapping rule
 `fleet.**` with shared = true and a [redis] section pointing at that
-redis-server. Then --series series `fleet.s<i>` of --kind (c, g, ms) get
---rate samples a second each over UDP for --seconds (65 s by default, so
-that config.toml's `1m` window of 60 x 1 s buckets is full); timer values
-are log-normal around 20 ms, gauge values uniform, counters 1.
+redis-server (--bin: the daemon's binary, by default the repo's
+target/release/rollstat; copy it elsewhere first if others rebuild while
+you measure). Then --series series `fleet.s<i>` of --kind (c, g, ms, s)
+get --rate samples a second each over UDP for --seconds (65 s by default,
+so that config.toml's `1m` window of 60 x 1 s buckets is full); timer
+values are log-normal around 20 ms, gauge values uniform, counters 1, and
+a set's member is drawn uniformly from `u0` .. `u<--members - 1>`
+(`fleet.s<i>:u<k>|s`; 1000 members by default).
 
 Reported, after the run:
   * Redis bytes per shared series, by key kind (`MEMORY USAGE` of every
-    key): the window hashes (`rollstat:win:...`, sums, counts and ranges)
-    and the quantile bins (`...:q:<slot>`, timers, histograms,
-    distributions), and the largest key;
+    key): the window hashes (`rollstat:win:...`, sums, counts and ranges;
+    for sets also `<slot>:u` and the cached distinct count `#u`), the
+    quantile bins (`...:q:<slot>`, timers, histograms, distributions),
+    and for sets the members' HyperLogLog per bucket (`...:u:<slot>`, a
+    string of at most 12,304 bytes) and, while a bucket's members are
+    within the exact limit (EXACT_LIMIT in src/store/redis/window_sync.lua),
+    the set of their hashes (`...:e:<slot>`); and the largest key;
   * bytes/s into and out of Redis (INFO stats total_net_input_bytes and
     total_net_output_bytes) and Redis CPU (INFO cpu, user + sys) over the
     last --steady seconds, and per sync (config.toml syncs every 100 ms);
-  * the fleet p99 of series 0 next to its local p99 (one instance: equal
-    within the sketch's accuracy).
+  * timers: the fleet p99 of series 0 next to its local p99 (one instance:
+    equal within the sketch's accuracy); sets: the fleet distinct count of
+    series 0 over 1m (rollstat_fleet_window_unique) next to its local one
+    (rollstat_window_unique; one instance: they agree).
 
 Everything goes to loopback; every loop is bounded.
 
@@ -26,6 +36,8 @@ Usage:
   cargo build --release
   python3 benches/fleet/sketch_cost.py --kind ms --series 1000 --rate 10
   python3 benches/fleet/sketch_cost.py --kind c --series 1000 --rate 10
+  python3 benches/fleet/sketch_cost.py --kind s --series 100 --rate 100 --members 100000
+  python3 benches/fleet/sketch_cost.py --bin /tmp/rollstat-bench --kind s --series 100 --rate 10
 """
 
 import argparse
@@ -92,27 +104,43 @@ def counters(port):
     return a
 
 
+KINDS = (("window", "window hashes"), ("bins", "`:q:` bins"), ("hll", "`:u:` HyperLogLogs"),
+         ("exact", "`:e:` hash sets"))
+
+
+def key_kind(k):
+    """The kind of a key under `rollstat:win:`: the suffix after the window's
+    own name (`:q:<slot>`, `:u:<slot>`, `:e:<slot>`), else its hash."""
+    for kind, mark in (("bins", ":q:"), ("hll", ":u:"), ("exact", ":e:")):
+        if mark in k:
+            return kind
+    return "window"
+
+
 def memory(port):
-    """Bytes by key kind (window hashes, bin hashes), the largest key, and
-    INFO's used_memory: every MEMORY USAGE in one redis-cli session, so that
-    keys do not expire while they are measured."""
+    """Bytes and keys by key kind (window hashes, bin hashes, HyperLogLogs,
+    exact hash sets) and the largest key: every MEMORY USAGE in one
+    redis-cli session, so that keys do not expire while they are
+    measured."""
     keys = [k for k in cli(port, "--scan", "--pattern", "rollstat:win:*").split() if k]
     script = "".join(f'MEMORY USAGE "{k}"\n' for k in keys)
     out = subprocess.run(["redis-cli", "-p", str(port)], input=script, capture_output=True,
                          text=True, timeout=300).stdout.split("\n")
-    by = {"window": 0, "bins": 0}
-    n = {"window": 0, "bins": 0}
+    by = {kind: 0 for kind, _ in KINDS}
+    n = {kind: 0 for kind, _ in KINDS}
     largest = (0, "")
     for k, line in zip(keys, out):
         b = int(line.strip()) if line.strip().isdigit() else 0
-        kind = "bins" if ":q:" in k else "window"
+        kind = key_kind(k)
         by[kind] += b
         n[kind] += 1 if b else 0
         largest = max(largest, (b, k))
     return by, n, largest
 
 
-def value(rng, kind):
+def value(rng, kind, members):
+    if kind == "s":
+        return f"u{rng.randrange(members)}"
     if kind == "ms":
         return f"{rng.lognormvariate(3.0, 0.8):.3f}"
     if kind == "g":
@@ -165,7 +193,7 @@ def run(args):
             each = int((tick + 1) * args.rate / 10) - int(tick * args.rate / 10)
             for i in range(args.series):
                 for _ in range(each):
-                    batch.append(f"fleet.s{i}:{value(rng, args.kind)}|{args.kind}")
+                    batch.append(f"fleet.s{i}:{value(rng, args.kind, args.members)}|{args.kind}")
             for j in range(0, len(batch), 40):
                 s.sendto("\n".join(batch[j:j + 40]).encode(), ("127.0.0.1", udp))
             tick += 1
@@ -182,11 +210,11 @@ def run(args):
                      if line.startswith("rollstat_fleet_window_samples{") and 'window="1m"' in line)
         print(f"kind {args.kind}: {args.series} series x {args.rate}/s for {args.seconds} s "
               f"(config.toml, windows 10s and 1m); {shared} with a fleet view of 1m")
-        for kind in ("window", "bins"):
+        for kind, name in KINDS:
             if n[kind]:
-                print(f"  {kind:6} keys {n[kind]:6}: {by[kind] / args.series:9.0f} B a series "
+                print(f"  {name:18} keys {n[kind]:6}: {by[kind] / args.series:9.0f} B a series "
                       f"({by[kind] / n[kind]:7.0f} B a key)")
-        total = (by["window"] + by["bins"]) / args.series
+        total = sum(by.values()) / args.series
         print(f"  total {total:.0f} B a series; largest key {largest[0]} B ({largest[1]})")
         print(f"  over the last {secs:.0f} s: into Redis {d['total_net_input_bytes'] / secs / 1e3:.1f} kB/s, "
               f"out {d['total_net_output_bytes'] / secs / 1e3:.1f} kB/s, Redis CPU {cpu / secs * 100:.1f} % "
@@ -195,6 +223,11 @@ def run(args):
             labels = ('metric="fleet.s0"', 'window="1m"', 'q="0.99"')
             print(f"  series 0, 1m p99: fleet {sample(text, 'rollstat_fleet_window_quantile', *labels)} "
                   f"local {sample(text, 'rollstat_window_quantile', *labels)}")
+        if args.kind == "s":
+            labels = ('metric="fleet.s0"', 'window="1m"')
+            print(f"  series 0, 1m distinct: fleet {sample(text, 'rollstat_fleet_window_unique', *labels)} "
+                  f"local {sample(text, 'rollstat_window_unique', *labels)} "
+                  f"(members drawn from {args.members})")
     finally:
         for p in (daemon, redis):
             if p is not None:
@@ -208,10 +241,13 @@ def run(args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--bin", default=os.path.join(REPO, "target/release/rollstat"))
-    ap.add_argument("--kind", choices=("c", "g", "ms"), default="ms")
+    ap.add_argument("--bin", default=os.path.join(REPO, "target/release/rollstat"),
+                    help="the daemon's binary (default: the repo's target/release/rollstat)")
+    ap.add_argument("--kind", choices=("c", "g", "ms", "s"), default="ms")
     ap.add_argument("--series", type=int, default=1000)
     ap.add_argument("--rate", type=int, default=10, help="samples a second per series")
+    ap.add_argument("--members", type=int, default=1000,
+                    help="sets: each sample's member is drawn uniformly from u0 .. u<N-1>")
     ap.add_argument("--seconds", type=float, default=65)
     ap.add_argument("--steady", type=float, default=20)
     run(ap.parse_args())

@@ -282,5 +282,5 @@ table! {
     FLEET_WINDOW_QUANTILE: Gauge "rollstat_fleet_window_quantile" ["metric", "window", "q"]
         "Quantile of the values in the window over every instance sharing the series (DDSketch bins added up in Redis, 1% relative error), by q.";
     FLEET_WINDOW_UNIQUE: Gauge "rollstat_fleet_window_unique" ["metric", "window"]
-        "Distinct set members in the window over every instance sharing the series (exact up to 1024 per bucket, else Redis HyperLogLog, 0.81% standard error).";
+        "Distinct set members in the window over every instance sharing the series (exact while no bucket holds more than 512 over the fleet, else Redis HyperLogLog, 0.81% standard error).";
 }

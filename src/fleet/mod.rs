@@ -24,15 +24,19 @@
 //! pending for the next sync, and so do the chunks the failure keeps from
 //! being sent. One sync at a time: the daemon's task, then the final sync at stop. Their totals are
 //! the fleet view, published on `/metrics` as the
-//! `rollstat_fleet_window_{samples,sum_value,rate,avg,min,max,quantile}`
+//! `rollstat_fleet_window_{samples,sum_value,rate,avg,min,max,quantile,unique}`
 //! families with the same labels as the local `rollstat_window_*` ones. A
 //! bucket of a gauge, timer, histogram or distribution also sends its min
 //! and max (merged by min and max) and the change of its quantile bins
 //! (added up; `sketch/bins.rs`): the fleet quantile is the DDSketch
 //! quantile of the union, with the local one's 1 % error. A read fetches
 //! the bins of a slot only when their version changed since this instance
-//! last read them (`track::Tracked::take_read` keeps the copy). Set
-//! cardinality stays local. An instance publishes the fleet view of the
+//! last read them (`track::Tracked::take_read` keeps the copy). A bucket
+//! of a set sends its new members: their hashes while it counts exactly,
+//! and the HyperLogLog registers they raised (`track::SlotMembers`); the
+//! read answers the distinct members of the union, exact while Redis
+//! still holds every bucket's hashes, else `PFCOUNT` of the buckets'
+//! HyperLogLogs (`rollstat_fleet_window_unique`). An instance publishes the fleet view of the
 //! series it has itself.
 //!
 //! # Cost

@@ -36,7 +36,10 @@
 //! Two fields per bucket: `<slot>:s` (sum) and `<slot>:c` (count); for
 //! types with a range a third, `<slot>:x` (`<count>;<version>;<min>;<max>`,
 //! see `window_sync.lua`), and the slot's quantile bins in their own hash
-//! `<key>:q:<slot>` (one field per bin, [`Bin::field`]).
+//! `<key>:q:<slot>` (one field per bin, [`Bin::field`]). A set's slot has
+//! `<slot>:u` (`<version>;<past the exact limit>`), its members'
+//! HyperLogLog `<key>:u:<slot>` and, while exact, their hashes in the set
+//! `<key>:e:<slot>`; `#u` caches the window's last distinct count.
 //! `<slot>` is the bucket's index on the epoch-aligned grid (slot start /
 //! interval), the same on every instance. A sync runs, per window, one
 //! script, `window_sync.lua` (by SHA, reloaded on `NOSCRIPT`), with this

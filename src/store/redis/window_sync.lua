@@ -89,8 +89,10 @@ local function spread(slot, dcount, at, e)
 end
 
 -- Members past this many in a slot (the union of every instance's) are
--- counted by the HyperLogLog only, as each instance counts its own.
-local EXACT_LIMIT = 1024
+-- counted by the HyperLogLog only: up to 512 integers Redis keeps a set
+-- as an intset, 8 bytes a member (5 KB); past it as a hash table (64 KB
+-- at 1,024).
+local EXACT_LIMIT = 512
 
 -- Folds one set delta's members (e pairs from ARGV[at]) into the slot.
 local function members(slot, at, e)
