@@ -500,7 +500,7 @@ def explorer():
             timeseries(
                 "Distinct members (sets)",
                 targets((f"rollstat_window_unique{{{MW}}}", TAGS)),
-                desc="Distinct set members in the window (exact up to 1024, then HyperLogLog). Empty for other types.",
+                desc="Distinct set members in the window (exact up to 1024, then HyperLogLog, 0.81% standard error). Empty for other types.",
             ),
             table(
                 "Per tag set, now",
@@ -537,6 +537,15 @@ def explorer():
                 "Fleet quantiles",
                 targets((f"rollstat_fleet_window_quantile{{{MW}}}", TAGS)),
                 desc="Quantiles of the union of every instance's samples (DDSketch bins added up in Redis, 1% relative error), not an average of per-instance quantiles; timers, histograms, distributions.",
+                w=8,
+            ),
+            timeseries(
+                "Fleet distinct members (sets)",
+                targets(
+                    (f"rollstat_fleet_window_unique{{{MW}}}", TAGS),
+                    (f"rollstat_window_unique{{{MW}}}", TAGS),
+                ),
+                desc="Distinct members over every instance sharing the set (rollstat_fleet_window_unique: a member two instances saw counts once; exact up to 512 a bucket, then Redis HyperLogLog, 0.81% standard error), beside this instance's own (rollstat_window_unique).",
                 w=8,
             ),
         ],

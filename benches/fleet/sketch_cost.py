@@ -104,6 +104,17 @@ def counters(port):
     return a
 
 
+def commandstats(port):
+    """(command, calls, usec) from INFO commandstats, most time first."""
+    out = []
+    for line in cli(port, "INFO", "commandstats").splitlines():
+        if line.startswith("cmdstat_"):
+            name, _, rest = line[len("cmdstat_"):].partition(":")
+            f = dict(kv.split("=") for kv in rest.split(","))
+            out.append((name, int(f["calls"]), float(f["usec"])))
+    return sorted(out, key=lambda x: -x[2])
+
+
 KINDS = (("window", "window hashes"), ("bins", "`:q:` bins"), ("hll", "`:u:` HyperLogLogs"),
          ("exact", "`:e:` hash sets"))
 
@@ -201,6 +212,7 @@ def run(args):
             if wait > 0:
                 time.sleep(wait)
         after = (counters(rp), time.monotonic())
+        stats = commandstats(rp)
         secs = after[1] - before[1]
         d = {k: after[0][k] - before[0][k] for k in after[0]}
         cpu = d["used_cpu_user"] + d["used_cpu_sys"]
@@ -219,6 +231,10 @@ def run(args):
         print(f"  over the last {secs:.0f} s: into Redis {d['total_net_input_bytes'] / secs / 1e3:.1f} kB/s, "
               f"out {d['total_net_output_bytes'] / secs / 1e3:.1f} kB/s, Redis CPU {cpu / secs * 100:.1f} % "
               f"of a core ({cpu / secs / 10 * 1e3:.2f} ms a sync)")
+        total_usec = sum(u for _, _, u in stats) or 1
+        print("  Redis CPU by command (whole run, scripts' own calls included): " + ", ".join(
+            f"{name} {u / total_usec * 100:.0f} % ({u / max(calls, 1):.1f} us a call)"
+            for name, calls, u in stats[:6]))
         if args.kind == "ms":
             labels = ('metric="fleet.s0"', 'window="1m"', 'q="0.99"')
             print(f"  series 0, 1m p99: fleet {sample(text, 'rollstat_fleet_window_quantile', *labels)} "

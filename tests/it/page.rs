@@ -15,7 +15,8 @@ use crate::support::{repo, wait_until_every, Daemon, Load, LOAD_CONFIG, LOAD_MET
 fn the_live_page_draws_real_data_in_headless_chromium_without_console_errors() {
     let started = Instant::now();
     // With redis-server (always under CI), the load's series are shared, and
-    // the timer's quantile chart draws the fleet's quantiles beside its own.
+    // the timer's quantile chart draws the fleet's quantiles beside its own,
+    // the set's chart the fleet's distinct members.
     let redis = if have_redis() { Redis::start() } else { None };
     let config = match &redis {
         Some(r) => format!(
@@ -59,7 +60,7 @@ fn the_live_page_draws_real_data_in_headless_chromium_without_console_errors() {
         Some(json!({"text": "load."})),
     )
     .expect("type into the search box");
-    for m in ["load.latency", "load.requests"] {
+    for m in ["load.latency", "load.requests", "load.users"] {
         wait_until_every(
             Duration::from_secs(10),
             Duration::from_millis(100),
@@ -114,6 +115,22 @@ fn the_live_page_draws_real_data_in_headless_chromium_without_console_errors() {
                 )?;
                 let lines = lines.as_str().unwrap_or("").to_string();
                 if lines.contains("fleet p99") && lines.contains("p99") {
+                    Ok(())
+                } else {
+                    Err(format!("lines drawn: {lines}"))
+                }
+            },
+        );
+        wait_until_every(
+            Duration::from_secs(20),
+            Duration::from_millis(250),
+            "the set's chart to draw the fleet's distinct members",
+            || {
+                let lines = b.script(
+                    "return [...document.querySelectorAll('canvas[data-metric=\"load.users\"]')].map(c => c.dataset.lines || '').join('|')",
+                )?;
+                let lines = lines.as_str().unwrap_or("").to_string();
+                if lines.contains("fleet unique") {
                     Ok(())
                 } else {
                     Err(format!("lines drawn: {lines}"))

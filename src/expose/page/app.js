@@ -179,13 +179,15 @@
     h.seen = now;
     push(h.t, now);
     for (const [wn, v] of Object.entries(s.windows)) {
-      const d = h.w[wn] || (h.w[wn] = { rate: [], avg: [], min: [], max: [], unique: [], q: {}, fq: {} });
-      while (d.rate.length < h.t.length - 1) for (const a of [d.rate, d.avg, d.min, d.max, d.unique]) a.unshift(null);
+      const d = h.w[wn] || (h.w[wn] = { rate: [], avg: [], min: [], max: [], unique: [], funique: [], q: {}, fq: {} });
+      while (d.rate.length < h.t.length - 1) for (const a of [d.rate, d.avg, d.min, d.max, d.unique, d.funique]) a.unshift(null);
       push(d.rate, v.rate);
       push(d.avg, v.avg);
       push(d.min, v.min);
       push(d.max, v.max);
       push(d.unique, v.unique == null ? null : v.unique);
+      // A set shared through Redis: the distinct members of the whole fleet.
+      push(d.funique, v.fleet?.unique == null ? null : v.fleet.unique);
       for (const [q, x] of Object.entries(v.quantiles || {})) {
         const qa = d.q[q] || (d.q[q] = new Array(d.rate.length - 1).fill(null));
         push(qa, x);
@@ -232,7 +234,12 @@
       const [cr, ca, cq] = h.type === 'set' ? [c.canvases[0], null, c.canvases[1]] : c.canvases;
       drawn += draw(cr, h.t, [{ label: 'rate', color: COLORS[0], v: d.rate }]);
       if (ca) drawn += draw(ca, h.t, [{ label: 'avg', color: COLORS[1], v: d.avg }], { lo: d.min, hi: d.max });
-      if (cq && h.type === 'set') drawn += draw(cq, h.t, [{ label: 'unique', color: COLORS[3], v: d.unique }]);
+      if (cq && h.type === 'set') {
+        drawn += draw(cq, h.t, [
+          { label: 'unique', color: COLORS[3], v: d.unique },
+          { label: 'fleet unique', color: COLORS[3], v: d.funique, dash: true },
+        ]);
+      }
       else if (cq) {
         const pq = (q) => 'p' + Math.round(q * 1000) / 10;
         const local = Object.entries(d.q).map(([q, v], i) => ({ label: pq(q), color: COLORS[(i + 2) % COLORS.length], v }));
