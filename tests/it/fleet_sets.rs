@@ -200,3 +200,83 @@ fn a_million_members_over_three_daemons_are_counted_within_two_percent() {
         regs.len()
     );
 }
+
+/// `lat` timers and `users` members through TCP: `lat:<i>|ms` for `i` in
+/// `lat`, `users:user<i>|s` for `i` in `users`; waits until the daemon
+/// counted them all.
+fn send_mixed(d: &Daemon, lat: std::ops::Range<u64>, users: std::ops::Range<u64>) {
+    let mut s = TcpStream::connect(d.tcp).expect("statsd TCP");
+    let mut buf = String::new();
+    for i in lat.clone() {
+        buf.push_str(&format!("lat:{i}|ms\n"));
+    }
+    for i in users.clone() {
+        buf.push_str(&format!("users:user{i}|s\n"));
+    }
+    s.write_all(buf.as_bytes()).expect("write");
+    let n = (lat.end - lat.start + users.end - users.start) as f64;
+    wait_true(Duration::from_secs(10), "the lines counted", || {
+        d.metric("rollstat_ingest_lines_total{transport=\"tcp\"}") == Some(n)
+    });
+}
+
+/// Instance A syncs, then is killed with SIGKILL: what it synced stays in
+/// the fleet view. One stopped with SIGTERM pushes its last deltas in the
+/// final sync. One killed before any sync (a sync interval of a minute)
+/// loses exactly its unsynced deltas, and nothing else.
+#[test]
+fn a_killed_daemon_loses_at_most_its_unsynced_deltas() {
+    let Some(redis) = Redis::start() else { return };
+    let section = redis.section();
+    let shared = format!(
+        "{}\n[[mappings]]\nmatch = \"lat\"\nshared = true\n",
+        sets_config(&section)
+    );
+    let rare = shared.replace("sync_interval_ms = 100", "sync_interval_ms = 60000");
+    let b = Daemon::start_with(&shared);
+    send_mixed(&b, 1..2, 100_000..100_001);
+    let fleet = |lat: f64, users: f64| {
+        let metric = |m: &str| b.metric(m);
+        metric("rollstat_fleet_window_samples{metric=\"lat\",window=\"w\"}") == Some(lat)
+            && metric(FLEET) == Some(users)
+    };
+    let mut a = Daemon::start_with(&shared);
+    send_mixed(&a, 1..1001, 0..300);
+    wait_true(
+        Duration::from_secs(10),
+        "A's samples in B's fleet view",
+        || fleet(1001.0, 301.0),
+    );
+    a.signal("KILL");
+    a.wait_exit(Duration::from_secs(5));
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(fleet(1001.0, 301.0), "what A synced outlives it");
+    let max = "rollstat_fleet_window_max{metric=\"lat\",window=\"w\"}";
+    assert_eq!(b.metric(max), Some(1.0), "A's largest timer, 1000 ms");
+
+    // Stopped: its final sync pushes what a minute's interval held back.
+    let mut stopped = Daemon::start_with(&rare);
+    send_mixed(&stopped, 2000..2200, 1000..1100);
+    stopped.signal("TERM");
+    assert!(stopped.wait_exit(Duration::from_secs(10)).success());
+    wait_true(Duration::from_secs(5), "the final sync's deltas", || {
+        fleet(1201.0, 401.0)
+    });
+
+    // Killed before its first sync: its 200 samples and 100 members are
+    // lost, and nothing else.
+    let mut killed = Daemon::start_with(&rare);
+    // Past its first sync, which runs at start (a minute before the next).
+    std::thread::sleep(Duration::from_millis(500));
+    send_mixed(&killed, 3000..3200, 2000..2100);
+    killed.signal("KILL");
+    killed.wait_exit(Duration::from_secs(5));
+    std::thread::sleep(Duration::from_millis(1000));
+    assert!(
+        fleet(1201.0, 401.0),
+        "only the killed daemon's unsynced deltas are lost: {:?} {:?}",
+        b.metric("rollstat_fleet_window_samples{metric=\"lat\",window=\"w\"}"),
+        b.metric(FLEET)
+    );
+    assert_eq!(b.metric(max), Some(2.199), "the stopped daemon's largest");
+}
