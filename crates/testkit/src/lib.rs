@@ -7,6 +7,8 @@
 //! * [`fixtures`]: statsd datagrams rendered for load (`blast.m000042:1|c`
 //!   packed up to a line count and a byte size), used by the benches, the
 //!   examples and the tool.
+//! * [`profile`]: seeded realistic workloads (lading's DogStatsD mix, plain
+//!   statsd, counters) and the ledger of what they sent, per type.
 //! * The harness, used by `tests/it` and the tool:
 //!   * [`daemon`]: start the real `rollstat` binary on a config that binds
 //!     port 0 and read its bound ports from its "listening" line; killed
@@ -31,6 +33,7 @@
 pub mod daemon;
 pub mod fixtures;
 pub mod http;
+pub mod profile;
 pub mod scrape;
 pub mod tempdir;
 

@@ -52,6 +52,7 @@ use rollstat::{Clock, SystemClock};
 use rollstat_testkit::daemon::{Launch, Running};
 use rollstat_testkit::fixtures::{render_datagrams, Kind};
 use rollstat_testkit::http::try_http;
+use rollstat_testkit::profile::{Ledger, Profile, Workload};
 
 use report::{cpu_secs, rss_bytes, Counters, OtlpReport, Report};
 use send::{sender, since, Pace, Sent};
@@ -198,6 +199,23 @@ struct Args {
     /// distribution or set.
     #[arg(long = "type", default_value = "counter")]
     kind: Kind,
+    /// A realistic workload instead of one line per name: `dogstatsd`
+    /// (lading's DogStatsD mix: counts 34 : gauges 34 : histograms 25 :
+    /// timers 5 : distributions 1 : sets 1, 3 to 64 tags, packing,
+    /// sampling), `statsd` (counts, gauges and timers, no DogStatsD
+    /// extensions: every statsd server parses every line) or `counters`.
+    /// --names is then the number of contexts, --tags (when not 0) the
+    /// most tags a DogStatsD context gets (3 to 64 by default), --type and
+    /// --lines-per-datagram are ignored, and datagrams fill up to
+    /// --max-datagram-bytes.
+    #[arg(long)]
+    profile: Option<Profile>,
+    /// With --profile: lines rendered (sent in turn, again and again).
+    #[arg(long, default_value_t = 200_000)]
+    profile_lines: usize,
+    /// With --profile: the seed of the contexts and lines.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
     /// Longest wait for the daemon's counters to settle after sending
     /// (capped at 30 s).
     #[arg(long, default_value_t = 10.0)]
@@ -351,13 +369,16 @@ fn run(a: &Args) -> io::Result<Report> {
         Some(s) => (s.listening.udp.unwrap_or(a.udp), s.listening.http),
         None => (a.udp, a.http),
     };
-    let datagrams = render_datagrams(
-        a.names,
-        a.tags,
-        a.kind,
-        a.lines_per_datagram,
-        a.max_datagram_bytes,
-    );
+    let datagrams = match a.profile {
+        Some(p) => profile_datagrams(a, p),
+        None => render_datagrams(
+            a.names,
+            a.tags,
+            a.kind,
+            a.lines_per_datagram,
+            a.max_datagram_bytes,
+        ),
+    };
     let per_datagram = datagrams.iter().map(|d| d.1).sum::<u64>() as f64 / datagrams.len() as f64;
     announce(&datagrams, per_datagram, udp, duration, a.rate);
     let start = Start::read(spawned.as_ref(), http, Transport::Udp)?;
@@ -571,6 +592,31 @@ fn announce(
         duration.as_secs_f64(),
         if rate == 0 { "as fast as possible".to_string() } else { format!("{rate} lines/s") }
     );
+}
+
+/// The datagrams of `--profile p`: `--profile-lines` lines over `--names`
+/// contexts, seeded; what one pass sends of each type goes to stderr.
+fn profile_datagrams(a: &Args, p: Profile) -> Vec<(Vec<u8>, u64)> {
+    let mut w = match a.tags {
+        0 => Workload::new(p, a.names, a.seed),
+        n => Workload::with_max_tags(p, a.names, a.seed, n as u64),
+    };
+    let mut ledger = Ledger::default();
+    let datagrams = w.datagrams(a.profile_lines.max(1), a.max_datagram_bytes, &mut ledger);
+    let by_kind: Vec<String> = Kind::ALL
+        .iter()
+        .map(|&k| (k, ledger.lines_of(w.contexts(), k)))
+        .filter(|(_, n)| *n > 0)
+        .map(|(k, n)| format!("{k:?} {n}"))
+        .collect();
+    eprintln!(
+        "blast: profile {p:?} (seed {}), {} contexts; one pass of {} lines: {}",
+        a.seed,
+        w.contexts().len(),
+        a.profile_lines.max(1),
+        by_kind.join(", ")
+    );
+    datagrams
 }
 
 /// `senders` threads, each sending `datagrams` from its own offset at
