@@ -32,7 +32,10 @@
 //! that a run crosses bucket boundaries as the daemon at 800k lines/s does.
 //! `ROLLSTAT_PROFILE_KIND=timer` (or any `rollstat-blast --type`) makes the
 //! names that type instead of counters (blast's lines: a timer is
-//! `name:12.5|ms`). Without `ROLLSTAT_PROFILE_CONFIG`, `Config::default()`
+//! `name:12.5|ms`). `ROLLSTAT_PROFILE_WORKLOAD=dogstatsd` (or `statsd`)
+//! sends `rollstat-blast --profile`'s lines over the names instead
+//! (seed 1, 200,000 lines, about one a datagram for DogStatsD's tags).
+//! Without `ROLLSTAT_PROFILE_CONFIG`, `Config::default()`
 //! and 16 shards. A `[[relay]]` in the file is wired as the daemon wires
 //! it, without its sender thread (docs/performance.md).
 
@@ -47,6 +50,7 @@ use rollstat::series::{Plan, Registry};
 use rollstat::telemetry::Telemetry;
 use rollstat::{Clock, ManualClock, Timestamp};
 use rollstat_testkit::fixtures::{render_datagrams, Kind};
+use rollstat_testkit::profile::{Ledger, Workload};
 
 fn main() {
     let mode = std::env::args().nth(1).unwrap_or_else(|| "ingest".into());
@@ -96,7 +100,17 @@ fn main() {
     }
     let kind: Kind =
         std::env::var("ROLLSTAT_PROFILE_KIND").map_or(Kind::Counter, |k| k.parse().expect("kind"));
-    let dgrams = render_datagrams(names, 0, kind, 80, 1432);
+    // ROLLSTAT_PROFILE_WORKLOAD=dogstatsd (or statsd, counters): the
+    // `rollstat-blast --profile` lines over `names` contexts, seed 1,
+    // 200,000 lines in 1432-byte datagrams.
+    let dgrams = match std::env::var("ROLLSTAT_PROFILE_WORKLOAD") {
+        Ok(p) => Workload::new(p.parse().expect("profile"), names, 1).datagrams(
+            200_000,
+            1432,
+            &mut Ledger::default(),
+        ),
+        Err(_) => render_datagrams(names, 0, kind, 80, 1432),
+    };
     let mut w = Worker::default();
     for (d, _) in &dgrams {
         ing.ingest(d, clock.now(), &mut w);
