@@ -159,10 +159,16 @@ pub struct Workload {
     profile: Profile,
     contexts: Vec<Context>,
     rng: Rng,
+    /// DogStatsD: the share of counter, timer, histogram and distribution
+    /// lines that pack several values.
+    packed: f64,
 }
 
 /// The most tags a DogStatsD context gets: rollstat's limit per line.
 pub const MAX_TAGS: u64 = 64;
+
+/// lading's share of packed DogStatsD lines.
+pub const PACKED: f64 = 0.08;
 
 /// Characters of generated names and tags.
 const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789_";
@@ -210,6 +216,7 @@ impl Workload {
             profile,
             contexts,
             rng,
+            packed: PACKED,
         }
     }
 
@@ -241,6 +248,16 @@ impl Workload {
         Context { name, tags, kind }
     }
 
+    /// The same workload with `share` (0 to 1) of its DogStatsD lines
+    /// packed rather than lading's 8 %: 0 for servers that do not take
+    /// DogStatsD 1.1's packed values (`name:1:2:3|c`), such as
+    /// statsd_exporter, which refuses them as malformed.
+    #[must_use]
+    pub fn with_packed(mut self, share: f64) -> Workload {
+        self.packed = share.clamp(0.0, 1.0);
+        self
+    }
+
     /// The contexts, by index.
     #[must_use]
     pub fn contexts(&self) -> &[Context] {
@@ -254,7 +271,7 @@ impl Workload {
         let c = &self.contexts[i];
         let dog = self.profile == Profile::Dogstatsd;
         let packs = !matches!(c.kind, Kind::Set | Kind::Gauge);
-        let values = if dog && packs && self.rng.chance(0.08) {
+        let values = if dog && packs && self.rng.chance(self.packed) {
             self.rng.range(2, 32)
         } else {
             1
@@ -473,6 +490,13 @@ mod tests {
             .sum::<u64>();
         assert!((0.25..0.4).contains(&(sampled / lines)), "{sampled}");
         assert!(packed > 0);
+        // Without packing, every line holds one value.
+        let mut unpacked = Workload::new(Profile::Dogstatsd, 1000, 1).with_packed(0.0);
+        let mut ledger = Ledger::default();
+        for _ in 0..5_000 {
+            unpacked.line(&mut ledger, &mut String::new());
+        }
+        assert!(ledger.contexts.values().all(|e| e.values == e.lines));
         let plain = Workload::new(Profile::Statsd, 1000, 1);
         assert!(plain.contexts().iter().all(|c| c.tags.is_empty()));
         assert!(plain

@@ -36,6 +36,7 @@
 #![forbid(unsafe_code)]
 #![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
+mod ledger;
 mod otlp;
 mod probe;
 mod report;
@@ -213,9 +214,30 @@ struct Args {
     /// With --profile: lines rendered (sent in turn, again and again).
     #[arg(long, default_value_t = 200_000)]
     profile_lines: usize,
+    /// With --profile dogstatsd: percent of the counter, timer, histogram
+    /// and distribution lines that pack 2 to 32 values (lading's 8 by
+    /// default; 0 for servers that refuse packed values).
+    #[arg(long, default_value_t = 8.0)]
+    pack_pct: f64,
     /// With --profile: the seed of the contexts and lines.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// With --profile: send exactly this many passes over the rendered
+    /// lines, at --rate, instead of sending for --duration-secs (still
+    /// capped at 120 s), so that what was sent is the ledger of one pass
+    /// times N. Needs --senders 1.
+    #[arg(long, default_value_t = 0)]
+    passes: u64,
+    /// Only send: read no daemon counters before or after (for a server
+    /// that is not rollstat, such as a peer of benches/compare, which
+    /// reads what that server counted itself). Not with --spawn.
+    #[arg(long)]
+    send_only: bool,
+    /// With --profile: write what was sent, per context, as JSON to FILE
+    /// (the name, tags and kind of each context; its lines, values,
+    /// counter sum or weighted count, last gauge value, distinct members).
+    #[arg(long, value_name = "FILE")]
+    ledger: Option<PathBuf>,
     /// Longest wait for the daemon's counters to settle after sending
     /// (capped at 30 s).
     #[arg(long, default_value_t = 10.0)]
@@ -354,14 +376,34 @@ fn read_counters(http: SocketAddr, transport: Transport) -> io::Result<Counters>
         .map_err(|e| io::Error::other(format!("GET /metrics: {e}")))
 }
 
+/// The flags that only go together, checked before anything starts.
+fn check_modes(a: &Args) -> io::Result<()> {
+    let bad = |why: &str| Err(io::Error::other(why.to_string()));
+    if a.names == 0 || a.senders == 0 || a.flows == 0 {
+        return bad("--names, --senders and --flows must be at least 1");
+    }
+    if (a.passes > 0 || a.ledger.is_some()) && a.profile.is_none() {
+        return bad("--passes and --ledger need --profile");
+    }
+    if a.ledger.is_some() && a.passes == 0 {
+        return bad("--ledger needs --passes N: the ledger is exact for whole passes");
+    }
+    if a.passes > 0 && a.senders != 1 {
+        return bad("--passes needs --senders 1 (use --flows for more source ports)");
+    }
+    if a.send_only && a.spawn {
+        return bad("--send-only is for a server blast did not start; drop --spawn");
+    }
+    Ok(())
+}
+
 /// Runs a blast and returns its report.
 fn run(a: &Args) -> io::Result<Report> {
-    if a.names == 0 || a.senders == 0 || a.flows == 0 {
-        return Err(io::Error::other(
-            "--names, --senders and --flows must be at least 1",
-        ));
-    }
-    let duration = Duration::from_secs_f64(a.duration_secs.max(0.0)).min(MAX_DURATION);
+    check_modes(a)?;
+    let duration = match a.passes {
+        0 => Duration::from_secs_f64(a.duration_secs.max(0.0)).min(MAX_DURATION),
+        _ => MAX_DURATION,
+    };
     let drain = Duration::from_secs_f64(a.drain_secs.max(0.0)).min(MAX_DRAIN);
     let (config, config_name) = config_of(a)?;
     let spawned = daemon_for(a, &config)?;
@@ -369,24 +411,36 @@ fn run(a: &Args) -> io::Result<Report> {
         Some(s) => (s.listening.udp.unwrap_or(a.udp), s.listening.http),
         None => (a.udp, a.http),
     };
-    let datagrams = match a.profile {
-        Some(p) => profile_datagrams(a, p),
-        None => render_datagrams(
-            a.names,
-            a.tags,
-            a.kind,
-            a.lines_per_datagram,
-            a.max_datagram_bytes,
+    let (datagrams, book) = match a.profile {
+        Some(p) => {
+            let (d, w, pass) = profile_datagrams(a, p);
+            (d, Some((w, pass)))
+        }
+        None => (
+            render_datagrams(
+                a.names,
+                a.tags,
+                a.kind,
+                a.lines_per_datagram,
+                a.max_datagram_bytes,
+            ),
+            None,
         ),
     };
     let per_datagram = datagrams.iter().map(|d| d.1).sum::<u64>() as f64 / datagrams.len() as f64;
     announce(&datagrams, per_datagram, udp, duration, a.rate);
-    let start = Start::read(spawned.as_ref(), http, Transport::Udp)?;
-
+    let start = match a.send_only {
+        true => None,
+        false => Some(Start::read(spawned.as_ref(), http, Transport::Udp)?),
+    };
+    let max_datagrams = match a.passes {
+        0 => a.max_datagrams / a.senders as u64,
+        n => n.saturating_mul(datagrams.len() as u64),
+    };
     let pace = Pace {
         rate: a.rate as f64 / a.senders as f64,
         duration,
-        max_datagrams: (a.max_datagrams / a.senders as u64).max(1),
+        max_datagrams: max_datagrams.max(1),
         gso: a.gso,
         flows: a.flows,
     };
@@ -399,6 +453,7 @@ fn run(a: &Args) -> io::Result<Report> {
         },
         flows: a.senders * a.flows,
         names: a.names,
+        send_only: a.send_only,
         ..Report::default()
     };
     for r in send_all(&datagrams, udp, a.senders, pace) {
@@ -408,11 +463,53 @@ fn run(a: &Args) -> io::Result<Report> {
         report.send_errors += s.errors;
         report.send_secs = report.send_secs.max(s.elapsed.as_secs_f64());
     }
-    let e = start.settle(http, Transport::Udp, report.lines_sent, drain)?;
-    (report.drain_secs, report.delta, report.rss) = (e.drain_secs, e.delta, e.rss);
-    (report.daemon_cpu_secs, report.tool_cpu_secs) = (e.daemon_cpu_secs, e.tool_cpu_secs);
+    if let Some(start) = start {
+        let e = start.settle(http, Transport::Udp, report.lines_sent, drain)?;
+        (report.drain_secs, report.delta, report.rss) = (e.drain_secs, e.delta, e.rss);
+        (report.daemon_cpu_secs, report.tool_cpu_secs) = (e.daemon_cpu_secs, e.tool_cpu_secs);
+    }
     drop(spawned);
+    if let (Some(path), Some((w, pass))) = (&a.ledger, &book) {
+        write_ledger(path, a, w, pass, &report, datagrams.len() as u64)?;
+    }
     Ok(report)
+}
+
+/// `--ledger`: what was sent, if it was every pass asked for.
+fn write_ledger(
+    path: &std::path::Path,
+    a: &Args,
+    w: &Workload,
+    pass: &Ledger,
+    report: &Report,
+    per_pass: u64,
+) -> io::Result<()> {
+    let whole = report.datagrams_sent == a.passes * per_pass && report.send_errors == 0;
+    if !whole {
+        return Err(io::Error::other(format!(
+            "sent {} datagrams with {} errors, not the {} of {} passes (the 120 s cap, or a failed send): the ledger would not be exact, so none was written to {}",
+            report.datagrams_sent,
+            report.send_errors,
+            a.passes * per_pass,
+            a.passes,
+            path.display()
+        )));
+    }
+    ledger::write(
+        path,
+        &ledger::Sent {
+            profile: a.profile.unwrap_or(Profile::Counters),
+            seed: a.seed,
+            pack_pct: a.pack_pct,
+            contexts: w.contexts(),
+            pass,
+            passes: a.passes,
+            lines_sent: report.lines_sent,
+            datagrams_sent: report.datagrams_sent,
+            send_errors: report.send_errors,
+            send_secs: report.send_secs,
+        },
+    )
 }
 
 /// With `--spawn`, the spawned daemon's OTLP/HTTP and HTTP addresses;
@@ -596,11 +693,12 @@ fn announce(
 
 /// The datagrams of `--profile p`: `--profile-lines` lines over `--names`
 /// contexts, seeded; what one pass sends of each type goes to stderr.
-fn profile_datagrams(a: &Args, p: Profile) -> Vec<(Vec<u8>, u64)> {
+fn profile_datagrams(a: &Args, p: Profile) -> (Vec<(Vec<u8>, u64)>, Workload, Ledger) {
     let mut w = match a.tags {
         0 => Workload::new(p, a.names, a.seed),
         n => Workload::with_max_tags(p, a.names, a.seed, n as u64),
-    };
+    }
+    .with_packed(a.pack_pct / 100.0);
     let mut ledger = Ledger::default();
     let datagrams = w.datagrams(a.profile_lines.max(1), a.max_datagram_bytes, &mut ledger);
     let by_kind: Vec<String> = Kind::ALL
@@ -616,7 +714,7 @@ fn profile_datagrams(a: &Args, p: Profile) -> Vec<(Vec<u8>, u64)> {
         a.profile_lines.max(1),
         by_kind.join(", ")
     );
-    datagrams
+    (datagrams, w, ledger)
 }
 
 /// `senders` threads, each sending `datagrams` from its own offset at

@@ -117,6 +117,9 @@ pub struct Report {
     pub names: usize,
     /// The daemon's resident memory before and after (with `--spawn`).
     pub rss: Option<(u64, u64)>,
+    /// `--send-only`: no counters were read, so only the sending rows
+    /// are reported.
+    pub send_only: bool,
 }
 
 impl Report {
@@ -148,6 +151,14 @@ impl Report {
         );
         kv("send_errors", format!("{}", self.send_errors));
         kv("send_secs", format!("{:.3}", self.send_secs));
+        if self.send_only {
+            let secs = self.send_secs.max(1e-9);
+            kv(
+                "lines_per_sec_sent",
+                format!("{:.0}", self.lines_sent as f64 / secs),
+            );
+            return s;
+        }
         kv("drain_secs", format!("{:.3}", self.drain_secs));
         kv("lines_counted", format!("{}", d.lines));
         kv("datagrams_counted", format!("{}", d.packets));

@@ -76,7 +76,8 @@ pub struct Pace {
     pub flows: usize,
 }
 
-/// Sends `datagrams` in turn, starting at `offset`, to `target`.
+/// Sends `datagrams` in turn, starting at `offset`, to `target`: at most
+/// `max_datagrams` of them (one GSO send more at most, as it is not split).
 pub fn sender(
     target: SocketAddr,
     datagrams: &[(Vec<u8>, u64)],
@@ -128,6 +129,9 @@ pub fn sender(
             i += 1;
             if i == sends.len() {
                 i = 0;
+            }
+            if s.datagrams + s.errors >= max_datagrams {
+                break;
             }
         }
         let elapsed = since(&clock, start);
@@ -187,7 +191,8 @@ mod tests {
             flows: 1,
         };
         let sent = sender(target, &d, 0, pace).unwrap();
-        // The cap is checked between rounds of sends: 64 + 36 + 64.
+        // The cap is checked after each send, and a GSO send is not split:
+        // 64 + 36 + 64.
         assert_eq!(sent.datagrams, 164);
         let mut buf = [0u8; 2048];
         for k in 0..164 {
