@@ -137,7 +137,8 @@ def one_run(args, make, profile, contexts, rate, probes=0):
             "sent_rate": ledger["lines_sent"] / max(ledger["send_secs"], 1e-9),
             "share": share, "types": types,
             "cpu_s_per_m_lines": (cpu1 - cpu0) * 1e6 / max(ledger["lines_sent"], 1),
-            "rss_peak": hwm, "rss_per_context": (rss1 - rss0) / contexts,
+            "contexts_sent": len(ledger["expect"]),
+            "rss_peak": hwm, "rss_per_context": (rss1 - rss0) / max(len(ledger["expect"]), 1),
             "scrape_s": scrapes[len(scrapes) // 2], "kernel_drops": drops,
         }
         if probes:
@@ -220,6 +221,8 @@ def main():
     p.add_argument("--bisect", type=int, default=2)
     p.add_argument("--probes", type=int, default=20)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--servers", default=None,
+                   help="run only these servers (comma-separated names, e.g. statsd_exporter)")
     p.add_argument("--out", default=None)
     args = p.parse_args()
     out = args.out or tempfile.mkdtemp(prefix="rollstat-compare-")
@@ -227,6 +230,8 @@ def main():
     makers = [peers.make("rollstat", args.rollstat, args.config)]
     makers += [peers.make(s, args.rollstat, args.config) for s in args.peer]
     servers = {m().name: m for m in makers}
+    if args.servers:
+        servers = {n: m for n, m in servers.items() if n in args.servers.split(",")}
     result = {"machine": machine(), "versions": {n: m().version() for n, m in servers.items()},
               "args": vars(args), "cells": []}
     for profile in args.profiles.split(","):

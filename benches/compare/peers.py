@@ -57,15 +57,19 @@ def proc_stat(pid):
 
 # A sample line of the text exposition: name, labels, value.
 SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
-# The label of a bucket or a quantile (a workload tag key may end in `le`).
-BUCKET = re.compile(r'[{,](le|quantile)="')
 # A workload name as exposed: `<word>.c<i>` becomes `<word>_c<i>`, and
 # the counters profile's `blast.m<i>` `blast_m<i>`; then a family suffix.
 CONTEXT = re.compile(r"(?:_c|^blast_m)(\d+)(_total|_count|_sum|_bucket|_created)?$")
 
 
 def read_prometheus(text):
-    """Per context index: {"value", "total", "count"} of its samples."""
+    """Per context index: {"value", "total", "count"} of its samples.
+
+    Buckets (`_bucket`) and sums are skipped by their suffix, never by a
+    label: a workload tag may be called `le` or `quantile`. A summary's
+    quantile samples land in "value", which only gauges read. The servers'
+    own families (`rollstat_*`, Go's `go_*`) are left out by the name
+    pattern alone: a workload name may begin with `go_`."""
     out = {}
     for line in text.splitlines():
         if not line or line[0] == "#":
@@ -74,10 +78,6 @@ def read_prometheus(text):
         if not m:
             continue
         name, labels, value = m.groups()
-        if name.startswith(("rollstat_", "statsd_exporter_", "go_", "process_", "promhttp_")):
-            continue
-        if labels and BUCKET.search(labels):
-            continue
         c = CONTEXT.search(name)
         if not c:
             continue
