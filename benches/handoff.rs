@@ -112,6 +112,7 @@ impl Queue for Crossbeam {
 }
 
 /// `n` hand-offs from this thread to one worker thread: the time taken.
+#[allow(clippy::disallowed_methods)] // a benchmark measures wall time
 fn hand_off<Q: Queue, S: Spares>(n: u64, spares: Arc<S>) -> Duration {
     let (tx, rx) = Q::bounded();
     let pool = spares.clone();
